@@ -1,0 +1,52 @@
+#include "common/runtime/check.h"
+
+#include <mpi.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+namespace llmp {
+
+namespace {
+bool mpi_up() {
+  int init = 0, fin = 0;
+  MPI_Initialized(&init);
+  MPI_Finalized(&fin);
+  return init && !fin;
+}
+}  // namespace
+
+void fail_at(const char* file, int line, const std::string& msg) {
+  std::fprintf(stderr, "%s:%d: %s\n", file, line, msg.c_str());
+  std::fflush(stderr);
+  if (mpi_up()) MPI_Abort(MPI_COMM_WORLD, 1);
+  std::exit(1);
+}
+
+void user_error(const std::string& msg) {
+  std::fprintf(stderr, "error: %s\n", msg.c_str());
+  std::fflush(stderr);
+  if (mpi_up()) MPI_Abort(MPI_COMM_WORLD, 2);
+  std::exit(2);
+}
+
+void all_ranks_ok(bool ok, const std::string& msg) {
+  if (!mpi_up()) {
+    if (!ok) user_error(msg);
+    return;
+  }
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  // The lowest failing rank (or INT_MAX when none fails) is found with one all_reduce(min).
+  int mine = ok ? 0x7fffffff : rank, first = 0;
+  MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (first == 0x7fffffff) return;
+  if (rank == first) {
+    std::fprintf(stderr, "error: %s\n", msg.c_str());
+    std::fflush(stderr);
+  }
+  MPI_Finalize();
+  std::exit(2);
+}
+
+}  // namespace llmp

@@ -1,0 +1,59 @@
+// Per-rank memory accounting by category.
+//
+// Every Tensor's storage is registered here while it lives, under one of the categories that the
+// ZeRO paper (Rajbhandari et al. 2020, §3) uses to split a rank's memory: parameters, gradients,
+// optimizer state (model states), activations and communication buffers (residual states).
+// Stages assert these numbers against the closed forms of common/plan/memory_planner.h.
+//
+// One process is one rank, so the tracker is a process-wide singleton.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+namespace llmp {
+
+/// What a buffer holds. kCount is the number of categories, not a category.
+enum class MemCategory : int {
+  kParameters = 0,
+  kGradients,
+  kOptimizerState,
+  kActivations,
+  kCommBuffers,
+  kOther,
+  kCount
+};
+
+/// Printable name of a category ("parameters", "gradients", ...).
+const char* to_string(MemCategory c);
+
+/// Bytes currently allocated and the peak since the last reset_peak(), per category and in total.
+/// Thread-compatible (one trainer thread per rank); not thread-safe.
+class MemoryTracker {
+ public:
+  static MemoryTracker& instance();
+
+  void on_alloc(MemCategory c, int64_t bytes);
+  void on_free(MemCategory c, int64_t bytes);
+
+  /// Bytes live now in category c.
+  int64_t current(MemCategory c) const { return current_[idx(c)]; }
+  /// Largest value current(c) reached since the last reset_peak().
+  int64_t peak(MemCategory c) const { return peak_[idx(c)]; }
+  /// Sum over all categories, now and at its own peak.
+  int64_t current_total() const { return total_; }
+  int64_t peak_total() const { return peak_total_; }
+  /// Peaks restart from the current values.
+  void reset_peak();
+
+ private:
+  static int idx(MemCategory c) { return static_cast<int>(c); }
+  std::array<int64_t, static_cast<int>(MemCategory::kCount)> current_{}, peak_{};
+  int64_t total_ = 0, peak_total_ = 0;
+};
+
+/// Human-readable byte count: "3.18 MiB".
+std::string format_bytes(double bytes);
+
+}  // namespace llmp

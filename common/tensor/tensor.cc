@@ -1,0 +1,158 @@
+#include "common/tensor/tensor.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+#include <stdexcept>
+
+namespace llmp {
+
+int64_t dtype_size(DType t) { return t == DType::kF32 ? 4 : 2; }
+
+const char* to_string(DType t) {
+  switch (t) {
+    case DType::kF32: return "f32";
+    case DType::kF16: return "f16";
+    case DType::kBF16: return "bf16";
+  }
+  return "?";
+}
+
+DType parse_dtype(const std::string& s) {
+  if (s == "f32" || s == "fp32" || s == "float32") return DType::kF32;
+  if (s == "f16" || s == "fp16" || s == "float16") return DType::kF16;
+  if (s == "bf16" || s == "bfloat16") return DType::kBF16;
+  throw std::invalid_argument("unknown dtype '" + s + "' (expected f32, f16 or bf16)");
+}
+
+const char* to_string(Device d) { return d == Device::kCPU ? "cpu" : "cuda"; }
+
+namespace {
+class CpuAllocator : public Allocator {
+ public:
+  void* allocate(int64_t bytes) override {
+    // 64-byte alignment: whole cache lines, and what AVX-512 loads like.
+    void* p = std::aligned_alloc(64, ((bytes + 63) / 64) * 64 + 64);
+    if (!p) throw std::bad_alloc();
+    return p;
+  }
+  void deallocate(void* p, int64_t) override { std::free(p); }
+};
+
+Allocator*& slot(Device d) {
+  static Allocator* slots[2] = {nullptr, nullptr};
+  return slots[static_cast<int>(d)];
+}
+}  // namespace
+
+void register_allocator(Device d, Allocator* a) { slot(d) = a; }
+
+Allocator& allocator_for(Device d) {
+  if (d == Device::kCPU && !slot(d)) {
+    static CpuAllocator cpu;
+    slot(d) = &cpu;
+  }
+  if (!slot(d))
+    throw std::runtime_error(std::string("no allocator for device ") + to_string(d) +
+                             " (this binary was built without CUDA or no GPU is present)");
+  return *slot(d);
+}
+
+Storage::Storage(int64_t bytes, Device device, MemCategory category)
+    : bytes_(bytes), device_(device), category_(category) {
+  data_ = allocator_for(device).allocate(bytes);
+  MemoryTracker::instance().on_alloc(category, bytes);
+}
+
+Storage::~Storage() {
+  allocator_for(device_).deallocate(data_, bytes_);
+  MemoryTracker::instance().on_free(category_, bytes_);
+}
+
+int64_t shape_numel(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0) throw std::invalid_argument("negative dimension in shape " + shape_str(shape));
+    n *= d;
+  }
+  return n;
+}
+
+std::string shape_str(const std::vector<int64_t>& shape) {
+  std::ostringstream os;
+  os << "(";
+  for (size_t i = 0; i < shape.size(); ++i) os << (i ? ", " : "") << shape[i];
+  if (shape.size() == 1) os << ",";
+  os << ")";
+  return os.str();
+}
+
+Tensor Tensor::empty(std::vector<int64_t> shape, DType dtype, MemCategory category, Device device) {
+  Tensor t;
+  t.numel_ = shape_numel(shape);
+  t.shape_ = std::move(shape);
+  t.dtype_ = dtype;
+  t.storage_ = std::make_shared<Storage>(t.numel_ * dtype_size(dtype), device, category);
+  return t;
+}
+
+Tensor Tensor::zeros(std::vector<int64_t> shape, DType dtype, MemCategory category, Device device) {
+  Tensor t = empty(std::move(shape), dtype, category, device);
+  if (device != Device::kCPU)
+    throw std::runtime_error("Tensor::zeros on " + std::string(to_string(device)) +
+                             ": use the device's fill kernel (kernels/cuda)");
+  std::memset(t.raw(), 0, t.nbytes());
+  return t;
+}
+
+void* Tensor::raw() const {
+  if (!storage_) return nullptr;
+  return static_cast<char*>(storage_->data()) + offset_bytes_;
+}
+
+float* Tensor::f32() const {
+  if (dtype_ != DType::kF32)
+    throw std::runtime_error("f32() called on a " + std::string(to_string(dtype_)) + " tensor " +
+                             shape_str(shape_));
+  return data<float>();
+}
+
+Tensor Tensor::view(std::vector<int64_t> shape) const {
+  if (shape_numel(shape) != numel_)
+    throw std::invalid_argument("view " + shape_str(shape) + " does not match " + shape_str(shape_));
+  Tensor t = *this;
+  t.shape_ = std::move(shape);
+  return t;
+}
+
+Tensor Tensor::narrow(int64_t offset, int64_t count) const {
+  if (offset < 0 || count < 0 || offset + count > numel_)
+    throw std::out_of_range("narrow(" + std::to_string(offset) + ", " + std::to_string(count) +
+                            ") outside a tensor of " + std::to_string(numel_) + " elements");
+  Tensor t = *this;
+  t.offset_bytes_ = offset_bytes_ + offset * dtype_size(dtype_);
+  t.shape_ = {count};
+  t.numel_ = count;
+  return t;
+}
+
+void Tensor::fill(float value) {
+  if (device() != Device::kCPU) throw std::runtime_error("Tensor::fill is host only");
+  if (dtype_ != DType::kF32) throw std::runtime_error("Tensor::fill supports f32 only");
+  float* p = f32();
+  for (int64_t i = 0; i < numel_; ++i) p[i] = value;
+}
+
+void Tensor::copy_from(const Tensor& src) {
+  if (src.numel_ != numel_ || src.dtype_ != dtype_)
+    throw std::invalid_argument("copy_from: " + src.describe() + " into " + describe());
+  if (device() != Device::kCPU || src.device() != Device::kCPU)
+    throw std::runtime_error("Tensor::copy_from is host only");
+  std::memmove(raw(), src.raw(), nbytes());
+}
+
+std::string Tensor::describe() const {
+  return shape_str(shape_) + " " + to_string(dtype_) + " " + to_string(device());
+}
+
+}  // namespace llmp

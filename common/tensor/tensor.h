@@ -1,0 +1,118 @@
+// Tensor: a shape, a dtype, a device and a view into contiguous, reference-counted storage.
+//
+// This is deliberately small: no autograd, no broadcasting, no strides. Layers do their own math
+// on raw pointers (common/nn, kernels/) and state their shapes in comments. What the Tensor adds
+// is (1) ownership, (2) the memory category each buffer is counted under (common/tensor/memory.h),
+// which is how every stage measures its per-rank memory, and (3) views: narrow() of a flat buffer
+// is how a rank names its shard of the parameters without copying.
+//
+// Glossary: numel = number of elements; nbytes = numel * dtype_size(dtype).
+// Host dtypes: f32 = float, f16 = Eigen::half, bf16 = Eigen::bfloat16 (IEEE / brain float 16).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/tensor/memory.h"
+
+namespace llmp {
+
+enum class DType { kF32, kF16, kBF16 };
+enum class Device { kCPU, kCUDA };
+
+/// Bytes per element: 4 for f32, 2 for f16 and bf16.
+int64_t dtype_size(DType t);
+/// "f32", "f16", "bf16". parse_dtype throws std::invalid_argument naming the value otherwise.
+const char* to_string(DType t);
+DType parse_dtype(const std::string& s);
+const char* to_string(Device d);
+
+/// Allocates and frees raw bytes on one device. The CPU allocator is built in; the CUDA one
+/// (kernels/cuda/device_allocator) registers itself when linked into a CUDA build.
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+  virtual void* allocate(int64_t bytes) = 0;
+  virtual void deallocate(void* p, int64_t bytes) = 0;
+};
+void register_allocator(Device d, Allocator* a);
+/// Throws std::runtime_error("no allocator for device cuda ...") when none is registered.
+Allocator& allocator_for(Device d);
+
+/// Owns one allocation and keeps it counted in the MemoryTracker under `category` while alive.
+class Storage {
+ public:
+  Storage(int64_t bytes, Device device, MemCategory category);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+  void* data() const { return data_; }
+  int64_t bytes() const { return bytes_; }
+  Device device() const { return device_; }
+  MemCategory category() const { return category_; }
+
+ private:
+  void* data_ = nullptr;
+  int64_t bytes_ = 0;
+  Device device_;
+  MemCategory category_;
+};
+
+class Tensor {
+ public:
+  /// An undefined tensor (no storage, numel 0).
+  Tensor() = default;
+
+  /// Uninitialised tensor of `shape`. Counted under `category` until the last view dies.
+  static Tensor empty(std::vector<int64_t> shape, DType dtype = DType::kF32,
+                      MemCategory category = MemCategory::kOther, Device device = Device::kCPU);
+  /// Zero-filled (host memset, or the device allocator's fill for CUDA).
+  static Tensor zeros(std::vector<int64_t> shape, DType dtype = DType::kF32,
+                      MemCategory category = MemCategory::kOther, Device device = Device::kCPU);
+
+  bool defined() const { return storage_ != nullptr; }
+  const std::vector<int64_t>& shape() const { return shape_; }
+  int64_t dim(int i) const { return shape_.at(i < 0 ? shape_.size() + i : i); }
+  int ndim() const { return static_cast<int>(shape_.size()); }
+  int64_t numel() const { return numel_; }
+  int64_t nbytes() const { return numel_ * dtype_size(dtype_); }
+  DType dtype() const { return dtype_; }
+  Device device() const { return storage_ ? storage_->device() : Device::kCPU; }
+  MemCategory category() const { return storage_ ? storage_->category() : MemCategory::kOther; }
+
+  /// Pointer to the first element of this view.
+  void* raw() const;
+  template <typename T>
+  T* data() const { return static_cast<T*>(raw()); }
+  /// Checked access for f32 tensors: throws if dtype is not f32.
+  float* f32() const;
+
+  /// Same storage, new shape with the same numel (throws naming both shapes otherwise).
+  Tensor view(std::vector<int64_t> shape) const;
+  /// Flat view of elements [offset, offset + count) of this (contiguous) tensor, shape {count}.
+  /// This is how a rank addresses its shard of a flat parameter or gradient buffer.
+  Tensor narrow(int64_t offset, int64_t count) const;
+
+  /// Fill every element with `value` (host only).
+  void fill(float value);
+  /// Copy all elements from `src` (same numel and dtype; host only).
+  void copy_from(const Tensor& src);
+
+  /// "(4, 64, 128) f32 cpu".
+  std::string describe() const;
+
+ private:
+  std::shared_ptr<Storage> storage_;
+  int64_t offset_bytes_ = 0;
+  std::vector<int64_t> shape_;
+  int64_t numel_ = 0;
+  DType dtype_ = DType::kF32;
+};
+
+/// Product of the dimensions (1 for a scalar shape {}).
+int64_t shape_numel(const std::vector<int64_t>& shape);
+std::string shape_str(const std::vector<int64_t>& shape);
+
+}  // namespace llmp

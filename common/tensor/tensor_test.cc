@@ -1,0 +1,54 @@
+#include "common/tensor/tensor.h"
+
+#include <gtest/gtest.h>
+
+namespace llmp {
+namespace {
+
+TEST(Tensor, AllocationIsCountedUnderItsCategoryUntilTheLastViewDies) {
+  auto& mt = MemoryTracker::instance();
+  const int64_t before = mt.current(MemCategory::kGradients);
+  {
+    Tensor g = Tensor::zeros({10, 3}, DType::kF32, MemCategory::kGradients);
+    EXPECT_EQ(mt.current(MemCategory::kGradients) - before, 120);
+    Tensor shard = g.narrow(6, 12);  // a view: no new bytes
+    EXPECT_EQ(mt.current(MemCategory::kGradients) - before, 120);
+    g = Tensor();
+    EXPECT_EQ(mt.current(MemCategory::kGradients) - before, 120);  // shard keeps storage alive
+    EXPECT_EQ(shard.numel(), 12);
+  }
+  EXPECT_EQ(mt.current(MemCategory::kGradients), before);
+  EXPECT_GE(mt.peak(MemCategory::kGradients) - before, 120);
+}
+
+TEST(Tensor, NarrowAddressesTheRightElements) {
+  Tensor t = Tensor::empty({8});
+  for (int i = 0; i < 8; ++i) t.f32()[i] = static_cast<float>(i);
+  Tensor s = t.narrow(3, 4);
+  EXPECT_EQ(s.f32()[0], 3.0f);
+  EXPECT_EQ(s.narrow(1, 2).f32()[1], 5.0f);
+  EXPECT_THROW(t.narrow(6, 3), std::out_of_range);
+}
+
+TEST(Tensor, HalfPrecisionTypesTakeTwoBytes) {
+  Tensor h = Tensor::empty({5}, DType::kBF16);
+  EXPECT_EQ(h.nbytes(), 10);
+  EXPECT_THROW(h.f32(), std::runtime_error);
+  EXPECT_EQ(parse_dtype("bf16"), DType::kBF16);
+  EXPECT_THROW(parse_dtype("f8"), std::invalid_argument);
+}
+
+TEST(Tensor, ViewKeepsNumel) {
+  Tensor t = Tensor::zeros({4, 6});
+  EXPECT_EQ(t.view({2, 12}).dim(1), 12);
+  EXPECT_THROW(t.view({5, 5}), std::invalid_argument);
+}
+
+TEST(Tensor, CudaWithoutAllocatorFailsClearly) {
+  // In a CPU-only binary nothing registers a CUDA allocator.
+  EXPECT_THROW(Tensor::empty({4}, DType::kF32, MemCategory::kOther, Device::kCUDA),
+               std::runtime_error);
+}
+
+}  // namespace
+}  // namespace llmp
