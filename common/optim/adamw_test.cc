@@ -1,0 +1,58 @@
+#include "common/optim/adamw.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+namespace llmp {
+namespace {
+
+// Reference: Algorithm 2 of Loshchilov & Hutter, written out in double for two steps.
+TEST(AdamW, MatchesTheAlgorithmForTwoSteps) {
+  AdamWConfig cfg;
+  cfg.lr = 0.1f;
+  cfg.weight_decay = 0.01f;
+  AdamW opt(2, cfg);
+  std::vector<float> p = {1.0f, -2.0f};
+  const std::vector<std::vector<float>> g = {{0.5f, -1.0f}, {0.25f, 3.0f}};
+  std::vector<double> rp = {1.0, -2.0}, m(2, 0.0), v(2, 0.0);
+  for (int t = 1; t <= 2; ++t) {
+    opt.step(p.data(), g[t - 1].data(), t);
+    for (int i = 0; i < 2; ++i) {
+      m[i] = 0.9 * m[i] + 0.1 * g[t - 1][i];
+      v[i] = 0.95 * v[i] + 0.05 * g[t - 1][i] * g[t - 1][i];
+      const double mh = m[i] / (1 - std::pow(0.9, t)), vh = v[i] / (1 - std::pow(0.95, t));
+      rp[i] -= 0.1 * (mh / (std::sqrt(vh) + 1e-8) + 0.01 * rp[i]);
+    }
+  }
+  EXPECT_NEAR(p[0], rp[0], 1e-6);
+  EXPECT_NEAR(p[1], rp[1], 1e-6);
+}
+
+TEST(AdamW, ShardUpdateEqualsSliceOfWholeUpdate) {
+  // The property ZeRO relies on: updating [a, b) alone gives the same numbers as updating all.
+  AdamWConfig cfg;
+  std::vector<float> whole(10), shard, grads(10);
+  for (int i = 0; i < 10; ++i) whole[i] = 0.1f * i, grads[i] = 0.3f - 0.07f * i;
+  shard.assign(whole.begin() + 4, whole.begin() + 7);
+  AdamW all(10, cfg), part(3, cfg);
+  for (int t = 1; t <= 3; ++t) {
+    all.step(whole.data(), grads.data(), t);
+    part.step(shard.data(), grads.data() + 4, t);
+  }
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(shard[i], whole[4 + i]);
+}
+
+TEST(AdamW, StateIsCountedAsOptimizerState) {
+  auto& mt = MemoryTracker::instance();
+  const int64_t before = mt.current(MemCategory::kOptimizerState);
+  {
+    AdamW opt(1000, AdamWConfig{});
+    EXPECT_EQ(mt.current(MemCategory::kOptimizerState) - before, 8000);  // K = 8 bytes/element
+  }
+  EXPECT_EQ(mt.current(MemCategory::kOptimizerState), before);
+}
+
+}  // namespace
+}  // namespace llmp

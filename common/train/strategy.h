@@ -1,0 +1,62 @@
+// Strategy: what a stage is, seen from the shared training loop (common/train/train_main.h).
+//
+// A stage owns the model states (parameters, gradients, optimizer state) laid out however its
+// technique wants (replicated, sharded, split into pipeline stages) and turns one global batch
+// into one optimizer step. The loop around it (data, logging, evaluation, checkpoints, the final
+// memory/communication table) is the same for every stage, which is what lets tests run any
+// stage against the single-rank baseline on the same global batch.
+//
+// Glossary: B global batch (sequences), T sequence length, N ranks, Ψ parameter count.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/nn/gpt.h"
+#include "common/plan/memory_planner.h"
+
+namespace llmp {
+
+/// Which sequences of the global batch this rank consumes: [first, first + count).
+struct BatchSlice {
+  int first = 0;
+  int count = 0;
+};
+
+/// A row of the end-of-run report: something measured next to its closed form.
+struct ReportRow {
+  std::string what;      ///< "parameters", "gradients", "optimizer state", "sent per step"
+  double measured = 0;   ///< bytes
+  double formula = 0;    ///< bytes
+  std::string formula_text;  ///< e.g. "4Ψ", "8⌈Ψ/N⌉", "2(N-1)/N·4Ψ"
+};
+
+class Strategy {
+ public:
+  virtual ~Strategy() = default;
+
+  /// The slice of a global batch of B sequences this rank reads (data parallel: its 1/N).
+  virtual BatchSlice batch_slice(int global_batch) const = 0;
+
+  /// One optimizer step t (1-based) on the global batch, of which this rank holds
+  /// `slice.count` sequences: tokens and targets (count, T). Returns the mean loss of the global
+  /// batch (nats/token), the same on every rank.
+  virtual double train_step(const int32_t* tokens, const int32_t* targets, int global_batch, int T,
+                            int64_t step) = 0;
+
+  /// Mean loss of a global batch without training (validation), the same on every rank.
+  virtual double eval_loss(const int32_t* tokens, const int32_t* targets, int global_batch,
+                           int T) = 0;
+
+  /// Collective. Full model state on every rank: params, Adam m and v (Ψ floats each).
+  virtual void get_state(float* params, float* exp_avg, float* exp_avg_sq) = 0;
+  /// Collective. Takes the full model state (the same on every rank) and keeps its part.
+  virtual void set_state(const float* params, const float* exp_avg, const float* exp_avg_sq) = 0;
+
+  /// This rank's measured bytes next to the closed forms (memory after a step, and bytes sent
+  /// during the last step).
+  virtual std::vector<ReportRow> report() const = 0;
+};
+
+}  // namespace llmp

@@ -1,0 +1,135 @@
+#include "stages/zero2/zero2.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace llmp {
+
+Zero2Strategy::Zero2Strategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt, uint64_t seed)
+    : model_(model),
+      dp_(dp),
+      shards_(model.layout().num_params(), dp.size()),
+      params_(Tensor::empty({model.layout().num_params()}, DType::kF32, MemCategory::kParameters)),
+      grad_shard_(Tensor::zeros({shards_.padded}, DType::kF32, MemCategory::kGradients)),
+      opt_(shards_.padded, opt),
+      metrics_(dp) {
+  model_.init_params(params_.f32(), seed);  // same seed on every rank: same replicas
+}
+
+BatchSlice Zero2Strategy::batch_slice(int global_batch) const {
+  return dp_slice(global_batch, dp_.rank(), dp_.size());
+}
+
+void Zero2Strategy::reduce_scatter_unit(int u, const Tensor& g) {
+  const int64_t a = model_.layout().unit_offset(u), b = a + model_.layout().unit_numel(u);
+  const std::vector<int64_t> counts = shards_.split_range(a, b);
+  const int r = dp_.rank();
+  // Where this rank's part of [a, b) lands inside its shard (nothing when the unit misses it).
+  const int64_t at = counts[r] > 0 ? std::max(a, shards_.begin[r]) - shards_.begin[r] : 0;
+  Tensor out = grad_shard_.narrow(at, counts[r]);
+  dp_.reduce_scatter_v(g, out, counts, ReduceOp::kSum);  // sends (N-1)/N · 4·numel(u)
+}
+
+double Zero2Strategy::train_step(const int32_t* tokens, const int32_t* targets, int global_batch,
+                                 int T, int64_t step) {
+  const GPTLayout& lay = model_.layout();
+  const int L = model_.config().layers, C = model_.config().d;
+  const int B = global_batch / dp_.size();  // this rank's sequences
+  const float scale = 1.0f / (static_cast<float>(global_batch) * T);  // global mean
+  const float* P = params_.f32();
+  const double bytes_before = dp_.stats().total_bytes();
+  MemoryTracker::instance().reset_peak();
+
+  // 1. Forward: x_0 = embed(tokens), x_{l+1} = block_l(x_l). Keep every x_l and block cache.
+  std::vector<Tensor> x(L + 1);
+  std::vector<BlockCache> cache(L);
+  for (auto& t : x) t = Tensor::empty({B, T, C}, DType::kF32, MemCategory::kActivations);
+  model_.embed_forward(P + lay.unit_offset(0), tokens, B, T, x[0].f32());
+  for (int l = 0; l < L; ++l)
+    model_.block_forward(P + lay.unit_offset(1 + l), x[l].f32(), B, T, x[l + 1].f32(), &cache[l]);
+
+  // 2. Backward, one unit at a time, each reduce-scattered as soon as it is final.
+  // Unit 0 (wte, wpe) stays alive throughout: the tied head adds to wte first, the embedding last.
+  Tensor g0 = Tensor::zeros({lay.unit_numel(0)}, DType::kF32, MemCategory::kGradients);
+  Tensor dx = Tensor::empty({B, T, C}, DType::kF32, MemCategory::kActivations);
+  Tensor dx_prev = Tensor::empty({B, T, C}, DType::kF32, MemCategory::kActivations);
+  double local_loss;
+  {
+    Tensor gf = Tensor::zeros({lay.unit_numel(L + 1)}, DType::kF32, MemCategory::kGradients);
+    local_loss = model_.head_forward_backward(P + lay.unit_offset(L + 1), P + lay.unit_offset(0),
+                                              x[L].f32(), targets, B, T, scale, dx.f32(),
+                                              gf.f32(), g0.f32());
+    reduce_scatter_unit(L + 1, gf);
+  }  // gf freed: only this rank's shard of it remains, inside grad_shard_
+  for (int l = L - 1; l >= 0; --l) {
+    Tensor gb = Tensor::zeros({lay.unit_numel(1 + l)}, DType::kF32, MemCategory::kGradients);
+    model_.block_backward(P + lay.unit_offset(1 + l), x[l].f32(), cache[l], dx.f32(),
+                          dx_prev.f32(), gb.f32());
+    std::swap(dx, dx_prev);
+    cache[l] = BlockCache();  // activations of block l are no longer needed
+    reduce_scatter_unit(1 + l, gb);
+  }
+  model_.embed_backward(tokens, B, T, dx.f32(), g0.f32());
+  reduce_scatter_unit(0, g0);
+  g0 = Tensor();
+  last_step_peak_grads_ = MemoryTracker::instance().peak(MemCategory::kGradients);
+
+  // 3. AdamW on this rank's shard only (the valid part of a padded shard).
+  const int r = dp_.rank();
+  const int64_t begin = shards_.begin[r], count = shards_.count[r];
+  opt_.step(params_.f32() + begin, grad_shard_.f32(), step, count);
+
+  // 4. All-gather the updated shards into the full parameters on every rank.
+  //    sends (N-1)/N · 4Ψ. The input is copied out because MPI forbids aliasing the output.
+  Tensor mine = Tensor::empty({count}, DType::kF32, MemCategory::kCommBuffers);
+  std::memcpy(mine.f32(), params_.f32() + begin, count * sizeof(float));
+  dp_.all_gather_v(mine, params_, shards_.count);
+
+  last_step_bytes_ = dp_.stats().total_bytes() - bytes_before;
+  return metrics_.sum(local_loss);
+}
+
+double Zero2Strategy::eval_loss(const int32_t* tokens, const int32_t* targets, int global_batch,
+                                int T) {
+  const int B = global_batch / dp_.size();
+  const double local_mean = model_.forward_loss(params_.f32(), tokens, targets, B, T);
+  return metrics_.sum(local_mean) / dp_.size();
+}
+
+void Zero2Strategy::get_state(float* params, float* exp_avg, float* exp_avg_sq) {
+  const int64_t psi = shards_.psi, count = shards_.count[dp_.rank()];
+  std::memcpy(params, params_.f32(), psi * sizeof(float));
+  Tensor full = Tensor::empty({psi}, DType::kF32, MemCategory::kCommBuffers);
+  for (auto [src, dst] : {std::pair{&opt_.exp_avg(), exp_avg}, {&opt_.exp_avg_sq(), exp_avg_sq}}) {
+    dp_.all_gather_v(src->narrow(0, count), full, shards_.count);
+    std::memcpy(dst, full.f32(), psi * sizeof(float));
+  }
+}
+
+void Zero2Strategy::set_state(const float* params, const float* exp_avg,
+                              const float* exp_avg_sq) {
+  const int r = dp_.rank();
+  std::memcpy(params_.f32(), params, shards_.psi * sizeof(float));
+  std::memcpy(opt_.exp_avg().f32(), exp_avg + shards_.begin[r], shards_.count[r] * sizeof(float));
+  std::memcpy(opt_.exp_avg_sq().f32(), exp_avg_sq + shards_.begin[r],
+              shards_.count[r] * sizeof(float));
+}
+
+std::vector<ReportRow> Zero2Strategy::report() const {
+  const double psi = static_cast<double>(shards_.psi);
+  const int N = dp_.size();
+  auto rows = memory_rows(plan_memory(DPStage::kZeRO2, psi, N, Precision::fp32(), /*padded=*/true),
+                          "4Ψ", "4⌈Ψ/N⌉", "8⌈Ψ/N⌉");
+  // The full gradient never exists: at most the shard, unit 0 and one other unit at a time.
+  const GPTLayout& lay = model_.layout();
+  int64_t largest = 0;
+  for (int u = 1; u < lay.num_units(); ++u) largest = std::max(largest, lay.unit_numel(u));
+  rows.push_back({"gradients, peak in step", static_cast<double>(last_step_peak_grads_),
+                  4.0 * (shards_.padded + lay.unit_numel(0) + largest),
+                  "4(⌈Ψ/N⌉ + unit 0 + largest unit)"});
+  rows.push_back({"sent per step", last_step_bytes_,
+                  plan_bytes_per_step(DPStage::kZeRO2, psi, N, 4.0), "2(N-1)/N·4Ψ"});
+  return rows;
+}
+
+}  // namespace llmp
