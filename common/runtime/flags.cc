@@ -1,0 +1,142 @@
+// Shared trainer flags with CLI11. See flags.h.
+#include "common/runtime/flags.h"
+
+#include <mpi.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <sstream>
+
+#include "common/runtime/check.h"
+
+namespace llmp {
+
+namespace {
+
+bool mpi_up() {
+  int init = 0, fin = 0;
+  MPI_Initialized(&init);
+  MPI_Finalized(&fin);
+  return init && !fin;
+}
+
+int world_rank() {
+  int r = 0;
+  if (mpi_up()) MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+// CLI11 messages are one line already; make sure of it (a stray newline would break the
+// "exactly one line" contract that scripts and tests rely on).
+std::string one_line(std::string s) {
+  for (char& c : s)
+    if (c == '\n' || c == '\r') c = ' ';
+  while (!s.empty() && s.back() == ' ') s.pop_back();
+  return s;
+}
+
+std::string format_double(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
+}  // namespace
+
+const std::vector<std::string>& known_presets() {
+  static const std::vector<std::string> names = {"tiny", "mini", "gpt2"};
+  return names;
+}
+
+bool is_known_preset(const std::string& name) {
+  for (const std::string& n : known_presets())
+    if (n == name) return true;
+  return false;
+}
+
+void add_train_flags(CLI::App& app, TrainConfig& cfg) {
+  app.add_option("--world_size", cfg.world_size, "number of ranks N")->capture_default_str();
+  app.add_option("--steps", cfg.steps, "optimizer steps")->capture_default_str();
+  app.add_option("--global_batch", cfg.global_batch,
+                 "sequences per optimizer step, all ranks together (B)")
+      ->capture_default_str();
+  app.add_option("--model", cfg.model, "model preset: tiny, mini or gpt2")->capture_default_str();
+  app.add_option("--data", cfg.data, "corpus: a text file or a folder of them")
+      ->capture_default_str();
+  // CLI11 2.1 would wrap "-1" into an unsigned 2^64-1; refuse it instead.
+  app.add_option("--seed", cfg.seed, "seed for initialisation and sampling")
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            return !v.empty() && v[0] == '-' ? "must not be negative, got " + v : std::string();
+          },
+          ""))
+      ->capture_default_str();
+  app.add_option("--lr", cfg.lr, "AdamW learning rate")->capture_default_str();
+  app.add_option("--weight_decay", cfg.weight_decay, "AdamW decoupled weight decay")
+      ->capture_default_str();
+  app.add_option("--eval_every", cfg.eval_every, "validation loss every this many steps (0: never)")
+      ->capture_default_str();
+  app.add_option("--eval_batches", cfg.eval_batches, "global batches per validation loss")
+      ->capture_default_str();
+  app.add_option("--save", cfg.save, "write a safetensors checkpoint here at the end");
+  app.add_option("--load", cfg.load, "start from this safetensors checkpoint");
+  app.add_option("--log_every", cfg.log_every, "a progress line every this many steps")
+      ->capture_default_str();
+  app.add_option("--threads", cfg.threads, "CPU threads per rank")->capture_default_str();
+  app.add_option("--trace", cfg.trace, "write a Chrome trace (chrome://tracing, Perfetto) here");
+  app.add_flag("--quiet", cfg.quiet, "no progress bar or info lines");
+}
+
+void parse_flags_or_exit(CLI::App& app, int argc, char** argv) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& e) {  // --help, --help-all, --version
+    if (world_rank() == 0) {
+      std::ostringstream out, err;
+      app.exit(e, out, err);
+      std::fputs(out.str().c_str(), stdout);
+      std::fflush(stdout);
+    }
+    if (mpi_up()) MPI_Finalize();
+    std::exit(0);
+  } catch (const CLI::ParseError& e) {
+    // Every rank parsed the same argv and failed the same way; all_ranks_ok makes one print.
+    all_ranks_ok(false, one_line(e.what()));
+    std::exit(2);  // not reached: all_ranks_ok(false, ...) exits
+  }
+}
+
+std::string validation_error(const TrainConfig& cfg, int dp_size) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const int dp = dp_size > 0 ? dp_size : cfg.world_size;
+  if (cfg.world_size < 1) return "world size " + std::to_string(cfg.world_size) + " must be at least 1";
+  if (cfg.global_batch < 1) return "global batch " + std::to_string(cfg.global_batch) + " must be positive";
+  if (cfg.global_batch % dp != 0)
+    return "global batch " + std::to_string(cfg.global_batch) +
+           " is not divisible by data-parallel size " + std::to_string(dp);
+  if (cfg.steps < 0) return "steps " + std::to_string(cfg.steps) + " must not be negative";
+  if (!(cfg.lr > 0) || !std::isfinite(cfg.lr))
+    return "learning rate " + format_double(cfg.lr) + " must be positive";
+  if (!(cfg.weight_decay >= 0) || !std::isfinite(cfg.weight_decay))
+    return "weight decay " + format_double(cfg.weight_decay) + " must not be negative";
+  if (cfg.eval_every < 0) return "eval_every " + std::to_string(cfg.eval_every) + " must not be negative";
+  if (cfg.eval_batches < 1) return "eval_batches " + std::to_string(cfg.eval_batches) + " must be at least 1";
+  if (cfg.log_every < 1) return "log_every " + std::to_string(cfg.log_every) + " must be at least 1";
+  if (cfg.threads < 1) return "threads " + std::to_string(cfg.threads) + " must be at least 1";
+  if (!is_known_preset(cfg.model))
+    return "unknown model preset '" + cfg.model + "' (expected tiny, mini or gpt2)";
+  if (!fs::exists(cfg.data, ec)) return "data path " + cfg.data + " does not exist";
+  if (!cfg.load.empty() && !fs::exists(cfg.load, ec))
+    return "checkpoint to load " + cfg.load + " does not exist";
+  return "";
+}
+
+void validate(const TrainConfig& cfg, int dp_size) {
+  const std::string msg = validation_error(cfg, dp_size);
+  all_ranks_ok(msg.empty(), msg);
+}
+
+}  // namespace llmp

@@ -1,0 +1,156 @@
+// Tests for the shared trainer flags: defaults, parsing, stage-specific flags and defaults,
+// exit statuses and one-line messages (death tests), and validation messages.
+#include "common/runtime/flags.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace llmp {
+namespace {
+
+// Parses `args` (without argv[0]) into a fresh config; a stage flag --bucket_mb rides along.
+struct Parsed {
+  TrainConfig cfg;
+  double bucket_mb = 25;
+};
+
+void parse(Parsed* p, std::vector<std::string> args) {
+  CLI::App app{"test trainer"};
+  add_train_flags(app, p->cfg);
+  app.add_option("--bucket_mb", p->bucket_mb, "bucket size (MiB)");
+  std::vector<char*> argv = {const_cast<char*>("train")};
+  for (std::string& a : args) argv.push_back(a.data());
+  parse_flags_or_exit(app, static_cast<int>(argv.size()), argv.data());
+}
+
+TEST(Flags, Defaults) {
+  Parsed p;
+  parse(&p, {});
+  EXPECT_EQ(p.cfg.world_size, 4);
+  EXPECT_EQ(p.cfg.steps, 200);
+  EXPECT_EQ(p.cfg.global_batch, 16);
+  EXPECT_EQ(p.cfg.model, "mini");
+  EXPECT_EQ(p.cfg.data, kDefaultCorpusPath);
+  EXPECT_EQ(p.cfg.seed, 1337u);
+  EXPECT_DOUBLE_EQ(p.cfg.lr, 1e-3);
+  EXPECT_DOUBLE_EQ(p.cfg.weight_decay, 0.01);
+  EXPECT_EQ(p.cfg.trace, "");
+  EXPECT_FALSE(p.cfg.quiet);
+}
+
+TEST(Flags, ParsesEveryFlagAndAStageFlag) {
+  Parsed p;
+  parse(&p, {"--world_size", "2", "--steps=7", "--global_batch", "8", "--model", "tiny",
+             "--data", "/tmp", "--seed", "9", "--lr", "0.01", "--weight_decay", "0",
+             "--eval_every", "3", "--eval_batches", "2", "--save", "a.st", "--load", "b.st",
+             "--log_every", "5", "--threads", "3", "--trace", "t.json", "--quiet",
+             "--bucket_mb", "1.5"});
+  EXPECT_EQ(p.cfg.world_size, 2);
+  EXPECT_EQ(p.cfg.steps, 7);
+  EXPECT_EQ(p.cfg.global_batch, 8);
+  EXPECT_EQ(p.cfg.model, "tiny");
+  EXPECT_EQ(p.cfg.data, "/tmp");
+  EXPECT_EQ(p.cfg.seed, 9u);
+  EXPECT_DOUBLE_EQ(p.cfg.lr, 0.01);
+  EXPECT_DOUBLE_EQ(p.cfg.weight_decay, 0.0);
+  EXPECT_EQ(p.cfg.eval_every, 3);
+  EXPECT_EQ(p.cfg.eval_batches, 2);
+  EXPECT_EQ(p.cfg.save, "a.st");
+  EXPECT_EQ(p.cfg.load, "b.st");
+  EXPECT_EQ(p.cfg.log_every, 5);
+  EXPECT_EQ(p.cfg.threads, 3);
+  EXPECT_EQ(p.cfg.trace, "t.json");
+  EXPECT_TRUE(p.cfg.quiet);
+  EXPECT_DOUBLE_EQ(p.bucket_mb, 1.5);
+}
+
+TEST(Flags, AStageSetsItsOwnDefaultAndHelpShowsIt) {
+  TrainConfig cfg;
+  cfg.world_size = 2;
+  CLI::App app{"stage"};
+  add_train_flags(app, cfg);
+  EXPECT_NE(app.help().find("--world_size INT=2"), std::string::npos) << app.help();
+  std::vector<char*> argv = {const_cast<char*>("train")};
+  parse_flags_or_exit(app, 1, argv.data());
+  EXPECT_EQ(cfg.world_size, 2);
+}
+
+using FlagsDeathTest = ::testing::Test;
+
+TEST(FlagsDeathTest, HelpExitsZero) {
+  EXPECT_EXIT({ Parsed p; parse(&p, {"--help"}); }, ::testing::ExitedWithCode(0), "");
+}
+
+TEST(FlagsDeathTest, UnknownFlagIsOneLineAndExitTwo) {
+  EXPECT_EXIT({ Parsed p; parse(&p, {"--bogus", "3"}); }, ::testing::ExitedWithCode(2),
+              "^error: [^\n]*--bogus[^\n]*\n$");
+}
+
+TEST(FlagsDeathTest, BadValueNamesFlagAndValue) {
+  EXPECT_EXIT({ Parsed p; parse(&p, {"--steps", "ten"}); }, ::testing::ExitedWithCode(2),
+              "^error: [^\n]*--steps[^\n]*ten[^\n]*\n$");
+  EXPECT_EXIT({ Parsed p; parse(&p, {"--lr", "fast"}); }, ::testing::ExitedWithCode(2),
+              "^error: [^\n]*--lr[^\n]*fast[^\n]*\n$");
+  EXPECT_EXIT({ Parsed p; parse(&p, {"--seed", "-1"}); }, ::testing::ExitedWithCode(2),
+              "^error: --seed: must not be negative, got -1\n$");
+  EXPECT_EXIT({ Parsed p; parse(&p, {"--steps"}); }, ::testing::ExitedWithCode(2),
+              "^error: [^\n]*--steps[^\n]*\n$");
+}
+
+TEST(Flags, ValidationMessages) {
+  TrainConfig ok;
+  ok.data = ::testing::TempDir();
+  EXPECT_EQ(validation_error(ok), "");
+
+  TrainConfig c = ok;
+  c.global_batch = 30;
+  EXPECT_EQ(validation_error(c), "global batch 30 is not divisible by data-parallel size 4");
+  EXPECT_EQ(validation_error(c, 3), "") << "an explicit dp size overrides world_size";
+  EXPECT_EQ(validation_error(c, 7), "global batch 30 is not divisible by data-parallel size 7");
+
+  c = ok;
+  c.steps = -1;
+  EXPECT_EQ(validation_error(c), "steps -1 must not be negative");
+  c = ok;
+  c.lr = 0;
+  EXPECT_EQ(validation_error(c), "learning rate 0 must be positive");
+  c = ok;
+  c.lr = -0.5;
+  EXPECT_EQ(validation_error(c), "learning rate -0.5 must be positive");
+  c = ok;
+  c.model = "huge";
+  EXPECT_EQ(validation_error(c), "unknown model preset 'huge' (expected tiny, mini or gpt2)");
+  c = ok;
+  c.data = "/no/such/corpus";
+  EXPECT_EQ(validation_error(c), "data path /no/such/corpus does not exist");
+  c = ok;
+  c.load = "/no/such/ckpt.safetensors";
+  EXPECT_EQ(validation_error(c), "checkpoint to load /no/such/ckpt.safetensors does not exist");
+  c = ok;
+  c.world_size = 0;
+  EXPECT_EQ(validation_error(c), "world size 0 must be at least 1");
+  c = ok;
+  c.threads = 0;
+  EXPECT_EQ(validation_error(c), "threads 0 must be at least 1");
+}
+
+TEST(Flags, KnownPresets) {
+  EXPECT_TRUE(is_known_preset("tiny"));
+  EXPECT_TRUE(is_known_preset("mini"));
+  EXPECT_TRUE(is_known_preset("gpt2"));
+  EXPECT_FALSE(is_known_preset("Mini"));
+  EXPECT_EQ(known_presets().size(), 3u);
+}
+
+TEST(FlagsDeathTest, ValidateExitsTwoWithOneLine) {
+  TrainConfig c;
+  c.data = ::testing::TempDir();
+  c.global_batch = 30;
+  EXPECT_EXIT(validate(c), ::testing::ExitedWithCode(2),
+              "^error: global batch 30 is not divisible by data-parallel size 4\n$");
+}
+
+}  // namespace
+}  // namespace llmp
