@@ -6,11 +6,6 @@
 
 namespace llmp {
 
-BatchSlice dp_slice(int global_batch, int rank, int ranks) {
-  const int per_rank = global_batch / ranks;
-  return {rank * per_rank, per_rank};
-}
-
 ShardLayout::ShardLayout(int64_t psi_, int ranks) : psi(psi_), padded(shard_size(psi_, ranks)) {
   for (int i = 0; i < ranks; ++i) {
     const int64_t b = std::min<int64_t>(i * padded, psi);

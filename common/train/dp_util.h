@@ -13,9 +13,6 @@
 
 namespace llmp {
 
-/// Rank r of N reads sequences [r·B/N, (r+1)·B/N). B must be divisible by N (checked by flags).
-BatchSlice dp_slice(int global_batch, int rank, int ranks);
-
 /// The shards of a flat buffer of Ψ elements over N ranks: rank i owns [i·S, i·S + count(i)),
 /// S = ⌈Ψ/N⌉, count(i) = clamp(Ψ - i·S, 0, S). Every rank allocates S (the padding).
 struct ShardLayout {

@@ -13,16 +13,11 @@
 #include <string>
 #include <vector>
 
+#include "common/data/sampler.h"  // BatchSlice
 #include "common/nn/gpt.h"
 #include "common/plan/memory_planner.h"
 
 namespace llmp {
-
-/// Which sequences of the global batch this rank consumes: [first, first + count).
-struct BatchSlice {
-  int first = 0;
-  int count = 0;
-};
 
 /// A row of the end-of-run report: something measured next to its closed form.
 struct ReportRow {
@@ -40,7 +35,7 @@ class Strategy {
   virtual BatchSlice batch_slice(int global_batch) const = 0;
 
   /// One optimizer step t (1-based) on the global batch, of which this rank holds
-  /// `slice.count` sequences: tokens and targets (count, T). Returns the mean loss of the global
+  /// `slice.num_seqs` sequences: tokens and targets (count, T). Returns the mean loss of the global
   /// batch (nats/token), the same on every rank.
   virtual double train_step(const int32_t* tokens, const int32_t* targets, int global_batch, int T,
                             int64_t step) = 0;

@@ -17,7 +17,7 @@ Zero2Strategy::Zero2Strategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt
 }
 
 BatchSlice Zero2Strategy::batch_slice(int global_batch) const {
-  return dp_slice(global_batch, dp_.rank(), dp_.size());
+  return rank_slice(global_batch, dp_.rank(), dp_.size());  // [r·B/N, (r+1)·B/N)
 }
 
 void Zero2Strategy::reduce_scatter_unit(int u, const Tensor& g) {

@@ -1,0 +1,57 @@
+#include "common/train/report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "common/tensor/memory.h"
+
+namespace llmp {
+
+namespace {
+// Pads to `width` terminal columns: counts UTF-8 code points, not bytes (Ψ is two bytes).
+std::string pad(const std::string& s, size_t width) {
+  size_t cols = 0;
+  for (unsigned char c : s) cols += (c & 0xC0) != 0x80;
+  return s + std::string(cols < width ? width - cols : 1, ' ');
+}
+}  // namespace
+
+bool report_row_ok(const ReportRow& row) {
+  return std::fabs(row.measured - row.formula) <= 1e-9 * std::max(1.0, std::fabs(row.formula));
+}
+
+void print_report(ProcessGroup& group, const std::string& stage, int64_t psi,
+                  const std::vector<ReportRow>& rows) {
+  const int N = group.size(), n = static_cast<int>(rows.size());
+  // Bookkeeping traffic: MPI directly on the communicator, not the group's counted collectives.
+  std::vector<double> mine(2 * n), all(2 * n * N);
+  for (int i = 0; i < n; ++i) mine[2 * i] = rows[i].measured, mine[2 * i + 1] = rows[i].formula;
+  MPI_CHECK(MPI_Gather(mine.data(), 2 * n, MPI_DOUBLE, all.data(), 2 * n, MPI_DOUBLE, 0,
+                       group.comm()));
+  if (group.rank() != 0) return;
+
+  std::printf("\n%s: per-rank memory and communication, measured (formula), N = %d, Ψ = %lld\n",
+              stage.c_str(), N, static_cast<long long>(psi));
+  std::printf("%s%s", pad("", 26).c_str(), pad("formula", 34).c_str());
+  for (int r = 0; r < N; ++r) std::printf("%s", pad("rank " + std::to_string(r), 25).c_str());
+  std::printf(" check\n");
+  for (int i = 0; i < n; ++i) {
+    std::printf("%s%s", pad(rows[i].what, 26).c_str(), pad(rows[i].formula_text, 34).c_str());
+    bool ok = true;
+    for (int r = 0; r < N; ++r) {
+      const ReportRow row{rows[i].what, all[2 * n * r + 2 * i], all[2 * n * r + 2 * i + 1], ""};
+      ok = ok && report_row_ok(row);
+      const std::string cell = format_bytes(row.measured) + " (" + format_bytes(row.formula) + ")";
+      std::printf("%s", pad(cell, 25).c_str());
+    }
+    std::printf("%s\n", ok ? "ok" : "DIFFERS");
+  }
+  std::printf("(exact bytes: ");
+  for (int i = 0; i < n; ++i)
+    std::printf("%s%s %.0f", i ? ", " : "", rows[i].what.c_str(), all[2 * i]);
+  std::printf(" on rank 0)\n");
+  std::fflush(stdout);
+}
+
+}  // namespace llmp

@@ -1,0 +1,22 @@
+// The end-of-run table: per rank, measured memory and bytes sent per step next to the closed
+// forms each stage states (Strategy::report()). Collective over the group: rank 0 prints.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/comm/process_group.h"
+#include "common/train/strategy.h"
+
+namespace llmp {
+
+/// A measurement agrees with its formula when |measured - formula| ≤ 1e-9·max(1, formula).
+bool report_row_ok(const ReportRow& row);
+
+/// Gathers every rank's rows (the same `what` list on every rank) and prints on rank 0:
+///   what | formula | per rank "measured (expected)" | ok / DIFFERS
+void print_report(ProcessGroup& group, const std::string& stage, int64_t psi,
+                  const std::vector<ReportRow>& rows);
+
+}  // namespace llmp

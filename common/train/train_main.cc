@@ -1,0 +1,161 @@
+// The shared training program (see train_main.h for what a stage supplies).
+#include "common/train/train_main.h"
+
+#include <CLI/CLI.hpp>
+#include <mpi.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <stdexcept>
+#include <vector>
+
+#include "common/data/corpus.h"
+#include "common/data/sampler.h"
+#include "common/runtime/check.h"
+#include "common/runtime/launch.h"
+#include "common/runtime/log.h"
+#include "common/runtime/progress.h"
+#include "common/train/checkpoint_io.h"
+#include "common/train/report.h"
+
+namespace llmp {
+namespace {
+
+double now_s() {
+  using namespace std::chrono;
+  return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+
+/// Mean validation loss over `batches` fixed global batches (the same batches at every eval).
+double validation_loss(Strategy& s, const Corpus& corpus, const TrainConfig& cfg, int T) {
+  const int B = cfg.global_batch;
+  const BatchSlice slice = s.batch_slice(B);
+  std::vector<int32_t> tok(slice.num_seqs * T), tgt(slice.num_seqs * T);
+  double sum = 0;
+  for (int k = 0; k < cfg.eval_batches; ++k) {
+    sample(corpus.val(), cfg.seed, k, slice.first_seq, slice.num_seqs, T, tok.data(), tgt.data());
+    sum += s.eval_loss(tok.data(), tgt.data(), B, T);
+  }
+  return sum / cfg.eval_batches;
+}
+
+/// Everything that can be checked before any rank starts: one clear line, exit 2.
+void validate_before_launch(const TrainConfig& cfg, const StageSpec& spec) {
+  validate(cfg);
+  if (spec.validate) spec.validate(cfg);
+  GPTConfig mc;
+  try {
+    mc = GPTConfig::preset(cfg.model);
+    Corpus::load(cfg.data, mc.ctx);
+  } catch (const std::exception& e) {
+    user_error(e.what());
+  }
+  if (!cfg.load.empty()) {
+    try {
+      const GPT model(mc);
+      read_checkpoint(cfg.load, model);  // parse and check shapes; the ranks read it again
+    } catch (const std::exception& e) {
+      user_error(e.what());
+    }
+  }
+}
+
+}  // namespace
+
+int train_main(int argc, char** argv, const StageSpec& spec) {
+  TrainConfig cfg;
+  cfg.world_size = spec.default_world_size;
+  CLI::App app{spec.name + ": " + spec.summary, "train"};
+  add_train_flags(app, cfg);
+  if (spec.add_flags) spec.add_flags(app);
+  parse_flags_or_exit(app, argc, argv);
+
+  // Under mpiexec every rank re-parses the same argv; only the launching process validates,
+  // then replaces itself with `mpiexec -n world_size` of the same command (launch.h).
+  if (!started_by_mpiexec()) validate_before_launch(cfg, spec);
+  launch_or_init(argc, argv, cfg.world_size);
+
+  set_log_quiet(cfg.quiet);
+  auto world = ProcessGroup::world();
+
+  const GPT model(GPTConfig::preset(cfg.model));
+  const int T = model.config().ctx, B = cfg.global_batch;
+  Corpus corpus;
+  std::string err;
+  try {
+    corpus = Corpus::load(cfg.data, T);
+  } catch (const std::exception& e) {
+    err = e.what();
+  }
+  all_ranks_ok(err.empty(), err);
+
+  AdamWConfig opt;
+  opt.lr = static_cast<float>(cfg.lr);
+  opt.weight_decay = static_cast<float>(cfg.weight_decay);
+  std::unique_ptr<Strategy> strategy = spec.make(StageContext{model, *world, cfg, opt});
+
+  int64_t step = 0;
+  if (!cfg.load.empty()) {
+    try {
+      step = load_into(cfg.load, model, *strategy);
+    } catch (const std::exception& e) {
+      err = e.what();
+    }
+    all_ranks_ok(err.empty(), err);
+  }
+
+  const int64_t psi = model.layout().num_params();
+  log_info("{}: {} ranks | model {} (Ψ = {} parameters, L={} C={} H={} T={}) | global batch {} × {} "
+           "tokens",
+           spec.name, world->size(), cfg.model, psi, model.config().layers, model.config().d,
+           model.config().heads, T, B, T);
+  log_info("data: {} ({} files, {} train / {} validation bytes){}", corpus.path(),
+           corpus.files().size(), corpus.train().size(), corpus.val().size(),
+           step ? " | resumed at step " + std::to_string(step) : "");
+
+  const BatchSlice slice = strategy->batch_slice(B);
+  std::vector<int32_t> tok(slice.num_seqs * T), tgt(slice.num_seqs * T);
+  Progress progress(step + cfg.steps, static_cast<int64_t>(B) * T, cfg.log_every,
+                    Progress::Mode::kAuto, stdout, step);
+  double loss = NAN, val = NAN, t_first = 0, t_end = 0;
+  const int64_t first = step + 1, last = step + cfg.steps;
+  const double t_start = now_s();
+  for (int64_t s = first; s <= last; ++s) {
+    sample(corpus.train(), cfg.seed, s, slice.first_seq, slice.num_seqs, T, tok.data(), tgt.data());
+    loss = strategy->train_step(tok.data(), tgt.data(), B, T, s);
+    if (s == first) t_first = now_s();
+    progress.update(s, loss);
+    if (cfg.eval_every > 0 && (s % cfg.eval_every == 0 || s == last)) {
+      val = validation_loss(*strategy, corpus, cfg, T);
+      progress.print(fmt::format("step {} | train loss {:.4f} | val loss {:.4f}", s, loss, val));
+    }
+  }
+  t_end = now_s();
+  progress.finish();
+
+  // Throughput: steps after the first (which pays for first-touch page faults and warm-up).
+  const int64_t timed = last - first;
+  const double tok_s = timed > 0 ? timed * double(B) * T / (t_end - t_first)
+                                 : cfg.steps * double(B) * T / (t_end - t_start);
+  if (cfg.steps > 0)
+    log_info("done: {} steps | train loss {:.4f} | val loss {} | {:.0f} tokens/s | {:.1f} ms/step",
+             cfg.steps, loss, std::isnan(val) ? std::string("-") : fmt::format("{:.4f}", val),
+             tok_s, 1e3 * (t_end - (timed > 0 ? t_first : t_start)) / std::max<int64_t>(timed, 1));
+
+  if (!cfg.save.empty()) {
+    try {
+      save_from(cfg.save, model, *strategy, last, spec.name, world->rank() == 0);
+    } catch (const std::exception& e) {
+      err = e.what();
+    }
+    all_ranks_ok(err.empty(), err);
+    log_info("saved {} (step {})", cfg.save, last);
+  }
+
+  if (cfg.steps > 0) print_report(*world, spec.name, psi, strategy->report());
+  shutdown();
+  return 0;
+}
+
+}  // namespace llmp

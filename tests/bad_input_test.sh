@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Bad input to a stage's train binary: each case must end every rank with a non-zero exit and
+# print exactly one line "error: ..." that names the offending value. A hang is a failure
+# (timeout). Usage: bad_input_test.sh path/to/train
+set -u
+bin=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+
+# expect NAME EXPECTED_SUBSTRING -- COMMAND...
+expect() {
+  local name=$1 want=$2
+  shift 3
+  local out="$tmp/out" err="$tmp/err" rc
+  timeout 120 "$@" >"$out" 2>"$err"
+  rc=$?
+  local errors
+  errors=$(grep -c '^error: ' "$err")
+  if [ "$rc" -eq 124 ]; then
+    echo "FAIL $name: hung (killed after 120 s)"; fails=$((fails + 1))
+  elif [ "$rc" -eq 0 ]; then
+    echo "FAIL $name: exit status 0"; fails=$((fails + 1))
+  elif [ "$errors" -ne 1 ]; then
+    echo "FAIL $name: expected one 'error:' line, got $errors:"; cat "$err"; fails=$((fails + 1))
+  elif ! grep -qF -- "$want" "$err"; then
+    echo "FAIL $name: message does not name '$want':"; cat "$err"; fails=$((fails + 1))
+  else
+    echo "ok   $name (exit $rc): $(grep '^error: ' "$err")"
+  fi
+}
+
+fast=(--steps 1 --eval_every 0 --quiet)
+mkdir "$tmp/empty_dir"
+: >"$tmp/empty.txt"
+head -c 100 /dev/urandom >"$tmp/corrupt.safetensors"
+
+expect unknown_flag "--no_such_flag" -- "$bin" --no_such_flag 3
+expect bad_value "abc" -- "$bin" --steps abc
+expect missing_data "/no/such/corpus" -- "$bin" --data /no/such/corpus
+expect empty_data_dir "$tmp/empty_dir" -- "$bin" --data "$tmp/empty_dir"
+expect empty_data_file "$tmp/empty.txt" -- "$bin" --data "$tmp/empty.txt"
+expect indivisible_batch "global batch 30 is not divisible by data-parallel size 4" -- \
+  "$bin" --global_batch 30 --world_size 4
+expect unknown_preset "gpt5" -- "$bin" --model gpt5
+expect corrupt_checkpoint "$tmp/corrupt.safetensors" -- "$bin" --load "$tmp/corrupt.safetensors"
+
+# A real checkpoint of the tiny model, then loaded into mini: mismatched.
+if timeout 120 "$bin" --model tiny --world_size 1 "${fast[@]}" --save "$tmp/tiny.safetensors" \
+    >/dev/null 2>"$tmp/save_err"; then
+  expect mismatched_checkpoint "tiny" -- "$bin" --model mini --load "$tmp/tiny.safetensors"
+  # The same file truncated: the header promises more bytes than the file has.
+  head -c 2000 "$tmp/tiny.safetensors" >"$tmp/truncated.safetensors"
+  expect truncated_checkpoint "$tmp/truncated.safetensors" -- \
+    "$bin" --model tiny --load "$tmp/truncated.safetensors"
+  # Inside the ranks (started by mpiexec directly, so the launcher's checks are skipped): every
+  # rank must still end, with one message.
+  expect corrupt_checkpoint_in_ranks "$tmp/corrupt.safetensors" -- \
+    mpiexec -n 2 "$bin" --world_size 2 --model tiny "${fast[@]}" --load "$tmp/corrupt.safetensors"
+  expect missing_data_in_ranks "/no/such/corpus" -- \
+    mpiexec -n 2 "$bin" --world_size 2 --model tiny "${fast[@]}" --data /no/such/corpus
+else
+  echo "FAIL could not write a checkpoint to test with:"; cat "$tmp/save_err"; fails=$((fails + 1))
+fi
+
+echo "$fails case(s) failed"
+[ "$fails" -eq 0 ]

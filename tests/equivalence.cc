@@ -1,0 +1,84 @@
+#include "tests/equivalence.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "common/data/corpus.h"
+#include "common/data/sampler.h"
+#include "stages/baseline/baseline.h"
+
+namespace llmp {
+
+double max_rel_diff(const float* a, const float* b, int64_t n) {
+  double diff = 0, scale = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    diff = std::max(diff, std::fabs(static_cast<double>(a[i]) - b[i]));
+    scale = std::max(scale, std::fabs(static_cast<double>(b[i])));
+  }
+  return scale == 0 ? diff : diff / scale;
+}
+
+GPTConfig equivalence_model(const EquivalenceConfig& cfg) {
+  GPTConfig m = GPTConfig::preset(cfg.preset);
+  if (cfg.vocab > 0) m.vocab = cfg.vocab;
+  if (cfg.layers > 0) m.layers = cfg.layers;
+  return m;
+}
+
+EquivalenceResult run_against_baseline(const StrategyFactory& make, ProcessGroup& group,
+                                       const EquivalenceConfig& cfg) {
+  const GPT model(equivalence_model(cfg));
+  const Corpus corpus = Corpus::load(cfg.data, cfg.T);
+  const int B = cfg.global_batch, T = cfg.T;
+  const bool print = group.rank() == 0;
+  EquivalenceResult res;
+
+  // 1. The reference: the whole global batch on this rank alone.
+  BaselineStrategy base(model, cfg.opt, cfg.seed);
+  std::vector<int32_t> tokens(B * T), targets(B * T);
+  for (int s = 1; s <= cfg.steps; ++s) {
+    sample(corpus.train(), cfg.seed, s, 0, B, T, tokens.data(), targets.data());
+    res.baseline_losses.push_back(base.train_step(tokens.data(), targets.data(), B, T, s));
+  }
+
+  // 2. The stage under test, each rank on its slice of the same batches.
+  std::unique_ptr<Strategy> stage = make(model, cfg.opt, cfg.seed);
+  const BatchSlice slice = stage->batch_slice(B);
+  std::vector<int32_t> ltok(slice.num_seqs * T), ltgt(slice.num_seqs * T);
+  for (int s = 1; s <= cfg.steps; ++s) {
+    sample(corpus.train(), cfg.seed, s, slice.first_seq, slice.num_seqs, T, ltok.data(),
+           ltgt.data());
+    res.losses.push_back(stage->train_step(ltok.data(), ltgt.data(), B, T, s));
+    const double rel = std::fabs(res.losses.back() - res.baseline_losses[s - 1]) /
+                       std::fabs(res.baseline_losses[s - 1]);
+    res.max_loss_rel = std::max(res.max_loss_rel, rel);
+    if (print)
+      std::printf("step %2d  baseline loss %.6f  stage loss %.6f  rel diff %.2e\n", s,
+                  res.baseline_losses[s - 1], res.losses.back(), rel);
+  }
+
+  // 3. Final parameters: the model-wide relative difference, and tensor by tensor.
+  const int64_t psi = model.layout().num_params();
+  std::vector<float> params(psi), m(psi), v(psi);
+  stage->get_state(params.data(), m.data(), v.data());
+  res.max_param_rel = max_rel_diff(params.data(), base.params(), psi);
+  double worst_abs = -1;
+  for (const ParamSpec& p : model.layout().params()) {
+    double abs = 0;
+    for (int64_t i = p.offset; i < p.offset + p.numel; ++i)
+      abs = std::max(abs, std::fabs(static_cast<double>(params[i]) - base.params()[i]));
+    if (abs > worst_abs) worst_abs = abs, res.worst_param = p.name;
+    const double rel = max_rel_diff(params.data() + p.offset, base.params() + p.offset, p.numel);
+    if (rel >= res.max_tensor_rel) res.max_tensor_rel = rel, res.worst_tensor = p.name;
+  }
+  if (print)
+    std::printf("ranks %d: largest relative difference: losses %.3e, parameters %.3e (largest "
+                "|diff| in %s); worst single tensor %.3e (%s)\n",
+                group.size(), res.max_loss_rel, res.max_param_rel, res.worst_param.c_str(),
+                res.max_tensor_rel, res.worst_tensor.c_str());
+  std::fflush(stdout);
+  return res;
+}
+
+}  // namespace llmp

@@ -1,0 +1,66 @@
+// Equivalence against the single-rank baseline, the check every stage's test runs.
+//
+// Every rank trains the baseline in-process on the whole global batch (it needs no
+// communication), then the stage under test on its slice over the group, for the same number
+// of steps from the same seed on the same batches. It compares the per-step losses and the final
+// parameters, llm.c's check_tensor style: the largest relative difference
+//   max_i |a_i - b_i| / max_i |b_i|      over all Ψ parameters
+// is printed by rank 0 and returned, with the tensor where the largest |a_i - b_i| sits.
+//
+// Why not per tensor: some parameters have an exactly zero true gradient. The key part of
+// c_attn.bias adds the same constant to every score of a softmax row, which changes nothing, so
+// its computed gradient is rounding noise (~1e-10) whose summation order differs between one rank
+// and N. AdamW divides m by √v, turning that noise into updates of size lr in random directions:
+// a per-tensor relative difference of such a tensor measures amplified noise (~1e-4 here), not
+// the parallel algorithm. It is printed (max_tensor_rel) but not bounded.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/comm/process_group.h"
+#include "common/nn/gpt.h"
+#include "common/optim/adamw.h"
+#include "common/train/strategy.h"
+
+namespace llmp {
+
+struct EquivalenceConfig {
+  std::string preset = "tiny";
+  int vocab = 0;   ///< > 0 overrides the preset's V (e.g. 257 makes Ψ indivisible by 3: padding)
+  int layers = 0;  ///< > 0 overrides the preset's L (pipelines need L divisible by p·v)
+  int steps = 10;
+  int global_batch = 12;  ///< divisible by 1, 2, 3 and 4
+  int T = 16;
+  uint64_t seed = 1234;
+  AdamWConfig opt{};
+  std::string data = "/usr/share/games/fortunes";
+};
+
+struct EquivalenceResult {
+  std::vector<double> baseline_losses, losses;
+  double max_loss_rel = 0;   ///< max over steps |loss - baseline| / |baseline|
+  double max_param_rel = 0;   ///< max |a-b| over all parameters / max |b|
+  std::string worst_param;    ///< the tensor holding the largest |a-b|
+  double max_tensor_rel = 0;  ///< worst per-tensor relative difference (see above; printed only)
+  std::string worst_tensor;
+};
+
+using StrategyFactory =
+    std::function<std::unique_ptr<Strategy>(const GPT& model, AdamWConfig opt, uint64_t seed)>;
+
+/// The model the harness builds: the preset with the overrides applied.
+GPTConfig equivalence_model(const EquivalenceConfig& cfg);
+
+/// Collective over `group` (every rank calls it). Prints one line per step and a summary on
+/// rank 0 of the group.
+EquivalenceResult run_against_baseline(const StrategyFactory& make, ProcessGroup& group,
+                                       const EquivalenceConfig& cfg = {});
+
+/// max_i |a_i - b_i| / max_i |b_i| (0 when both are all zeros).
+double max_rel_diff(const float* a, const float* b, int64_t n);
+
+}  // namespace llmp
