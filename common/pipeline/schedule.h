@@ -121,6 +121,21 @@ struct Schedule {
 /// One line per rank, "rank 0: F0 sf0 F1 sf1 ... ": for logs and failing tests.
 std::string to_string(const Schedule& s);
 
+// ---- building blocks for generators and hand-built schedules.
+
+/// An empty schedule (p ranks with no actions). Throws std::invalid_argument unless p, m, v ≥ 1.
+Schedule empty_schedule(const std::string& name, int p, int m, int v = 1);
+
+/// Appends forward (mb, chunk) to `rank`: recv_forward (unless first virtual stage), F,
+/// send_forward (unless last virtual stage).
+void append_forward(Schedule& s, int rank, int microbatch, int chunk = 0);
+/// Appends the full backward: recv_backward (unless last stage), B, send_backward (unless first).
+void append_backward(Schedule& s, int rank, int microbatch, int chunk = 0);
+/// Zero bubble: recv_backward (unless last stage), B-input, send_backward (unless first).
+void append_backward_input(Schedule& s, int rank, int microbatch, int chunk = 0);
+/// Zero bubble: W, the weight gradient (local, no communication).
+void append_backward_weight(Schedule& s, int rank, int microbatch, int chunk = 0);
+
 // ---- generators. All throw std::invalid_argument with the offending values when p < 1, m < 1
 // ---- or the schedule's own constraint fails.
 
