@@ -1,0 +1,112 @@
+// PipelineExecutor: runs any pipeline Schedule (schedule.h) on the GPT, over MPI.
+//
+// Each rank walks its own action list in order, exactly what the simulator replays:
+//
+//   recv_forward(i,c)   blocks until stage s-1's activations of micro-batch i arrive (p2p.h)
+//   forward(i,c)        x_0 = input (or embed(tokens_i) on virtual stage 0),
+//                       x_{j+1} = block_j(x_j) for the chunk's k blocks, keeping every x_j and
+//                       BlockCache (kActivations); on the last virtual stage also the head:
+//                       loss_i and dy = dloss/dx_k (the fused head of gpt.h), kept for backward
+//   send_forward(i,c)   isend of x_k to stage s+1 (never blocks)
+//   recv_backward(i,c)  blocks until dL/dx_k arrives from stage s+1
+//   backward(i,c)       dx_j from dx_{j+1} through the blocks in reverse, gradients ACCUMULATED
+//                       into this rank's gradient buffer; embed_backward on virtual stage 0;
+//                       frees the micro-batch's activations
+//   backward_input / backward_weight   the same backward split in two (zero bubble,
+//                       split_backward.h): B sends dx at once, W adds the weight gradients later
+//   send_backward(i,c)  isend of dL/dx_0 to stage s-1
+//
+// Gradient accumulation over micro-batches is just "+=": each micro-batch's loss is scaled by
+// 1/(B·T) (B the GLOBAL batch), so after all m micro-batches the buffer holds the gradient of
+// the global mean loss, the same as the baseline's single pass over B sequences. The optimizer
+// step, the tied-embedding all_reduce and the loss reduction belong to the caller
+// (pipeline_strategy.h); the executor only produces gradients and measurements.
+//
+// Measured per run: one Span per action (seconds from t0), the peak number of (micro-batch,
+// chunk) pairs holding activations, the MemoryTracker's activation peak, and the bytes one
+// forward leaves stored — which is what lets tests check GPipe's m-fold against 1F1B's p-fold
+// activation memory.
+//
+// Papers: as schedule.h (GPipe, Megatron-LM §2.2, Zero Bubble). Glossary: p pipeline stages,
+// m micro-batches, v chunks per rank, k blocks per chunk, s virtual stage, B global batch,
+// b = B/m micro-batch size, T sequence length, C channels.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "common/comm/process_group.h"
+#include "common/nn/gpt.h"
+#include "common/pipeline/gpt_partition.h"
+#include "common/pipeline/p2p.h"
+#include "common/pipeline/schedule.h"
+#include "common/pipeline/split_backward.h"
+
+namespace llmp {
+
+/// What one run measured on this rank.
+struct ExecutorStats {
+  std::vector<Span> spans;            ///< one per action, seconds since the run's t0
+  int peak_in_flight = 0;             ///< max (micro-batch, chunk) pairs holding activations
+  int64_t peak_activation_bytes = 0;  ///< MemoryTracker peak of kActivations during the run
+  int64_t stored_per_forward = 0;     ///< bytes a (micro-batch, chunk) keeps after its forward (max)
+};
+
+class PipelineExecutor {
+ public:
+  /// `schedule` must be valid (simulate() accepted it) and match pp.size() == p and the
+  /// partition's p and v. The references must outlive the executor.
+  PipelineExecutor(const GPT& model, const GPTPartition& part, ProcessGroup& pp,
+                   const Schedule& schedule);
+
+  /// One step's forwards and backwards over the global batch of B sequences, cut into m
+  /// micro-batches of b = B/m. params/grads: this rank's local buffers (GPTPartition layout);
+  /// grads += the gradient of the global mean loss. tokens/targets (B,T): the whole batch (only
+  /// virtual stage 0 reads tokens, only the last reads targets). t0: the MPI_Wtime() that spans
+  /// count from. Returns Σ_i loss_i·b·T/(B·T) over micro-batches on the last stage's rank, else 0.
+  double run(const float* params, float* grads, const int32_t* tokens, const int32_t* targets,
+             int B, int T, double t0);
+
+  /// Forward only (validation), micro-batch by micro-batch through the virtual stages in order.
+  /// Same return convention as run().
+  double forward_only(const float* params, const int32_t* tokens, const int32_t* targets, int B,
+                      int T);
+
+  const ExecutorStats& stats() const { return stats_; }
+
+ private:
+  /// The activations of one (micro-batch, chunk) between its forward and its backward.
+  struct Slot {
+    std::vector<Tensor> x;               ///< x_0..x_k (B,T,C); x_0 the chunk's input
+    std::vector<BlockCache> cache;       ///< k
+    std::vector<BlockGradCache> keep;    ///< k, between B and W (zero bubble)
+    Tensor dy;                           ///< dL/dx_k: received, or from the head
+    Tensor dx;                           ///< dL/dx_0 to send backward (or the embedding's)
+  };
+
+  void forward(const Action& a, const float* params, float* grads, const int32_t* tokens,
+               const int32_t* targets, double* loss);
+  void backward(const Action& a, const float* params, float* grads, const int32_t* tokens);
+  void backward_input(const Action& a, const float* params);
+  void backward_weight(const Action& a, const float* params, float* grads, const int32_t* tokens);
+
+  /// Offset in the local buffer of unit u of chunk c.
+  int64_t local(int chunk, int unit) const;
+  Slot& slot(const Action& a) { return slots_[a.microbatch * v_ + a.chunk]; }
+  int64_t slot_bytes(const Slot& s) const;
+
+  const GPT& model_;
+  const GPTPartition& part_;
+  const Schedule& schedule_;
+  PipeLink link_;
+  int rank_, v_;
+  // Per run:
+  int b_ = 0, T_ = 0;
+  float scale_ = 0;
+  std::vector<Slot> slots_;  // [microbatch·v + chunk]
+  PendingSends pending_;
+  int in_flight_ = 0;
+  ExecutorStats stats_;
+};
+
+}  // namespace llmp

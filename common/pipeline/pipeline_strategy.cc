@@ -1,0 +1,210 @@
+// PipelineStrategy (see pipeline_strategy.h): state layout, the step around the executor, and
+// the end-of-training timeline.
+#include "common/pipeline/pipeline_strategy.h"
+
+#include <cstdio>
+#include <cstring>
+
+#include "common/comm/mpi_util.h"
+#include "common/pipeline/span_gather.h"
+#include "common/pipeline/timeline.h"
+#include "common/pipeline/trace.h"
+#include "common/runtime/check.h"
+
+namespace llmp {
+namespace {
+
+constexpr size_t kMaxTraceSpans = 200000;  // about 20 MB of JSON; later steps are left out
+
+/// The first thing that keeps `schedule` from running on `pp` with `model`, or "".
+std::string check_setup(const GPT& model, const ProcessGroup& pp, const Schedule& schedule) {
+  if (schedule.p != pp.size())
+    return "the " + schedule.name + " schedule has p = " + std::to_string(schedule.p) +
+           " pipeline stages but the pipeline group has " + std::to_string(pp.size()) + " ranks";
+  const std::string err = GPTPartition::check(model.config().layers, schedule.p, schedule.v);
+  if (!err.empty()) return err;
+  try {
+    simulate(schedule);
+  } catch (const ScheduleError& e) {
+    return std::string("schedule ") + schedule.name + " rejected by the simulator: " + e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+PipelineStrategy::PipelineStrategy(const GPT& model, ProcessGroup& pp, AdamWConfig opt,
+                                   uint64_t seed, Schedule schedule, std::string trace_path)
+    : model_(model),
+      pp_(pp),
+      schedule_(std::move(schedule)),
+      trace_path_(std::move(trace_path)),
+      metrics_(pp) {
+  const std::string err = check_setup(model, pp, schedule_);
+  all_ranks_ok(err.empty(), err);  // one line from one rank, every rank exits 2
+  const int r = pp.rank();
+  part_ = std::make_unique<GPTPartition>(model.layout(), model.config().layers, schedule_.p,
+                                         schedule_.v);
+  sim_ = simulate(schedule_);  // unit costs: the bubble and in-flight figures of the papers
+  const int64_t n = part_->local_numel(r);
+  params_ = Tensor::empty({n}, DType::kF32, MemCategory::kParameters);
+  grads_ = Tensor::zeros({n}, DType::kF32, MemCategory::kGradients);
+  opt_ = std::make_unique<AdamW>(n, opt);
+  {  // the same full initialisation on every rank (same seed), then keep this rank's segments
+    std::vector<float> full(model.layout().num_params());
+    model.init_params(full.data(), seed);
+    for (const ParamSegment& s : part_->segments(r))
+      std::memcpy(params_.f32() + s.local_offset, full.data() + s.global_offset,
+                  s.numel * sizeof(float));
+  }
+  exec_ = std::make_unique<PipelineExecutor>(model, *part_, pp, schedule_);
+  const std::vector<int> emb = part_->embedding_ranks();
+  in_emb_ = r == emb.front() || r == emb.back();
+  emb_ = pp.split(in_emb_ ? 0 : 1 + r, r);  // collective over pp; a 1-rank group off the ends
+  MPI_CHECK(MPI_Comm_dup(pp.comm(), &book_));
+}
+
+PipelineStrategy::~PipelineStrategy() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized && book_ != MPI_COMM_NULL) MPI_Comm_free(&book_);
+}
+
+double PipelineStrategy::train_step(const int32_t* tokens, const int32_t* targets,
+                                    int global_batch, int T, int64_t step) {
+  const double bytes_before = pp_.stats().total_bytes() + emb_->stats().total_bytes();
+  MPI_Request req;  // 1. line the ranks up so that their spans share one time axis
+  MPI_CHECK(MPI_Ibarrier(book_, &req));
+  mpi_wait(&req);
+  const double t0 = MPI_Wtime();
+
+  // 2. The schedule: forwards and backwards of all micro-batches, gradients accumulated.
+  grads_.fill(0.0f);
+  const double local_loss = exec_->run(params_.f32(), grads_.f32(), tokens, targets,
+                                       global_batch, T, t0);
+  const double t_opt = MPI_Wtime();
+
+  // 3. Tied embedding: wte's gradient = embedding part (first rank) + head part (last rank).
+  if (in_emb_ && emb_->size() > 1) {
+    const int64_t wte = part_->wte_local_offset(pp_.rank());
+    Tensor g = grads_.narrow(wte, model_.layout().find("wte.weight").numel);
+    emb_->all_reduce(g, ReduceOp::kSum);  // sends 2(N-1)/N·4VC = 4VC bytes, N = 2
+  }
+  // 4. AdamW on this rank's parameters (and, on the last rank, its copy of wte).
+  opt_->step(params_.f32(), grads_.f32(), step);
+
+  std::vector<Span> spans = exec_->stats().spans;
+  spans.push_back(Span{pp_.rank(), t_opt - t0, MPI_Wtime() - t0, "opt", "optimizer"});
+  last_step_bytes_ = pp_.stats().total_bytes() + emb_->stats().total_bytes() - bytes_before;
+  last_B_ = global_batch, last_T_ = T;
+
+  // 5. Bookkeeping: the loss from the last stage, the spans to rank 0 (absolute time there).
+  const double loss = metrics_.sum(local_loss);
+  std::vector<Span> all = gather_spans(book_, spans, t0);
+  if (pp_.rank() == 0) {
+    last_spans_ = all;
+    for (Span& s : last_spans_) s.start -= t0, s.end -= t0;
+    if (first_t0_ < 0) first_t0_ = t0;
+    for (Span& s : all) {
+      if (trace_spans_.size() >= kMaxTraceSpans) break;
+      s.start -= first_t0_, s.end -= first_t0_;
+      trace_spans_.push_back(s);
+    }
+  }
+  return loss;
+}
+
+double PipelineStrategy::eval_loss(const int32_t* tokens, const int32_t* targets,
+                                   int global_batch, int T) {
+  return metrics_.sum(exec_->forward_only(params_.f32(), tokens, targets, global_batch, T));
+}
+
+void PipelineStrategy::get_state(float* params, float* exp_avg, float* exp_avg_sq) {
+  // Every rank contributes its own segments (not the wte copy); together they tile [0, Ψ).
+  const int p = pp_.size();
+  std::vector<int64_t> counts(p, 0);
+  for (int q = 0; q < p; ++q)
+    for (const ParamSegment& s : part_->segments(q))
+      if (!s.wte_copy) counts[q] += s.numel;
+  const int64_t psi = model_.layout().num_params();
+  Tensor mine = Tensor::empty({counts[pp_.rank()]}, DType::kF32, MemCategory::kCommBuffers);
+  Tensor all = Tensor::empty({psi}, DType::kF32, MemCategory::kCommBuffers);
+  for (auto [src, dst] : {std::pair<const Tensor*, float*>{&params_, params},
+                          {&opt_->exp_avg(), exp_avg}, {&opt_->exp_avg_sq(), exp_avg_sq}}) {
+    int64_t at = 0;
+    for (const ParamSegment& s : part_->segments(pp_.rank()))
+      if (!s.wte_copy)
+        std::memcpy(mine.f32() + at, src->f32() + s.local_offset, s.numel * sizeof(float)),
+            at += s.numel;
+    pp_.all_gather_v(mine, all, counts);
+    at = 0;
+    for (int q = 0; q < p; ++q)
+      for (const ParamSegment& s : part_->segments(q))
+        if (!s.wte_copy)
+          std::memcpy(dst + s.global_offset, all.f32() + at, s.numel * sizeof(float)),
+              at += s.numel;
+  }
+}
+
+void PipelineStrategy::set_state(const float* params, const float* exp_avg,
+                                 const float* exp_avg_sq) {
+  for (const ParamSegment& s : part_->segments(pp_.rank())) {  // the wte copy included
+    const size_t bytes = s.numel * sizeof(float);
+    std::memcpy(params_.f32() + s.local_offset, params + s.global_offset, bytes);
+    std::memcpy(opt_->exp_avg().f32() + s.local_offset, exp_avg + s.global_offset, bytes);
+    std::memcpy(opt_->exp_avg_sq().f32() + s.local_offset, exp_avg_sq + s.global_offset, bytes);
+  }
+}
+
+double PipelineStrategy::measured_bubble_fraction() const {
+  // Over the schedule's actions only, as the simulator counts (the optimizer span is left out).
+  std::vector<Span> spans;
+  for (const Span& s : last_spans_)
+    if (s.category != "optimizer") spans.push_back(s);
+  return spans.empty() ? 0.0 : bubble_fraction(spans, schedule_.p);
+}
+
+double PipelineStrategy::expected_bytes_per_step(int global_batch, int T) const {
+  const GPTConfig& c = model_.config();
+  int sends = 0;
+  for (const Action& a : schedule_.ranks.at(pp_.rank()))
+    sends += a.op == Op::kSendForward || a.op == Op::kSendBackward;
+  const double act = 4.0 * (global_batch / schedule_.m) * T * c.d;  // 4·b·T·C
+  const double emb = (in_emb_ && emb_->size() > 1) ? 4.0 * c.vocab * c.d : 0.0;
+  return sends * act + emb;
+}
+
+std::vector<ReportRow> PipelineStrategy::report() const {
+  const MemoryTracker& mt = MemoryTracker::instance();
+  const double n = static_cast<double>(part_->local_numel(pp_.rank()));
+  std::vector<ReportRow> rows = {
+      {"parameters", double(mt.current(MemCategory::kParameters)), 4 * n, "4Ψ_r (own units+wte copy)"},
+      {"gradients", double(mt.current(MemCategory::kGradients)), 4 * n, "4Ψ_r"},
+      {"optimizer state", double(mt.current(MemCategory::kOptimizerState)), 8 * n, "8Ψ_r"},
+      {"sent per step", last_step_bytes_, expected_bytes_per_step(last_B_, last_T_),
+       "sends·4bTC + 4VC (wte ranks)"}};
+  if (pp_.rank() == 0 && !last_spans_.empty()) {  // the end-of-training hook (see header)
+    const ExecutorStats& st = exec_->stats();
+    std::printf("\n%s\n", render_spans(last_spans_, schedule_.p, 100,
+                                       schedule_.name + " p=" + std::to_string(schedule_.p) +
+                                           " m=" + std::to_string(schedule_.m) + " v=" +
+                                           std::to_string(schedule_.v) +
+                                           ", last step as measured (rank 0 clock)")
+                              .c_str());
+    std::printf("bubble fraction: measured %.4f, simulated %.4f with unit costs (F = B = 1)\n",
+                measured_bubble_fraction(), sim_.bubble_fraction);
+    std::printf("rank 0 activations: peak %s (MemoryTracker), %d micro-batch·chunks in flight "
+                "(simulated %d) × %s stored per forward\n",
+                format_bytes(double(st.peak_activation_bytes)).c_str(), st.peak_in_flight,
+                sim_.peak_in_flight.at(0), format_bytes(double(st.stored_per_forward)).c_str());
+    if (!trace_path_.empty()) {
+      write_trace(trace_path_, trace_spans_, schedule_.p);
+      std::printf("trace: %s (%zu spans; open in ui.perfetto.dev)\n", trace_path_.c_str(),
+                  trace_spans_.size());
+    }
+    std::fflush(stdout);
+  }
+  return rows;
+}
+
+}  // namespace llmp

@@ -1,0 +1,107 @@
+// PipelineStrategy: pipeline parallelism as a Strategy (common/train/strategy.h), for any
+// schedule (naive, GPipe, 1F1B, interleaved 1F1B, ZB-H1): the stages differ only in the Schedule
+// they hand in.
+//
+// Every rank of the pipeline group reads the WHOLE global batch (virtual stage 0 uses the
+// tokens, the last one the targets) and holds only its virtual stages' parameters, gradients
+// and AdamW state (gpt_partition.h). One step:
+//
+//   1. barrier, t0 = MPI_Wtime()        (so that measured spans line up across ranks)
+//   2. executor.run(...)                the schedule's forwards/backwards; grads += per micro-batch
+//   3. all_reduce of the wte gradient over the embedding group {first rank, last rank}: the
+//      tied head's gradient (last stage) plus the embedding's (first stage), as in Megatron-LM;
+//      both copies of wte then take the same AdamW step and stay identical.
+//                                       sends 2(N-1)/N·4VC = 4VC bytes (N = 2)
+//   4. AdamW on this rank's local parameters only.
+//   5. the global mean loss, summed from the last stage (MetricsReducer: not in CommStats), and
+//      every rank's spans gathered on rank 0 (span_gather.h).
+//
+// Traffic per rank and step: 4·b·T·C bytes per send_forward and per send_backward of its
+// schedule (m·v of each, minus the ends of the pipe), plus 4VC on the two embedding ranks.
+//
+// At the end of training (report(), which train_main calls once), rank 0 prints the ASCII
+// timeline of the last step as measured, with the measured and simulated bubble fractions, and
+// writes the Chrome trace of the recorded steps when a trace path was given.
+//
+// Glossary: p pipeline stages (= ranks), m micro-batches, v chunks per rank, B global batch,
+// b = B/m, T sequence length, C channels, V vocab, Ψ_r parameters held by rank r.
+#pragma once
+
+#include <mpi.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/comm/process_group.h"
+#include "common/nn/gpt.h"
+#include "common/optim/adamw.h"
+#include "common/pipeline/executor.h"
+#include "common/pipeline/gpt_partition.h"
+#include "common/pipeline/schedule.h"
+#include "common/pipeline/simulator.h"
+#include "common/train/dp_util.h"
+#include "common/train/strategy.h"
+
+namespace llmp {
+
+class PipelineStrategy : public Strategy {
+ public:
+  /// Collective over `pp`. Fails on every rank with one line (all_ranks_ok, exit 2) when the
+  /// schedule's p differs from pp.size(), the layers do not divide into p·v virtual stages, or
+  /// the simulator rejects the schedule. Every rank initialises the full model from `seed` and
+  /// keeps its part. trace_path: where report() writes the Chrome trace ("" = none).
+  PipelineStrategy(const GPT& model, ProcessGroup& pp, AdamWConfig opt, uint64_t seed,
+                   Schedule schedule, std::string trace_path = "");
+  ~PipelineStrategy() override;
+
+  /// The whole batch on every rank (pipeline ranks split layers, not data).
+  BatchSlice batch_slice(int global_batch) const override { return {0, global_batch}; }
+  double train_step(const int32_t* tokens, const int32_t* targets, int global_batch, int T,
+                    int64_t step) override;
+  double eval_loss(const int32_t* tokens, const int32_t* targets, int global_batch,
+                   int T) override;
+  void get_state(float* params, float* exp_avg, float* exp_avg_sq) override;
+  void set_state(const float* params, const float* exp_avg, const float* exp_avg_sq) override;
+  /// Memory (parameters, gradients, optimizer state, activation peak) and bytes sent, next to
+  /// their closed forms. On rank 0 it also prints the last step's measured timeline and writes
+  /// the trace (the end-of-training hook).
+  std::vector<ReportRow> report() const override;
+
+  const Schedule& schedule() const { return schedule_; }
+  const GPTPartition& partition() const { return *part_; }
+  /// The schedule replayed with unit costs (F = B = 1, W = B-input = 1/2).
+  const SimResult& simulated() const { return sim_; }
+  /// This rank's measurements of the last step.
+  const ExecutorStats& last_stats() const { return exec_->stats(); }
+  /// Rank 0: every rank's spans of the last step, seconds from rank 0's t0. Empty elsewhere.
+  const std::vector<Span>& last_step_spans() const { return last_spans_; }
+  /// Rank 0: bubble fraction of the last step's measured spans (timeline.h's bubble_fraction).
+  double measured_bubble_fraction() const;
+  /// Bytes this rank sent in the last step (pipeline and embedding groups).
+  double last_step_bytes() const { return last_step_bytes_; }
+  /// Closed form of last_step_bytes(): this rank's sends in the schedule · 4bTC + 4VC on the
+  /// embedding ranks.
+  double expected_bytes_per_step(int global_batch, int T) const;
+
+ private:
+  const GPT& model_;
+  ProcessGroup& pp_;
+  Schedule schedule_;
+  std::string trace_path_;
+  std::unique_ptr<GPTPartition> part_;
+  SimResult sim_;
+  Tensor params_, grads_;  // Ψ_r each, local layout (gpt_partition.h)
+  std::unique_ptr<AdamW> opt_;
+  std::unique_ptr<PipelineExecutor> exec_;
+  std::shared_ptr<ProcessGroup> emb_;  // {first rank, last rank}; a 1-rank group elsewhere
+  bool in_emb_ = false;
+  MetricsReducer metrics_;
+  MPI_Comm book_ = MPI_COMM_NULL;  // bookkeeping: barrier and span gathering
+  double last_step_bytes_ = 0;
+  int last_B_ = 0, last_T_ = 0;
+  std::vector<Span> last_spans_, trace_spans_;  // rank 0
+  double first_t0_ = -1;
+};
+
+}  // namespace llmp
