@@ -84,7 +84,6 @@ void add_train_flags(CLI::App& app, TrainConfig& cfg) {
   app.add_option("--load", cfg.load, "start from this safetensors checkpoint");
   app.add_option("--log_every", cfg.log_every, "a progress line every this many steps")
       ->capture_default_str();
-  app.add_option("--threads", cfg.threads, "CPU threads per rank")->capture_default_str();
   app.add_option("--trace", cfg.trace, "write a Chrome trace (chrome://tracing, Perfetto) here");
   app.add_flag("--quiet", cfg.quiet, "no progress bar or info lines");
 }
@@ -125,7 +124,6 @@ std::string validation_error(const TrainConfig& cfg, int dp_size) {
   if (cfg.eval_every < 0) return "eval_every " + std::to_string(cfg.eval_every) + " must not be negative";
   if (cfg.eval_batches < 1) return "eval_batches " + std::to_string(cfg.eval_batches) + " must be at least 1";
   if (cfg.log_every < 1) return "log_every " + std::to_string(cfg.log_every) + " must be at least 1";
-  if (cfg.threads < 1) return "threads " + std::to_string(cfg.threads) + " must be at least 1";
   if (!is_known_preset(cfg.model))
     return "unknown model preset '" + cfg.model + "' (expected tiny, mini or gpt2)";
   if (!fs::exists(cfg.data, ec)) return "data path " + cfg.data + " does not exist";

@@ -32,6 +32,8 @@ namespace llmp {
 
 /// Everything a trainer needs to know from the command line. Defaults are the values below; a
 /// stage may overwrite any of them before add_train_flags so that --help shows its own.
+/// One thread per rank by design (Eigen is built with EIGEN_DONT_PARALLELIZE): parallelism
+/// comes from ranks, which is what the stages teach.
 struct TrainConfig {
   int world_size = 4;          ///< --world_size: N ranks (data-parallel size unless the stage splits it)
   int64_t steps = 200;         ///< --steps: optimizer steps; 0 only evaluates / saves
@@ -52,7 +54,6 @@ struct TrainConfig {
   std::string save;            ///< --save: write a safetensors checkpoint here at the end ("" = no)
   std::string load;            ///< --load: start from this safetensors checkpoint ("" = no)
   int log_every = 10;          ///< --log_every: a progress line every this many steps (no TTY)
-  int threads = 1;             ///< --threads: CPU threads per rank for the math kernels
   std::string trace;           ///< --trace: Chrome-trace JSON output path ("" = no trace)
   bool quiet = false;          ///< --quiet: no progress bar or info lines, only warnings/errors
 };
@@ -78,7 +79,7 @@ void parse_flags_or_exit(CLI::App& app, int argc, char** argv);
 /// The first thing wrong with `cfg`, as one line without the "error: " prefix, or "" if it is
 /// fine. Checks: world_size ≥ 1, dp_size divides global_batch ("global batch 30 is not
 /// divisible by data-parallel size 4"), steps ≥ 0, lr > 0 and finite, weight_decay ≥ 0,
-/// eval_every ≥ 0, eval_batches ≥ 1, log_every ≥ 1, threads ≥ 1, model is a known preset, data
+/// eval_every ≥ 0, eval_batches ≥ 1, log_every ≥ 1, model is a known preset, data
 /// and (if set) load exist. `dp_size` is the data-parallel size; ≤ 0 means world_size.
 std::string validation_error(const TrainConfig& cfg, int dp_size = 0);
 

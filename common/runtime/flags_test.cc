@@ -45,7 +45,7 @@ TEST(Flags, ParsesEveryFlagAndAStageFlag) {
   parse(&p, {"--world_size", "2", "--steps=7", "--global_batch", "8", "--model", "tiny",
              "--data", "/tmp", "--seed", "9", "--lr", "0.01", "--weight_decay", "0",
              "--eval_every", "3", "--eval_batches", "2", "--save", "a.st", "--load", "b.st",
-             "--log_every", "5", "--threads", "3", "--trace", "t.json", "--quiet",
+             "--log_every", "5", "--trace", "t.json", "--quiet",
              "--bucket_mb", "1.5"});
   EXPECT_EQ(p.cfg.world_size, 2);
   EXPECT_EQ(p.cfg.steps, 7);
@@ -60,7 +60,6 @@ TEST(Flags, ParsesEveryFlagAndAStageFlag) {
   EXPECT_EQ(p.cfg.save, "a.st");
   EXPECT_EQ(p.cfg.load, "b.st");
   EXPECT_EQ(p.cfg.log_every, 5);
-  EXPECT_EQ(p.cfg.threads, 3);
   EXPECT_EQ(p.cfg.trace, "t.json");
   EXPECT_TRUE(p.cfg.quiet);
   EXPECT_DOUBLE_EQ(p.bucket_mb, 1.5);
@@ -132,8 +131,8 @@ TEST(Flags, ValidationMessages) {
   c.world_size = 0;
   EXPECT_EQ(validation_error(c), "world size 0 must be at least 1");
   c = ok;
-  c.threads = 0;
-  EXPECT_EQ(validation_error(c), "threads 0 must be at least 1");
+  c.log_every = 0;
+  EXPECT_EQ(validation_error(c), "log_every 0 must be at least 1");
 }
 
 TEST(Flags, KnownPresets) {

@@ -43,6 +43,9 @@ double validation_loss(Strategy& s, const Corpus& corpus, const TrainConfig& cfg
 /// Everything that can be checked before any rank starts: one clear line, exit 2.
 void validate_before_launch(const TrainConfig& cfg, const StageSpec& spec) {
   validate(cfg);
+  if (!cfg.trace.empty() && !spec.supports_trace)
+    user_error("--trace " + cfg.trace + ": " + spec.name +
+               " does not write traces (the pipeline stages do)");
   if (spec.validate) spec.validate(cfg);
   GPTConfig mc;
   try {

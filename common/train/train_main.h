@@ -46,6 +46,9 @@ struct StageSpec {
   std::string name;        ///< "zero2": used in --help and the report
   std::string summary;     ///< one line for --help
   int default_world_size = 4;
+  /// Whether the stage writes a Chrome trace for --trace (the pipeline stages do). Stages that
+  /// don't reject the flag instead of ignoring it.
+  bool supports_trace = false;
   /// Adds stage-specific flags (e.g. --bucket_mb); may be empty.
   std::function<void(CLI::App&)> add_flags;
   /// Checks stage-specific flag values against the config (before ranks start); call
