@@ -1,0 +1,22 @@
+// bazel run //stages/baseline:train  — the single-rank reference (no MPI job is started).
+#include <memory>
+
+#include "common/runtime/check.h"
+#include "common/train/train_main.h"
+#include "stages/baseline/baseline.h"
+
+int main(int argc, char** argv) {
+  llmp::StageSpec spec;
+  spec.name = "baseline";
+  spec.summary = "the single-rank reference trainer every stage is checked against";
+  spec.default_world_size = 1;
+  spec.validate = [](const llmp::TrainConfig& cfg) {
+    if (cfg.world_size != 1)
+      llmp::user_error("the baseline runs on one rank, not --world_size " +
+                       std::to_string(cfg.world_size));
+  };
+  spec.make = [](const llmp::StageContext& ctx) -> std::unique_ptr<llmp::Strategy> {
+    return std::make_unique<llmp::BaselineStrategy>(ctx.model, ctx.opt, ctx.cfg.seed);
+  };
+  return llmp::train_main(argc, argv, spec);
+}
