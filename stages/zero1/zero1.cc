@@ -1,0 +1,93 @@
+#include "stages/zero1/zero1.h"
+
+#include <cstring>
+#include <utility>
+
+namespace llmp {
+
+Zero1Strategy::Zero1Strategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt, uint64_t seed)
+    : model_(model),
+      dp_(dp),
+      shards_(model.layout().num_params(), dp.size()),
+      params_(Tensor::empty({model.layout().num_params()}, DType::kF32, MemCategory::kParameters)),
+      grads_(Tensor::zeros({model.layout().num_params()}, DType::kF32, MemCategory::kGradients)),
+      opt_(shards_.padded, opt),  // m, v: ⌈Ψ/N⌉ each, the only sharded state
+      metrics_(dp) {
+  model_.init_params(params_.f32(), seed);  // same seed on every rank: same replicas
+}
+
+BatchSlice Zero1Strategy::batch_slice(int global_batch) const {
+  return rank_slice(global_batch, dp_.rank(), dp_.size());  // [r·B/N, (r+1)·B/N)
+}
+
+double Zero1Strategy::train_step(const int32_t* tokens, const int32_t* targets, int global_batch,
+                                 int T, int64_t step) {
+  const int B = global_batch / dp_.size();  // this rank's sequences
+  const float scale = 1.0f / (static_cast<float>(global_batch) * T);  // global mean
+  const double bytes_before = dp_.stats().total_bytes();
+  const int r = dp_.rank();
+  const int64_t begin = shards_.begin[r], count = shards_.count[r];
+
+  // 1. Forward and backward on the local (B/N, T) slice into the full gradient buffer (Ψ).
+  //    With loss_scale 1/(B·T), the sum over ranks is the gradient of the global mean loss.
+  grads_.fill(0.0f);
+  const double local_loss =
+      model_.forward_backward(params_.f32(), grads_.f32(), tokens, targets, B, T, scale);
+
+  // 2. Reduce-scatter: this rank receives Σ_ranks grads[begin, begin + count), its shard only.
+  //    sends (N-1)/N · 4Ψ. The receive buffer is communication scratch, freed after step 3.
+  Tensor grad_shard = Tensor::empty({count}, DType::kF32, MemCategory::kCommBuffers);
+  dp_.reduce_scatter_v(grads_, grad_shard, shards_.count, ReduceOp::kSum);
+
+  // 3. AdamW on this rank's shard only: params[begin, begin + count) with m, v of size S.
+  opt_.step(params_.f32() + begin, grad_shard.f32(), step, count);
+  grad_shard = Tensor();
+
+  // 4. All-gather the updated shards into the full parameters on every rank.
+  //    sends (N-1)/N · 4Ψ. The input is copied out because MPI forbids aliasing the output.
+  Tensor mine = Tensor::empty({count}, DType::kF32, MemCategory::kCommBuffers);
+  std::memcpy(mine.f32(), params_.f32() + begin, count * sizeof(float));
+  dp_.all_gather_v(mine, params_, shards_.count);
+
+  last_step_bytes_ = dp_.stats().total_bytes() - bytes_before;
+  return metrics_.sum(local_loss);
+}
+
+double Zero1Strategy::eval_loss(const int32_t* tokens, const int32_t* targets, int global_batch,
+                                int T) {
+  const int B = global_batch / dp_.size();
+  const double local_mean = model_.forward_loss(params_.f32(), tokens, targets, B, T);
+  return metrics_.sum(local_mean) / dp_.size();  // equal slices: mean of means
+}
+
+void Zero1Strategy::get_state(float* params, float* exp_avg, float* exp_avg_sq) {
+  const int64_t psi = shards_.psi, count = shards_.count[dp_.rank()];
+  std::memcpy(params, params_.f32(), psi * sizeof(float));
+  // Adam's m and v are sharded: gather them (sends (N-1)/N · 4Ψ each; not part of a step).
+  Tensor full = Tensor::empty({psi}, DType::kF32, MemCategory::kCommBuffers);
+  for (auto [src, dst] : {std::pair{&opt_.exp_avg(), exp_avg}, {&opt_.exp_avg_sq(), exp_avg_sq}}) {
+    dp_.all_gather_v(src->narrow(0, count), full, shards_.count);
+    std::memcpy(dst, full.f32(), psi * sizeof(float));
+  }
+}
+
+void Zero1Strategy::set_state(const float* params, const float* exp_avg,
+                              const float* exp_avg_sq) {
+  const int r = dp_.rank();
+  const int64_t begin = shards_.begin[r], count = shards_.count[r];
+  std::memcpy(params_.f32(), params, shards_.psi * sizeof(float));
+  std::memcpy(opt_.exp_avg().f32(), exp_avg + begin, count * sizeof(float));
+  std::memcpy(opt_.exp_avg_sq().f32(), exp_avg_sq + begin, count * sizeof(float));
+}
+
+std::vector<ReportRow> Zero1Strategy::report() const {
+  const double psi = static_cast<double>(shards_.psi);
+  const int N = dp_.size();
+  auto rows = memory_rows(plan_memory(DPStage::kZeRO1, psi, N, Precision::fp32(), /*padded=*/true),
+                          "4Ψ", "4Ψ", "8⌈Ψ/N⌉");
+  rows.push_back({"sent per step", last_step_bytes_,
+                  plan_bytes_per_step(DPStage::kZeRO1, psi, N, 4.0), "2(N-1)/N·4Ψ"});
+  return rows;
+}
+
+}  // namespace llmp
