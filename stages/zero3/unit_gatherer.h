@@ -1,0 +1,65 @@
+// UnitGatherer: ZeRO-3's parameter partitioning seen from one rank. The parameters live only as
+// shards; a unit's full parameters exist only while some computation needs them.
+//
+// Rajbhandari et al. 2020, §5.3 (P_p: "the parameters ... are broadcast/all-gathered before the
+// forward and backward of each layer and discarded after"); PyTorch FSDP (Zhao et al. 2023,
+// "PyTorch FSDP: Experiences on Scaling Fully Sharded Data Parallel", §3.2) calls the same two
+// moves unshard and reshard, and the early start of the next unit's all-gather prefetching.
+//
+// A unit u is the contiguous range [a, a + n_u) of the flat buffer (GPTLayout: 0 embeddings,
+// 1..L blocks, L+1 final LayerNorm). Shard i holds [i·S, i·S + count(i)), so the unit is the
+// concatenation, in rank order, of its intersections with the shards: one all_gather_v with
+// counts = ShardLayout::split_range(a, a + n_u) rebuilds it (ranks whose shard misses the unit
+// contribute 0 elements).
+//
+// Memory: a gathered unit is a model state, so it is counted as MemCategory::kParameters from
+// the moment its receive buffer is allocated (prefetch) until release().
+//
+// Glossary: N ranks, Ψ parameters, S = ⌈Ψ/N⌉ shard size, r this rank, n_u elements of unit u.
+#pragma once
+
+#include <map>
+#include <memory>
+
+#include "common/comm/process_group.h"
+#include "common/nn/gpt.h"
+#include "common/train/dp_util.h"
+
+namespace llmp {
+
+class UnitGatherer {
+ public:
+  /// `shard`: this rank's S parameters (its valid part is read by every gather). All references
+  /// must outlive the gatherer; the shard must not change while a gather is in flight.
+  UnitGatherer(const GPTLayout& layout, const ShardLayout& shards, ProcessGroup& dp,
+               const Tensor& shard);
+  /// Releases every held unit (waiting for gathers still in flight).
+  ~UnitGatherer();
+
+  /// Starts the all-gather of unit u unless it is already held or in flight. Collective: every
+  /// rank must prefetch the same units in the same order. sends (N-1)/N · 4·n_u.
+  void prefetch(int u);
+  /// Unit u's n_u parameters, waiting for its gather (starting it first if nobody prefetched it).
+  const float* get(int u);
+  /// Frees unit u's gathered copy ("reshard"); a no-op when it is not held.
+  void release(int u);
+
+  /// Elements currently held (gathered or in flight), over all units.
+  int64_t held_numel() const;
+  /// all-gathers issued for unit u since construction.
+  int gathers(int u) const;
+
+ private:
+  struct Held {
+    Tensor params;                  // (n_u), kParameters
+    std::shared_ptr<Work> pending;  // the all_gather_v in flight, null once waited
+  };
+  const GPTLayout& layout_;
+  const ShardLayout& shards_;
+  ProcessGroup& dp_;
+  Tensor shard_;
+  std::map<int, Held> held_;
+  std::map<int, int> gathers_;
+};
+
+}  // namespace llmp

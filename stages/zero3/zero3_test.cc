@@ -1,0 +1,192 @@
+// ZeRO-3 against the baseline, and its memory (steady state and peak) and traffic against the
+// closed forms of zero3.h. Run on 1, 2, 3 and 4 ranks (mpi_test in BUILD).
+//
+// Glossary: N ranks, Ψ parameters, S = ⌈Ψ/N⌉ shard size, L layers, C channels, n_u elements of
+// unit u (0 embeddings, 1..L blocks, L+1 final LayerNorm).
+#include "stages/zero3/zero3.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <stdexcept>
+#include <vector>
+
+#include "common/data/corpus.h"
+#include "common/data/sampler.h"
+#include "stages/baseline/baseline.h"
+#include "tests/equivalence.h"
+
+namespace llmp {
+namespace {
+
+// The strategy keeps a reference to its group: the group must outlive it.
+ProcessGroup& world() {
+  static std::shared_ptr<ProcessGroup> w = ProcessGroup::world();
+  return *w;
+}
+
+StrategyFactory zero3_on_world() {
+  return [](const GPT& model, AdamWConfig opt, uint64_t seed) {
+    return std::make_unique<Zero3Strategy>(model, world(), opt, seed);
+  };
+}
+
+bool rank0() { return world().rank() == 0; }
+
+TEST(Zero3, MatchesBaselineAfterTenSteps) {
+  EquivalenceResult r = run_against_baseline(zero3_on_world(), world());
+  EXPECT_LE(r.max_loss_rel, 1e-5);
+  EXPECT_LE(r.max_param_rel, 1e-5) << "worst tensor " << r.worst_param;
+}
+
+TEST(Zero3, MatchesBaselineWhenShardsArePadded) {
+  EquivalenceConfig cfg;
+  cfg.vocab = 257;  // Ψ = 34,208: not divisible by 3, so the last shard is padded
+  cfg.steps = 4;
+  EquivalenceResult r = run_against_baseline(zero3_on_world(), world(), cfg);
+  EXPECT_LE(r.max_loss_rel, 1e-5);
+  EXPECT_LE(r.max_param_rel, 1e-5) << "worst tensor " << r.worst_param;
+}
+
+// Two training steps of a fresh Zero3Strategy on the tiny model (V = vocab), then an
+// evaluation of step 3's batch, next to the baseline's.
+struct TwoSteps {
+  int64_t psi, shard;
+  int64_t params, grads, optimizer;  // measured deltas after the steps
+  int64_t peak_params;               // peak kParameters in the last step, less what was there before
+  std::vector<int> gathers;          // all-gathers per unit in the last step
+  double eval, baseline_eval;
+  std::vector<ReportRow> rows;
+};
+
+TwoSteps run_two_steps(int vocab) {
+  auto& mt = MemoryTracker::instance();
+  GPTConfig mc = GPTConfig::preset("tiny");
+  mc.vocab = vocab;
+  const GPT model(mc);
+  const int64_t p0 = mt.current(MemCategory::kParameters), g0 = mt.current(MemCategory::kGradients),
+                o0 = mt.current(MemCategory::kOptimizerState);
+  TwoSteps r;
+  {
+    Zero3Strategy z(model, world(), AdamWConfig{}, 7);
+    const Corpus corpus = Corpus::load("/usr/share/games/fortunes", mc.ctx);
+    const int B = 12, T = mc.ctx;
+    const BatchSlice sl = z.batch_slice(B);
+    std::vector<int32_t> tok(sl.num_seqs * T), tgt(sl.num_seqs * T);
+    for (int s = 1; s <= 2; ++s) {  // the second step runs with m and v already allocated
+      sample(corpus.train(), 7, s, sl.first_seq, sl.num_seqs, T, tok.data(), tgt.data());
+      z.train_step(tok.data(), tgt.data(), B, T, s);
+    }
+    r.psi = model.layout().num_params();
+    r.shard = z.shards().padded;
+    r.params = mt.current(MemCategory::kParameters) - p0;
+    r.grads = mt.current(MemCategory::kGradients) - g0;
+    r.optimizer = mt.current(MemCategory::kOptimizerState) - o0;
+    r.peak_params = z.last_step_peak_params() - p0;
+    for (int u = 0; u < model.layout().num_units(); ++u) r.gathers.push_back(z.last_step_gathers(u));
+    r.rows = z.report();
+    // Evaluation: every rank its slice through the gathered units; the baseline the whole batch.
+    std::vector<int32_t> all_tok(B * T), all_tgt(B * T);
+    sample(corpus.train(), 7, 3, sl.first_seq, sl.num_seqs, T, tok.data(), tgt.data());
+    sample(corpus.train(), 7, 3, 0, B, T, all_tok.data(), all_tgt.data());
+    r.eval = z.eval_loss(tok.data(), tgt.data(), B, T);
+    std::vector<float> params(r.psi), m(r.psi), v(r.psi);
+    z.get_state(params.data(), m.data(), v.data());
+    BaselineStrategy base(model, AdamWConfig{}, 7);
+    base.set_state(params.data(), m.data(), v.data());
+    r.baseline_eval = base.eval_loss(all_tok.data(), all_tgt.data(), B, T);
+  }
+  return r;
+}
+
+const ReportRow& row(const std::vector<ReportRow>& rows, const std::string& what) {
+  for (const ReportRow& r : rows)
+    if (r.what == what) return r;
+  throw std::runtime_error("no report row " + what);
+}
+
+TEST(Zero3, SteadyStateMemoryEqualsTheFormulaInBytes) {
+  for (int vocab : {256, 257}) {
+    const TwoSteps s = run_two_steps(vocab);
+    const int N = world().size();
+    const MemoryPlan plan = plan_memory(DPStage::kZeRO3, s.psi, N, Precision::fp32(), true);
+    EXPECT_EQ(s.shard, (s.psi + N - 1) / N);
+    EXPECT_EQ(s.params, 4 * s.shard) << "only the parameter shard survives a step: 4⌈Ψ/N⌉";
+    EXPECT_EQ(s.grads, 4 * s.shard) << "only the gradient shard survives a step: 4⌈Ψ/N⌉";
+    EXPECT_EQ(s.optimizer, 8 * s.shard) << "m and v of the shard only: 8⌈Ψ/N⌉";
+    EXPECT_EQ(s.params, plan.params);
+    EXPECT_EQ(s.grads, plan.grads);
+    EXPECT_EQ(s.optimizer, plan.optimizer);
+    if (rank0())
+      std::printf("V=%d Ψ=%lld N=%d: measured params %lld, grads %lld, optimizer %lld bytes "
+                  "(16⌈Ψ/N⌉ = %lld)\n",
+                  vocab, (long long)s.psi, N, (long long)s.params, (long long)s.grads,
+                  (long long)s.optimizer, (long long)(16 * s.shard));
+    for (const char* what : {"parameters", "gradients", "optimizer state"})
+      EXPECT_EQ(row(s.rows, what).measured - row(s.rows, what).formula, 0) << what;
+  }
+}
+
+// The peak of parameter memory: the shard plus the units of two consecutive compute steps.
+TEST(Zero3, PeakParameterMemoryIsShardPlusTwoSteps) {
+  const TwoSteps s = run_two_steps(256);
+  const int N = world().size();
+  const GPTLayout lay(GPTConfig::preset("tiny"));
+  const int L = lay.num_units() - 2;
+  const int64_t n0 = lay.unit_numel(0), blk = lay.unit_numel(1), lnf = lay.unit_numel(L + 1);
+  // tiny: n_0 = (256+16)·32 = 8,704; n_blk = 12·32² + 13·32 = 12,704; n_{L+1} = 64.
+  EXPECT_EQ(n0, 8704);
+  EXPECT_EQ(blk, 12704);
+  EXPECT_EQ(lnf, 64);
+  // Two blocks (F_0 computing, F_1 prefetched) outweigh a block + the head's units (ln_f, wte).
+  const int64_t expected = 4 * (s.shard + blk + std::max(n0 + lnf, blk));
+  if (rank0())
+    std::printf("N=%d: peak parameters %lld bytes = 4(⌈Ψ/N⌉ + n_blk + max(n_0 + n_L+1, n_blk)) "
+                "= %lld; full model 4Ψ = %lld\n",
+                N, (long long)s.peak_params, (long long)expected, (long long)(4 * s.psi));
+  EXPECT_EQ(s.peak_params, expected);
+  EXPECT_EQ(zero3_peak_param_bytes(lay, N), expected);
+  EXPECT_EQ(row(s.rows, "parameters, peak in step").formula, expected);
+  const ReportRow& gpeak = row(s.rows, "gradients, peak in step");
+  EXPECT_EQ(gpeak.measured, gpeak.formula) << "the full gradient must never be materialised";
+}
+
+// Each unit gathered twice (forward, backward) except ln_f: the fused head needs it once.
+TEST(Zero3, EveryUnitIsGatheredTwiceExceptTheFinalLayerNorm) {
+  const TwoSteps s = run_two_steps(256);
+  const int L = static_cast<int>(s.gathers.size()) - 2;
+  std::vector<int> expected(L + 2, 2);
+  expected[L + 1] = 1;
+  EXPECT_EQ(s.gathers, expected);
+}
+
+TEST(Zero3, BytesSentPerStepAreOneAndAHalfAllReduces) {
+  const TwoSteps s = run_two_steps(257);
+  const int N = world().size();
+  const int64_t lnf = 2 * 32;  // ln_f: 2C
+  const ReportRow& sent = row(s.rows, "sent per step");
+  const double ddp = plan_bytes_per_step(DPStage::kDDP, s.psi, N, 4.0);  // 2(N-1)/N·4Ψ
+  // all_gather (N-1)/N·4(2Ψ - n_{L+1}) + reduce_scatter (N-1)/N·4Ψ.
+  const double expected = 3.0 * (N - 1) / N * 4 * s.psi - double(N - 1) / N * 4 * lnf;
+  if (rank0())
+    std::printf("N=%d Ψ=%lld: zero3 sent %.0f bytes in one step (3(N-1)/N·4Ψ - (N-1)/N·4·2C = "
+                "%.0f); ddp's all_reduce 2(N-1)/N·4Ψ = %.0f; ratio %.4f\n",
+                N, (long long)s.psi, sent.measured, expected, ddp,
+                ddp > 0 ? sent.measured / ddp : 0.0);
+  EXPECT_NEAR(sent.measured, expected, 1e-9 * expected);
+  EXPECT_NEAR(sent.formula, expected, 1e-9 * expected);
+  EXPECT_NEAR(zero3_bytes_per_step(GPTLayout(GPTConfig::preset("tiny")), N),
+              3.0 * (N - 1) / N * 4 * 34176 - double(N - 1) / N * 4 * lnf, 1e-6);
+  if (N > 1) {  // 1.5× DDP, less ln_f's share: 1.5 - n_{L+1}/(2Ψ)
+    EXPECT_NEAR(sent.measured / ddp, 1.5 - double(lnf) / (2.0 * s.psi), 1e-9);
+  }
+}
+
+TEST(Zero3, EvalLossMatchesTheBaseline) {
+  const TwoSteps s = run_two_steps(256);
+  EXPECT_NEAR(s.eval, s.baseline_eval, 1e-5 * s.baseline_eval);
+}
+
+}  // namespace
+}  // namespace llmp
