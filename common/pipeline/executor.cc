@@ -44,8 +44,8 @@ int64_t PipelineExecutor::local(int chunk, int unit) const {
   return seg.local_offset + (model_.layout().unit_offset(unit) - seg.global_offset);
 }
 
-int64_t PipelineExecutor::slot_bytes(const Slot& s) const {
-  int64_t n = s.dy.nbytes() + s.dx.nbytes();
+int64_t PipelineExecutor::stored_bytes(const Slot& s) const {
+  int64_t n = 0;
   for (const Tensor& t : s.x) n += t.nbytes();
   for (const BlockCache& c : s.cache) n += cache_bytes(c);
   return n;
@@ -77,7 +77,6 @@ double PipelineExecutor::run(const float* params, float* grads, const int32_t* t
       case Op::kForward:
         ++in_flight_;
         forward(a, params, grads, tokens, targets, &loss);
-        stats_.stored_per_forward = std::max(stats_.stored_per_forward, slot_bytes(s));
         break;
       case Op::kSendForward:
         send_forward(link_, a, s.x.back(), &pending_);
@@ -88,10 +87,12 @@ double PipelineExecutor::run(const float* params, float* grads, const int32_t* t
         recv_backward(link_, a, s.dy);
         break;
       case Op::kBackward:
+        stats_.stored_per_forward = std::max(stats_.stored_per_forward, stored_bytes(s));
         backward(a, params, grads, tokens);
         --in_flight_;
         break;
       case Op::kBackwardInput:
+        stats_.stored_per_forward = std::max(stats_.stored_per_forward, stored_bytes(s));
         backward_input(a, params);
         break;
       case Op::kBackwardWeight:

@@ -24,8 +24,8 @@
 //
 // Measured per run: one Span per action (seconds from t0), the peak number of (micro-batch,
 // chunk) pairs holding activations, the MemoryTracker's activation peak, and the bytes one
-// forward leaves stored — which is what lets tests check GPipe's m-fold against 1F1B's p-fold
-// activation memory.
+// forward leaves stored for its backward — which is what lets tests check GPipe's m-fold
+// against 1F1B's p-fold activation memory.
 //
 // Papers: as schedule.h (GPipe, Megatron-LM §2.2, Zero Bubble). Glossary: p pipeline stages,
 // m micro-batches, v chunks per rank, k blocks per chunk, s virtual stage, B global batch,
@@ -49,7 +49,10 @@ struct ExecutorStats {
   std::vector<Span> spans;            ///< one per action, seconds since the run's t0
   int peak_in_flight = 0;             ///< max (micro-batch, chunk) pairs holding activations
   int64_t peak_activation_bytes = 0;  ///< MemoryTracker peak of kActivations during the run
-  int64_t stored_per_forward = 0;     ///< bytes a (micro-batch, chunk) keeps after its forward (max)
+  /// Bytes a (micro-batch, chunk) holds from its forward until its backward: the x_j and
+  /// BlockCaches (the output x_k leaves with its send_forward; on the last stage the head's
+  /// dy is not counted). Max over the run; "one micro-batch's activations" of the papers.
+  int64_t stored_per_forward = 0;
 };
 
 class PipelineExecutor {
@@ -93,7 +96,8 @@ class PipelineExecutor {
   /// Offset in the local buffer of unit u of chunk c.
   int64_t local(int chunk, int unit) const;
   Slot& slot(const Action& a) { return slots_[a.microbatch * v_ + a.chunk]; }
-  int64_t slot_bytes(const Slot& s) const;
+  /// Bytes of the x_j and BlockCaches of a slot (what its forward stored for its backward).
+  int64_t stored_bytes(const Slot& s) const;
 
   const GPT& model_;
   const GPTPartition& part_;

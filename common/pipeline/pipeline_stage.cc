@@ -1,0 +1,66 @@
+// pipeline_stage_spec (see pipeline_stage.h).
+#include "common/pipeline/pipeline_stage.h"
+
+#include <CLI/CLI.hpp>
+
+#include <memory>
+#include <stdexcept>
+
+#include "common/pipeline/gpt_partition.h"
+#include "common/pipeline/pipeline_strategy.h"
+#include "common/pipeline/schedule.h"
+#include "common/runtime/check.h"
+
+namespace llmp {
+
+std::string pipeline_config_error(const TrainConfig& cfg, const std::string& schedule, int m,
+                                  int v) {
+  const int p = cfg.world_size;
+  if (m < 1) return "--micro_batches " + std::to_string(m) + " must be at least 1";
+  if (v < 1) return "--chunks " + std::to_string(v) + " must be at least 1";
+  if (cfg.global_batch % m != 0)
+    return "global batch " + std::to_string(cfg.global_batch) + " is not divisible by " +
+           std::to_string(m) + " micro-batches (--micro_batches)";
+  try {
+    const std::string err = GPTPartition::check(GPTConfig::preset(cfg.model).layers, p, v);
+    if (!err.empty()) return err + " for model " + cfg.model;
+    make_schedule(schedule, p, m, v);  // the schedule's own constraints (m % p, ...)
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+StageSpec pipeline_stage_spec(const PipelineStageOptions& o) {
+  auto opts = std::make_shared<PipelineStageOptions>(o);  // the flags write into it
+  StageSpec spec;
+  spec.name = o.name;
+  spec.summary = o.summary;
+  spec.default_world_size = o.default_world_size;
+  spec.add_flags = [opts](CLI::App& app) {
+    if (opts->micro_batches_flag)
+      app.add_option("--micro_batches", opts->micro_batches,
+                     "m: micro-batches per global batch (the pipeline's unit of work)")
+          ->capture_default_str();
+    if (opts->chunks_flag)
+      app.add_option("--chunks", opts->chunks, "v: model chunks (virtual stages) per rank")
+          ->capture_default_str();
+  };
+  spec.validate = [opts](const TrainConfig& cfg) {
+    const std::string err =
+        pipeline_config_error(cfg, opts->schedule, opts->micro_batches, opts->chunks);
+    if (!err.empty()) user_error(err);
+  };
+  spec.make = [opts](const StageContext& ctx) -> std::unique_ptr<Strategy> {
+    // Inside the ranks (also when started by mpiexec directly, skipping the launcher's checks).
+    const std::string err =
+        pipeline_config_error(ctx.cfg, opts->schedule, opts->micro_batches, opts->chunks);
+    all_ranks_ok(err.empty(), err);
+    Schedule s = make_schedule(opts->schedule, ctx.world.size(), opts->micro_batches, opts->chunks);
+    return std::make_unique<PipelineStrategy>(ctx.model, ctx.world, ctx.opt, ctx.cfg.seed,
+                                              std::move(s), ctx.cfg.trace);
+  };
+  return spec;
+}
+
+}  // namespace llmp

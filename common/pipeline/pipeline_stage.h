@@ -1,0 +1,48 @@
+// pipeline_stage_spec: what the five pipeline stages' main.cc share — the flags --micro_batches
+// and --chunks, the checks that run before any rank starts, and the factory of a
+// PipelineStrategy for a named schedule (schedule.h's make_schedule).
+//
+//   int main(int argc, char** argv) {
+//     llmp::PipelineStageOptions o;
+//     o.name = "gpipe";  o.schedule = "gpipe";  o.micro_batches = 8;
+//     return llmp::train_main(argc, argv, llmp::pipeline_stage_spec(o));
+//   }
+//
+// The pipeline size is the world size: p = --world_size, every rank one stage. Checked before
+// launch, each as one line "error: ..." and exit 2:
+//   - the layers of --model divide into p·v virtual stages ("layers 4 not divisible by p·v = 8
+//     (p=4, v=2)");
+//   - --micro_batches m ≥ 1 divides --global_batch ("global batch 16 is not divisible by 3
+//     micro-batches (--micro_batches)");
+//   - the schedule accepts (p, m, v), e.g. interleaved 1F1B needs m % p == 0 (make_schedule's
+//     message).
+//
+// Glossary: p pipeline stages, m micro-batches, v chunks per rank, B global batch.
+#pragma once
+
+#include <string>
+
+#include "common/train/train_main.h"
+
+namespace llmp {
+
+struct PipelineStageOptions {
+  std::string name;       ///< the stage: "gpipe", ...
+  std::string summary;    ///< one line for --help
+  std::string schedule;   ///< make_schedule's name: "naive", "gpipe", "1f1b", ...
+  int default_world_size = 4;
+  int micro_batches = 8;  ///< default m
+  int chunks = 1;         ///< default v
+  bool micro_batches_flag = true;  ///< offer --micro_batches (naive_pp fixes m = 1)
+  bool chunks_flag = false;        ///< offer --chunks (interleaved only)
+};
+
+/// The first problem with running `schedule` on cfg.world_size ranks with m micro-batches and
+/// v chunks, as one line, or "" when fine. Pure: used before launch and by the tests.
+std::string pipeline_config_error(const TrainConfig& cfg, const std::string& schedule, int m,
+                                  int v);
+
+/// A StageSpec whose flags, validation and factory follow `o`.
+StageSpec pipeline_stage_spec(const PipelineStageOptions& o);
+
+}  // namespace llmp

@@ -1,0 +1,51 @@
+// Test helpers shared by the pipeline stages' tests (gpipe, 1f1b, interleaved_1f1b, zero_bubble,
+// naive_pp): the equivalence run against the single-rank baseline, and a short "probe" run that
+// returns what one step measured (spans, bubble, activation memory, bytes) next to the simulator.
+//
+// The model: the tiny preset with L = 8 layers, so that p·v = 2, 4 or 8 virtual stages all
+// divide it; global batch B = 16 (divisible by m = 1, 4 and 8), T = 16, 10 steps.
+//
+// Glossary: p pipeline stages (= ranks), m micro-batches, v chunks per rank.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/comm/process_group.h"
+#include "common/pipeline/pipeline_strategy.h"
+#include "tests/equivalence.h"
+
+namespace llmp {
+namespace testing {
+
+/// MPI_COMM_WORLD as a ProcessGroup that outlives every strategy of the test binary.
+ProcessGroup& pipeline_world();
+
+/// Builds a pipeline stage with m micro-batches on `pp`.
+using PipelineFactory = std::function<std::unique_ptr<PipelineStrategy>(
+    const GPT& model, ProcessGroup& pp, AdamWConfig opt, uint64_t seed, int m)>;
+
+/// tiny, L = 8, B = 16, T = 16, 10 steps.
+EquivalenceConfig pipeline_equivalence_config();
+
+/// Collective. run_against_baseline for the stage with m micro-batches (prints a header line).
+EquivalenceResult pipeline_equivalence(const PipelineFactory& make, int m);
+
+/// What one rank measured in the last of a few steps of a fresh strategy.
+struct ProbeResult {
+  SimResult sim;                  ///< the schedule with unit costs
+  ExecutorStats stats;            ///< this rank's measurements
+  double measured_bubble = 0;     ///< rank 0 only: from the gathered spans
+  double bytes = 0;               ///< this rank, last step
+  double expected_bytes = 0;      ///< PipelineStrategy::expected_bytes_per_step
+  int rank = 0, p = 1, m = 1, v = 1;
+};
+
+/// Collective. Trains `steps` steps of a fresh strategy (the pipeline_equivalence_config model)
+/// and returns the last one's figures; rank 0 prints the measured timeline (report()).
+ProbeResult probe(const PipelineFactory& make, int m, int steps = 2);
+
+}  // namespace testing
+}  // namespace llmp

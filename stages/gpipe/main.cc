@@ -1,0 +1,14 @@
+// bazel run //stages/gpipe:train  — GPipe on 4 ranks, 8 micro-batches (mpiexec is started for you).
+// Flags: bazel run //stages/gpipe:train -- --help   (--micro_batches m, --trace out.json)
+#include "common/pipeline/pipeline_stage.h"
+#include "common/train/train_main.h"
+
+int main(int argc, char** argv) {
+  llmp::PipelineStageOptions o;
+  o.name = "gpipe";
+  o.summary = "GPipe: m micro-batches forward, then m backward, one flush per step";
+  o.schedule = "gpipe";
+  o.default_world_size = 4;
+  o.micro_batches = 8;
+  return llmp::train_main(argc, argv, llmp::pipeline_stage_spec(o));
+}
