@@ -1,0 +1,18 @@
+// bazel run //stages/naive_dp:train  — naive data parallelism on 4 ranks (mpiexec is started
+// for you). Flags: bazel run //stages/naive_dp:train -- --help
+#include <memory>
+
+#include "common/train/train_main.h"
+#include "stages/naive_dp/naive_dp.h"
+
+int main(int argc, char** argv) {
+  llmp::StageSpec spec;
+  spec.name = "naive_dp";
+  spec.summary = "naive data parallelism: full replicas, one all_reduce of all gradients after "
+                 "backward";
+  spec.default_world_size = 4;
+  spec.make = [](const llmp::StageContext& ctx) -> std::unique_ptr<llmp::Strategy> {
+    return std::make_unique<llmp::NaiveDPStrategy>(ctx.model, ctx.world, ctx.opt, ctx.cfg.seed);
+  };
+  return llmp::train_main(argc, argv, spec);
+}

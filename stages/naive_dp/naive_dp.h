@@ -1,0 +1,68 @@
+// Naive data parallelism: N full replicas, one all_reduce of the whole gradient after backward.
+//
+// The starting point of the data-parallel family (Li et al. 2020, "PyTorch Distributed:
+// Experiences on Accelerating Data Parallel Training", VLDB, §3.1 "A naive solution"; ZeRO,
+// Rajbhandari et al. 2020, §3 for the memory it wastes). Every rank holds the whole model: its
+// parameters (4Ψ bytes fp32), gradients (4Ψ) and AdamW's m and v (8Ψ). One step:
+//
+//   1. forward and backward on this rank's B/N sequences, loss scaled by 1/(B·T) so that the SUM
+//      over ranks of the local gradients is the gradient of the global mean loss;
+//   2. after the WHOLE backward: one blocking all_reduce (sum) of the flat Ψ-element gradient
+//      buffer;                                                            sends 2(N-1)/N·4Ψ
+//   3. every rank runs the same AdamW update over all Ψ parameters, so the replicas stay equal.
+//
+// What is naive about it: nothing overlaps (the network idles during backward, the CPU idles
+// during the all_reduce; stages/ddp fixes that with buckets), and every rank stores and updates
+// the same 16Ψ bytes of model state, N copies of one thing (ZeRO shards them: stages/zero1..3).
+//
+// Glossary: B global batch (sequences), T sequence length, N ranks, Ψ parameter count,
+// K optimizer bytes per parameter (8 here: fp32 m and v).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "common/comm/process_group.h"
+#include "common/nn/gpt.h"
+#include "common/optim/adamw.h"
+#include "common/train/dp_util.h"
+#include "common/train/strategy.h"
+
+namespace llmp {
+
+class NaiveDPStrategy : public Strategy {
+ public:
+  /// Collective over `dp`. Every rank initialises the same parameters from `seed`
+  /// (GPT::init_params is a pure function of the seed), so no broadcast is needed.
+  NaiveDPStrategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt, uint64_t seed);
+
+  /// Rank r reads sequences [r·B/N, (r+1)·B/N). Throws std::invalid_argument when N ∤ B.
+  BatchSlice batch_slice(int global_batch) const override;
+  double train_step(const int32_t* tokens, const int32_t* targets, int global_batch, int T,
+                    int64_t step) override;
+  double eval_loss(const int32_t* tokens, const int32_t* targets, int global_batch,
+                   int T) override;
+  void get_state(float* params, float* exp_avg, float* exp_avg_sq) override;
+  void set_state(const float* params, const float* exp_avg, const float* exp_avg_sq) override;
+  /// Memory rows (4Ψ, 4Ψ, 8Ψ), bytes sent in the last step against 2(N-1)/N·4Ψ, and the mean
+  /// wall time of the blocking all_reduce (all of it exposed: nothing runs beside it).
+  std::vector<ReportRow> report() const override;
+
+  /// Bytes this rank sent during the last train_step (CommStats delta).
+  double last_step_bytes() const { return last_step_bytes_; }
+  /// Mean milliseconds per step spent in the blocking gradient all_reduce.
+  double mean_all_reduce_ms() const { return steps_ ? all_reduce_ms_ / steps_ : 0.0; }
+
+ private:
+  const GPT& model_;
+  ProcessGroup& dp_;
+  Tensor params_;  // Ψ, replicated
+  Tensor grads_;   // Ψ, replicated after the all_reduce
+  AdamW opt_;      // m, v: Ψ each, replicated
+  MetricsReducer metrics_;
+  double last_step_bytes_ = 0;
+  double all_reduce_ms_ = 0;
+  int64_t steps_ = 0;
+};
+
+}  // namespace llmp
