@@ -1,0 +1,155 @@
+#include "stages/ddp/ddp.h"
+
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "common/runtime/log.h"
+
+namespace llmp {
+namespace {
+
+int64_t all_reduce_calls(const ProcessGroup& g) {
+  const auto it = g.stats().calls.find("all_reduce");
+  return it == g.stats().calls.end() ? 0 : it->second;
+}
+
+DDPOptions checked(DDPOptions o) {
+  if (!(o.bucket_mb > 0)) {
+    char got[32];
+    std::snprintf(got, sizeof got, "%g", o.bucket_mb);
+    throw std::invalid_argument(std::string("--bucket_mb must be > 0, got ") + got);
+  }
+  if (o.grad_accum < 1)
+    throw std::invalid_argument("--grad_accum must be >= 1, got " + std::to_string(o.grad_accum));
+  return o;
+}
+
+}  // namespace
+
+DDPStrategy::DDPStrategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt, uint64_t seed,
+                         DDPOptions options)
+    : model_(model),
+      dp_(dp),
+      options_(checked(options)),
+      params_(Tensor::empty({model.layout().num_params()}, DType::kF32, MemCategory::kParameters)),
+      grads_(Tensor::zeros({model.layout().num_params()}, DType::kF32, MemCategory::kGradients)),
+      opt_(model.layout().num_params(), opt),
+      metrics_(dp),
+      buckets_(make_buckets(model.layout(), options_.bucket_mb * 1024 * 1024)),
+      launch_at_(launch_unit_table(buckets_, model.layout().num_units())) {
+  model_.init_params(params_.f32(), seed);  // same seed on every rank: same replicas
+}
+
+BatchSlice DDPStrategy::batch_slice(int global_batch) const {
+  return rank_slice(global_batch, dp_.rank(), dp_.size());  // [r·B/N, (r+1)·B/N)
+}
+
+void DDPStrategy::launch(int b) {
+  const auto t0 = OverlapMeter::Clock::now();
+  Tensor bucket = grads_.narrow(buckets_[b].offset, buckets_[b].numel);  // a view, no copy
+  work_[b] = dp_.all_reduce_async(bucket, ReduceOp::kSum);  // sends 2(N-1)/N·4·numel(b)
+  meter_.launched(b);
+  meter_.add_in_mpi(OverlapMeter::ms(t0, OverlapMeter::Clock::now()));
+}
+
+void DDPStrategy::poll() {
+  const auto t0 = OverlapMeter::Clock::now();
+  for (size_t b = 0; b < work_.size(); ++b)
+    if (work_[b] && !meter_.is_done(b) && work_[b]->test()) meter_.completed(b);
+  meter_.add_in_mpi(OverlapMeter::ms(t0, OverlapMeter::Clock::now()));
+}
+
+void DDPStrategy::on_unit_ready(int u) {
+  poll();  // progress the buckets already in flight (MPI moves bytes only inside MPI calls)
+  if (launch_at_[u] >= 0) launch(launch_at_[u]);  // u completes this bucket: start it now
+}
+
+void DDPStrategy::wait_all() {
+  const auto t0 = OverlapMeter::Clock::now();
+  for (size_t b = 0; b < work_.size(); ++b) {
+    work_[b]->wait();
+    meter_.completed(b);  // ignored when a poll already saw it finish
+  }
+  meter_.add_in_mpi(OverlapMeter::ms(t0, OverlapMeter::Clock::now()));
+  work_.clear();
+}
+
+double DDPStrategy::train_step(const int32_t* tokens, const int32_t* targets, int global_batch,
+                               int T, int64_t step) {
+  const int N = dp_.size(), K = options_.grad_accum;
+  if (global_batch % (N * K) != 0)
+    throw std::invalid_argument("global batch " + std::to_string(global_batch) +
+                                " is not divisible by data-parallel size " + std::to_string(N) +
+                                " × grad_accum " + std::to_string(K));
+  const int micro = global_batch / (N * K);  // sequences per micro-batch on this rank
+  // 1/(global B·T) on every micro-step of every rank: Σ_r Σ_k of the gradients is the gradient of
+  // the global mean loss, exactly as in the baseline (no division by K needed afterwards).
+  const float scale = 1.0f / (static_cast<float>(global_batch) * T);
+  const std::function<void(int)> hook = [this](int u) { on_unit_ready(u); };
+
+  grads_.fill(0.0f);
+  micro_bytes_.assign(K, 0.0);
+  micro_calls_.assign(K, 0);
+  double local_loss = 0;
+  for (int k = 0; k < K; ++k) {
+    const bool sync = k == K - 1;  // the K-1 others run under no_sync(): accumulate locally
+    const double bytes0 = dp_.stats().total_bytes();
+    const int64_t calls0 = all_reduce_calls(dp_);
+    const int64_t off = static_cast<int64_t>(k) * micro * T;  // micro-batch k: (micro, T)
+    if (sync) {
+      work_.assign(buckets_.size(), nullptr);
+      meter_.begin_step(static_cast<int>(buckets_.size()));
+    }
+    local_loss += model_.forward_backward(params_.f32(), grads_.f32(), tokens + off,
+                                          targets + off, micro, T, scale,
+                                          sync ? hook : std::function<void(int)>());
+    if (sync) {
+      meter_.backward_done();
+      wait_all();  // every bucket summed over ranks: grads_ is the global gradient
+      meter_.end_step();
+    }
+    micro_bytes_[k] = dp_.stats().total_bytes() - bytes0;
+    micro_calls_[k] = all_reduce_calls(dp_) - calls0;
+  }
+
+  opt_.step(params_.f32(), grads_.f32(), step);  // the same update on every rank
+
+  last_step_bytes_ = 0;
+  for (double b : micro_bytes_) last_step_bytes_ += b;
+  return metrics_.sum(local_loss);  // Σ_r of the local parts of the global mean
+}
+
+double DDPStrategy::eval_loss(const int32_t* tokens, const int32_t* targets, int global_batch,
+                              int T) {
+  const int B = global_batch / dp_.size();
+  const double local_mean = model_.forward_loss(params_.f32(), tokens, targets, B, T);
+  return metrics_.sum(local_mean) / dp_.size();  // equal slices: the mean of the means
+}
+
+void DDPStrategy::get_state(float* params, float* exp_avg, float* exp_avg_sq) {
+  std::memcpy(params, params_.f32(), params_.nbytes());
+  std::memcpy(exp_avg, opt_.exp_avg().f32(), params_.nbytes());
+  std::memcpy(exp_avg_sq, opt_.exp_avg_sq().f32(), params_.nbytes());
+}
+
+void DDPStrategy::set_state(const float* params, const float* exp_avg, const float* exp_avg_sq) {
+  std::memcpy(params_.f32(), params, params_.nbytes());
+  std::memcpy(opt_.exp_avg().f32(), exp_avg, params_.nbytes());
+  std::memcpy(opt_.exp_avg_sq().f32(), exp_avg_sq, params_.nbytes());
+}
+
+std::vector<ReportRow> DDPStrategy::report() const {
+  const double psi = static_cast<double>(params_.numel());
+  const int N = dp_.size();
+  auto rows =
+      memory_rows(plan_memory(DPStage::kDDP, psi, N, Precision::fp32()), "4Ψ", "4Ψ", "8Ψ");
+  rows.push_back({"sent per step", last_step_bytes_,
+                  plan_bytes_per_step(DPStage::kDDP, psi, N, 4.0), "2(N-1)/N·4Ψ"});
+  log_all_ranks("ddp: {} buckets of ≥ {} MiB | {}", buckets_.size(), options_.bucket_mb,
+                meter_.summary());
+  return rows;
+}
+
+}  // namespace llmp

@@ -1,0 +1,103 @@
+// DDP: data parallelism with bucketed all_reduce overlapped with backward, and gradient
+// accumulation without communication (no_sync).
+//
+// Li et al. 2020, "PyTorch Distributed: Experiences on Accelerating Data Parallel Training",
+// VLDB, §3.2 (bucketing, overlap, skipping synchronisation) and Algorithm 1.
+//
+// Same model states as naive DP (stages/naive_dp): every rank holds the whole model, 4Ψ + 4Ψ +
+// 8Ψ bytes in fp32, and sends one all_reduce's worth of gradients per step, 2(N-1)/N·4Ψ. What
+// changes is WHEN the bytes move. One step of K micro-steps (--grad_accum K):
+//
+//   for k = 1..K, on micro-batch k of this rank's B/N sequences (B/(N·K) each):
+//     forward; backward unit by unit (L+1, L, ..., 0). On the last micro-step only, as soon as
+//     the lowest unit of a bucket (stages/ddp/bucketer.h) is final, that bucket's
+//     all_reduce_async starts while backward goes on with the next units; between units the
+//     in-flight buckets are test()ed, which is what makes MPI progress them. On the K-1 others
+//     nothing is sent: gradients just accumulate locally (PyTorch's no_sync()).
+//   wait for every bucket; AdamW over all Ψ on every rank.
+//
+// The loss is scaled by 1/(B·T) on every micro-step of every rank (B the GLOBAL batch), so
+// Σ_ranks Σ_micro-steps of the gradients is exactly the gradient of the global mean loss:
+// accumulation changes nothing but the order of the additions.
+//
+// Glossary: B global batch (sequences), T sequence length, N ranks, K micro-steps per optimizer
+// step, Ψ parameter count, L layers.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "common/comm/process_group.h"
+#include "common/nn/gpt.h"
+#include "common/optim/adamw.h"
+#include "common/train/dp_util.h"
+#include "common/train/strategy.h"
+#include "stages/ddp/bucketer.h"
+#include "stages/ddp/overlap_meter.h"
+
+namespace llmp {
+
+struct DDPOptions {
+  /// --bucket_mb: bucket capacity in MiB (PyTorch's bucket_cap_mb, default 25 there). 0.5 MiB
+  /// gives the 0.83M-parameter "mini" preset (3.2 MiB of gradients) 5 buckets.
+  double bucket_mb = 0.5;
+  /// --grad_accum: K micro-steps per optimizer step; B must be divisible by N·K.
+  int grad_accum = 1;
+};
+
+class DDPStrategy : public Strategy {
+ public:
+  /// Collective over `dp`. Every rank initialises the same parameters from `seed`.
+  /// Throws std::invalid_argument when bucket_mb ≤ 0 or grad_accum < 1.
+  DDPStrategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt, uint64_t seed,
+              DDPOptions options = {});
+
+  /// Rank r reads sequences [r·B/N, (r+1)·B/N).
+  BatchSlice batch_slice(int global_batch) const override;
+  /// Throws std::invalid_argument("global batch 12 is not divisible by data-parallel size 4 ×
+  /// grad_accum 2") when N·K ∤ B.
+  double train_step(const int32_t* tokens, const int32_t* targets, int global_batch, int T,
+                    int64_t step) override;
+  double eval_loss(const int32_t* tokens, const int32_t* targets, int global_batch,
+                   int T) override;
+  void get_state(float* params, float* exp_avg, float* exp_avg_sq) override;
+  void set_state(const float* params, const float* exp_avg, const float* exp_avg_sq) override;
+  /// Memory rows (4Ψ, 4Ψ, 8Ψ) and bytes sent in the last step against 2(N-1)/N·4Ψ. Also prints,
+  /// on every rank, the OverlapMeter summary ("hidden communication: X% of Y ms"): the table
+  /// has bytes columns only.
+  std::vector<ReportRow> report() const override;
+
+  const std::vector<Bucket>& buckets() const { return buckets_; }
+  /// Bytes sent during each of the K micro-steps of the last step (0 for all but the last).
+  const std::vector<double>& last_micro_step_bytes() const { return micro_bytes_; }
+  /// all_reduce calls issued during each micro-step of the last step (buckets, or 0).
+  const std::vector<int64_t>& last_micro_step_calls() const { return micro_calls_; }
+  double last_step_bytes() const { return last_step_bytes_; }
+  const OverlapMeter& overlap() const { return meter_; }
+
+ private:
+  /// The backward hook (GPT::forward_backward's on_unit_ready) of the last micro-step.
+  void on_unit_ready(int u);
+  void launch(int b);  // all_reduce_async of bucket b        sends 2(N-1)/N·4·numel(b)
+  void poll();         // test() every in-flight bucket: drives MPI's progress engine
+  void wait_all();     // the exposed part: wait for every bucket
+
+  const GPT& model_;
+  ProcessGroup& dp_;
+  DDPOptions options_;
+  Tensor params_;  // Ψ, replicated
+  Tensor grads_;   // Ψ, replicated after the sync; the buckets are views of it
+  AdamW opt_;      // m, v: Ψ each, replicated
+  MetricsReducer metrics_;
+  std::vector<Bucket> buckets_;
+  std::vector<int> launch_at_;                // unit -> bucket launched when it is ready, or -1
+  std::vector<std::shared_ptr<Work>> work_;   // per bucket, during the last micro-step
+  std::vector<double> micro_bytes_;
+  std::vector<int64_t> micro_calls_;
+  double last_step_bytes_ = 0;
+  OverlapMeter meter_;
+};
+
+}  // namespace llmp
