@@ -41,7 +41,8 @@ struct CommStats {
   double total_bytes() const;
 };
 
-/// A pending non-blocking operation (MPI_Request underneath). wait() is idempotent.
+/// A pending non-blocking operation (MPI_Request underneath). wait() is idempotent. Destroying
+/// a Work that has not completed waits for it (MPI cannot cancel a non-blocking collective).
 class Work {
  public:
   virtual ~Work() = default;
@@ -53,6 +54,8 @@ class Work {
 class ProcessGroup {
  public:
   /// All ranks of MPI_COMM_WORLD. MPI must be initialised (common/runtime/launch.h).
+  /// Local, not collective: wraps MPI_COMM_WORLD without duplicating it; each call returns a new
+  /// group with its own CommStats.
   static std::shared_ptr<ProcessGroup> world();
   /// A group over `comm`, which it owns (freed on destruction) when `owns` is true.
   ProcessGroup(MPI_Comm comm, bool owns);
@@ -77,9 +80,11 @@ class ProcessGroup {
   /// (sum(counts) == input.numel(), counts may be 0). Bytes counted as (N-1)/N·S, S = input bytes.
   void reduce_scatter_v(const Tensor& input, Tensor& output, const std::vector<int64_t>& counts,
                         ReduceOp op = ReduceOp::kSum);
-  /// input: k elements, output: N·k elements, chunk i from rank i.
+  /// input: k elements, output: N·k elements, chunk i from rank i. The input may be chunk r of
+  /// the output itself (output.narrow(r·k, k), ZeRO's shard of a flat buffer): gathered in place.
   void all_gather(const Tensor& input, Tensor& output);
-  /// Uneven variant: rank i contributes counts[i] elements; output holds them in rank order.
+  /// Uneven variant: rank i contributes counts[i] elements; output holds them in rank order. The
+  /// input may be this rank's slice of the output (gathered in place).
   void all_gather_v(const Tensor& input, Tensor& output, const std::vector<int64_t>& counts);
   /// In place; `root` is a rank of this group.
   void broadcast(Tensor& t, int root);
@@ -88,7 +93,10 @@ class ProcessGroup {
   /// input and output: N·k elements each; chunk j of input goes to rank j, chunk i of output
   /// comes from rank i.
   void all_to_all(const Tensor& input, Tensor& output);
+  /// Counts S under "send" (0 in a group of one rank).
   void send(const Tensor& t, int dst, int tag = 0);
+  /// Counts a call under "recv" with 0 bytes. Ends every rank, naming both counts, when the
+  /// message received is shorter than t.
   void recv(Tensor& t, int src, int tag = 0);
   void barrier();
 
@@ -104,7 +112,7 @@ class ProcessGroup {
   std::shared_ptr<Work> irecv(Tensor& t, int src, int tag = 0);
 
   /// Sub-group of the ranks passing the same `color`, ordered by `key` (MPI_Comm_split).
-  /// Collective over this group.
+  /// Collective over this group. A rank passing color MPI_UNDEFINED gets nullptr.
   std::shared_ptr<ProcessGroup> split(int color, int key);
 
   const CommStats& stats() const { return stats_; }

@@ -1,0 +1,44 @@
+// ProcessGrid: cuts the dp, pp and tp groups out of one world group (picotron's
+// ProcessGroupManager, Megatron's initialize_model_parallel) with three MPI_Comm_split calls.
+//
+// Coordinates of group rank w (tp fastest, then pp, then dp; grid.h has the worked example):
+//   tp_rank = w % tp,  pp_rank = (w / tp) % pp,  dp_rank = w / (tp·pp).
+// A group holds the ranks that agree on the two other coordinates, ordered by its own:
+//   tp group: same (dp_rank, pp_rank), key tp_rank;   pp group: same (dp_rank, tp_rank), key pp_rank;
+//   dp group: same (pp_rank, tp_rank), key dp_rank.
+//
+// Glossary: dp data-parallel size, pp pipeline stages, tp tensor-parallel size, w world rank.
+#include "common/comm/grid.h"
+
+#include "common/runtime/check.h"
+
+namespace llmp {
+
+ProcessGrid::ProcessGrid(std::shared_ptr<ProcessGroup> world, int dp, int pp, int tp)
+    : dp_(dp), pp_(pp), tp_(tp), world_(std::move(world)) {
+  LLMP_CHECK(world_ != nullptr, "ProcessGrid needs a world group");
+  const int n = world_->size();
+  const bool ok = dp >= 1 && pp >= 1 && tp >= 1 && int64_t(dp) * pp * tp == n;
+  const std::string msg = "dp " + std::to_string(dp) + " × pp " + std::to_string(pp) + " × tp " +
+                          std::to_string(tp) + " = " + std::to_string(int64_t(dp) * pp * tp) +
+                          " does not match the world size " + std::to_string(n);
+  // Every rank reaches the same verdict. Over all of MPI_COMM_WORLD, all_ranks_ok prints it once
+  // and exits cleanly; over a sub-group it cannot (it is collective over the world), so abort.
+  int world_size = 0;
+  MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world_size));
+  if (n == world_size)
+    all_ranks_ok(ok, msg);
+  else if (!ok)
+    user_error(msg);
+
+  const int w = world_->rank();
+  tp_rank_ = w % tp;
+  pp_rank_ = (w / tp) % pp;
+  dp_rank_ = w / (tp * pp);
+  LLMP_CHECK(world_rank_of(dp_rank_, pp_rank_, tp_rank_, pp, tp) == w, "grid layout");
+  tp_group_ = world_->split(dp_rank_ * pp + pp_rank_, tp_rank_);
+  pp_group_ = world_->split(dp_rank_ * tp + tp_rank_, pp_rank_);
+  dp_group_ = world_->split(pp_rank_ * tp + tp_rank_, dp_rank_);
+}
+
+}  // namespace llmp

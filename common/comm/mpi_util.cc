@@ -1,0 +1,107 @@
+// MPI plumbing for the ProcessGroup MPI backend: MPI_CHECK's failure path, int counts, dtypes and
+// the yielding wait (see mpi_util.h for why it exists).
+//
+// Glossary: N ranks; count = elements of an MPI datatype; displs = exclusive prefix sums of counts.
+#include "common/comm/mpi_util.h"
+
+#include <sched.h>
+
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "common/comm/process_group.h"
+#include "common/runtime/check.h"
+
+namespace llmp {
+
+void mpi_fail(const char* file, int line, const char* call, int rc) {
+  char err[MPI_MAX_ERROR_STRING] = "unknown MPI error";
+  int len = 0;
+  MPI_Error_string(rc, err, &len);
+  int init = 0, fin = 0, rank = -1;
+  MPI_Initialized(&init);
+  MPI_Finalized(&fin);
+  if (init && !fin) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  std::fprintf(stderr, "%s:%d: [rank %d] %s failed: %s\n", file, line, rank, call, err);
+  std::fflush(stderr);
+  if (init && !fin) MPI_Abort(MPI_COMM_WORLD, 1);
+  std::exit(1);
+}
+
+MPI_Datatype mpi_datatype(DType t) {
+  switch (t) {
+    case DType::kF32: return MPI_FLOAT;
+    case DType::kF16:
+    case DType::kBF16: return MPI_UINT16_T;
+  }
+  fail_at(__FILE__, __LINE__, "unknown dtype");
+}
+
+int mpi_count(int64_t n, const char* what) {
+  if (n < 0 || n > INT_MAX)
+    fail_at(__FILE__, __LINE__,
+            std::string(what) + ": count " + std::to_string(n) +
+                " does not fit MPI's int count (0..2147483647); split the tensor into buckets");
+  return static_cast<int>(n);
+}
+
+void mpi_counts_displs(const std::vector<int64_t>& counts, const char* what, std::vector<int>* c,
+                       std::vector<int>* displs) {
+  c->clear();
+  displs->clear();
+  int64_t offset = 0;
+  for (int64_t n : counts) {
+    c->push_back(mpi_count(n, what));
+    displs->push_back(mpi_count(offset, what));
+    offset += n;
+  }
+  mpi_count(offset, what);  // the total must fit too: it is the largest displacement's end
+}
+
+bool mpi_yield_when_waiting() {
+  static const bool yield = [] {
+    const char* v = std::getenv("LLMP_COMM_YIELD");
+    return !(v && std::strcmp(v, "0") == 0);
+  }();
+  return yield;
+}
+
+void mpi_wait(MPI_Request* request, MPI_Status* status) {
+  if (!mpi_yield_when_waiting()) {
+    MPI_CHECK(MPI_Wait(request, status));
+    return;
+  }
+  int done = 0;
+  for (;;) {
+    MPI_CHECK(MPI_Test(request, &done, status));
+    if (done) return;
+    sched_yield();  // hand the core to a rank that has work; back on the next time slice
+  }
+}
+
+MPI_Op mpi_op(ReduceOp op) { return op == ReduceOp::kMax ? MPI_MAX : MPI_SUM; }
+
+void check_comm_tensor(const Tensor& t, const char* op, bool reduces) {
+  if (t.device() != Device::kCPU)
+    fail_at(__FILE__, __LINE__,
+            std::string(op) + ": the MPI backend takes host tensors, got " + t.describe());
+  if (reduces && t.dtype() != DType::kF32)
+    fail_at(__FILE__, __LINE__,
+            std::string(op) + " adds elements and takes f32 tensors only, got " + t.describe());
+}
+
+bool overlaps(const Tensor& a, const Tensor& b) {
+  if (a.nbytes() == 0 || b.nbytes() == 0) return false;
+  const char* pa = static_cast<const char*>(a.raw());
+  const char* pb = static_cast<const char*>(b.raw());
+  return pa < pb + b.nbytes() && pb < pa + a.nbytes();
+}
+
+void scale_f32(Tensor& t, float s) {
+  float* p = t.f32();
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] *= s;
+}
+
+}  // namespace llmp

@@ -1,0 +1,164 @@
+// An MPI-aware main() for gtest: every test binary of a multi-rank test links this instead of
+// gtest_main (mpi_test.bzl does it for you).
+//
+//   bazel test //common/comm:process_group_test_np4   runs the binary once, with --ranks=4;
+//   launch_or_init() re-executes it as `mpiexec -n 4 <binary> --ranks=4`, and the 4 ranks run
+//   every test, each test on all ranks at once (a collective needs all of them).
+//
+// Output: only rank 0 prints, so the report reads as one ordered stream (hydra's mpiexec mixes
+// the ranks' output in mid-line: it forwards whatever chunk it read). The other ranks keep their
+// failure messages; after every test rank 0 gathers them and records them as failures of that
+// test in its own report, each line tagged "[rank r]":
+//     [ RUN      ] Suite.Test
+//     mpi_gtest_main.cc:NN: Failure
+//     Suite.Test failed on rank 1:
+//     [rank 1] process_group_test.cc:42: Failure
+//     [rank 1] Expected equality of these values: ...
+//     [  FAILED  ] Suite.Test
+// so gtest's summary, the XML report and the exit status include every rank's failures. The
+// exit status is also all_reduced (max) over the ranks, so it is 1 on every rank, and mpiexec's
+// and `bazel test`'s verdicts follow.
+// LLMP_TEST_VERBOSE=1 makes the other ranks also print their failures to stderr at once (useful
+// when a test hangs after a failure: the gathered copy only comes at the test's end).
+//
+// Writing tests for it: issue the collectives first and assert afterwards; prefer EXPECT_* over
+// ASSERT_* (an ASSERT that returns on one rank only leaves the others waiting in the next
+// collective until the test's timeout). A crash or LLMP_CHECK on any rank aborts the whole job.
+//
+// World size: --ranks=N (or --ranks N) on the command line, else $LLMP_TEST_RANKS, else 1.
+// Glossary: N ranks; r = rank in MPI_COMM_WORLD.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <string>
+#include <vector>
+
+#include "common/comm/mpi_util.h"
+#include "common/runtime/check.h"
+#include "common/runtime/launch.h"
+
+namespace {
+
+MPI_Comm g_comm = MPI_COMM_NULL;  // the harness's own communicator (a dup of the world)
+int g_rank = 0, g_size = 1;
+
+int parse_ranks(const std::string& s) {
+  char* end = nullptr;
+  long n = std::strtol(s.c_str(), &end, 10);
+  if (s.empty() || *end != '\0' || n < 1 || n > 1024)
+    llmp::user_error("--ranks / LLMP_TEST_RANKS must be a number of ranks in 1..1024, got '" + s +
+                     "'");
+  return static_cast<int>(n);
+}
+
+// --ranks=N or --ranks N, else $LLMP_TEST_RANKS, else 1. With strip, the flag is also removed
+// from argv (after launching: the ranks started by mpiexec must see it too), so gtest never sees it.
+int ranks_flag(int& argc, char** argv, bool strip) {
+  int ranks = 0;
+  int out = 1;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--ranks=", 8) == 0) {
+      ranks = parse_ranks(argv[i] + 8);
+    } else if (std::strcmp(argv[i], "--ranks") == 0 && i + 1 < argc) {
+      ranks = parse_ranks(argv[++i]);
+    } else if (strip) {
+      argv[out++] = argv[i];
+    }
+  }
+  if (strip) {
+    argc = out;
+    argv[argc] = nullptr;
+  }
+  if (ranks == 0) {
+    const char* env = std::getenv("LLMP_TEST_RANKS");
+    ranks = env ? parse_ranks(env) : 1;
+  }
+  return ranks;
+}
+
+// On every rank, after gtest's printer: collects this rank's failure messages during a test and,
+// at its end, gathers them on rank 0, which adds them to the test's result. Gathering after each
+// test also keeps the ranks in step, test by test.
+class RankReport : public ::testing::EmptyTestEventListener {
+  void OnTestPartResult(const ::testing::TestPartResult& r) override {
+    if (g_rank == 0 || !r.failed()) return;
+    std::string text = "[rank " + std::to_string(g_rank) + "] " +
+                       (r.file_name() ? r.file_name() : "unknown") + ":" +
+                       std::to_string(r.line_number()) + ": Failure\n" + r.message();
+    std::string tagged;  // every line tagged with the rank
+    for (size_t start = 0; start < text.size();) {
+      size_t end = text.find('\n', start);
+      if (end == std::string::npos) end = text.size();
+      if (start > 0) tagged += "[rank " + std::to_string(g_rank) + "] ";
+      tagged += text.substr(start, end - start) + "\n";
+      start = end + 1;
+    }
+    failures_ += tagged;
+    if (verbose_) std::fprintf(stderr, "%s", tagged.c_str());
+  }
+
+  // gtest calls OnTestEnd in reverse order of the listeners, so this runs before its printer
+  // reports the test: a failure added here shows as the test's own.
+  void OnTestEnd(const ::testing::TestInfo& info) override {
+    int len = static_cast<int>(failures_.size());
+    std::vector<int> lens(g_size), displs(g_size, 0);
+    MPI_Request req;
+    MPI_CHECK(MPI_Igather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, g_comm, &req));
+    llmp::mpi_wait(&req);
+    for (int r = 1; r < g_size; ++r) displs[r] = displs[r - 1] + lens[r - 1];
+    std::string all(g_rank == 0 ? displs[g_size - 1] + lens[g_size - 1] : 0, '\0');
+    MPI_CHECK(MPI_Igatherv(failures_.data(), len, MPI_CHAR, &all[0], lens.data(), displs.data(),
+                           MPI_CHAR, 0, g_comm, &req));
+    llmp::mpi_wait(&req);
+    failures_.clear();
+    if (g_rank != 0) return;
+    for (int r = 1; r < g_size; ++r)
+      if (lens[r] > 0)
+        ADD_FAILURE() << info.test_suite_name() << "." << info.name() << " failed on rank " << r
+                      << ":\n"
+                      << all.substr(displs[r], lens[r] - 1);  // gtest adds the last '\n'
+  }
+
+  std::string failures_;
+  const bool verbose_ = std::getenv("LLMP_TEST_VERBOSE") != nullptr;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  llmp::launch_or_init(argc, argv, ranks_flag(argc, argv, /*strip=*/false));
+  ranks_flag(argc, argv, /*strip=*/true);
+  MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &g_comm));
+  MPI_CHECK(MPI_Comm_set_errhandler(g_comm, MPI_ERRORS_RETURN));
+  MPI_CHECK(MPI_Comm_rank(g_comm, &g_rank));
+  MPI_CHECK(MPI_Comm_size(g_comm, &g_size));
+  // One rank owns Bazel's files: the premature-exit marker and the XML report.
+  if (g_rank != 0) unsetenv("TEST_PREMATURE_EXIT_FILE");
+
+  ::testing::InitGoogleTest(&argc, argv);
+  if (g_rank != 0) GTEST_FLAG_SET(output, "");
+  // --gtest_list_tests prints outside the listeners: keep one copy.
+  if (g_rank != 0 && GTEST_FLAG_GET(list_tests) && !std::freopen("/dev/null", "w", stdout))
+    llmp::user_error("cannot silence rank " + std::to_string(g_rank) + "'s --gtest_list_tests");
+  // --gtest_shuffle: every rank must draw the same order, so rank 0's seed is used by all.
+  int seed = GTEST_FLAG_GET(random_seed);
+  if (seed == 0) seed = static_cast<int>(std::time(nullptr) % 99991) + 1;
+  MPI_CHECK(MPI_Bcast(&seed, 1, MPI_INT, 0, g_comm));
+  GTEST_FLAG_SET(random_seed, seed);
+
+  auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
+  if (g_rank != 0) delete listeners.Release(listeners.default_result_printer());
+  listeners.Append(new RankReport);  // owned by gtest
+
+  const int mine = RUN_ALL_TESTS() != 0 ? 1 : 0;
+  int any = 0;
+  MPI_CHECK(MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, g_comm));
+  std::fflush(stdout);
+  MPI_Comm_free(&g_comm);
+  llmp::shutdown();
+  return any;
+}
