@@ -185,7 +185,7 @@ std::vector<ReportRow> PipelineStrategy::report() const {
        "sends·4bTC + 4VC (wte ranks)"}};
   if (pp_.rank() == 0 && !last_spans_.empty()) {  // the end-of-training hook (see header)
     const ExecutorStats& st = exec_->stats();
-    std::printf("\n%s\n", render_spans(last_spans_, schedule_.p, 100,
+    std::printf("\n%s\n", render_spans(last_spans_, schedule_.p, 160,
                                        schedule_.name + " p=" + std::to_string(schedule_.p) +
                                            " m=" + std::to_string(schedule_.m) + " v=" +
                                            std::to_string(schedule_.v) +
