@@ -1,0 +1,14 @@
+// bazel run //stages/zero_bubble:train  — ZB-H1 on 4 ranks, 8 micro-batches (mpiexec is started
+// for you). Flags: bazel run //stages/zero_bubble:train -- --help  (--micro_batches, --trace)
+#include "common/pipeline/pipeline_stage.h"
+#include "common/train/train_main.h"
+
+int main(int argc, char** argv) {
+  llmp::PipelineStageOptions o;
+  o.name = "zero_bubble";
+  o.summary = "zero bubble ZB-H1: backward split into B and W, W fills the bubbles";
+  o.schedule = "zb_h1";
+  o.default_world_size = 4;
+  o.micro_batches = 8;
+  return llmp::train_main(argc, argv, llmp::pipeline_stage_spec(o));
+}
