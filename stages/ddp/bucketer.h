@@ -2,8 +2,8 @@
 // order backward finishes them, so that each range can be all-reduced as soon as it is final.
 //
 // Li et al. 2020, "PyTorch Distributed: Experiences on Accelerating Data Parallel Training",
-// VLDB, §3.2.3 "Gradient Bucketing" and §3.2.4 "Overlap Computation with Communication".
-// One all_reduce per parameter is latency-bound (Fig. 2 of the paper: small all_reduces waste
+// VLDB, §3.2: gradient bucketing and overlapping computation with communication.
+// One all_reduce per parameter is latency-bound (the paper measures it: small all_reduces waste
 // bandwidth); one all_reduce of everything cannot start before backward ends. Buckets of about
 // `cap` bytes sit between the two. The paper's rule, used here: walk the parameters in reverse
 // order (≈ the order their gradients become ready), put them into the current bucket, close it

@@ -14,7 +14,7 @@
 // the communication cost that stayed on this rank's critical path. Compare both with naive DP's
 // blocking all_reduce time (stages/naive_dp report), the same bytes with nothing to hide behind.
 //
-// Li et al. 2020 (PyTorch DDP), §3.2.4 and Fig. 7 (the overlap it buys).
+// Li et al. 2020 (PyTorch DDP), §3.2: overlapping computation with communication.
 // Glossary: W in-flight time, t_bwd end of backward, l_b / d_b launch / completion of bucket b.
 #pragma once
 

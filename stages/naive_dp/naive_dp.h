@@ -1,7 +1,7 @@
 // Naive data parallelism: N full replicas, one all_reduce of the whole gradient after backward.
 //
 // The starting point of the data-parallel family (Li et al. 2020, "PyTorch Distributed:
-// Experiences on Accelerating Data Parallel Training", VLDB, §3.1 "A naive solution"; ZeRO,
+// Experiences on Accelerating Data Parallel Training", VLDB, §3.2, the naive solution; ZeRO,
 // Rajbhandari et al. 2020, §3 for the memory it wastes). Every rank holds the whole model: its
 // parameters (4Ψ bytes fp32), gradients (4Ψ) and AdamW's m and v (8Ψ). One step:
 //
