@@ -174,6 +174,12 @@ double PipelineStrategy::expected_bytes_per_step(int global_batch, int T) const 
   return sends * act + emb;
 }
 
+double PipelineStrategy::expected_activation_bytes(int global_batch, int T) const {
+  const GPTConfig& c = model_.config();
+  const double b = global_batch / schedule_.m, k = c.layers / (schedule_.p * schedule_.v);
+  return 4.0 * b * T * k * (16.0 * c.d + double(c.heads) * T + 4);
+}
+
 std::vector<ReportRow> PipelineStrategy::report() const {
   const MemoryTracker& mt = MemoryTracker::instance();
   const double n = static_cast<double>(part_->local_numel(pp_.rank()));
@@ -181,6 +187,8 @@ std::vector<ReportRow> PipelineStrategy::report() const {
       {"parameters", double(mt.current(MemCategory::kParameters)), 4 * n, "4Ψ_r (own units+wte copy)"},
       {"gradients", double(mt.current(MemCategory::kGradients)), 4 * n, "4Ψ_r"},
       {"optimizer state", double(mt.current(MemCategory::kOptimizerState)), 8 * n, "8Ψ_r"},
+      {"activations per micro-batch", double(exec_->stats().stored_per_forward),
+       expected_activation_bytes(last_B_, last_T_), "4bTk(16C+HT+4), k=L/(pv)"},
       {"sent per step", last_step_bytes_, expected_bytes_per_step(last_B_, last_T_),
        "sends·4bTC + 4VC (wte ranks)"}};
   if (pp_.rank() == 0 && !last_spans_.empty()) {  // the end-of-training hook (see header)

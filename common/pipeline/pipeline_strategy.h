@@ -83,6 +83,11 @@ class PipelineStrategy : public Strategy {
   /// Closed form of last_step_bytes(): this rank's sends in the schedule · 4bTC + 4VC on the
   /// embedding ranks.
   double expected_bytes_per_step(int global_batch, int T) const;
+  /// Closed form of ExecutorStats::stored_per_forward, the activations one (micro-batch, chunk)
+  /// keeps for its backward: per block a BlockCache of b·T·(15C + H·T + 4) floats (ln1 C, qkv
+  /// 3C, att H·T, atty C, res1 C, ln2 C, fch 4C, fch_gelu 4C, four LayerNorm statistics) plus
+  /// its input x_j (C):  4·b·T·k·(16C + H·T + 4) bytes, k = L/(p·v) blocks per chunk.
+  double expected_activation_bytes(int global_batch, int T) const;
 
  private:
   const GPT& model_;

@@ -53,6 +53,7 @@ ProbeResult probe(const PipelineFactory& make, int m, int steps) {
   r.measured_bubble = s->measured_bubble_fraction();
   r.bytes = s->last_step_bytes();
   r.expected_bytes = s->expected_bytes_per_step(B, T);
+  r.expected_stored = s->expected_activation_bytes(B, T);
   r.rank = pp.rank(), r.p = pp.size(), r.m = m, r.v = s->schedule().v;
   return r;
 }

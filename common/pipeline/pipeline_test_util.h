@@ -40,6 +40,7 @@ struct ProbeResult {
   double measured_bubble = 0;     ///< rank 0 only: from the gathered spans
   double bytes = 0;               ///< this rank, last step
   double expected_bytes = 0;      ///< PipelineStrategy::expected_bytes_per_step
+  double expected_stored = 0;     ///< PipelineStrategy::expected_activation_bytes
   int rank = 0, p = 1, m = 1, v = 1;
 };
 

@@ -50,6 +50,7 @@ TEST(OneFOneB, ActivationsBoundedByPipelineDepth) {
                 static_cast<long long>(r.stats.stored_per_forward), r.stats.peak_in_flight,
                 r.sim.peak_in_flight[r.rank], held);
     EXPECT_EQ(r.stats.peak_in_flight, held);
+    EXPECT_EQ(static_cast<double>(r.stats.stored_per_forward), r.expected_stored) << "4bTk(16C+HT+4) bytes";
     EXPECT_EQ(r.sim.peak_in_flight[r.rank], held);
     // min(p-r, m) micro-batches stored, plus less than one micro-batch of backward/head workspace:
     // never more than p (+1), even at m = 8 where GPipe holds 8.

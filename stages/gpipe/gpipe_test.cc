@@ -53,6 +53,7 @@ TEST(GPipe, EveryRankHoldsAllMicroBatches) {
                 static_cast<long long>(r.stats.stored_per_forward), r.stats.peak_in_flight,
                 r.sim.peak_in_flight[r.rank]);
     EXPECT_EQ(r.stats.peak_in_flight, gpipe_peak_in_flight(r.p, m, r.rank));
+    EXPECT_EQ(static_cast<double>(r.stats.stored_per_forward), r.expected_stored) << "4bTk(16C+HT+4) bytes";
     EXPECT_EQ(r.stats.peak_in_flight, r.sim.peak_in_flight[r.rank]);
     // m micro-batches stored, plus less than one micro-batch of backward/head workspace.
     EXPECT_GE(ratio, m);

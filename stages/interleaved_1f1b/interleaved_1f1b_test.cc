@@ -61,6 +61,7 @@ TEST(Interleaved1F1B, ActivationsFollowTheWarmUp) {
                 static_cast<long long>(r.stats.stored_per_forward), r.stats.peak_in_flight,
                 r.sim.peak_in_flight[r.rank], held);
     EXPECT_EQ(r.stats.peak_in_flight, held);
+    EXPECT_EQ(static_cast<double>(r.stats.stored_per_forward), r.expected_stored) << "4bTk(16C+HT+4) bytes";
     EXPECT_EQ(r.sim.peak_in_flight[r.rank], held);
     EXPECT_GE(ratio, held);
     EXPECT_LT(ratio, held + 2.0);  // + backward and head workspace (a chunk is half a stage)

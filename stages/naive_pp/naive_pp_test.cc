@@ -31,6 +31,7 @@ TEST(NaivePP, OneRankBusyAtATime) {
                 r.p, r.sim.bubble_fraction, formula, r.measured_bubble);
   EXPECT_NEAR(r.sim.bubble_fraction, formula, 1e-12);
   EXPECT_EQ(r.stats.peak_in_flight, 1);
+  EXPECT_EQ(static_cast<double>(r.stats.stored_per_forward), r.expected_stored) << "4bTk(16C+HT+4) bytes";
   const double ratio = r.stats.peak_activation_bytes / double(r.stats.stored_per_forward);
   std::printf("naive_pp p=%d rank %d: peak activations %.2f x the batch's stored %lld B\n", r.p,
               r.rank, ratio, static_cast<long long>(r.stats.stored_per_forward));

@@ -58,6 +58,7 @@ TEST(ZeroBubble, InFlightMicroBatchesAsOneFOneBRankZero) {
                 static_cast<long long>(r.stats.stored_per_forward), r.stats.peak_in_flight,
                 r.sim.peak_in_flight[r.rank], held);
     EXPECT_EQ(r.stats.peak_in_flight, held);
+    EXPECT_EQ(static_cast<double>(r.stats.stored_per_forward), r.expected_stored) << "4bTk(16C+HT+4) bytes";
     EXPECT_EQ(r.sim.peak_in_flight[r.rank], held);
     // Between B and W a micro-batch keeps its weight layers' output gradients too
     // (split_backward.h); still bounded by the p in flight, not by m.
