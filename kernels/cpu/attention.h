@@ -1,0 +1,27 @@
+// Causal multi-head self-attention (the part between c_attn and c_proj), forward and backward.
+//
+//   per batch b and head h:  S = Q Kᵀ / √hs (T,T),  P = softmax(S + causal mask) (T,T),
+//                            Y = P V (T,hs)
+//
+// Vaswani et al. 2017 ("Attention Is All You Need", §3.2.2) with GPT-2's causal mask: position t
+// attends to positions 0..t only. The layout follows llm.c: qkv (B,T,3C) holds q at channels
+// [0,C), k at [C,2C), v at [2C,3C); head h owns channels [h·hs, (h+1)·hs) of each. P is kept
+// (B,H,T,T) for the backward, with exact zeros above the diagonal.
+//
+// Glossary: B batch, T sequence, C channels, H heads, hs = C/H head size; Q,K,V (T,hs) per head.
+#pragma once
+
+namespace llmp {
+namespace cpu {
+
+/// out (B,T,C) = causal multi-head attention of qkv (B,T,3C); att (B,H,T,T) receives P.
+void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int H);
+
+/// dqkv (B,T,3C) OVERWRITTEN with ∂L/∂qkv, given dout (B,T,C), the forward's qkv and att.
+/// scratch: T·T floats of workspace (dP of one head).
+///   dP = dY Vᵀ,  dV = Pᵀ dY,  dS = P ⊙ (dP - rowsum(P ⊙ dP)) / √hs,  dQ = dS K,  dK = dSᵀ Q
+void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att,
+                        float* scratch, int B, int T, int C, int H);
+
+}  // namespace cpu
+}  // namespace llmp

@@ -1,0 +1,198 @@
+// Finite-difference gradient checks of every CPU kernel's backward (matmul, layernorm, gelu,
+// attention, cross-entropy, embedding), plus their overwrite/accumulate contracts.
+//
+// Each forward f is turned into a scalar L = Σ f(p) ⊙ R with fixed random R, so the backward is
+// run with dy = R and its result compared with central differences of L (grad_check.h). The
+// largest relative error of each gradient is printed; a dropped term in any backward gives O(1).
+//
+// Glossary: N rows, C/OC channels, B batch, T sequence, H heads, V vocabulary, R random cotangent.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/cross_entropy.h"
+#include "kernels/cpu/embedding.h"
+#include "kernels/cpu/gelu.h"
+#include "kernels/cpu/grad_check.h"
+#include "kernels/cpu/layernorm.h"
+#include "kernels/cpu/matmul.h"
+
+namespace llmp {
+namespace cpu {
+namespace {
+using testing::check_grad;
+using testing::fill_uniform;
+using testing::print_result;
+using Vec = std::vector<float>;
+
+constexpr double kTol = 1e-2;    // f32 forward, ε = 1e-2 (L(p±ε) differs by ~1e-2·|g|)
+constexpr double kFloor = 1e-2;  // gradients are O(0.1..1) here
+constexpr float kEps = 1e-2f;
+
+Vec rand_vec(size_t n, uint64_t seed, float lo = -1, float hi = 1) {
+  Vec v(n);
+  fill_uniform(v.data(), n, seed, lo, hi);
+  return v;
+}
+
+double dot(const Vec& a, const Vec& b) {
+  double s = 0;
+  for (size_t i = 0; i < a.size(); ++i) s += static_cast<double>(a[i]) * b[i];
+  return s;
+}
+
+void expect_grad(const char* name, float* p, const float* g, int64_t n,
+                 const std::function<double()>& loss, float eps = kEps) {
+  auto r = check_grad(p, g, n, loss, eps, 400, kFloor);
+  print_result(name, r);
+  EXPECT_LT(r.max_rel_err, kTol) << name;
+}
+
+TEST(KernelGradCheck, Matmul) {
+  const int N = 5, C = 7, OC = 6;
+  Vec x = rand_vec(N * C, 1), W = rand_vec(C * OC, 2), b = rand_vec(OC, 3), R = rand_vec(N * OC, 4);
+  Vec y(N * OC);
+  auto loss = [&] {
+    matmul_forward(y.data(), x.data(), W.data(), b.data(), N, C, OC);
+    return dot(y, R);
+  };
+  Vec dx(N * C, 123.f), dW(C * OC, 0.f), db(OC, 0.f);  // dx prefilled: it must be overwritten
+  matmul_backward(dx.data(), dW.data(), db.data(), R.data(), x.data(), W.data(), N, C, OC);
+  expect_grad("matmul dx", x.data(), dx.data(), N * C, loss);
+  expect_grad("matmul dW", W.data(), dW.data(), C * OC, loss);
+  expect_grad("matmul db", b.data(), db.data(), OC, loss);
+  // dW and db accumulate: a second backward doubles them.
+  Vec dW2 = dW, db2 = db;
+  matmul_backward(nullptr, dW2.data(), db2.data(), R.data(), x.data(), W.data(), N, C, OC);
+  for (int i = 0; i < C * OC; ++i) EXPECT_NEAR(dW2[i], 2 * dW[i], 1e-5);
+  for (int i = 0; i < OC; ++i) EXPECT_NEAR(db2[i], 2 * db[i], 1e-5);
+}
+
+TEST(KernelGradCheck, MatmulTransposedWeight) {
+  const int N = 5, C = 7, OC = 9;
+  Vec x = rand_vec(N * C, 17), Wt = rand_vec(OC * C, 18), R = rand_vec(N * OC, 19), y(N * OC);
+  auto loss = [&] {
+    matmul_nt_forward(y.data(), x.data(), Wt.data(), N, C, OC);
+    return dot(y, R);
+  };
+  Vec dx(N * C, 9.f), dWt(OC * C, 0.f);
+  matmul_nt_backward(dx.data(), dWt.data(), R.data(), x.data(), Wt.data(), N, C, OC);
+  expect_grad("matmul_nt dx", x.data(), dx.data(), N * C, loss);
+  expect_grad("matmul_nt dWt", Wt.data(), dWt.data(), OC * C, loss);
+}
+
+TEST(KernelGradCheck, LayerNorm) {
+  const int N = 4, C = 10;
+  Vec x = rand_vec(N * C, 5, -2, 2), w = rand_vec(C, 6, 0.5f, 1.5f), b = rand_vec(C, 7);
+  Vec R = rand_vec(N * C, 8), y(N * C), mean(N), rstd(N);
+  auto loss = [&] {
+    layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
+    return dot(y, R);
+  };
+  loss();
+  Vec dx(N * C, 0.f), dw(C, 0.f), db(C, 0.f);
+  layernorm_backward(dx.data(), dw.data(), db.data(), R.data(), x.data(), w.data(), mean.data(),
+                     rstd.data(), N, C);
+  expect_grad("layernorm dx", x.data(), dx.data(), N * C, loss);
+  expect_grad("layernorm dw", w.data(), dw.data(), C, loss);
+  expect_grad("layernorm db", b.data(), db.data(), C, loss);
+  // dx accumulates (residual streams add into it).
+  Vec dx2(N * C, 1.f), dw2(C, 0.f), db2(C, 0.f);
+  layernorm_backward(dx2.data(), dw2.data(), db2.data(), R.data(), x.data(), w.data(), mean.data(),
+                     rstd.data(), N, C);
+  for (int i = 0; i < N * C; ++i) EXPECT_NEAR(dx2[i], 1.f + dx[i], 1e-5);
+}
+
+TEST(KernelGradCheck, Gelu) {
+  const int N = 64;
+  Vec x = rand_vec(N, 9, -4, 4), R = rand_vec(N, 10), y(N);
+  auto loss = [&] {
+    gelu_forward(y.data(), x.data(), N);
+    return dot(y, R);
+  };
+  Vec dx(N, 55.f);
+  gelu_backward(dx.data(), x.data(), R.data(), N);
+  expect_grad("gelu dx", x.data(), dx.data(), N, loss);
+  Vec inplace = R;  // dx may alias dy
+  gelu_backward(inplace.data(), x.data(), inplace.data(), N);
+  for (int i = 0; i < N; ++i) EXPECT_FLOAT_EQ(inplace[i], dx[i]);
+  // Spot values of the tanh approximation: gelu(0) = 0, gelu(1) ≈ 0.841192, gelu(-1) ≈ -0.158808.
+  float xs[3] = {0.f, 1.f, -1.f}, ys[3];
+  gelu_forward(ys, xs, 3);
+  EXPECT_NEAR(ys[0], 0.0, 1e-7);
+  EXPECT_NEAR(ys[1], 0.841192, 1e-5);
+  EXPECT_NEAR(ys[2], -0.158808, 1e-5);
+}
+
+TEST(KernelGradCheck, Attention) {
+  const int B = 2, T = 5, C = 8, H = 2;
+  Vec qkv = rand_vec(B * T * 3 * C, 11, -1.5f, 1.5f), R = rand_vec(B * T * C, 12);
+  Vec out(B * T * C), att(B * H * T * T), scratch(T * T);
+  auto loss = [&] {
+    attention_forward(out.data(), att.data(), qkv.data(), B, T, C, H);
+    return dot(out, R);
+  };
+  loss();
+  // Causal: probabilities above the diagonal are exactly 0 and every row sums to 1.
+  for (int bh = 0; bh < B * H; ++bh)
+    for (int i = 0; i < T; ++i) {
+      double s = 0;
+      for (int j = 0; j < T; ++j) {
+        const float p = att[(bh * T + i) * T + j];
+        if (j > i) {
+          EXPECT_EQ(p, 0.f);
+        }
+        s += p;
+      }
+      EXPECT_NEAR(s, 1.0, 1e-6);
+    }
+  Vec dqkv(B * T * 3 * C, 77.f);
+  attention_backward(dqkv.data(), R.data(), qkv.data(), att.data(), scratch.data(), B, T, C, H);
+  expect_grad("attention dqkv", qkv.data(), dqkv.data(), B * T * 3 * C, loss);
+  // Position 0 of each sequence sees only itself: its output is v_0 exactly.
+  for (int b = 0; b < B; ++b)
+    for (int c = 0; c < C; ++c) EXPECT_FLOAT_EQ(out[b * T * C + c], qkv[b * T * 3 * C + 2 * C + c]);
+}
+
+TEST(KernelGradCheck, CrossEntropy) {
+  const int N = 4, V = 11;
+  const float dloss = 0.7f;
+  Vec z = rand_vec(N * V, 13, -2, 2);
+  std::vector<int32_t> y = {3, 0, 10, 3};
+  auto loss = [&] {
+    Vec tmp = z;
+    return dloss * softmax_cross_entropy(tmp.data(), y.data(), N, V, dloss, false);
+  };
+  Vec g = z;
+  const double l = softmax_cross_entropy(g.data(), y.data(), N, V, dloss, true);
+  // Same value with and without backward (to f32 rounding: the two copies may be aligned
+  // differently, and Eigen's vectorised sums peel unaligned heads).
+  EXPECT_NEAR(dloss * l, loss(), 1e-6 * l);
+  expect_grad("cross_entropy dlogits", z.data(), g.data(), N * V, loss);
+  // Uniform logits: loss = ln V per row.
+  Vec u(N * V, 0.5f);
+  EXPECT_NEAR(softmax_cross_entropy(u.data(), y.data(), N, V, 1.f, false), N * std::log(V), 1e-5);
+}
+
+TEST(KernelGradCheck, Embedding) {
+  const int B = 2, T = 3, C = 4, V = 5;
+  Vec wte = rand_vec(V * C, 14), wpe = rand_vec(T * C, 15), R = rand_vec(B * T * C, 16);
+  std::vector<int32_t> tok = {1, 4, 1, 0, 1, 2};  // token 1 three times: its gradient accumulates
+  Vec out(B * T * C);
+  auto loss = [&] {
+    embedding_forward(out.data(), tok.data(), wte.data(), wpe.data(), B, T, C);
+    return dot(out, R);
+  };
+  Vec dwte(V * C, 0.f), dwpe(T * C, 0.f);
+  embedding_backward(dwte.data(), dwpe.data(), R.data(), tok.data(), B, T, C);
+  expect_grad("embedding dwte", wte.data(), dwte.data(), V * C, loss);
+  expect_grad("embedding dwpe", wpe.data(), dwpe.data(), T * C, loss);
+  for (int c = 0; c < C; ++c) EXPECT_EQ(dwte[3 * C + c], 0.f);  // token 3 never appears
+}
+
+}  // namespace
+}  // namespace cpu
+}  // namespace llmp
