@@ -41,7 +41,9 @@ TEST(ZeroBubble, BubbleIsAThirdOfOneFOneB) {
                   "%.4f, 1F1B %.4f; unit costs (F=1, B=W=1/2) %.4f; measured %.4f (timing, not "
                   "asserted)\n",
                   r.p, m, zb, formula, base, r.sim.bubble_fraction, r.measured_bubble);
-    if (m >= r.p) EXPECT_NEAR(zb, formula, 1e-12);
+    if (m >= r.p) {  // the paper's (p-1)(T_F+T_B-T_W) per rank holds once the steady state exists
+      EXPECT_NEAR(zb, formula, 1e-12);
+    }
     EXPECT_LT(zb, base);
   }
 }
