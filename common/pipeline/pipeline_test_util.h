@@ -44,6 +44,13 @@ struct ProbeResult {
   int rank = 0, p = 1, m = 1, v = 1;
 };
 
+/// Collective. The state round trip and validation: trains `steps` steps of stage A, then
+/// (1) a fresh stage B (another seed) takes A's full state with set_state and must give it back
+/// with get_state; (2) one more step of A and of B from that state must give the same loss;
+/// (3) eval_loss of A must equal the baseline's forward_loss with A's parameters. Returns the
+/// largest relative difference of the three checks (0 when exact).
+double state_and_eval_check(const PipelineFactory& make, int m, int steps = 3);
+
 /// Collective. Trains `steps` steps of a fresh strategy (the pipeline_equivalence_config model)
 /// and returns the last one's figures; rank 0 prints the measured timeline (report()).
 ProbeResult probe(const PipelineFactory& make, int m, int steps = 2);

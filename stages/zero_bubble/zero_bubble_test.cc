@@ -75,5 +75,11 @@ TEST(ZeroBubble, BytesSentPerStepMatchTheSchedule) {
   EXPECT_DOUBLE_EQ(r.bytes, r.expected_bytes);
 }
 
+TEST(ZeroBubble, StateRoundTripAndValidationLoss) {
+  // get_state gathers the stages' ranges (and not the last rank's wte copy); set_state scatters
+  // them (the copy included); eval_loss is a forward-only pass through the pipe.
+  EXPECT_LE(testing::state_and_eval_check(make, 4), 1e-6);
+}
+
 }  // namespace
 }  // namespace llmp
