@@ -40,7 +40,8 @@ expect bad_value "abc" -- "$bin" --steps abc
 expect missing_data "/no/such/corpus" -- "$bin" --data /no/such/corpus
 expect empty_data_dir "$tmp/empty_dir" -- "$bin" --data "$tmp/empty_dir"
 expect empty_data_file "$tmp/empty.txt" -- "$bin" --data "$tmp/empty.txt"
-expect indivisible_batch "global batch 30 is not divisible by data-parallel size 4" -- \
+# Data parallel: "... by data-parallel size 4"; pipelines: "... by micro-batches m=8".
+expect indivisible_batch "global batch 30 is not divisible by" -- \
   "$bin" --global_batch 30 --world_size 4
 expect unknown_preset "gpt5" -- "$bin" --model gpt5
 expect corrupt_checkpoint "$tmp/corrupt.safetensors" -- "$bin" --load "$tmp/corrupt.safetensors"

@@ -42,7 +42,7 @@ double validation_loss(Strategy& s, const Corpus& corpus, const TrainConfig& cfg
 
 /// Everything that can be checked before any rank starts: one clear line, exit 2.
 void validate_before_launch(const TrainConfig& cfg, const StageSpec& spec) {
-  validate(cfg);
+  validate(cfg, spec.splits_batch_over_ranks ? cfg.world_size : 1);
   if (!cfg.trace.empty() && !spec.supports_trace)
     user_error("--trace " + cfg.trace + ": " + spec.name +
                " does not write traces (the pipeline stages do)");
@@ -157,6 +157,8 @@ int train_main(int argc, char** argv, const StageSpec& spec) {
   }
 
   if (cfg.steps > 0) print_report(*world, spec.name, psi, strategy->report());
+  strategy.reset();  // its groups and buffers go before MPI does
+  world.reset();
   shutdown();
   return 0;
 }

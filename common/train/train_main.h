@@ -49,6 +49,9 @@ struct StageSpec {
   /// Whether the stage writes a Chrome trace for --trace (the pipeline stages do). Stages that
   /// don't reject the flag instead of ignoring it.
   bool supports_trace = false;
+  /// Whether the world's ranks split the global batch between them (data parallelism: B must be
+  /// divisible by the world size). Pipeline ranks all see the whole batch: false.
+  bool splits_batch_over_ranks = true;
   /// Adds stage-specific flags (e.g. --bucket_mb); may be empty.
   std::function<void(CLI::App&)> add_flags;
   /// Checks stage-specific flag values against the config (before ranks start); call
