@@ -13,9 +13,10 @@ gives cc_test targets process_group_test_np1 ... _np4 (each runs its binary with
 holding them all. The sources are compiled once, into a testonly cc_library that every size links.
 A generated binary also runs by hand: bazel-bin/<pkg>/<name>_np4 (or with --ranks=N to override).
 
-Sandboxing: hydra's mpiexec runs fine under Bazel's linux-sandbox (it forks its proxies locally and
-talks to them over localhost sockets; MPICH/UCX shared memory lives in /dev/shm, which the sandbox
-leaves writable), so no "no-sandbox"/"local" tag is needed. The tests are "medium" (300 s): with
+Sandboxing: hydra's mpiexec runs fine in Bazel's sandboxes (it forks its proxies locally and
+talks to them over localhost sockets; MPICH/UCX shared memory lives in /dev/shm, which stays
+writable): the .bazelrc's processwrapper-sandbox and linux-sandbox alike, so no
+"no-sandbox"/"local" tag is needed. The tests are "medium" (300 s): with
 4 ranks on 2 cores every rank runs at half speed or less. .bazelrc runs one test at a time
 (--local_test_jobs=1) so that oversubscribed jobs do not also compete with each other.
 """
