@@ -35,9 +35,9 @@ expect() {
 fast=(--steps 1 --eval_every 0 --quiet)
 # tiny has L = 2 layers: 4 ranks cannot hold p·v ≥ 4 equal slices.
 expect layers_not_divisible "layers 2 not divisible by p·v" -- \
-  "$bin" --model tiny --world_size 4 "${fast[@]}"
+  "$bin" --model tiny --layers 2 --world_size 4 "${fast[@]}"
 expect layers_not_divisible_in_ranks "layers 2 not divisible by p·v" -- \
-  mpiexec -n 4 "$bin" --model tiny --world_size 4 "${fast[@]}"
+  mpiexec -n 4 "$bin" --model tiny --layers 2 --world_size 4 "${fast[@]}"
 
 if [ "$kind" != naive ]; then
   expect micro_batches_not_dividing_batch "global batch 16 is not divisible by 3 micro-batches" -- \
@@ -59,7 +59,7 @@ if [ "$kind" = interleaved ]; then
     mpiexec -n 2 "$bin" --world_size 2 --micro_batches 1 "${fast[@]}"
   expect zero_chunks "--chunks 0 must be at least 1" -- "$bin" --chunks 0 "${fast[@]}"
   expect chunks_not_dividing_layers "layers 4 not divisible by p·v = 6 (p=2, v=3)" -- \
-    "$bin" --world_size 2 --chunks 3 "${fast[@]}"
+    "$bin" --world_size 2 --layers 4 --chunks 3 "${fast[@]}"
 fi
 
 echo "$fails case(s) failed"

@@ -22,8 +22,9 @@ std::string pipeline_config_error(const TrainConfig& cfg, const std::string& sch
     return "global batch " + std::to_string(cfg.global_batch) + " is not divisible by " +
            std::to_string(m) + " micro-batches (--micro_batches)";
   try {
-    const std::string err = GPTPartition::check(GPTConfig::preset(cfg.model).layers, p, v);
-    if (!err.empty()) return err + " for model " + cfg.model;
+    const GPTConfig mc = model_config(cfg);  // the preset, or --layers
+    const std::string err = GPTPartition::check(mc.layers, p, v);
+    if (!err.empty()) return err + " for model " + mc.name;
     make_schedule(schedule, p, m, v);  // the schedule's own constraints (m % p, ...)
   } catch (const std::invalid_argument& e) {
     return e.what();
@@ -37,6 +38,7 @@ StageSpec pipeline_stage_spec(const PipelineStageOptions& o) {
   spec.name = o.name;
   spec.summary = o.summary;
   spec.default_world_size = o.default_world_size;
+  spec.default_layers = o.default_layers;
   spec.supports_trace = true;  // report() writes --trace (pipeline_strategy.h)
   spec.splits_batch_over_ranks = false;  // every stage sees all B sequences (as micro-batches)
   spec.add_flags = [opts](CLI::App& app) {

@@ -31,6 +31,7 @@ struct PipelineStageOptions {
   std::string summary;    ///< one line for --help
   std::string schedule;   ///< make_schedule's name: "naive", "gpipe", "1f1b", ...
   int default_world_size = 4;
+  int default_layers = 0;  ///< 0: the preset's L (interleaved needs L divisible by p·v)
   int micro_batches = 8;  ///< default m
   int chunks = 1;         ///< default v
   bool micro_batches_flag = true;  ///< offer --micro_batches (naive_pp fixes m = 1)

@@ -133,6 +133,9 @@ TEST(Flags, ValidationMessages) {
   c = ok;
   c.log_every = 0;
   EXPECT_EQ(validation_error(c), "log_every 0 must be at least 1");
+  c = ok;
+  c.layers = -2;
+  EXPECT_EQ(validation_error(c), "layers -2 must not be negative");
 }
 
 TEST(Flags, KnownPresets) {

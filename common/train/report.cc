@@ -33,11 +33,11 @@ void print_report(ProcessGroup& group, const std::string& stage, int64_t psi,
 
   std::printf("\n%s: per-rank memory and communication, measured (formula), N = %d, Ψ = %lld\n",
               stage.c_str(), N, static_cast<long long>(psi));
-  std::printf("%s%s", pad("", 26).c_str(), pad("formula", 34).c_str());
+  std::printf("%s%s", pad("", 30).c_str(), pad("formula", 34).c_str());
   for (int r = 0; r < N; ++r) std::printf("%s", pad("rank " + std::to_string(r), 25).c_str());
   std::printf(" check\n");
   for (int i = 0; i < n; ++i) {
-    std::printf("%s%s", pad(rows[i].what, 26).c_str(), pad(rows[i].formula_text, 34).c_str());
+    std::printf("%s%s", pad(rows[i].what, 30).c_str(), pad(rows[i].formula_text, 34).c_str());
     bool ok = true;
     for (int r = 0; r < N; ++r) {
       const ReportRow row{rows[i].what, all[2 * n * r + 2 * i], all[2 * n * r + 2 * i + 1], ""};

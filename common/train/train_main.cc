@@ -49,7 +49,7 @@ void validate_before_launch(const TrainConfig& cfg, const StageSpec& spec) {
   if (spec.validate) spec.validate(cfg);
   GPTConfig mc;
   try {
-    mc = GPTConfig::preset(cfg.model);
+    mc = model_config(cfg);
     Corpus::load(cfg.data, mc.ctx);
   } catch (const std::exception& e) {
     user_error(e.what());
@@ -66,9 +66,19 @@ void validate_before_launch(const TrainConfig& cfg, const StageSpec& spec) {
 
 }  // namespace
 
+GPTConfig model_config(const TrainConfig& cfg) {
+  GPTConfig mc = GPTConfig::preset(cfg.model);
+  if (cfg.layers > 0 && cfg.layers != mc.layers) {
+    mc.layers = cfg.layers;
+    mc.name += "-L" + std::to_string(cfg.layers);
+  }
+  return mc;
+}
+
 int train_main(int argc, char** argv, const StageSpec& spec) {
   TrainConfig cfg;
   cfg.world_size = spec.default_world_size;
+  cfg.layers = spec.default_layers;
   CLI::App app{spec.name + ": " + spec.summary, "train"};
   add_train_flags(app, cfg);
   if (spec.add_flags) spec.add_flags(app);
@@ -82,7 +92,7 @@ int train_main(int argc, char** argv, const StageSpec& spec) {
   set_log_quiet(cfg.quiet);
   auto world = ProcessGroup::world();
 
-  const GPT model(GPTConfig::preset(cfg.model));
+  const GPT model(model_config(cfg));
   const int T = model.config().ctx, B = cfg.global_batch;
   Corpus corpus;
   std::string err;
@@ -111,7 +121,7 @@ int train_main(int argc, char** argv, const StageSpec& spec) {
   const int64_t psi = model.layout().num_params();
   log_info("{}: {} ranks | model {} (Ψ = {} parameters, L={} C={} H={} T={}) | global batch {} × {} "
            "tokens",
-           spec.name, world->size(), cfg.model, psi, model.config().layers, model.config().d,
+           spec.name, world->size(), model.config().name, psi, model.config().layers, model.config().d,
            model.config().heads, T, B, T);
   log_info("data: {} ({} files, {} train / {} validation bytes){}", corpus.path(),
            corpus.files().size(), corpus.train().size(), corpus.val().size(),
@@ -156,7 +166,10 @@ int train_main(int argc, char** argv, const StageSpec& spec) {
     log_info("saved {} (step {})", cfg.save, last);
   }
 
-  if (cfg.steps > 0) print_report(*world, spec.name, psi, strategy->report());
+  if (cfg.steps > 0) {
+    print_report(*world, spec.name, psi, strategy->report());
+    strategy->finish();  // the stage's end-of-run lines and files (Strategy::finish)
+  }
   strategy.reset();  // its groups and buffers go before MPI does
   world.reset();
   shutdown();

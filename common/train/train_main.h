@@ -15,7 +15,8 @@
 // start `--world_size` ranks under mpiexec (the binary relaunches itself); load the corpus; build
 // the model and the strategy; optionally --load a checkpoint; train with a progress bar (loss,
 // tokens/s, ETA) and periodic validation loss; optionally --save; and print, per rank, the
-// measured memory and bytes sent per step next to their closed forms (Strategy::report()).
+// measured memory and bytes sent per step next to their closed forms (Strategy::report()), then
+// let the stage add what the table cannot show (Strategy::finish()).
 #pragma once
 
 #include <functional>
@@ -46,6 +47,7 @@ struct StageSpec {
   std::string name;        ///< "zero2": used in --help and the report
   std::string summary;     ///< one line for --help
   int default_world_size = 4;
+  int default_layers = 0;  ///< --layers default: 0 keeps the preset's L
   /// Whether the stage writes a Chrome trace for --trace (the pipeline stages do). Stages that
   /// don't reject the flag instead of ignoring it.
   bool supports_trace = false;
@@ -59,6 +61,11 @@ struct StageSpec {
   std::function<void(const TrainConfig&)> validate;
   std::function<std::unique_ptr<Strategy>(const StageContext&)> make;
 };
+
+/// The model of a run: the --model preset, with L from --layers when > 0 (then named e.g.
+/// "mini-L8", so a checkpoint of one cannot be loaded into the other). Throws
+/// std::invalid_argument for an unknown preset.
+GPTConfig model_config(const TrainConfig& cfg);
 
 /// The whole program. Returns the process exit code.
 int train_main(int argc, char** argv, const StageSpec& spec);

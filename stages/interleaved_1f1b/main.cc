@@ -1,6 +1,7 @@
-// bazel run //stages/interleaved_1f1b:train  — interleaved 1F1B on 2 ranks, v = 2 chunks each,
-// 8 micro-batches (mpiexec is started for you). Two ranks by default: mini has L = 4 layers and
-// needs p·v to divide them (4 ranks × 2 chunks would need 8 layers).
+// bazel run //stages/interleaved_1f1b:train  — interleaved 1F1B on 4 ranks, v = 2 chunks each,
+// 8 micro-batches (mpiexec is started for you). p·v = 8 virtual stages need L divisible by 8, so
+// the default model is mini with --layers 8 (1.63M parameters); --layers 4 --world_size 2 runs
+// plain mini.
 // Flags: bazel run //stages/interleaved_1f1b:train -- --help  (--micro_batches, --chunks, --trace)
 #include "common/pipeline/pipeline_stage.h"
 #include "common/train/train_main.h"
@@ -10,7 +11,8 @@ int main(int argc, char** argv) {
   o.name = "interleaved_1f1b";
   o.summary = "interleaved 1F1B (Megatron): v model chunks per rank, bubble / v";
   o.schedule = "interleaved_1f1b";
-  o.default_world_size = 2;
+  o.default_world_size = 4;
+  o.default_layers = 8;
   o.micro_batches = 8;
   o.chunks = 2;
   o.chunks_flag = true;
