@@ -52,6 +52,11 @@ class Strategy {
   /// This rank's measured bytes next to the closed forms (memory after a step, and bytes sent
   /// during the last step).
   virtual std::vector<ReportRow> report() const = 0;
+
+  /// Collective. Called once after training (after the report table); a stage prints what the
+  /// table cannot show (DDP's hidden-communication line, a pipeline's measured timeline) or
+  /// writes files (--trace). Default: nothing.
+  virtual void finish() {}
 };
 
 }  // namespace llmp
