@@ -63,6 +63,9 @@ std::string find_mpiexec() {
   exe[len] = '\0';
 
   setenv("LLMP_LAUNCHED", "1", 1);
+  // The ranks' stdout is hydra's pipe, not the user's terminal: tell them what it really is, so
+  // the progress bar (common/runtime/progress.h) still draws in place on a terminal.
+  if (isatty(STDOUT_FILENO)) setenv("LLMP_STDOUT_IS_TTY", "1", 1);
 
   // Hydra passes the whole environment on to the ranks (-genvall is its default).
   const std::string n = std::to_string(world_size);

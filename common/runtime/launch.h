@@ -12,6 +12,8 @@
 //   LLMP_NO_LAUNCH=1   never relaunch: MPI_Init in this process (a singleton unless mpiexec
 //                      started it); a size other than the requested one is then an error.
 //   LLMP_MPIEXEC=path  the mpiexec to use instead of the first one on PATH.
+//   LLMP_STDOUT_IS_TTY set to 1 for the ranks when the launcher's stdout is a terminal (theirs
+//                      is hydra's pipe), so the progress bar draws in place.
 //   LLMP_COMM_YIELD=0  passed on to the ranks like every variable: waiting ranks busy-poll
 //                      instead of yielding the CPU (common/comm/mpi_util.h says why they yield).
 //   LLMP_LAUNCHED=1    set for the ranks; guards against relaunching forever when the mpiexec

@@ -1,6 +1,8 @@
 // Progress bar and plain progress lines. See progress.h.
 #include "common/runtime/progress.h"
 
+#include <cstdlib>
+
 #include <unistd.h>
 
 #include <cmath>
@@ -60,7 +62,11 @@ Progress::Progress(int64_t total_steps, int64_t tokens_per_step, int log_every, 
     if (log_rank() != 0 || log_quiet()) {
       mode_ = Mode::kOff;
     } else {
-      mode_ = isatty(fileno(out_)) ? Mode::kBar : Mode::kPlain;
+      // Under mpiexec stdout is a pipe to hydra; the launcher says whether the user's is a TTY.
+      const char* tty = std::getenv("LLMP_STDOUT_IS_TTY");
+      const bool terminal = isatty(fileno(out_)) ||
+                            (out_ == stdout && tty != nullptr && std::string(tty) == "1");
+      mode_ = terminal ? Mode::kBar : Mode::kPlain;
     }
   }
 }
