@@ -10,19 +10,11 @@
 #include <memory>
 #include <vector>
 
-#include "common/data/corpus.h"
-#include "common/data/sampler.h"
 #include "tests/equivalence.h"
+#include "tests/stage_test_util.h"
 
 namespace llmp {
 namespace {
-
-// One group for the whole test binary: ProcessGroup::world() returns a new group on every call,
-// and a strategy keeps a reference to its group, so it must outlive every strategy.
-ProcessGroup& world() {
-  static const std::shared_ptr<ProcessGroup> w = ProcessGroup::world();
-  return *w;
-}
 
 // 0.04 MiB = 41,943 bytes: tiny's units are 256 B (ln_f), 50,816 B (a block) and 34,816 B
 // (embeddings), so the buckets are {ln_f, block 1}, {block 0}, {embeddings}: three buckets, one of
@@ -31,7 +23,7 @@ constexpr double kSmallBucketMb = 0.04;
 
 StrategyFactory ddp_on_world(DDPOptions o) {
   return [o](const GPT& model, AdamWConfig opt, uint64_t seed) {
-    return std::make_unique<DDPStrategy>(model, world(), opt, seed, o);
+    return std::make_unique<DDPStrategy>(model, test_world(), opt, seed, o);
   };
 }
 
@@ -42,65 +34,46 @@ void expect_equivalent(const EquivalenceResult& r) {
 
 TEST(DDP, MatchesBaselineAfterTenSteps) {
   // Default buckets: tiny (137 KB of gradients) fits in one 0.5 MiB bucket.
-  expect_equivalent(run_against_baseline(ddp_on_world({}), world()));
+  expect_equivalent(run_against_baseline(ddp_on_world({}), test_world()));
 }
 
 TEST(DDP, MatchesBaselineWithSeveralBuckets) {
   expect_equivalent(
-      run_against_baseline(ddp_on_world({kSmallBucketMb, 1}), world()));
+      run_against_baseline(ddp_on_world({kSmallBucketMb, 1}), test_world()));
 }
 
 TEST(DDP, MatchesBaselineWithGradientAccumulation) {
   EquivalenceConfig cfg;
   cfg.global_batch = 24;  // N·K = 2, 4, 6, 8 all divide 24 (12 is not divisible by 4·2)
   expect_equivalent(
-      run_against_baseline(ddp_on_world({kSmallBucketMb, 2}), world(), cfg));
+      run_against_baseline(ddp_on_world({kSmallBucketMb, 2}), test_world(), cfg));
 }
 
-// One training step of a fresh DDPStrategy on the tiny model, global batch B.
-struct OneStep {
-  int64_t psi;
-  int64_t params, grads, optimizer;  // model-state bytes added to this process
-  int64_t grads_peak;                // gradient bytes at the peak of the step (above the start)
+// One training step of a fresh DDPStrategy on the tiny model, global batch B: model-state bytes
+// added to this process, gradient bytes at the peak of the step (above the start), the buckets
+// and what each micro-step sent.
+struct OneStep : OneStepMeasurement {
   std::vector<Bucket> buckets;
   std::vector<double> micro_bytes;
   std::vector<int64_t> micro_calls;
-  std::vector<ReportRow> rows;
 };
 
 OneStep one_step(DDPOptions o, int B = 12) {
-  auto& mt = MemoryTracker::instance();
-  const GPT model(GPTConfig::preset("tiny"));
-  const int64_t p0 = mt.current(MemCategory::kParameters), g0 = mt.current(MemCategory::kGradients),
-                o0 = mt.current(MemCategory::kOptimizerState);
-  DDPStrategy s(model, world(), AdamWConfig{}, 7, o);
-  const Corpus corpus = Corpus::load("/usr/share/games/fortunes", model.config().ctx);
-  const int T = model.config().ctx;
-  const BatchSlice sl = s.batch_slice(B);
-  std::vector<int32_t> tok(sl.num_seqs * T), tgt(sl.num_seqs * T);
-  sample(corpus.train(), 7, 1, sl.first_seq, sl.num_seqs, T, tok.data(), tgt.data());
-  mt.reset_peak();
-  s.train_step(tok.data(), tgt.data(), B, T, 1);
-  return {model.layout().num_params(),
-          mt.current(MemCategory::kParameters) - p0,
-          mt.current(MemCategory::kGradients) - g0,
-          mt.current(MemCategory::kOptimizerState) - o0,
-          mt.peak(MemCategory::kGradients) - g0,
-          s.buckets(),
-          s.last_micro_step_bytes(),
-          s.last_micro_step_calls(),
-          s.report()};
-}
-
-const ReportRow& row(const std::vector<ReportRow>& rows, const std::string& what) {
-  for (const ReportRow& r : rows)
-    if (r.what == what) return r;
-  throw std::runtime_error("no report row " + what);
+  OneStep s;
+  static_cast<OneStepMeasurement&>(s) = measure_one_step(
+      ddp_on_world(o), GPTConfig::preset("tiny"), B, /*seed=*/7, /*steps=*/1,
+      [&s](Strategy& strategy, const GPT&) {
+        const auto& ddp = dynamic_cast<const DDPStrategy&>(strategy);
+        s.buckets = ddp.buckets();
+        s.micro_bytes = ddp.last_micro_step_bytes();
+        s.micro_calls = ddp.last_micro_step_calls();
+      });
+  return s;
 }
 
 TEST(DDP, PerRankMemoryEqualsTheFormulaInBytes) {
   const OneStep s = one_step({kSmallBucketMb, 1});
-  const int N = world().size();
+  const int N = test_world().size();
   const MemoryPlan plan = plan_memory(DPStage::kDDP, s.psi, N, Precision::fp32());
   std::printf("per rank: params %lld B (4Ψ), grads %lld B (4Ψ, peak %lld B), optimizer %lld B "
               "(8Ψ), Ψ = %lld\n",
@@ -112,15 +85,15 @@ TEST(DDP, PerRankMemoryEqualsTheFormulaInBytes) {
   EXPECT_EQ(static_cast<double>(s.optimizer), plan.optimizer);
   EXPECT_EQ(s.grads_peak, 4 * s.psi) << "buckets are views of the gradient buffer: no copies";
   for (const char* what : {"parameters", "gradients", "optimizer state"})
-    EXPECT_EQ(row(s.rows, what).formula, row(s.rows, what).measured) << what;
+    EXPECT_EQ(report_row(s.rows, what).formula, report_row(s.rows, what).measured) << what;
 }
 
 TEST(DDP, BytesSentPerStepEqualOneAllReduceWhateverTheBuckets) {
-  const int N = world().size();
+  const int N = test_world().size();
   for (double mb : {DDPOptions{}.bucket_mb, kSmallBucketMb, 1e-6}) {
     const OneStep s = one_step({mb, 1});
     const double expected = 2.0 * (N - 1) / N * s.psi * 4;  // Σ_b 2(N-1)/N·4·numel(b)
-    const ReportRow& sent = row(s.rows, "sent per step");
+    const ReportRow& sent = report_row(s.rows, "sent per step");
     std::printf("bucket_mb %g: %zu buckets, %lld all_reduce calls, rank sent %.0f bytes, "
                 "formula 2(N-1)/N·4Ψ = %.0f\n",
                 mb, s.buckets.size(), static_cast<long long>(s.micro_calls.at(0)), sent.measured,
@@ -133,7 +106,7 @@ TEST(DDP, BytesSentPerStepEqualOneAllReduceWhateverTheBuckets) {
 }
 
 TEST(DDP, GradientAccumulationCommunicatesOnlyOnTheLastMicroStep) {
-  const int N = world().size();
+  const int N = test_world().size();
   const OneStep s = one_step({kSmallBucketMb, 2}, /*B=*/24);
   const double expected = 2.0 * (N - 1) / N * s.psi * 4;
   ASSERT_EQ(s.micro_bytes.size(), 2u);
@@ -145,7 +118,7 @@ TEST(DDP, GradientAccumulationCommunicatesOnlyOnTheLastMicroStep) {
   EXPECT_EQ(s.micro_calls[0], 0);
   EXPECT_NEAR(s.micro_bytes[1], expected, 1e-9 * expected);
   EXPECT_EQ(s.micro_calls[1], static_cast<int64_t>(s.buckets.size()));
-  EXPECT_NEAR(row(s.rows, "sent per step").measured, expected, 1e-9 * expected);
+  EXPECT_NEAR(report_row(s.rows, "sent per step").measured, expected, 1e-9 * expected);
 }
 
 }  // namespace

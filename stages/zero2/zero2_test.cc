@@ -6,27 +6,20 @@
 
 #include <vector>
 
-#include "common/data/corpus.h"
-#include "common/data/sampler.h"
 #include "tests/equivalence.h"
+#include "tests/stage_test_util.h"
 
 namespace llmp {
 namespace {
 
-// The strategy keeps a reference to its group: the group must outlive it.
-ProcessGroup& world() {
-  static std::shared_ptr<ProcessGroup> w = ProcessGroup::world();
-  return *w;
-}
-
 StrategyFactory zero2_on_world() {
   return [](const GPT& model, AdamWConfig opt, uint64_t seed) {
-    return std::make_unique<Zero2Strategy>(model, world(), opt, seed);
+    return std::make_unique<Zero2Strategy>(model, test_world(), opt, seed);
   };
 }
 
 TEST(Zero2, MatchesBaselineAfterTenSteps) {
-  EquivalenceResult r = run_against_baseline(zero2_on_world(), world());
+  EquivalenceResult r = run_against_baseline(zero2_on_world(), test_world());
   EXPECT_LE(r.max_loss_rel, 1e-5);
   EXPECT_LE(r.max_param_rel, 1e-5) << "worst tensor " << r.worst_param;
 }
@@ -35,55 +28,37 @@ TEST(Zero2, MatchesBaselineWhenShardsArePadded) {
   EquivalenceConfig cfg;
   cfg.vocab = 257;  // Ψ = 34,208: not divisible by 3, so the last shard is padded
   cfg.steps = 4;
-  EquivalenceResult r = run_against_baseline(zero2_on_world(), world(), cfg);
+  EquivalenceResult r = run_against_baseline(zero2_on_world(), test_world(), cfg);
   EXPECT_LE(r.max_loss_rel, 1e-5);
   EXPECT_LE(r.max_param_rel, 1e-5) << "worst tensor " << r.worst_param;
 }
 
-// One training step of a fresh Zero2Strategy on the tiny model; returns its report.
-struct OneStep {
-  int64_t psi, shard;
-  int64_t params, grads, optimizer;  // measured deltas after the step
-  std::vector<ReportRow> rows;
+// One training step of a fresh Zero2Strategy on the tiny model (V = vocab); returns its report.
+struct OneStep : OneStepMeasurement {
+  int64_t shard = 0;  // S = ⌈Ψ/N⌉, as the strategy laid it out
 };
 
 OneStep one_step(int vocab) {
-  auto& mt = MemoryTracker::instance();
   GPTConfig mc = GPTConfig::preset("tiny");
   mc.vocab = vocab;
-  const GPT model(mc);
-  const int64_t p0 = mt.current(MemCategory::kParameters), g0 = mt.current(MemCategory::kGradients),
-                o0 = mt.current(MemCategory::kOptimizerState);
-  Zero2Strategy z(model, world(), AdamWConfig{}, 7);
-  const Corpus corpus = Corpus::load("/usr/share/games/fortunes", mc.ctx);
-  const int B = 12, T = mc.ctx;
-  const BatchSlice sl = z.batch_slice(B);
-  std::vector<int32_t> tok(sl.num_seqs * T), tgt(sl.num_seqs * T);
-  sample(corpus.train(), 7, 1, sl.first_seq, sl.num_seqs, T, tok.data(), tgt.data());
-  z.train_step(tok.data(), tgt.data(), B, T, 1);
-  return {model.layout().num_params(),
-          z.shards().padded,
-          mt.current(MemCategory::kParameters) - p0,
-          mt.current(MemCategory::kGradients) - g0,
-          mt.current(MemCategory::kOptimizerState) - o0,
-          z.report()};
-}
-
-const ReportRow& row(const std::vector<ReportRow>& rows, const std::string& what) {
-  for (const ReportRow& r : rows)
-    if (r.what == what) return r;
-  throw std::runtime_error("no report row " + what);
+  OneStep s;
+  static_cast<OneStepMeasurement&>(s) = measure_one_step(
+      zero2_on_world(), mc, /*global_batch=*/12, /*seed=*/7, /*steps=*/1,
+      [&s](Strategy& z, const GPT&) {
+        s.shard = dynamic_cast<const Zero2Strategy&>(z).shards().padded;
+      });
+  return s;
 }
 
 TEST(Zero2, PerRankMemoryEqualsTheFormulaInBytes) {
   for (int vocab : {256, 257}) {
     const OneStep s = one_step(vocab);
-    const int N = world().size();
+    const int N = test_world().size();
     EXPECT_EQ(s.shard, (s.psi + N - 1) / N);
     EXPECT_EQ(s.params, 4 * s.psi) << "parameters are replicated: 4Ψ";
     EXPECT_EQ(s.grads, 4 * s.shard) << "only this rank's gradient shard survives the step";
     EXPECT_EQ(s.optimizer, 8 * s.shard) << "m and v of the shard only";
-    const ReportRow& peak = row(s.rows, "gradients, peak in step");
+    const ReportRow& peak = report_row(s.rows, "gradients, peak in step");
     // A full-size gradient buffer (reduce-scattered only at the end) would show here.
     EXPECT_EQ(peak.measured, peak.formula) << "the full gradient must never be materialised";
   }
@@ -91,8 +66,8 @@ TEST(Zero2, PerRankMemoryEqualsTheFormulaInBytes) {
 
 TEST(Zero2, BytesSentPerStepEqualOneAllReduce) {
   const OneStep s = one_step(257);
-  const int N = world().size();
-  const ReportRow& sent = row(s.rows, "sent per step");
+  const int N = test_world().size();
+  const ReportRow& sent = report_row(s.rows, "sent per step");
   const double expected = 2.0 * (N - 1) / N * s.psi * 4;  // reduce_scatter + all_gather
   std::printf("rank sent %.0f bytes in one step, formula 2(N-1)/N·4Ψ = %.0f\n", sent.measured,
               expected);

@@ -9,33 +9,27 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <stdexcept>
 #include <vector>
 
 #include "common/data/corpus.h"
 #include "common/data/sampler.h"
 #include "stages/baseline/baseline.h"
 #include "tests/equivalence.h"
+#include "tests/stage_test_util.h"
 
 namespace llmp {
 namespace {
 
-// The strategy keeps a reference to its group: the group must outlive it.
-ProcessGroup& world() {
-  static std::shared_ptr<ProcessGroup> w = ProcessGroup::world();
-  return *w;
-}
-
 StrategyFactory zero3_on_world() {
   return [](const GPT& model, AdamWConfig opt, uint64_t seed) {
-    return std::make_unique<Zero3Strategy>(model, world(), opt, seed);
+    return std::make_unique<Zero3Strategy>(model, test_world(), opt, seed);
   };
 }
 
-bool rank0() { return world().rank() == 0; }
+bool rank0() { return test_world().rank() == 0; }
 
 TEST(Zero3, MatchesBaselineAfterTenSteps) {
-  EquivalenceResult r = run_against_baseline(zero3_on_world(), world());
+  EquivalenceResult r = run_against_baseline(zero3_on_world(), test_world());
   EXPECT_LE(r.max_loss_rel, 1e-5);
   EXPECT_LE(r.max_param_rel, 1e-5) << "worst tensor " << r.worst_param;
 }
@@ -44,72 +38,56 @@ TEST(Zero3, MatchesBaselineWhenShardsArePadded) {
   EquivalenceConfig cfg;
   cfg.vocab = 257;  // Ψ = 34,208: not divisible by 3, so the last shard is padded
   cfg.steps = 4;
-  EquivalenceResult r = run_against_baseline(zero3_on_world(), world(), cfg);
+  EquivalenceResult r = run_against_baseline(zero3_on_world(), test_world(), cfg);
   EXPECT_LE(r.max_loss_rel, 1e-5);
   EXPECT_LE(r.max_param_rel, 1e-5) << "worst tensor " << r.worst_param;
 }
 
 // Two training steps of a fresh Zero3Strategy on the tiny model (V = vocab), then an
 // evaluation of step 3's batch, next to the baseline's.
-struct TwoSteps {
-  int64_t psi, shard;
-  int64_t params, grads, optimizer;  // measured deltas after the steps
-  int64_t peak_params;               // peak kParameters in the last step, less what was there before
-  std::vector<int> gathers;          // all-gathers per unit in the last step
-  double eval, baseline_eval;
-  std::vector<ReportRow> rows;
+struct TwoSteps : OneStepMeasurement {  // params, grads, optimizer: deltas after the steps
+  int64_t shard = 0;
+  int64_t peak_params = 0;   // peak kParameters in the last step, less what was there before
+  std::vector<int> gathers;  // all-gathers per unit in the last step
+  double eval = 0, baseline_eval = 0;
 };
 
 TwoSteps run_two_steps(int vocab) {
-  auto& mt = MemoryTracker::instance();
   GPTConfig mc = GPTConfig::preset("tiny");
   mc.vocab = vocab;
-  const GPT model(mc);
-  const int64_t p0 = mt.current(MemCategory::kParameters), g0 = mt.current(MemCategory::kGradients),
-                o0 = mt.current(MemCategory::kOptimizerState);
   TwoSteps r;
-  {
-    Zero3Strategy z(model, world(), AdamWConfig{}, 7);
-    const Corpus corpus = Corpus::load("/usr/share/games/fortunes", mc.ctx);
-    const int B = 12, T = mc.ctx;
-    const BatchSlice sl = z.batch_slice(B);
-    std::vector<int32_t> tok(sl.num_seqs * T), tgt(sl.num_seqs * T);
-    for (int s = 1; s <= 2; ++s) {  // the second step runs with m and v already allocated
-      sample(corpus.train(), 7, s, sl.first_seq, sl.num_seqs, T, tok.data(), tgt.data());
-      z.train_step(tok.data(), tgt.data(), B, T, s);
-    }
-    r.psi = model.layout().num_params();
-    r.shard = z.shards().padded;
-    r.params = mt.current(MemCategory::kParameters) - p0;
-    r.grads = mt.current(MemCategory::kGradients) - g0;
-    r.optimizer = mt.current(MemCategory::kOptimizerState) - o0;
-    r.peak_params = z.last_step_peak_params() - p0;
-    for (int u = 0; u < model.layout().num_units(); ++u) r.gathers.push_back(z.last_step_gathers(u));
-    r.rows = z.report();
-    // Evaluation: every rank its slice through the gathered units; the baseline the whole batch.
-    std::vector<int32_t> all_tok(B * T), all_tgt(B * T);
-    sample(corpus.train(), 7, 3, sl.first_seq, sl.num_seqs, T, tok.data(), tgt.data());
-    sample(corpus.train(), 7, 3, 0, B, T, all_tok.data(), all_tgt.data());
-    r.eval = z.eval_loss(tok.data(), tgt.data(), B, T);
-    std::vector<float> params(r.psi), m(r.psi), v(r.psi);
-    z.get_state(params.data(), m.data(), v.data());
-    BaselineStrategy base(model, AdamWConfig{}, 7);
-    base.set_state(params.data(), m.data(), v.data());
-    r.baseline_eval = base.eval_loss(all_tok.data(), all_tgt.data(), B, T);
-  }
+  static_cast<OneStepMeasurement&>(r) = measure_one_step(
+      zero3_on_world(), mc, /*global_batch=*/12, /*seed=*/7, /*steps=*/2,
+      [&r](Strategy& s, const GPT& model) {
+        auto& z = dynamic_cast<Zero3Strategy&>(s);
+        r.shard = z.shards().padded;
+        r.peak_params = z.last_step_peak_params();  // absolute: params_before is taken off below
+        for (int u = 0; u < model.layout().num_units(); ++u)
+          r.gathers.push_back(z.last_step_gathers(u));
+        // Evaluation: every rank its slice through the gathered units; the baseline the whole batch.
+        const Corpus corpus = Corpus::load("/usr/share/games/fortunes", model.config().ctx);
+        const int B = 12, T = model.config().ctx;
+        const BatchSlice sl = z.batch_slice(B);
+        std::vector<int32_t> tok(sl.num_seqs * T), tgt(sl.num_seqs * T);
+        std::vector<int32_t> all_tok(B * T), all_tgt(B * T);
+        sample(corpus.train(), 7, 3, sl.first_seq, sl.num_seqs, T, tok.data(), tgt.data());
+        sample(corpus.train(), 7, 3, 0, B, T, all_tok.data(), all_tgt.data());
+        r.eval = z.eval_loss(tok.data(), tgt.data(), B, T);
+        const int64_t psi = model.layout().num_params();
+        std::vector<float> params(psi), m(psi), v(psi);
+        z.get_state(params.data(), m.data(), v.data());
+        BaselineStrategy base(model, AdamWConfig{}, 7);
+        base.set_state(params.data(), m.data(), v.data());
+        r.baseline_eval = base.eval_loss(all_tok.data(), all_tgt.data(), B, T);
+      });
+  r.peak_params -= r.params_before;
   return r;
-}
-
-const ReportRow& row(const std::vector<ReportRow>& rows, const std::string& what) {
-  for (const ReportRow& r : rows)
-    if (r.what == what) return r;
-  throw std::runtime_error("no report row " + what);
 }
 
 TEST(Zero3, SteadyStateMemoryEqualsTheFormulaInBytes) {
   for (int vocab : {256, 257}) {
     const TwoSteps s = run_two_steps(vocab);
-    const int N = world().size();
+    const int N = test_world().size();
     const MemoryPlan plan = plan_memory(DPStage::kZeRO3, s.psi, N, Precision::fp32(), true);
     EXPECT_EQ(s.shard, (s.psi + N - 1) / N);
     EXPECT_EQ(s.params, 4 * s.shard) << "only the parameter shard survives a step: 4⌈Ψ/N⌉";
@@ -124,14 +102,14 @@ TEST(Zero3, SteadyStateMemoryEqualsTheFormulaInBytes) {
                   vocab, (long long)s.psi, N, (long long)s.params, (long long)s.grads,
                   (long long)s.optimizer, (long long)(16 * s.shard));
     for (const char* what : {"parameters", "gradients", "optimizer state"})
-      EXPECT_EQ(row(s.rows, what).measured - row(s.rows, what).formula, 0) << what;
+      EXPECT_EQ(report_row(s.rows, what).measured - report_row(s.rows, what).formula, 0) << what;
   }
 }
 
 // The peak of parameter memory: the shard plus the units of two consecutive compute steps.
 TEST(Zero3, PeakParameterMemoryIsShardPlusTwoSteps) {
   const TwoSteps s = run_two_steps(256);
-  const int N = world().size();
+  const int N = test_world().size();
   const GPTLayout lay(GPTConfig::preset("tiny"));
   const int L = lay.num_units() - 2;
   const int64_t n0 = lay.unit_numel(0), blk = lay.unit_numel(1), lnf = lay.unit_numel(L + 1);
@@ -147,8 +125,8 @@ TEST(Zero3, PeakParameterMemoryIsShardPlusTwoSteps) {
                 N, (long long)s.peak_params, (long long)expected, (long long)(4 * s.psi));
   EXPECT_EQ(s.peak_params, expected);
   EXPECT_EQ(zero3_peak_param_bytes(lay, N), expected);
-  EXPECT_EQ(row(s.rows, "parameters, peak in step").formula, expected);
-  const ReportRow& gpeak = row(s.rows, "gradients, peak in step");
+  EXPECT_EQ(report_row(s.rows, "parameters, peak in step").formula, expected);
+  const ReportRow& gpeak = report_row(s.rows, "gradients, peak in step");
   EXPECT_EQ(gpeak.measured, gpeak.formula) << "the full gradient must never be materialised";
 }
 
@@ -163,9 +141,9 @@ TEST(Zero3, EveryUnitIsGatheredTwiceExceptTheFinalLayerNorm) {
 
 TEST(Zero3, BytesSentPerStepAreOneAndAHalfAllReduces) {
   const TwoSteps s = run_two_steps(257);
-  const int N = world().size();
+  const int N = test_world().size();
   const int64_t lnf = 2 * 32;  // ln_f: 2C
-  const ReportRow& sent = row(s.rows, "sent per step");
+  const ReportRow& sent = report_row(s.rows, "sent per step");
   const double ddp = plan_bytes_per_step(DPStage::kDDP, s.psi, N, 4.0);  // 2(N-1)/N·4Ψ
   // all_gather (N-1)/N·4(2Ψ - n_{L+1}) + reduce_scatter (N-1)/N·4Ψ.
   const double expected = 3.0 * (N - 1) / N * 4 * s.psi - double(N - 1) / N * 4 * lnf;

@@ -1,0 +1,58 @@
+// Test helpers shared by the data-parallel stages' tests (naive_dp, ddp, zero1, zero2, zero3):
+// one world group for the whole test binary, a report row by name, and a short training run of a
+// fresh strategy that measures the model-state bytes it adds to this process (MemoryTracker)
+// next to what its report() says. The pipeline stages have their own: common/pipeline/
+// pipeline_test_util.h.
+//
+// Glossary: Ψ parameter count, B global batch (sequences), T sequence length (the preset's ctx).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "common/comm/process_group.h"
+#include "common/nn/gpt.h"
+#include "common/train/strategy.h"
+#include "tests/equivalence.h"
+
+namespace llmp {
+
+/// MPI_COMM_WORLD as one ProcessGroup for the whole test binary. ProcessGroup::world() returns a
+/// new group on every call, and a strategy keeps a reference to its group, so the group must
+/// outlive every strategy: this one lives until the binary exits.
+ProcessGroup& test_world();
+
+/// The row of `rows` whose `what` is `what` ("parameters", "sent per step", ...).
+/// Throws std::runtime_error("no report row <what>") when there is none.
+const ReportRow& report_row(const std::vector<ReportRow>& rows, const std::string& what);
+
+/// What measure_one_step measured. Bytes are this process's MemoryTracker figures after the last
+/// step, less those before the strategy was built: what the strategy itself holds.
+struct OneStepMeasurement {
+  int64_t psi = 0;            ///< Ψ of the model
+  int64_t params = 0;         ///< kParameters bytes added
+  int64_t grads = 0;          ///< kGradients bytes added
+  int64_t optimizer = 0;      ///< kOptimizerState bytes added (AdamW's m and v)
+  int64_t grads_peak = 0;     ///< peak kGradients during the last step, less the bytes before
+  int64_t params_before = 0;  ///< kParameters bytes before the strategy was built
+  std::vector<ReportRow> rows;  ///< the strategy's report() after the last step
+};
+
+/// Called with the strategy and its model once the measurement is taken, while both are alive:
+/// for figures only one stage has (dynamic_cast the strategy to it), or an evaluation.
+using StrategyInspector = std::function<void(Strategy& strategy, const GPT& model)>;
+
+/// Collective over the factory's group. Builds the GPT of `config` and a fresh strategy with
+/// `make` (default AdamWConfig, `seed`), trains it for `steps` steps (step s on training batch s
+/// of /usr/share/games/fortunes sampled with `seed`; B = global_batch, T = config.ctx, this
+/// rank's batch_slice), and returns the bytes of the three model-state categories it added, its
+/// report() and Ψ. Then, as train_main ends a run, it calls finish() (a stage's end-of-run lines
+/// land in the test log), and last `inspect` when given. steps > 1 measures a step that runs with
+/// the optimizer state already allocated.
+OneStepMeasurement measure_one_step(const StrategyFactory& make, GPTConfig config,
+                                    int global_batch, uint64_t seed, int steps = 1,
+                                    const StrategyInspector& inspect = {});
+
+}  // namespace llmp
