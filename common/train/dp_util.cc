@@ -1,6 +1,7 @@
 #include "common/train/dp_util.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "common/tensor/memory.h"
 
@@ -50,6 +51,49 @@ std::vector<ReportRow> memory_rows(const MemoryPlan& plan, const char* params_te
       {"optimizer state", static_cast<double>(mt.current(MemCategory::kOptimizerState)),
        plan.optimizer, optimizer_text},
   };
+}
+
+double dp_eval_loss(const GPT& model, const float* params, const int32_t* tokens,
+                    const int32_t* targets, int global_batch, int T, const ProcessGroup& dp,
+                    MetricsReducer& metrics) {
+  const int B = global_batch / dp.size();  // this rank's sequences
+  const double local_mean = model.forward_loss(params, tokens, targets, B, T);
+  return metrics.sum(local_mean) / dp.size();  // equal slices: the mean of the means
+}
+
+void copy_replicated_state_out(const Tensor& params, AdamW& opt, float* params_out, float* m_out,
+                               float* v_out) {
+  std::memcpy(params_out, params.f32(), params.nbytes());
+  std::memcpy(m_out, opt.exp_avg().f32(), params.nbytes());
+  std::memcpy(v_out, opt.exp_avg_sq().f32(), params.nbytes());
+}
+
+void copy_replicated_state_in(Tensor& params, AdamW& opt, const float* params_in,
+                              const float* m_in, const float* v_in) {
+  std::memcpy(params.f32(), params_in, params.nbytes());
+  std::memcpy(opt.exp_avg().f32(), m_in, params.nbytes());
+  std::memcpy(opt.exp_avg_sq().f32(), v_in, params.nbytes());
+}
+
+void gather_shards_out(ProcessGroup& dp, const ShardLayout& shards,
+                       std::initializer_list<std::pair<const Tensor*, float*>> states) {
+  const int64_t psi = shards.psi, count = shards.count[dp.rank()];
+  Tensor full = Tensor::empty({psi}, DType::kF32, MemCategory::kCommBuffers);
+  for (const auto& [shard, out] : states) {
+    dp.all_gather_v(shard->narrow(0, count), full, shards.count);
+    std::memcpy(out, full.f32(), psi * sizeof(float));
+  }
+}
+
+void reduce_scatter_into_shard(ProcessGroup& dp, const ShardLayout& shards, int64_t a,
+                               const Tensor& g, Tensor& grad_shard) {
+  const int64_t b = a + g.numel();
+  const std::vector<int64_t> counts = shards.split_range(a, b);
+  const int r = dp.rank();
+  // Where this rank's part of [a, b) lands inside its shard (nothing when the range misses it).
+  const int64_t at = counts[r] > 0 ? std::max(a, shards.begin[r]) - shards.begin[r] : 0;
+  Tensor out = grad_shard.narrow(at, counts[r]);
+  dp.reduce_scatter_v(g, out, counts, ReduceOp::kSum);  // sends (N-1)/N · 4·(b - a)
 }
 
 }  // namespace llmp

@@ -1,13 +1,20 @@
 // Small pieces shared by the data-parallel stages: which sequences a rank reads, how a flat
-// buffer of Ψ elements is cut into N shards, and the loss average that is bookkeeping, not
-// algorithm (it goes over a separate communicator so CommStats shows only the technique's bytes).
+// buffer of Ψ elements is cut into N shards, the loss average that is bookkeeping, not
+// algorithm (it goes over a separate communicator so CommStats shows only the technique's bytes),
+// and the state copies of get_state/set_state (replicated: a memcpy; sharded: an all_gather).
+//
+// Glossary: Ψ parameter count, N ranks, S = ⌈Ψ/N⌉ shard size, B global batch, T sequence length.
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "common/comm/process_group.h"
+#include "common/nn/gpt.h"
+#include "common/optim/adamw.h"
 #include "common/plan/memory_planner.h"
 #include "common/train/strategy.h"
 
@@ -40,5 +47,35 @@ class MetricsReducer {
 /// Report rows for measured model-state memory (MemoryTracker, this process) against a plan.
 std::vector<ReportRow> memory_rows(const MemoryPlan& plan, const char* params_text,
                                    const char* grads_text, const char* optimizer_text);
+
+/// Mean loss (nats/token) of a global batch of B sequences split evenly over the N ranks of `dp`
+/// (the eval_loss of a data-parallel stage with full parameters on every rank): this rank's
+/// forward over its B/N sequences, tokens and targets (B/N, T), then the mean of the N local
+/// means, summed through `metrics` (not counted in CommStats). Collective over `dp`.
+double dp_eval_loss(const GPT& model, const float* params, const int32_t* tokens,
+                    const int32_t* targets, int global_batch, int T, const ProcessGroup& dp,
+                    MetricsReducer& metrics);
+
+/// Replicated model state (baseline, naive DP, DDP): this rank's copy is the full state. Copies
+/// the Ψ parameters and AdamW's m and v (Ψ floats each) out to the caller's buffers.
+void copy_replicated_state_out(const Tensor& params, AdamW& opt, float* params_out, float* m_out,
+                               float* v_out);
+/// The reverse: overwrites the parameters, m and v with the caller's full state (Ψ floats each).
+void copy_replicated_state_in(Tensor& params, AdamW& opt, const float* params_in,
+                              const float* m_in, const float* v_in);
+
+/// Sharded state (ZeRO): for each (shard, out) pair, all_gather_v every rank's valid part
+/// (count(r) floats at the start of its S-element shard) into the full Ψ floats at `out`, through
+/// one Ψ-float kCommBuffers scratch. Collective over `dp`.   sends (N-1)/N · 4Ψ per pair
+void gather_shards_out(ProcessGroup& dp, const ShardLayout& shards,
+                       std::initializer_list<std::pair<const Tensor*, float*>> states);
+
+/// The gradient `g` of the elements [a, a + numel(g)) of the flat Ψ buffer, summed over the
+/// ranks of `dp` with each rank receiving only the part inside its own shard, written at its
+/// place in `grad_shard` (S floats); nothing when the range misses the shard. Collective over
+/// `dp` (ZeRO-2/3: one call per unit as soon as its gradient is final).
+///                                                             sends (N-1)/N · 4·numel(g)
+void reduce_scatter_into_shard(ProcessGroup& dp, const ShardLayout& shards, int64_t a,
+                               const Tensor& g, Tensor& grad_shard);
 
 }  // namespace llmp

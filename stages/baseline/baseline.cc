@@ -1,7 +1,5 @@
 #include "stages/baseline/baseline.h"
 
-#include <cstring>
-
 #include "common/train/dp_util.h"
 
 namespace llmp {
@@ -30,16 +28,12 @@ double BaselineStrategy::eval_loss(const int32_t* tokens, const int32_t* targets
 }
 
 void BaselineStrategy::get_state(float* params, float* exp_avg, float* exp_avg_sq) {
-  std::memcpy(params, params_.f32(), params_.nbytes());
-  std::memcpy(exp_avg, opt_.exp_avg().f32(), params_.nbytes());
-  std::memcpy(exp_avg_sq, opt_.exp_avg_sq().f32(), params_.nbytes());
+  copy_replicated_state_out(params_, opt_, params, exp_avg, exp_avg_sq);
 }
 
 void BaselineStrategy::set_state(const float* params, const float* exp_avg,
                                  const float* exp_avg_sq) {
-  std::memcpy(params_.f32(), params, params_.nbytes());
-  std::memcpy(opt_.exp_avg().f32(), exp_avg, params_.nbytes());
-  std::memcpy(opt_.exp_avg_sq().f32(), exp_avg_sq, params_.nbytes());
+  copy_replicated_state_in(params_, opt_, params, exp_avg, exp_avg_sq);
 }
 
 std::vector<ReportRow> BaselineStrategy::report() const {

@@ -1,7 +1,6 @@
 #include "stages/ddp/ddp.h"
 
 #include <cstdio>
-#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -123,21 +122,15 @@ double DDPStrategy::train_step(const int32_t* tokens, const int32_t* targets, in
 
 double DDPStrategy::eval_loss(const int32_t* tokens, const int32_t* targets, int global_batch,
                               int T) {
-  const int B = global_batch / dp_.size();
-  const double local_mean = model_.forward_loss(params_.f32(), tokens, targets, B, T);
-  return metrics_.sum(local_mean) / dp_.size();  // equal slices: the mean of the means
+  return dp_eval_loss(model_, params_.f32(), tokens, targets, global_batch, T, dp_, metrics_);
 }
 
 void DDPStrategy::get_state(float* params, float* exp_avg, float* exp_avg_sq) {
-  std::memcpy(params, params_.f32(), params_.nbytes());
-  std::memcpy(exp_avg, opt_.exp_avg().f32(), params_.nbytes());
-  std::memcpy(exp_avg_sq, opt_.exp_avg_sq().f32(), params_.nbytes());
+  copy_replicated_state_out(params_, opt_, params, exp_avg, exp_avg_sq);  // replicated
 }
 
 void DDPStrategy::set_state(const float* params, const float* exp_avg, const float* exp_avg_sq) {
-  std::memcpy(params_.f32(), params, params_.nbytes());
-  std::memcpy(opt_.exp_avg().f32(), exp_avg, params_.nbytes());
-  std::memcpy(opt_.exp_avg_sq().f32(), exp_avg_sq, params_.nbytes());
+  copy_replicated_state_in(params_, opt_, params, exp_avg, exp_avg_sq);
 }
 
 std::vector<ReportRow> DDPStrategy::report() const {

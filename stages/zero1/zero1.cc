@@ -1,7 +1,6 @@
 #include "stages/zero1/zero1.h"
 
 #include <cstring>
-#include <utility>
 
 namespace llmp {
 
@@ -55,20 +54,13 @@ double Zero1Strategy::train_step(const int32_t* tokens, const int32_t* targets, 
 
 double Zero1Strategy::eval_loss(const int32_t* tokens, const int32_t* targets, int global_batch,
                                 int T) {
-  const int B = global_batch / dp_.size();
-  const double local_mean = model_.forward_loss(params_.f32(), tokens, targets, B, T);
-  return metrics_.sum(local_mean) / dp_.size();  // equal slices: mean of means
+  return dp_eval_loss(model_, params_.f32(), tokens, targets, global_batch, T, dp_, metrics_);
 }
 
 void Zero1Strategy::get_state(float* params, float* exp_avg, float* exp_avg_sq) {
-  const int64_t psi = shards_.psi, count = shards_.count[dp_.rank()];
-  std::memcpy(params, params_.f32(), psi * sizeof(float));
+  std::memcpy(params, params_.f32(), shards_.psi * sizeof(float));
   // Adam's m and v are sharded: gather them (sends (N-1)/N · 4Ψ each; not part of a step).
-  Tensor full = Tensor::empty({psi}, DType::kF32, MemCategory::kCommBuffers);
-  for (auto [src, dst] : {std::pair{&opt_.exp_avg(), exp_avg}, {&opt_.exp_avg_sq(), exp_avg_sq}}) {
-    dp_.all_gather_v(src->narrow(0, count), full, shards_.count);
-    std::memcpy(dst, full.f32(), psi * sizeof(float));
-  }
+  gather_shards_out(dp_, shards_, {{&opt_.exp_avg(), exp_avg}, {&opt_.exp_avg_sq(), exp_avg_sq}});
 }
 
 void Zero1Strategy::set_state(const float* params, const float* exp_avg,

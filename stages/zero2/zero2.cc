@@ -21,13 +21,8 @@ BatchSlice Zero2Strategy::batch_slice(int global_batch) const {
 }
 
 void Zero2Strategy::reduce_scatter_unit(int u, const Tensor& g) {
-  const int64_t a = model_.layout().unit_offset(u), b = a + model_.layout().unit_numel(u);
-  const std::vector<int64_t> counts = shards_.split_range(a, b);
-  const int r = dp_.rank();
-  // Where this rank's part of [a, b) lands inside its shard (nothing when the unit misses it).
-  const int64_t at = counts[r] > 0 ? std::max(a, shards_.begin[r]) - shards_.begin[r] : 0;
-  Tensor out = grad_shard_.narrow(at, counts[r]);
-  dp_.reduce_scatter_v(g, out, counts, ReduceOp::kSum);  // sends (N-1)/N · 4·numel(u)
+  // Σ_ranks of unit u's gradient; this rank keeps its shard's part. sends (N-1)/N · 4·numel(u)
+  reduce_scatter_into_shard(dp_, shards_, model_.layout().unit_offset(u), g, grad_shard_);
 }
 
 double Zero2Strategy::train_step(const int32_t* tokens, const int32_t* targets, int global_batch,
@@ -91,19 +86,13 @@ double Zero2Strategy::train_step(const int32_t* tokens, const int32_t* targets, 
 
 double Zero2Strategy::eval_loss(const int32_t* tokens, const int32_t* targets, int global_batch,
                                 int T) {
-  const int B = global_batch / dp_.size();
-  const double local_mean = model_.forward_loss(params_.f32(), tokens, targets, B, T);
-  return metrics_.sum(local_mean) / dp_.size();
+  return dp_eval_loss(model_, params_.f32(), tokens, targets, global_batch, T, dp_, metrics_);
 }
 
 void Zero2Strategy::get_state(float* params, float* exp_avg, float* exp_avg_sq) {
-  const int64_t psi = shards_.psi, count = shards_.count[dp_.rank()];
-  std::memcpy(params, params_.f32(), psi * sizeof(float));
-  Tensor full = Tensor::empty({psi}, DType::kF32, MemCategory::kCommBuffers);
-  for (auto [src, dst] : {std::pair{&opt_.exp_avg(), exp_avg}, {&opt_.exp_avg_sq(), exp_avg_sq}}) {
-    dp_.all_gather_v(src->narrow(0, count), full, shards_.count);
-    std::memcpy(dst, full.f32(), psi * sizeof(float));
-  }
+  std::memcpy(params, params_.f32(), shards_.psi * sizeof(float));
+  // Adam's m and v are sharded: gather them (sends (N-1)/N · 4Ψ each; not part of a step).
+  gather_shards_out(dp_, shards_, {{&opt_.exp_avg(), exp_avg}, {&opt_.exp_avg_sq(), exp_avg_sq}});
 }
 
 void Zero2Strategy::set_state(const float* params, const float* exp_avg,

@@ -57,13 +57,8 @@ BatchSlice Zero3Strategy::batch_slice(int global_batch) const {
 }
 
 void Zero3Strategy::reduce_scatter_unit(int u, const Tensor& g) {
-  const int64_t a = model_.layout().unit_offset(u), b = a + model_.layout().unit_numel(u);
-  const std::vector<int64_t> counts = shards_.split_range(a, b);
-  const int r = dp_.rank();
-  // Where this rank's part of [a, b) lands inside its shard (nothing when the unit misses it).
-  const int64_t at = counts[r] > 0 ? std::max(a, shards_.begin[r]) - shards_.begin[r] : 0;
-  Tensor out = grad_shard_.narrow(at, counts[r]);
-  dp_.reduce_scatter_v(g, out, counts, ReduceOp::kSum);  // sends (N-1)/N · 4·n_u
+  // Σ_ranks of unit u's gradient; this rank keeps the part inside its shard. sends (N-1)/N · 4·n_u
+  reduce_scatter_into_shard(dp_, shards_, model_.layout().unit_offset(u), g, grad_shard_);
 }
 
 double Zero3Strategy::run_schedule(const int32_t* tokens, const int32_t* targets, int B, int T,
@@ -167,15 +162,10 @@ double Zero3Strategy::eval_loss(const int32_t* tokens, const int32_t* targets, i
 }
 
 void Zero3Strategy::get_state(float* params, float* exp_avg, float* exp_avg_sq) {
-  const int64_t psi = shards_.psi, count = shards_.count[dp_.rank()];
   // Everything is sharded: gather each state (sends (N-1)/N · 4Ψ each; not part of a step).
-  Tensor full = Tensor::empty({psi}, DType::kF32, MemCategory::kCommBuffers);
-  const std::pair<Tensor*, float*> states[] = {
-      {&param_shard_, params}, {&opt_.exp_avg(), exp_avg}, {&opt_.exp_avg_sq(), exp_avg_sq}};
-  for (const auto& [src, dst] : states) {
-    dp_.all_gather_v(src->narrow(0, count), full, shards_.count);
-    std::memcpy(dst, full.f32(), psi * sizeof(float));
-  }
+  gather_shards_out(dp_, shards_, {{&param_shard_, params},
+                                   {&opt_.exp_avg(), exp_avg},
+                                   {&opt_.exp_avg_sq(), exp_avg_sq}});
 }
 
 void Zero3Strategy::set_state(const float* params, const float* exp_avg,
