@@ -11,7 +11,8 @@
 gives cc_test targets process_group_test_np1 ... _np4 (each runs its binary with --ranks=N, which
 //common/testing:mpi_gtest_main turns into `mpiexec -n N`), and a test_suite process_group_test
 holding them all. The sources are compiled once, into a testonly cc_library that every size links.
-A generated binary also runs by hand: bazel-bin/<pkg>/<name>_np4 (or with --ranks=N to override).
+A generated binary also runs by hand, but then pass the size yourself: bazel-bin/<pkg>/<name>_np4
+--ranks=4 (the --ranks argument comes from Bazel; without it the binary runs on one rank).
 
 Sandboxing: hydra's mpiexec runs fine in Bazel's sandboxes (it forks its proxies locally and
 talks to them over localhost sockets; MPICH/UCX shared memory lives in /dev/shm, which stays
@@ -56,5 +57,6 @@ def mpi_test(name, srcs, deps = [], ranks = [1, 2, 3, 4], size = "medium", tags 
         )
         tests.append(":" + test)
 
-    # No tags here: a test_suite's tags filter its tests instead of labelling the suite.
-    native.test_suite(name = name, tests = tests)
+    # A test_suite's tags filter its tests rather than label the suite, except "manual", which
+    # keeps the suite itself out of `//...` (a suite naming manual tests would otherwise run them).
+    native.test_suite(name = name, tests = tests, tags = ["manual"] if "manual" in tags else [])

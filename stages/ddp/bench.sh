@@ -2,8 +2,11 @@
 # Throughput of naive DP and DDP on the `mini` model next to PyTorch's DDP (a benchmark, not a
 # test: the numbers depend on the machine and on what else runs on it).
 #
-#   stages/ddp/bench.sh                 # 2 and 4 ranks, 30 steps each
-#   STEPS=50 RANKS="2" stages/ddp/bench.sh
+#   stages/ddp/bench.sh                 # 2 and 4 ranks, 30 steps each, 3 rounds
+#   STEPS=50 RANKS="2" REPEAT=5 stages/ddp/bench.sh
+#
+# naive_dp and ddp alternate within each round (so both see the same background load) and the
+# summary compares their medians over the rounds.
 #
 # Every run: mini (Ψ = 834,304), global batch B = 16 sequences of T = 64 tokens, one thread per
 # rank, no validation. Printed per run: tokens/s and ms per step (train_main's "done:" line,
@@ -17,6 +20,7 @@ root="$(git rev-parse --show-toplevel)"
 cd "$root"
 steps="${STEPS:-30}"
 ranks="${RANKS:-2 4}"
+repeat="${REPEAT:-3}"
 peer="$root/../shared/bench/peer_torch.py"
 
 bazel build -c opt //stages/naive_dp:train //stages/ddp:train >&2
@@ -39,15 +43,26 @@ run() {
   ms="$(sed -E 's/.* ([0-9.]+) ms\/step.*/\1/' <<<"$done_line")"
   extra="$(grep -m1 -E '^\[rank 0\] (ddp|naive_dp):' <<<"$out" | sed -E 's/^\[rank 0\] //' || true)"
   printf '%-9s N=%d %-28s %8s tokens/s %7s ms/step | %s\n' "$stage" "$n" "$*" "$tok" "$ms" "$extra"
-  echo "$tok"  >"$tmp/$stage.$n"
+  echo "$tok" >>"$tmp/$stage.$n"
 }
 
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 echo "mini, B=16, T=64, $steps steps, 1 thread per rank, $(nproc) cores"
+for ((round = 1; round <= repeat; round++)); do
+  for n in $ranks; do
+    run naive_dp "$n"
+    run ddp "$n"
+  done
+done
+
+median() { sort -g "$1" | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 for n in $ranks; do
-  run naive_dp "$n"
-  run ddp "$n"
+  a="$(median "$tmp/naive_dp.$n")"
+  b="$(median "$tmp/ddp.$n")"
+  awk -v a="$a" -v b="$b" -v n="$n" -v r="$repeat" 'BEGIN {
+    printf "N=%d, median of %d rounds: naive_dp %.0f tokens/s, ddp %.0f tokens/s: ddp step time %.1f%% lower\n",
+           n, r, a, b, 100 * (1 - a / b) }'
 done
 
 if [[ ! -f "$peer" ]]; then
@@ -60,7 +75,7 @@ else
   echo "pytorch   N=2 DDP (gloo)                     $line"
   torch_tok="$(sed -E 's/.*tokens_per_s=([0-9.]+).*/\1/' <<<"$line")"
   if [[ -f "$tmp/ddp.2" ]]; then
-    awk -v a="$(cat "$tmp/ddp.2")" -v b="$torch_tok" \
+    awk -v a="$(median "$tmp/ddp.2")" -v b="$torch_tok" \
       'BEGIN { printf "ddp / PyTorch DDP on 2 ranks: %.1fx tokens/s\n", a / b }'
   fi
 fi
