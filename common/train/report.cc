@@ -21,16 +21,11 @@ bool report_row_ok(const ReportRow& row) {
   return std::fabs(row.measured - row.formula) <= 1e-9 * std::max(1.0, std::fabs(row.formula));
 }
 
-void print_report(ProcessGroup& group, const std::string& stage, int64_t psi,
-                  const std::vector<ReportRow>& rows) {
-  const int N = group.size(), n = static_cast<int>(rows.size());
-  // Bookkeeping traffic: MPI directly on the communicator, not the group's counted collectives.
-  std::vector<double> mine(2 * n), all(2 * n * N);
-  for (int i = 0; i < n; ++i) mine[2 * i] = rows[i].measured, mine[2 * i + 1] = rows[i].formula;
-  MPI_CHECK(MPI_Gather(mine.data(), 2 * n, MPI_DOUBLE, all.data(), 2 * n, MPI_DOUBLE, 0,
-                       group.comm()));
-  if (group.rank() != 0) return;
-
+namespace {
+// Rank 0's part of print_report: `all` holds every rank's (measured, formula) pairs, rank-major.
+void print_table(const std::string& stage, int N, int64_t psi, const std::vector<ReportRow>& rows,
+                 const std::vector<double>& all) {
+  const int n = static_cast<int>(rows.size());
   std::printf("\n%s: per-rank memory and communication, measured (formula), N = %d, Ψ = %lld\n",
               stage.c_str(), N, static_cast<long long>(psi));
   std::printf("%s%s", pad("", 30).c_str(), pad("formula", 34).c_str());
@@ -52,6 +47,21 @@ void print_report(ProcessGroup& group, const std::string& stage, int64_t psi,
     std::printf("%s%s %.0f", i ? ", " : "", rows[i].what.c_str(), all[2 * i]);
   std::printf(" on rank 0)\n");
   std::fflush(stdout);
+}
+}  // namespace
+
+void print_report(ProcessGroup& group, const std::string& stage, int64_t psi,
+                  const std::vector<ReportRow>& rows) {
+  const int N = group.size(), n = static_cast<int>(rows.size());
+  // Bookkeeping traffic: MPI directly on the communicator, not the group's counted collectives.
+  std::vector<double> mine(2 * n), all(2 * n * N);
+  for (int i = 0; i < n; ++i) mine[2 * i] = rows[i].measured, mine[2 * i + 1] = rows[i].formula;
+  MPI_CHECK(MPI_Gather(mine.data(), 2 * n, MPI_DOUBLE, all.data(), 2 * n, MPI_DOUBLE, 0,
+                       group.comm()));
+  if (group.rank() == 0) print_table(stage, N, psi, rows, all);
+  // No rank returns before the table is out, so that what ranks print next (Strategy::finish)
+  // does not land inside it.
+  MPI_CHECK(MPI_Barrier(group.comm()));
 }
 
 }  // namespace llmp

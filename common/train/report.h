@@ -16,6 +16,7 @@ bool report_row_ok(const ReportRow& row);
 
 /// Gathers every rank's rows (the same `what` list on every rank) and prints on rank 0:
 ///   what | formula | per rank "measured (expected)" | ok / DIFFERS
+/// Returns on every rank once rank 0 has printed and flushed the table.
 void print_report(ProcessGroup& group, const std::string& stage, int64_t psi,
                   const std::vector<ReportRow>& rows);
 
