@@ -39,7 +39,7 @@ StageSpec pipeline_stage_spec(const PipelineStageOptions& o) {
   spec.summary = o.summary;
   spec.default_world_size = o.default_world_size;
   spec.default_layers = o.default_layers;
-  spec.supports_trace = true;  // report() writes --trace (pipeline_strategy.h)
+  spec.supports_trace = true;  // finish() writes --trace (pipeline_strategy.h)
   spec.splits_batch_over_ranks = false;  // every stage sees all B sequences (as micro-batches)
   spec.add_flags = [opts](CLI::App& app) {
     if (opts->micro_batches_flag)

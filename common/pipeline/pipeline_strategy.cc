@@ -1,5 +1,5 @@
 // PipelineStrategy (see pipeline_strategy.h): state layout, the step around the executor, and
-// the end-of-training timeline.
+// the end-of-training timeline (finish()).
 #include "common/pipeline/pipeline_strategy.h"
 
 #include <cstdio>
@@ -191,28 +191,30 @@ std::vector<ReportRow> PipelineStrategy::report() const {
        expected_activation_bytes(last_B_, last_T_), "4bTk(16C+HT+4), k=L/(pv)"},
       {"sent per step", last_step_bytes_, expected_bytes_per_step(last_B_, last_T_),
        "sends·4bTC + 4VC (wte ranks)"}};
-  if (pp_.rank() == 0 && !last_spans_.empty()) {  // the end-of-training hook (see header)
-    const ExecutorStats& st = exec_->stats();
-    std::printf("\n%s\n", render_spans(last_spans_, schedule_.p, 160,
-                                       schedule_.name + " p=" + std::to_string(schedule_.p) +
-                                           " m=" + std::to_string(schedule_.m) + " v=" +
-                                           std::to_string(schedule_.v) +
-                                           ", last step as measured (rank 0 clock)")
-                              .c_str());
-    std::printf("bubble fraction: measured %.4f, simulated %.4f with unit costs (F = B = 1)\n",
-                measured_bubble_fraction(), sim_.bubble_fraction);
-    std::printf("rank 0 activations: peak %s (MemoryTracker), %d micro-batch·chunks in flight "
-                "(simulated %d) × %s stored per forward\n",
-                format_bytes(double(st.peak_activation_bytes)).c_str(), st.peak_in_flight,
-                sim_.peak_in_flight.at(0), format_bytes(double(st.stored_per_forward)).c_str());
-    if (!trace_path_.empty()) {
-      write_trace(trace_path_, trace_spans_, schedule_.p);
-      std::printf("trace: %s (%zu spans; open in ui.perfetto.dev)\n", trace_path_.c_str(),
-                  trace_spans_.size());
-    }
-    std::fflush(stdout);
-  }
   return rows;
+}
+
+void PipelineStrategy::finish() {
+  if (pp_.rank() != 0 || last_spans_.empty()) return;  // rank 0 holds the gathered spans
+  const ExecutorStats& st = exec_->stats();
+  std::printf("\n%s\n", render_spans(last_spans_, schedule_.p, 160,
+                                     schedule_.name + " p=" + std::to_string(schedule_.p) +
+                                         " m=" + std::to_string(schedule_.m) + " v=" +
+                                         std::to_string(schedule_.v) +
+                                         ", last step as measured (rank 0 clock)")
+                            .c_str());
+  std::printf("bubble fraction: measured %.4f, simulated %.4f with unit costs (F = B = 1)\n",
+              measured_bubble_fraction(), sim_.bubble_fraction);
+  std::printf("rank 0 activations: peak %s (MemoryTracker), %d micro-batch·chunks in flight "
+              "(simulated %d) × %s stored per forward\n",
+              format_bytes(double(st.peak_activation_bytes)).c_str(), st.peak_in_flight,
+              sim_.peak_in_flight.at(0), format_bytes(double(st.stored_per_forward)).c_str());
+  if (!trace_path_.empty()) {
+    write_trace(trace_path_, trace_spans_, schedule_.p);
+    std::printf("trace: %s (%zu spans; open in ui.perfetto.dev)\n", trace_path_.c_str(),
+                trace_spans_.size());
+  }
+  std::fflush(stdout);
 }
 
 }  // namespace llmp

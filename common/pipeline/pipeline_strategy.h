@@ -19,9 +19,9 @@
 // Traffic per rank and step: 4·b·T·C bytes per send_forward and per send_backward of its
 // schedule (m·v of each, minus the ends of the pipe), plus 4VC on the two embedding ranks.
 //
-// At the end of training (report(), which train_main calls once), rank 0 prints the ASCII
-// timeline of the last step as measured, with the measured and simulated bubble fractions, and
-// writes the Chrome trace of the recorded steps when a trace path was given.
+// At the end of training (finish(), which train_main calls once, after the report table), rank 0
+// prints the ASCII timeline of the last step as measured, with the measured and simulated bubble
+// fractions, and writes the Chrome trace of the recorded steps when a trace path was given.
 //
 // Glossary: p pipeline stages (= ranks), m micro-batches, v chunks per rank, B global batch,
 // b = B/m, T sequence length, C channels, V vocab, Ψ_r parameters held by rank r.
@@ -50,7 +50,7 @@ class PipelineStrategy : public Strategy {
   /// Collective over `pp`. Fails on every rank with one line (all_ranks_ok, exit 2) when the
   /// schedule's p differs from pp.size(), the layers do not divide into p·v virtual stages, or
   /// the simulator rejects the schedule. Every rank initialises the full model from `seed` and
-  /// keeps its part. trace_path: where report() writes the Chrome trace ("" = none).
+  /// keeps its part. trace_path: where finish() writes the Chrome trace ("" = none).
   PipelineStrategy(const GPT& model, ProcessGroup& pp, AdamWConfig opt, uint64_t seed,
                    Schedule schedule, std::string trace_path = "");
   ~PipelineStrategy() override;
@@ -63,10 +63,12 @@ class PipelineStrategy : public Strategy {
                    int T) override;
   void get_state(float* params, float* exp_avg, float* exp_avg_sq) override;
   void set_state(const float* params, const float* exp_avg, const float* exp_avg_sq) override;
-  /// Memory (parameters, gradients, optimizer state, activation peak) and bytes sent, next to
-  /// their closed forms. On rank 0 it also prints the last step's measured timeline and writes
-  /// the trace (the end-of-training hook).
+  /// Memory (parameters, gradients, optimizer state, activations per micro-batch) and bytes
+  /// sent, next to their closed forms.
   std::vector<ReportRow> report() const override;
+  /// Rank 0 prints the last step's measured timeline, the measured and simulated bubble
+  /// fractions and its activation peak, and writes the trace when a trace path was given.
+  void finish() override;
 
   const Schedule& schedule() const { return schedule_; }
   const GPTPartition& partition() const { return *part_; }

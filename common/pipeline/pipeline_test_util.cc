@@ -90,7 +90,7 @@ ProbeResult probe(const PipelineFactory& make, int m, int steps) {
     sample(corpus.train(), cfg.seed, step, 0, B, T, tok.data(), tgt.data());
     s->train_step(tok.data(), tgt.data(), B, T, step);
   }
-  s->report();  // rank 0 prints the last step's measured timeline
+  s->finish();  // rank 0 prints the last step's measured timeline
   ProbeResult r;
   r.sim = s->simulated();
   r.stats = s->last_stats();

@@ -52,7 +52,7 @@ struct ProbeResult {
 double state_and_eval_check(const PipelineFactory& make, int m, int steps = 3);
 
 /// Collective. Trains `steps` steps of a fresh strategy (the pipeline_equivalence_config model)
-/// and returns the last one's figures; rank 0 prints the measured timeline (report()).
+/// and returns the last one's figures; rank 0 prints the measured timeline (finish()).
 ProbeResult probe(const PipelineFactory& make, int m, int steps = 2);
 
 }  // namespace testing

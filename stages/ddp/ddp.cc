@@ -140,9 +140,12 @@ std::vector<ReportRow> DDPStrategy::report() const {
       memory_rows(plan_memory(DPStage::kDDP, psi, N, Precision::fp32()), "4Ψ", "4Ψ", "8Ψ");
   rows.push_back({"sent per step", last_step_bytes_,
                   plan_bytes_per_step(DPStage::kDDP, psi, N, 4.0), "2(N-1)/N·4Ψ"});
+  return rows;
+}
+
+void DDPStrategy::finish() {
   log_all_ranks("ddp: {} buckets of ≥ {} MiB | {}", buckets_.size(), options_.bucket_mb,
                 meter_.summary());
-  return rows;
 }
 
 }  // namespace llmp

@@ -64,10 +64,11 @@ class DDPStrategy : public Strategy {
                    int T) override;
   void get_state(float* params, float* exp_avg, float* exp_avg_sq) override;
   void set_state(const float* params, const float* exp_avg, const float* exp_avg_sq) override;
-  /// Memory rows (4Ψ, 4Ψ, 8Ψ) and bytes sent in the last step against 2(N-1)/N·4Ψ. Also prints,
-  /// on every rank, the OverlapMeter summary ("hidden communication: X% of Y ms"): the table
-  /// has bytes columns only.
+  /// Memory rows (4Ψ, 4Ψ, 8Ψ) and bytes sent in the last step against 2(N-1)/N·4Ψ.
   std::vector<ReportRow> report() const override;
+  /// Prints, on every rank, the OverlapMeter summary ("hidden communication: X% of Y ms"): the
+  /// table has bytes columns only.
+  void finish() override;
 
   const std::vector<Bucket>& buckets() const { return buckets_; }
   /// Bytes sent during each of the K micro-steps of the last step (0 for all but the last).

@@ -71,11 +71,14 @@ std::vector<ReportRow> NaiveDPStrategy::report() const {
                           "8Ψ");
   rows.push_back({"sent per step", last_step_bytes_,
                   plan_bytes_per_step(DPStage::kNaiveDP, psi, N, 4.0), "2(N-1)/N·4Ψ"});
+  return rows;
+}
+
+void NaiveDPStrategy::finish() {
   // Time is not bytes: a line of its own (compare with DDP's "hidden communication").
   log_all_ranks("naive_dp: blocking all_reduce {:.2f} ms per step, all of it exposed (mean of {} "
                 "steps)",
                 mean_all_reduce_ms(), steps_);
-  return rows;
 }
 
 }  // namespace llmp

@@ -44,9 +44,11 @@ class NaiveDPStrategy : public Strategy {
                    int T) override;
   void get_state(float* params, float* exp_avg, float* exp_avg_sq) override;
   void set_state(const float* params, const float* exp_avg, const float* exp_avg_sq) override;
-  /// Memory rows (4Ψ, 4Ψ, 8Ψ), bytes sent in the last step against 2(N-1)/N·4Ψ, and the mean
-  /// wall time of the blocking all_reduce (all of it exposed: nothing runs beside it).
+  /// Memory rows (4Ψ, 4Ψ, 8Ψ) and bytes sent in the last step against 2(N-1)/N·4Ψ.
   std::vector<ReportRow> report() const override;
+  /// Prints, on every rank, the mean wall time of the blocking all_reduce (all of it exposed:
+  /// nothing runs beside it).
+  void finish() override;
 
   /// Bytes this rank sent during the last train_step (CommStats delta).
   double last_step_bytes() const { return last_step_bytes_; }
