@@ -1,6 +1,8 @@
 // Test helpers of the pipeline stages (see pipeline_test_util.h).
 #include "common/pipeline/pipeline_test_util.h"
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -35,6 +37,15 @@ EquivalenceResult pipeline_equivalence(const PipelineFactory& make, int m) {
         return make(model, pp, opt, seed, m);
       },
       pp, pipeline_equivalence_config());
+}
+
+void expect_matches_baseline(const PipelineFactory& make, std::initializer_list<int> ms,
+                             double max_rel) {
+  for (int m : ms) {
+    const EquivalenceResult r = pipeline_equivalence(make, m);
+    EXPECT_LE(r.max_loss_rel, max_rel) << "m = " << m;
+    EXPECT_LE(r.max_param_rel, max_rel) << "m = " << m << ", worst tensor " << r.worst_param;
+  }
 }
 
 double state_and_eval_check(const PipelineFactory& make, int m, int steps) {
@@ -100,6 +111,13 @@ ProbeResult probe(const PipelineFactory& make, int m, int steps) {
   r.expected_stored = s->expected_activation_bytes(B, T);
   r.rank = pp.rank(), r.p = pp.size(), r.m = m, r.v = s->schedule().v;
   return r;
+}
+
+void expect_bytes_match_schedule(const PipelineFactory& make, const std::string& stage, int m) {
+  const ProbeResult r = probe(make, m);
+  std::printf("%s rank %d sent %.0f bytes in one step, formula %.0f\n", stage.c_str(), r.rank,
+              r.bytes, r.expected_bytes);
+  EXPECT_DOUBLE_EQ(r.bytes, r.expected_bytes);
 }
 
 }  // namespace testing

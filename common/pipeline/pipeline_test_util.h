@@ -1,6 +1,7 @@
 // Test helpers shared by the pipeline stages' tests (gpipe, 1f1b, interleaved_1f1b, zero_bubble,
 // naive_pp): the equivalence run against the single-rank baseline, and a short "probe" run that
 // returns what one step measured (spans, bubble, activation memory, bytes) next to the simulator.
+// The expect_* helpers run one of those and check it with gtest's EXPECT (non-fatal).
 //
 // The model: the tiny preset with L = 8 layers, so that p·v = 2, 4 or 8 virtual stages all
 // divide it; global batch B = 16 (divisible by m = 1, 4 and 8), T = 16, 10 steps.
@@ -9,6 +10,7 @@
 #pragma once
 
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -33,6 +35,12 @@ EquivalenceConfig pipeline_equivalence_config();
 /// Collective. run_against_baseline for the stage with m micro-batches (prints a header line).
 EquivalenceResult pipeline_equivalence(const PipelineFactory& make, int m);
 
+/// Collective. pipeline_equivalence for each m of `ms`; expects the largest relative difference
+/// of the losses and of the parameters to be at most `max_rel` (failures name m, and the worst
+/// tensor for the parameters).
+void expect_matches_baseline(const PipelineFactory& make, std::initializer_list<int> ms,
+                             double max_rel);
+
 /// What one rank measured in the last of a few steps of a fresh strategy.
 struct ProbeResult {
   SimResult sim;                  ///< the schedule with unit costs
@@ -54,6 +62,11 @@ double state_and_eval_check(const PipelineFactory& make, int m, int steps = 3);
 /// Collective. Trains `steps` steps of a fresh strategy (the pipeline_equivalence_config model)
 /// and returns the last one's figures; rank 0 prints the measured timeline (finish()).
 ProbeResult probe(const PipelineFactory& make, int m, int steps = 2);
+
+/// Collective. probe(make, m); every rank prints "<stage> rank r sent X bytes in one step,
+/// formula Y" and expects the bytes it sent in the last step to equal
+/// PipelineStrategy::expected_bytes_per_step (sends·4bTC + 4VC on the embedding ranks).
+void expect_bytes_match_schedule(const PipelineFactory& make, const std::string& stage, int m);
 
 }  // namespace testing
 }  // namespace llmp

@@ -23,11 +23,7 @@ std::unique_ptr<PipelineStrategy> make(const GPT& model, ProcessGroup& pp, AdamW
 }
 
 TEST(GPipe, MatchesBaselineAfterTenSteps) {
-  for (int m : {1, 4, 8}) {
-    const EquivalenceResult r = testing::pipeline_equivalence(make, m);
-    EXPECT_LE(r.max_loss_rel, 1e-5) << "m = " << m;
-    EXPECT_LE(r.max_param_rel, 1e-5) << "m = " << m << ", worst tensor " << r.worst_param;
-  }
+  testing::expect_matches_baseline(make, {1, 4, 8}, /*max_rel=*/1e-5);
 }
 
 TEST(GPipe, BubbleIsPMinusOneOverMPlusPMinusOne) {
@@ -62,10 +58,7 @@ TEST(GPipe, EveryRankHoldsAllMicroBatches) {
 }
 
 TEST(GPipe, BytesSentPerStepMatchTheSchedule) {
-  const testing::ProbeResult r = testing::probe(make, 4);
-  std::printf("gpipe rank %d sent %.0f bytes in one step, formula %.0f\n", r.rank, r.bytes,
-              r.expected_bytes);
-  EXPECT_DOUBLE_EQ(r.bytes, r.expected_bytes);
+  testing::expect_bytes_match_schedule(make, "gpipe", /*m=*/4);
 }
 
 // The child job of ScheduleForOtherRanksIsRejected: a 4-stage schedule on 2 ranks.

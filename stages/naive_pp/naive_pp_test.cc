@@ -17,9 +17,7 @@ std::unique_ptr<PipelineStrategy> make(const GPT& model, ProcessGroup& pp, AdamW
 }
 
 TEST(NaivePP, MatchesBaselineAfterTenSteps) {
-  const EquivalenceResult r = testing::pipeline_equivalence(make, 1);
-  EXPECT_LE(r.max_loss_rel, 1e-5);
-  EXPECT_LE(r.max_param_rel, 1e-5) << "worst tensor " << r.worst_param;
+  testing::expect_matches_baseline(make, {1}, /*max_rel=*/1e-5);
 }
 
 TEST(NaivePP, OneRankBusyAtATime) {

@@ -21,11 +21,7 @@ std::unique_ptr<PipelineStrategy> make(const GPT& model, ProcessGroup& pp, AdamW
 }
 
 TEST(ZeroBubble, MatchesBaselineAfterTenSteps) {
-  for (int m : {1, 4, 8}) {
-    const EquivalenceResult r = testing::pipeline_equivalence(make, m);
-    EXPECT_LE(r.max_loss_rel, 1e-5) << "m = " << m;
-    EXPECT_LE(r.max_param_rel, 1e-5) << "m = " << m << ", worst tensor " << r.worst_param;
-  }
+  testing::expect_matches_baseline(make, {1, 4, 8}, /*max_rel=*/1e-5);
 }
 
 TEST(ZeroBubble, BubbleIsAThirdOfOneFOneB) {
@@ -69,10 +65,7 @@ TEST(ZeroBubble, InFlightMicroBatchesAsOneFOneBRankZero) {
 }
 
 TEST(ZeroBubble, BytesSentPerStepMatchTheSchedule) {
-  const testing::ProbeResult r = testing::probe(make, 8);
-  std::printf("zb_h1 rank %d sent %.0f bytes in one step, formula %.0f\n", r.rank, r.bytes,
-              r.expected_bytes);
-  EXPECT_DOUBLE_EQ(r.bytes, r.expected_bytes);
+  testing::expect_bytes_match_schedule(make, "zb_h1", /*m=*/8);
 }
 
 TEST(ZeroBubble, StateRoundTripAndValidationLoss) {
