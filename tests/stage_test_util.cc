@@ -1,6 +1,8 @@
 // Test helpers of the data-parallel stages (see stage_test_util.h).
 #include "tests/stage_test_util.h"
 
+#include <gtest/gtest.h>
+
 #include <memory>
 #include <stdexcept>
 
@@ -13,6 +15,11 @@ namespace llmp {
 ProcessGroup& test_world() {
   static const std::shared_ptr<ProcessGroup> w = ProcessGroup::world();
   return *w;
+}
+
+void expect_equivalent(const EquivalenceResult& r, double max_rel) {
+  EXPECT_LE(r.max_loss_rel, max_rel);
+  EXPECT_LE(r.max_param_rel, max_rel) << "worst tensor " << r.worst_param;
 }
 
 const ReportRow& report_row(const std::vector<ReportRow>& rows, const std::string& what) {

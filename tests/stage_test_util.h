@@ -1,8 +1,8 @@
 // Test helpers shared by the data-parallel stages' tests (naive_dp, ddp, zero1, zero2, zero3):
-// one world group for the whole test binary, a report row by name, and a short training run of a
-// fresh strategy that measures the model-state bytes it adds to this process (MemoryTracker)
-// next to what its report() says. The pipeline stages have their own: common/pipeline/
-// pipeline_test_util.h.
+// one world group for the whole test binary, the check of an equivalence run, a report row by
+// name, and a short training run of a fresh strategy that measures the model-state bytes it adds
+// to this process (MemoryTracker) next to what its report() says. The pipeline stages have their
+// own: common/pipeline/pipeline_test_util.h.
 //
 // Glossary: Ψ parameter count, B global batch (sequences), T sequence length (the preset's ctx).
 #pragma once
@@ -23,6 +23,11 @@ namespace llmp {
 /// new group on every call, and a strategy keeps a reference to its group, so the group must
 /// outlive every strategy: this one lives until the binary exits.
 ProcessGroup& test_world();
+
+/// Expects (gtest EXPECT, non-fatal) the largest relative differences of a run_against_baseline
+/// result, over the losses and over the parameters, to be at most `max_rel`; a parameter failure
+/// names the worst tensor.
+void expect_equivalent(const EquivalenceResult& r, double max_rel);
 
 /// The row of `rows` whose `what` is `what` ("parameters", "sent per step", ...).
 /// Throws std::runtime_error("no report row <what>") when there is none.
@@ -54,5 +59,25 @@ using StrategyInspector = std::function<void(Strategy& strategy, const GPT& mode
 OneStepMeasurement measure_one_step(const StrategyFactory& make, GPTConfig config,
                                     int global_batch, uint64_t seed, int steps = 1,
                                     const StrategyInspector& inspect = {});
+
+/// measure_one_step of a ZeRO stage, with its shard size.
+struct ShardedStepMeasurement : OneStepMeasurement {
+  int64_t shard = 0;  ///< S = ⌈Ψ/N⌉ as the strategy laid out its shards (shards().padded)
+};
+
+/// measure_one_step for a strategy of class `ZeroStrategy` (one with shards(): zero1, zero2,
+/// zero3) that `make` builds; reads its shard size before calling `inspect`.
+template <class ZeroStrategy>
+ShardedStepMeasurement measure_sharded_step(const StrategyFactory& make, GPTConfig config,
+                                            int global_batch, uint64_t seed, int steps = 1,
+                                            const StrategyInspector& inspect = {}) {
+  ShardedStepMeasurement m;
+  static_cast<OneStepMeasurement&>(m) = measure_one_step(
+      make, config, global_batch, seed, steps, [&](Strategy& s, const GPT& model) {
+        m.shard = dynamic_cast<const ZeroStrategy&>(s).shards().padded;
+        if (inspect) inspect(s, model);
+      });
+  return m;
+}
 
 }  // namespace llmp

@@ -19,40 +19,27 @@ StrategyFactory zero2_on_world() {
 }
 
 TEST(Zero2, MatchesBaselineAfterTenSteps) {
-  EquivalenceResult r = run_against_baseline(zero2_on_world(), test_world());
-  EXPECT_LE(r.max_loss_rel, 1e-5);
-  EXPECT_LE(r.max_param_rel, 1e-5) << "worst tensor " << r.worst_param;
+  expect_equivalent(run_against_baseline(zero2_on_world(), test_world()), /*max_rel=*/1e-5);
 }
 
 TEST(Zero2, MatchesBaselineWhenShardsArePadded) {
   EquivalenceConfig cfg;
   cfg.vocab = 257;  // Ψ = 34,208: not divisible by 3, so the last shard is padded
   cfg.steps = 4;
-  EquivalenceResult r = run_against_baseline(zero2_on_world(), test_world(), cfg);
-  EXPECT_LE(r.max_loss_rel, 1e-5);
-  EXPECT_LE(r.max_param_rel, 1e-5) << "worst tensor " << r.worst_param;
+  expect_equivalent(run_against_baseline(zero2_on_world(), test_world(), cfg), /*max_rel=*/1e-5);
 }
 
 // One training step of a fresh Zero2Strategy on the tiny model (V = vocab); returns its report.
-struct OneStep : OneStepMeasurement {
-  int64_t shard = 0;  // S = ⌈Ψ/N⌉, as the strategy laid it out
-};
-
-OneStep one_step(int vocab) {
+ShardedStepMeasurement one_step(int vocab) {
   GPTConfig mc = GPTConfig::preset("tiny");
   mc.vocab = vocab;
-  OneStep s;
-  static_cast<OneStepMeasurement&>(s) = measure_one_step(
-      zero2_on_world(), mc, /*global_batch=*/12, /*seed=*/7, /*steps=*/1,
-      [&s](Strategy& z, const GPT&) {
-        s.shard = dynamic_cast<const Zero2Strategy&>(z).shards().padded;
-      });
-  return s;
+  return measure_sharded_step<Zero2Strategy>(zero2_on_world(), mc, /*global_batch=*/12, /*seed=*/7,
+                                           /*steps=*/1);
 }
 
 TEST(Zero2, PerRankMemoryEqualsTheFormulaInBytes) {
   for (int vocab : {256, 257}) {
-    const OneStep s = one_step(vocab);
+    const ShardedStepMeasurement s = one_step(vocab);
     const int N = test_world().size();
     EXPECT_EQ(s.shard, (s.psi + N - 1) / N);
     EXPECT_EQ(s.params, 4 * s.psi) << "parameters are replicated: 4Ψ";
@@ -65,7 +52,7 @@ TEST(Zero2, PerRankMemoryEqualsTheFormulaInBytes) {
 }
 
 TEST(Zero2, BytesSentPerStepEqualOneAllReduce) {
-  const OneStep s = one_step(257);
+  const ShardedStepMeasurement s = one_step(257);
   const int N = test_world().size();
   const ReportRow& sent = report_row(s.rows, "sent per step");
   const double expected = 2.0 * (N - 1) / N * s.psi * 4;  // reduce_scatter + all_gather

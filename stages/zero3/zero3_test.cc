@@ -29,24 +29,19 @@ StrategyFactory zero3_on_world() {
 bool rank0() { return test_world().rank() == 0; }
 
 TEST(Zero3, MatchesBaselineAfterTenSteps) {
-  EquivalenceResult r = run_against_baseline(zero3_on_world(), test_world());
-  EXPECT_LE(r.max_loss_rel, 1e-5);
-  EXPECT_LE(r.max_param_rel, 1e-5) << "worst tensor " << r.worst_param;
+  expect_equivalent(run_against_baseline(zero3_on_world(), test_world()), /*max_rel=*/1e-5);
 }
 
 TEST(Zero3, MatchesBaselineWhenShardsArePadded) {
   EquivalenceConfig cfg;
   cfg.vocab = 257;  // Ψ = 34,208: not divisible by 3, so the last shard is padded
   cfg.steps = 4;
-  EquivalenceResult r = run_against_baseline(zero3_on_world(), test_world(), cfg);
-  EXPECT_LE(r.max_loss_rel, 1e-5);
-  EXPECT_LE(r.max_param_rel, 1e-5) << "worst tensor " << r.worst_param;
+  expect_equivalent(run_against_baseline(zero3_on_world(), test_world(), cfg), /*max_rel=*/1e-5);
 }
 
 // Two training steps of a fresh Zero3Strategy on the tiny model (V = vocab), then an
 // evaluation of step 3's batch, next to the baseline's.
-struct TwoSteps : OneStepMeasurement {  // params, grads, optimizer: deltas after the steps
-  int64_t shard = 0;
+struct TwoSteps : ShardedStepMeasurement {  // params, grads, optimizer: deltas after the steps
   int64_t peak_params = 0;   // peak kParameters in the last step, less what was there before
   std::vector<int> gathers;  // all-gathers per unit in the last step
   double eval = 0, baseline_eval = 0;
@@ -56,15 +51,15 @@ TwoSteps run_two_steps(int vocab) {
   GPTConfig mc = GPTConfig::preset("tiny");
   mc.vocab = vocab;
   TwoSteps r;
-  static_cast<OneStepMeasurement&>(r) = measure_one_step(
+  static_cast<ShardedStepMeasurement&>(r) = measure_sharded_step<Zero3Strategy>(
       zero3_on_world(), mc, /*global_batch=*/12, /*seed=*/7, /*steps=*/2,
       [&r](Strategy& s, const GPT& model) {
         auto& z = dynamic_cast<Zero3Strategy&>(s);
-        r.shard = z.shards().padded;
         r.peak_params = z.last_step_peak_params();  // absolute: params_before is taken off below
         for (int u = 0; u < model.layout().num_units(); ++u)
           r.gathers.push_back(z.last_step_gathers(u));
-        // Evaluation: every rank its slice through the gathered units; the baseline the whole batch.
+        // Evaluation: every rank its slice through the gathered units; the baseline the whole
+        // batch.
         const Corpus corpus = Corpus::load("/usr/share/games/fortunes", model.config().ctx);
         const int B = 12, T = model.config().ctx;
         const BatchSlice sl = z.batch_slice(B);
