@@ -58,6 +58,11 @@ done
 
 median() { sort -g "$1" | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 for n in $ranks; do
+  # Paired: each round's ddp/naive_dp ratio cancels the drift between rounds (CPU frequency, load).
+  paste "$tmp/ddp.$n" "$tmp/naive_dp.$n" | awk '{ print $1 / $2 }' >"$tmp/ratio.$n"
+  awk -v n="$n" -v m="$(median "$tmp/ratio.$n")" -v all="$(tr '\n' ' ' <"$tmp/ratio.$n")" 'BEGIN {
+    printf "N=%d, paired rounds: ddp/naive_dp tokens/s ratios %s-> median %.3f (ddp step time %.1f%% lower)\n",
+           n, all, m, 100 * (1 - 1 / m) }'
   a="$(median "$tmp/naive_dp.$n")"
   b="$(median "$tmp/ddp.$n")"
   awk -v a="$a" -v b="$b" -v n="$n" -v r="$repeat" 'BEGIN {
