@@ -25,9 +25,7 @@ void mpi_fail(const char* file, int line, const char* call, int rc) {
   MPI_Finalized(&fin);
   if (init && !fin) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   std::fprintf(stderr, "%s:%d: [rank %d] %s failed: %s\n", file, line, rank, call, err);
-  std::fflush(stderr);
-  if (init && !fin) MPI_Abort(MPI_COMM_WORLD, 1);
-  std::exit(1);
+  abort_job(1);
 }
 
 MPI_Datatype mpi_datatype(DType t) {

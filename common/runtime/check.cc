@@ -2,8 +2,10 @@
 
 #include <mpi.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <thread>
 
 namespace llmp {
 
@@ -16,18 +18,25 @@ bool mpi_up() {
 }
 }  // namespace
 
+void abort_job(int code) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  if (mpi_up()) {
+    // Let mpiexec's proxy forward the bytes still in its pipe before MPI_Abort kills the job.
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    MPI_Abort(MPI_COMM_WORLD, code);
+  }
+  std::exit(code);
+}
+
 void fail_at(const char* file, int line, const std::string& msg) {
   std::fprintf(stderr, "%s:%d: %s\n", file, line, msg.c_str());
-  std::fflush(stderr);
-  if (mpi_up()) MPI_Abort(MPI_COMM_WORLD, 1);
-  std::exit(1);
+  abort_job(1);
 }
 
 void user_error(const std::string& msg) {
   std::fprintf(stderr, "error: %s\n", msg.c_str());
-  std::fflush(stderr);
-  if (mpi_up()) MPI_Abort(MPI_COMM_WORLD, 2);
-  std::exit(2);
+  abort_job(2);
 }
 
 void all_ranks_ok(bool ok, const std::string& msg) {

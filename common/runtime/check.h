@@ -20,6 +20,12 @@ namespace llmp {
 /// may be local to this rank, it aborts the whole job (MPI_Abort) so no other rank waits forever.
 [[noreturn]] void user_error(const std::string& msg);
 
+/// Ends the whole job with `code` after this rank's message is printed: flushes stdout and
+/// stderr, then, when MPI is up, waits briefly before MPI_Abort. The wait matters: MPI_Abort makes
+/// mpiexec kill every rank, and hydra's proxies can die before forwarding what a rank just wrote
+/// (seen here under load: the job failed with no message). Without MPI: exit(code).
+[[noreturn]] void abort_job(int code);
+
 /// Collective: every rank of MPI_COMM_WORLD calls it with its own `ok`. If all are ok it returns.
 /// Otherwise the lowest failing rank prints "error: <its msg>", and every rank finalises MPI and
 /// exits with status 2. Without MPI initialised it behaves like `if (!ok) user_error(msg)`.
