@@ -85,6 +85,10 @@ void gather_shards_out(ProcessGroup& dp, const ShardLayout& shards,
   }
 }
 
+void copy_shard_in(const ShardLayout& shards, int rank, const float* full, Tensor& shard) {
+  std::memcpy(shard.f32(), full + shards.begin[rank], shards.count[rank] * sizeof(float));
+}
+
 void reduce_scatter_into_shard(ProcessGroup& dp, const ShardLayout& shards, int64_t a,
                                const Tensor& g, Tensor& grad_shard) {
   const int64_t b = a + g.numel();

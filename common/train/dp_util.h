@@ -1,5 +1,5 @@
-// Small pieces shared by the data-parallel stages: which sequences a rank reads, how a flat
-// buffer of Ψ elements is cut into N shards, the loss average that is bookkeeping, not
+// Small pieces shared by the data-parallel stages: how a flat buffer of Ψ elements is cut into
+// N shards, the loss average that is bookkeeping, not
 // algorithm (it goes over a separate communicator so CommStats shows only the technique's bytes),
 // and the state copies of get_state/set_state (replicated: a memcpy; sharded: an all_gather).
 //
@@ -69,6 +69,10 @@ void copy_replicated_state_in(Tensor& params, AdamW& opt, const float* params_in
 /// one Ψ-float kCommBuffers scratch. Collective over `dp`.   sends (N-1)/N · 4Ψ per pair
 void gather_shards_out(ProcessGroup& dp, const ShardLayout& shards,
                        std::initializer_list<std::pair<const Tensor*, float*>> states);
+
+/// The reverse, for one rank: copies this rank's valid part of the full Ψ floats at `full`
+/// ([begin(r), begin(r) + count(r))) to the start of its shard tensor `shard` (S floats).
+void copy_shard_in(const ShardLayout& shards, int rank, const float* full, Tensor& shard);
 
 /// The gradient `g` of the elements [a, a + numel(g)) of the flat Ψ buffer, summed over the
 /// ranks of `dp` with each rank receiving only the part inside its own shard, written at its

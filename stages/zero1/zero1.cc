@@ -43,10 +43,8 @@ double Zero1Strategy::train_step(const int32_t* tokens, const int32_t* targets, 
   grad_shard = Tensor();
 
   // 4. All-gather the updated shards into the full parameters on every rank.
-  //    sends (N-1)/N · 4Ψ. The input is copied out because MPI forbids aliasing the output.
-  Tensor mine = Tensor::empty({count}, DType::kF32, MemCategory::kCommBuffers);
-  std::memcpy(mine.f32(), params_.f32() + begin, count * sizeof(float));
-  dp_.all_gather_v(mine, params_, shards_.count);
+  //    sends (N-1)/N · 4Ψ. The input is this rank's slice of the output: gathered in place.
+  dp_.all_gather_v(params_.narrow(begin, count), params_, shards_.count);
 
   last_step_bytes_ = dp_.stats().total_bytes() - bytes_before;
   return metrics_.sum(local_loss);
@@ -65,11 +63,9 @@ void Zero1Strategy::get_state(float* params, float* exp_avg, float* exp_avg_sq) 
 
 void Zero1Strategy::set_state(const float* params, const float* exp_avg,
                               const float* exp_avg_sq) {
-  const int r = dp_.rank();
-  const int64_t begin = shards_.begin[r], count = shards_.count[r];
-  std::memcpy(params_.f32(), params, shards_.psi * sizeof(float));
-  std::memcpy(opt_.exp_avg().f32(), exp_avg + begin, count * sizeof(float));
-  std::memcpy(opt_.exp_avg_sq().f32(), exp_avg_sq + begin, count * sizeof(float));
+  std::memcpy(params_.f32(), params, shards_.psi * sizeof(float));  // replicated
+  copy_shard_in(shards_, dp_.rank(), exp_avg, opt_.exp_avg());          // sharded: keep my part
+  copy_shard_in(shards_, dp_.rank(), exp_avg_sq, opt_.exp_avg_sq());
 }
 
 std::vector<ReportRow> Zero1Strategy::report() const {

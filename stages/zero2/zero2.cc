@@ -75,10 +75,8 @@ double Zero2Strategy::train_step(const int32_t* tokens, const int32_t* targets, 
   opt_.step(params_.f32() + begin, grad_shard_.f32(), step, count);
 
   // 4. All-gather the updated shards into the full parameters on every rank.
-  //    sends (N-1)/N · 4Ψ. The input is copied out because MPI forbids aliasing the output.
-  Tensor mine = Tensor::empty({count}, DType::kF32, MemCategory::kCommBuffers);
-  std::memcpy(mine.f32(), params_.f32() + begin, count * sizeof(float));
-  dp_.all_gather_v(mine, params_, shards_.count);
+  //    sends (N-1)/N · 4Ψ. The input is this rank's slice of the output: gathered in place.
+  dp_.all_gather_v(params_.narrow(begin, count), params_, shards_.count);
 
   last_step_bytes_ = dp_.stats().total_bytes() - bytes_before;
   return metrics_.sum(local_loss);
@@ -97,11 +95,9 @@ void Zero2Strategy::get_state(float* params, float* exp_avg, float* exp_avg_sq) 
 
 void Zero2Strategy::set_state(const float* params, const float* exp_avg,
                               const float* exp_avg_sq) {
-  const int r = dp_.rank();
-  std::memcpy(params_.f32(), params, shards_.psi * sizeof(float));
-  std::memcpy(opt_.exp_avg().f32(), exp_avg + shards_.begin[r], shards_.count[r] * sizeof(float));
-  std::memcpy(opt_.exp_avg_sq().f32(), exp_avg_sq + shards_.begin[r],
-              shards_.count[r] * sizeof(float));
+  std::memcpy(params_.f32(), params, shards_.psi * sizeof(float));  // replicated
+  copy_shard_in(shards_, dp_.rank(), exp_avg, opt_.exp_avg());          // sharded: keep my part
+  copy_shard_in(shards_, dp_.rank(), exp_avg_sq, opt_.exp_avg_sq());
 }
 
 std::vector<ReportRow> Zero2Strategy::report() const {

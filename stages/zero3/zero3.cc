@@ -1,7 +1,6 @@
 #include "stages/zero3/zero3.h"
 
 #include <algorithm>
-#include <cstring>
 #include <utility>
 
 #include "common/runtime/check.h"
@@ -48,8 +47,7 @@ Zero3Strategy::Zero3Strategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt
   // Every rank builds the same full initialisation (same seed) once and keeps only its shard.
   Tensor full = Tensor::empty({shards_.psi}, DType::kF32, MemCategory::kOther);
   model_.init_params(full.f32(), seed);
-  const int r = dp_.rank();
-  std::memcpy(param_shard_.f32(), full.f32() + shards_.begin[r], shards_.count[r] * sizeof(float));
+  copy_shard_in(shards_, dp_.rank(), full.f32(), param_shard_);
 }
 
 BatchSlice Zero3Strategy::batch_slice(int global_batch) const {
@@ -170,11 +168,9 @@ void Zero3Strategy::get_state(float* params, float* exp_avg, float* exp_avg_sq) 
 
 void Zero3Strategy::set_state(const float* params, const float* exp_avg,
                               const float* exp_avg_sq) {
-  const int r = dp_.rank();
-  const int64_t begin = shards_.begin[r], count = shards_.count[r];
-  std::memcpy(param_shard_.f32(), params + begin, count * sizeof(float));
-  std::memcpy(opt_.exp_avg().f32(), exp_avg + begin, count * sizeof(float));
-  std::memcpy(opt_.exp_avg_sq().f32(), exp_avg_sq + begin, count * sizeof(float));
+  copy_shard_in(shards_, dp_.rank(), params, param_shard_);  // everything sharded: my part
+  copy_shard_in(shards_, dp_.rank(), exp_avg, opt_.exp_avg());
+  copy_shard_in(shards_, dp_.rank(), exp_avg_sq, opt_.exp_avg_sq());
 }
 
 std::vector<ReportRow> Zero3Strategy::report() const {
