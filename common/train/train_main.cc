@@ -131,7 +131,7 @@ int train_main(int argc, char** argv, const StageSpec& spec) {
   std::vector<int32_t> tok(slice.num_seqs * T), tgt(slice.num_seqs * T);
   Progress progress(step + cfg.steps, static_cast<int64_t>(B) * T, cfg.log_every,
                     Progress::Mode::kAuto, stdout, step);
-  double loss = NAN, val = NAN, t_first = 0, t_end = 0;
+  double loss = NAN, val = NAN, t_first = 0;
   const int64_t first = step + 1, last = step + cfg.steps;
   const double t_start = now_s();
   for (int64_t s = first; s <= last; ++s) {
@@ -144,17 +144,18 @@ int train_main(int argc, char** argv, const StageSpec& spec) {
       progress.print(fmt::format("step {} | train loss {:.4f} | val loss {:.4f}", s, loss, val));
     }
   }
-  t_end = now_s();
+  const double t_end = now_s();
   progress.finish();
 
-  // Throughput: steps after the first (which pays for first-touch page faults and warm-up).
-  const int64_t timed = last - first;
-  const double tok_s = timed > 0 ? timed * double(B) * T / (t_end - t_first)
-                                 : cfg.steps * double(B) * T / (t_end - t_start);
+  // Throughput over the steps after the first (which pays for first-touch page faults and
+  // warm-up); a one-step run times its only step.
+  const bool skip_first = cfg.steps > 1;
+  const int64_t timed = skip_first ? cfg.steps - 1 : cfg.steps;
+  const double elapsed = t_end - (skip_first ? t_first : t_start);
   if (cfg.steps > 0)
     log_info("done: {} steps | train loss {:.4f} | val loss {} | {:.0f} tokens/s | {:.1f} ms/step",
              cfg.steps, loss, std::isnan(val) ? std::string("-") : fmt::format("{:.4f}", val),
-             tok_s, 1e3 * (t_end - (timed > 0 ? t_first : t_start)) / std::max<int64_t>(timed, 1));
+             timed * double(B) * T / elapsed, 1e3 * elapsed / timed);
 
   if (!cfg.save.empty()) {
     try {
