@@ -10,14 +10,25 @@
 
 namespace llmp {
 
-double max_rel_diff(const float* a, const float* b, int64_t n) {
+namespace {
+// max_i |a_i - b_i| and max_i |b_i| of one range: a relative difference is their ratio, and the
+// ratio over several ranges is max(diff) / max(scale) of theirs.
+struct Diff {
   double diff = 0, scale = 0;
+  double rel() const { return scale == 0 ? diff : diff / scale; }
+};
+
+Diff diff_of(const float* a, const float* b, int64_t n) {
+  Diff d;
   for (int64_t i = 0; i < n; ++i) {
-    diff = std::max(diff, std::fabs(static_cast<double>(a[i]) - b[i]));
-    scale = std::max(scale, std::fabs(static_cast<double>(b[i])));
+    d.diff = std::max(d.diff, std::fabs(static_cast<double>(a[i]) - b[i]));
+    d.scale = std::max(d.scale, std::fabs(static_cast<double>(b[i])));
   }
-  return scale == 0 ? diff : diff / scale;
+  return d;
 }
+}  // namespace
+
+double max_rel_diff(const float* a, const float* b, int64_t n) { return diff_of(a, b, n).rel(); }
 
 GPTConfig equivalence_model(const EquivalenceConfig& cfg) {
   GPTConfig m = GPTConfig::preset(cfg.preset);
@@ -62,16 +73,14 @@ EquivalenceResult run_against_baseline(const StrategyFactory& make, ProcessGroup
   const int64_t psi = model.layout().num_params();
   std::vector<float> params(psi), m(psi), v(psi);
   stage->get_state(params.data(), m.data(), v.data());
-  res.max_param_rel = max_rel_diff(params.data(), base.params(), psi);
-  double worst_abs = -1;
+  Diff all{-1, 0};  // over every tensor: the tensors cover the Ψ parameters
   for (const ParamSpec& p : model.layout().params()) {
-    double abs = 0;
-    for (int64_t i = p.offset; i < p.offset + p.numel; ++i)
-      abs = std::max(abs, std::fabs(static_cast<double>(params[i]) - base.params()[i]));
-    if (abs > worst_abs) worst_abs = abs, res.worst_param = p.name;
-    const double rel = max_rel_diff(params.data() + p.offset, base.params() + p.offset, p.numel);
-    if (rel >= res.max_tensor_rel) res.max_tensor_rel = rel, res.worst_tensor = p.name;
+    const Diff d = diff_of(params.data() + p.offset, base.params() + p.offset, p.numel);
+    if (d.diff > all.diff) all.diff = d.diff, res.worst_param = p.name;
+    all.scale = std::max(all.scale, d.scale);
+    if (d.rel() >= res.max_tensor_rel) res.max_tensor_rel = d.rel(), res.worst_tensor = p.name;
   }
+  res.max_param_rel = all.rel();
   if (print)
     std::printf("ranks %d: largest relative difference: losses %.3e, parameters %.3e (largest "
                 "|diff| in %s); worst single tensor %.3e (%s)\n",
