@@ -43,9 +43,9 @@ void check_btc(const Tensor& t, const char* where) {
 }
 
 void check_divisible(int64_t n, const char* what, const Tensor& t, int size, const char* where) {
-  LLMP_CHECK(n % size == 0, std::string(where) + ": " + what + " " + std::to_string(n) + " of " +
-                                t.describe() + " is not divisible by the tensor-parallel size t = " +
-                                std::to_string(size));
+  LLMP_CHECK(n % size == 0,
+             std::string(where) + ": " + what + " " + std::to_string(n) + " of " + t.describe() +
+                 " is not divisible by the tensor-parallel size t = " + std::to_string(size));
 }
 
 // Copies block r of every row of x = (outer, t, inner) into a new (outer, inner) tensor of shape

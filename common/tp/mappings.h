@@ -8,13 +8,14 @@
 // calls the forward on its way in or out of the region and the backward, in reverse order, on the
 // way back. The pairs, in Megatron-Core's names (megatron/core/tensor_parallel/mappings.py):
 //
-//   operator                        forward                     backward                  bytes
-//   CopyToTpRegion          (f)     identity                    all_reduce (sum)          0 | 2(t-1)/t·S
-//   ReduceFromTpRegion      (g)     all_reduce (sum)            identity                  2(t-1)/t·S | 0
-//   ScatterToTpRegion               keep slice r, last dim      all_gather, last dim      0 | (t-1)/t·S
-//   GatherFromTpRegion              all_gather, last dim        keep slice r, last dim    (t-1)/t·S | 0
-//   GatherFromSequenceRegion        all_gather, sequence dim    reduce_scatter (sum)      (t-1)/t·S each
-//   ReduceScatterToSequenceRegion   reduce_scatter (sum)        all_gather, sequence dim  (t-1)/t·S each
+//   operator                       forward               backward              bytes fwd | bwd
+//   CopyToTpRegion          (f)    identity              all_reduce (sum)      0 | 2(t-1)/t·S
+//   ReduceFromTpRegion      (g)    all_reduce (sum)      identity              2(t-1)/t·S | 0
+//   ScatterToTpRegion              keep slice r, last    all_gather, last      0 | (t-1)/t·S
+//   GatherFromTpRegion             all_gather, last      keep slice r, last    (t-1)/t·S | 0
+//   GatherFromSequenceRegion       all_gather, seq.      reduce_scatter, seq.  (t-1)/t·S each
+//   ReduceScatterToSequenceRegion  reduce_scatter, seq.  all_gather, seq.      (t-1)/t·S each
+// ("last": the last dimension; "seq.": the sequence dimension of (B, T, C).)
 //
 // The bytes are what `tp.stats()` counts per rank (common/comm/process_group.h): S is the size of
 // the full (un-sliced) tensor, and a group of one rank counts 0, so on t = 1 every operator is the
