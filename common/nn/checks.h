@@ -1,6 +1,6 @@
 // Input checks shared by the GPT's entry points: fail fast with the function name and the values.
 //
-// Glossary: B batch, T sequence length, ctx maximum T, V vocabulary.
+// Glossary: B batch, T sequence length, ctx maximum T, V vocabulary, s sequence shards.
 #pragma once
 
 #include <cstdint>
@@ -11,12 +11,17 @@
 
 namespace llmp {
 
-/// Throws std::invalid_argument("fn: B=.. T=.. (need B > 0, 0 < T <= ctx ..)").
-inline void check_batch_shape(const char* fn, const GPTConfig& cfg, int B, int T) {
+/// Throws std::invalid_argument("fn: B=.. T=.. (need B > 0, 0 < T <= ctx ..)"), also when T is
+/// not divisible by the s sequence shards of sequence parallelism.
+inline void check_batch_shape(const char* fn, const GPTConfig& cfg, int B, int T, int s = 1) {
   if (B <= 0 || T <= 0 || T > cfg.ctx)
     throw std::invalid_argument(std::string(fn) + ": B=" + std::to_string(B) +
                                 " T=" + std::to_string(T) + " (need B > 0, 0 < T <= ctx " +
                                 std::to_string(cfg.ctx) + ")");
+  if (T % s != 0)
+    throw std::invalid_argument(std::string(fn) + ": T=" + std::to_string(T) +
+                                " is not divisible by the " + std::to_string(s) +
+                                " sequence-parallel ranks");
 }
 
 /// Throws std::invalid_argument("fn: token 300 at (b=0, t=5) is outside [0, 256)") for the first

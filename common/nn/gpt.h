@@ -7,19 +7,27 @@
 // Radford et al. 2019 (GPT-2), with the tied LM head of Press & Wolf 2017; the layer math follows
 // llm.c's train_gpt2.c. attn is causal multi-head self-attention, mlp is C -> 4C -> GELU(tanh) -> C.
 //
-// Parameters live in ONE flat f32 buffer of Ψ elements, ordered unit by unit (GPTLayout). That is
-// what makes data-parallel sharding a slice (ZeRO), a unit a contiguous range (ZeRO-3 / FSDP units,
-// DDP buckets) and a pipeline stage a range of units.
+// One class, every stage. A GPT object is the model as ONE RANK runs it: the whole model (the
+// default), or, given a tensor-parallel TpComm (tp_comm.h), that rank's slice of it: H/t heads,
+// an MLP of width 4C/t, V/t rows of wte (Megatron-LM, Shoeybi et al. 2019, §3). The slice runs
+// the same code with smaller shapes (block_params.h), and its layout() lists its local tensors.
+//
+// Parameters live in ONE flat f32 buffer, ordered unit by unit (GPTLayout). That is what makes
+// data-parallel sharding a slice (ZeRO), a unit a contiguous range (ZeRO-3 / FSDP units, DDP
+// buckets) and a pipeline stage a range of units. The walk over the units (embed, blocks, head,
+// and back), with the hooks each stage changes, is unit_runner.h.
 //
 // Glossary: B batch (sequences), T sequence length (≤ ctx), C channels (d), H heads, hs = C/H,
-// V vocab, L layers, Ψ parameter count. Weights are stored (in, out) row-major: y = x @ W + b.
+// V vocab, L layers, Ψ parameter count, t tensor-parallel ranks, r this rank, s sequence shards
+// (tp_comm.h), Tl = T/s positions held. Weights are stored (in, out) row-major: y = x @ W + b.
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <string>
 #include <vector>
 
+#include "common/nn/block_params.h"
+#include "common/nn/tp_comm.h"
 #include "common/tensor/tensor.h"
 
 namespace llmp {
@@ -43,98 +51,148 @@ struct GPTConfig {
 /// One named parameter: a (shape) block at `offset` elements into the flat buffer.
 struct ParamSpec {
   std::string name;             ///< GPT-2 names: "wte.weight", "h.0.attn.c_attn.weight", ...
-  std::vector<int64_t> shape;   ///< (in, out) for weights
-  int64_t offset = 0;           ///< elements from the start of the flat buffer
+  std::vector<int64_t> shape;   ///< this rank's shape, (in, out) for weights
+  int64_t offset = 0;           ///< elements from the start of this rank's flat buffer
   int64_t numel = 0;
   int unit = 0;                 ///< 0 embeddings, 1..L blocks, L+1 final LayerNorm
+  Split split = Split::kReplicated;    ///< how tensor parallelism splits the whole tensor
+  std::vector<int64_t> global_shape;   ///< the whole model's shape (= shape when t = 1)
+  int64_t global_offset = 0;           ///< offset in the whole model's flat buffer (t = 1)
 };
 
-/// Where every parameter sits in the flat buffer. Units are contiguous and in order.
-///   unit 0     : wte.weight (V,C), wpe.weight (ctx,C)
-///   unit 1+l   : h.l.ln_1.{weight,bias} (C), h.l.attn.c_attn.{weight (C,3C), bias (3C)},
-///                h.l.attn.c_proj.{weight (C,C), bias (C)}, h.l.ln_2.{weight,bias} (C),
-///                h.l.mlp.c_fc.{weight (C,4C), bias (4C)}, h.l.mlp.c_proj.{weight (4C,C), bias (C)}
+/// Where every parameter of one rank sits in its flat buffer. Units are contiguous and in order.
+///   unit 0     : wte.weight (V/t,C) (rows [r·V/t, (r+1)·V/t): vocab-parallel), wpe.weight (ctx,C)
+///   unit 1+l   : block l's 12 tensors in kBlockParams order, shaped by BlockShape
 ///   unit L+1   : ln_f.{weight,bias} (C)
+/// With t = 1 (the default) this is the whole model: Ψ = (V + ctx)·C + L·(12C² + 13C) + 2C.
+/// A tensor-parallel rank holds Ψ_r = VC/t + ctx·C + L·(12C²/t + 7C/t + 6C) + 2C.
 class GPTLayout {
  public:
-  explicit GPTLayout(const GPTConfig& cfg);
+  /// Throws std::invalid_argument naming the values when the config is invalid, or when t does not
+  /// divide H, 4C and V ("tensor-parallel size 3 does not divide H=4, 4C=512 and V=256").
+  explicit GPTLayout(const GPTConfig& cfg, int tp_size = 1, int tp_rank = 0);
   const std::vector<ParamSpec>& params() const { return params_; }
-  int64_t num_params() const { return total_; }  ///< Ψ
+  int64_t num_params() const { return total_; }  ///< Ψ (t = 1) or Ψ_r
   int num_units() const { return static_cast<int>(unit_offset_.size()); }  ///< L + 2
   int64_t unit_offset(int u) const { return unit_offset_.at(u); }
   int64_t unit_numel(int u) const { return unit_numel_.at(u); }
   /// Throws std::out_of_range naming `name` when absent.
   const ParamSpec& find(const std::string& name) const;
+  int tp_size() const { return tp_size_; }
+  int tp_rank() const { return tp_rank_; }
+  const BlockShape& block_shape() const { return shape_; }
+
+  /// Copies this rank's part of the whole model's flat buffer `full` (t = 1 layout, Ψ floats)
+  /// into its own buffer `local` (num_params() floats).
+  void copy_from_full(const float* full, float* local) const;
+  /// The reverse: writes this rank's tensors into their places in `full`. Replicated tensors are
+  /// written whole; together the t ranks' calls fill all of `full`.
+  void copy_to_full(const float* local, float* full) const;
 
  private:
   std::vector<ParamSpec> params_;
   std::vector<int64_t> unit_offset_, unit_numel_;
   int64_t total_ = 0;
+  int tp_size_ = 1, tp_rank_ = 0;
+  BlockShape shape_;
+};
+
+/// What the attention sub-layer's forward keeps for its backward (attention.h).
+struct AttentionCache {
+  Tensor ln1, ln1_mean, ln1_rstd;  ///< (B,Tl,C), (B,Tl), (B,Tl): ln_1(x), this rank's rows
+  Tensor qkv;                      ///< (B,T,qkv) this rank's heads' q|k|v
+  Tensor att;                      ///< (B,H/t,T,T) softmax probabilities
+  Tensor atty;                     ///< (B,T,attn) attention output before c_proj
+};
+
+/// What the MLP sub-layer's forward keeps for its backward (mlp.h).
+struct MlpCache {
+  Tensor ln2, ln2_mean, ln2_rstd;  ///< (B,Tl,C), (B,Tl), (B,Tl)
+  Tensor fch, fch_gelu;            ///< (B,T,ffn) before and after GELU
 };
 
 /// What one block's forward keeps for its backward. All tensors are counted as activations.
+/// The block's input x is kept by the caller (the walk keeps the residual stream).
 struct BlockCache {
-  Tensor ln1, ln1_mean, ln1_rstd;  ///< (B,T,C), (B,T), (B,T)
-  Tensor qkv;                      ///< (B,T,3C)
-  Tensor att;                      ///< (B,H,T,T) softmax probabilities
-  Tensor atty;                     ///< (B,T,C) attention output before c_proj
-  Tensor res1;                     ///< (B,T,C) x + attn(...)
-  Tensor ln2, ln2_mean, ln2_rstd;  ///< (B,T,C), (B,T), (B,T)
-  Tensor fch, fch_gelu;            ///< (B,T,4C)
+  AttentionCache attn;
+  Tensor res1;  ///< (B,Tl,C) x + attn(ln_1(x)): the MLP sub-layer's input
+  MlpCache mlp;
   int B = 0, T = 0;
+  bool filled() const { return res1.defined(); }
+  /// Bytes of the tensors held now (views of one storage counted once per tensor).
+  int64_t bytes() const;
+};
+
+/// A sub-layer's output gradients kept by the input-gradient pass (B) for the weight-gradient
+/// pass (W) of a zero-bubble backward (Qi et al. 2024, §2).
+struct SublayerGrads {
+  Tensor dy;       ///< (B,Tl,C) the sub-layer's output gradient: its c_proj bias gradient
+  Tensor dy_full;  ///< (B,T,C) the same, whole sequences (= dy unless sequence parallel)
+  Tensor dhidden;  ///< (B,T,qkv) dqkv, or (B,T,ffn) dfch: the c_attn / c_fc output gradient
+  Tensor dln;      ///< (B,Tl,C) the LayerNorm output gradient, summed over the tp group
+};
+
+/// B's kept gradients of both sub-layers of a block.
+struct BlockGradCache {
+  SublayerGrads attn, mlp;
+  bool filled() const { return attn.dln.defined(); }
 };
 
 class GPT {
  public:
-  explicit GPT(GPTConfig cfg);
+  /// The whole model (tp = TpComm::none()), or this rank's tensor-parallel slice of it. `tp` must
+  /// outlive the GPT. Throws std::invalid_argument as GPTLayout does.
+  explicit GPT(GPTConfig cfg, TpComm& tp = TpComm::none());
   const GPTConfig& config() const { return cfg_; }
   const GPTLayout& layout() const { return layout_; }
+  const BlockShape& block_shape() const { return layout_.block_shape(); }
+  TpComm& tp() const { return *tp_; }
+  /// First row of wte this rank holds, and how many (0 and V on one rank).
+  int vocab_begin() const { return layout_.tp_rank() * vocab_rows(); }
+  int vocab_rows() const { return cfg_.vocab / layout_.tp_size(); }
 
   /// GPT-2 initialisation, a pure function of `seed`: weights N(0, 0.02) (c_proj weights
-  /// N(0, 0.02/sqrt(2L))), biases 0, LayerNorm weights 1. params: Ψ floats.
+  /// N(0, 0.02/sqrt(2L))), biases 0, LayerNorm weights 1. params: layout().num_params() floats,
+  /// this rank's part of the whole model's initialisation.
   void init_params(float* params, uint64_t seed) const;
 
-  // ---- Unit-level API (pipeline stages, ZeRO-3 units, DDP/ZeRO-2 gradient hooks). ----
-  // `*_params` point at the unit's first element in a flat layout (params + unit_offset(u));
-  // `*_grads` likewise. Backward ACCUMULATES (+=) into grads and OVERWRITES dx.
+  // ---- Unit functions: what the walk (unit_runner.h) calls. `*_params` point at the unit's
+  // first element in this rank's layout; `*_grads` likewise. Backward ACCUMULATES (+=) into grads
+  // and returns a new input gradient. Activations are Tensors of this rank's rows (B,Tl,C). ----
 
-  /// x_out (B,T,C) = wte[tokens] + wpe[t]. tokens (B,T) in [0,V).
-  void embed_forward(const float* emb_params, const int32_t* tokens, int B, int T, float* x_out) const;
-  /// emb_grads (unit 0 layout) += scatter of dx (B,T,C) into wte rows and wpe rows.
-  void embed_backward(const int32_t* tokens, int B, int T, const float* dx, float* emb_grads) const;
+  /// x (B,Tl,C) = wte[tokens] + wpe[t]. tokens (B,T) in [0,V): every rank reads all of them.
+  Tensor embed_forward(const float* emb_params, const int32_t* tokens, int B, int T) const;
+  /// emb_grads (unit 0 layout) += scatter of dx (B,Tl,C) into wte rows and wpe rows.
+  void embed_backward(const int32_t* tokens, int B, int T, const Tensor& dx, float* emb_grads) const;
 
-  /// x_out (B,T,C) = block(x_in (B,T,C)); fills `cache` (allocates its tensors) for backward.
-  void block_forward(const float* block_params, const float* x_in, int B, int T, float* x_out,
-                     BlockCache* cache) const;
-  /// dx_in (B,T,C) from dx_out (B,T,C); block_grads += dL/dparams. x_in is needed for ln_1's backward.
-  void block_backward(const float* block_params, const float* x_in, const BlockCache& cache,
-                      const float* dx_out, float* dx_in, float* block_grads) const;
+  /// block(x) (B,Tl,C); fills `cache` (allocates its tensors anew) for the backward.
+  Tensor block_forward(const float* block_params, const Tensor& x, int B, int T,
+                       BlockCache* cache) const;
+  /// dL/dx (B,Tl,C) from dy (B,Tl,C); block_grads += dL/dparams. Frees the cache's tensors.
+  /// Exactly block_backward_input followed by block_backward_weight, sub-layer by sub-layer.
+  Tensor block_backward(const float* block_params, const Tensor& x, BlockCache* cache,
+                        const Tensor& dy, float* block_grads) const;
+  /// B of a zero-bubble backward: dL/dx only; keeps in `keep` what W needs, and frees the parts
+  /// of the cache W does not need (qkv, att, fch).
+  Tensor block_backward_input(const float* block_params, const Tensor& x, BlockCache* cache,
+                              const Tensor& dy, BlockGradCache* keep) const;
+  /// W: block_grads += dL/dparams from the forward's cache and B's kept gradients.
+  void block_backward_weight(const float* block_params, const Tensor& x, const BlockCache& cache,
+                             const BlockGradCache& keep, float* block_grads) const;
 
   /// Final LayerNorm, tied LM head and cross-entropy, forward and (when dx != nullptr) backward,
-  /// fused as in llm.c. Returns loss_scale · Σ_{b,t} -log softmax(logits[b,t])[targets[b,t]].
-  /// With dx: dx (B,T,C) = d(returned value)/dx, lnf_grads += ..., wte_grads (V,C) += ... .
-  /// Data parallelism passes loss_scale = 1/(global B·T) so that summing ranks' gradients gives the
-  /// gradient of the global mean loss exactly.
-  double head_forward_backward(const float* lnf_params, const float* wte, const float* x,
-                               const int32_t* targets, int B, int T, float loss_scale, float* dx,
+  /// fused as in llm.c. x (B,Tl,C); wte: this rank's rows (V/t,C). Returns
+  /// loss_scale · Σ_{b,t} -log softmax(logits[b,t])[targets[b,t]] over all B·T tokens (the same
+  /// on every tp rank). With dx: *dx (B,Tl,C) = d(returned value)/dx, lnf_grads += ...,
+  /// wte_grads (V/t,C) += ... . Data parallelism passes loss_scale = 1/(global B·T) so that
+  /// summing ranks' gradients gives the gradient of the global mean loss exactly.
+  double head_forward_backward(const float* lnf_params, const float* wte, const Tensor& x,
+                               const int32_t* targets, int B, int T, float loss_scale, Tensor* dx,
                                float* lnf_grads, float* wte_grads) const;
-
-  // ---- Whole-model convenience (baseline, naive DP, DDP). ----
-
-  /// Forward and backward over tokens/targets (B,T); grads (Ψ) += d(loss_scale·Σ loss)/dparams.
-  /// on_unit_ready(u) is called as soon as unit u's gradients are final, in the order
-  /// L+1, L, ..., 1, 0 (unit 0 last: the tied wte gets its head gradient first, its embedding
-  /// gradient last). Returns loss_scale · Σ loss.
-  double forward_backward(const float* params, float* grads, const int32_t* tokens,
-                          const int32_t* targets, int B, int T, float loss_scale,
-                          const std::function<void(int unit)>& on_unit_ready = {}) const;
-
-  /// Mean cross-entropy (nats per token) without gradients.
-  double forward_loss(const float* params, const int32_t* tokens, const int32_t* targets, int B,
-                      int T) const;
 
  private:
   GPTConfig cfg_;
+  TpComm* tp_;
   GPTLayout layout_;
 };
 

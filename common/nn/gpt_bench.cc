@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "common/nn/gpt.h"
+#include "common/nn/unit_runner.h"
 #include "common/nn/init.h"
 
 namespace {
@@ -51,14 +52,14 @@ int main(int argc, char** argv) {
   }
   const float scale = 1.0f / (B * T);
   for (int i = 0; i < 3; ++i)  // warm-up: caches, page faults, allocator
-    m.forward_backward(params.data(), grads.data(), tok.data(), tgt.data(), B, T, scale);
+    llmp::forward_backward(m, params.data(), grads.data(), tok.data(), tgt.data(), B, T, scale);
 
   std::vector<double> ms, cpu;
   double loss = 0;
   for (int i = 0; i < steps; ++i) {
     const auto t0 = Clock::now();
     const double c0 = thread_cpu_ms();
-    loss = m.forward_backward(params.data(), grads.data(), tok.data(), tgt.data(), B, T, scale);
+    loss = llmp::forward_backward(m, params.data(), grads.data(), tok.data(), tgt.data(), B, T, scale);
     cpu.push_back(thread_cpu_ms() - c0);
     ms.push_back(ms_since(t0));
   }
@@ -76,30 +77,24 @@ int main(int argc, char** argv) {
               B * T / (cpu_med / 1e3), gflop / (cpu_med / 1e3), loss);
 
   // Breakdown with the unit functions (same work as forward_backward, timed piece by piece).
-  const int L = c.layers, C = c.d;
+  const int L = c.layers;
   auto P = [&](int u) { return params.data() + lay.unit_offset(u); };
   auto G = [&](int u) { return grads.data() + lay.unit_offset(u); };
-  std::vector<llmp::Tensor> xs;
-  for (int l = 0; l <= L; ++l) xs.push_back(llmp::Tensor::empty({B, T, C}));
-  llmp::Tensor dx = llmp::Tensor::empty({B, T, C}), dx2 = llmp::Tensor::empty({B, T, C});
-  std::vector<llmp::BlockCache> caches(L);
   double t_emb = 0, t_fwd = 0, t_head = 0, t_bwd = 0;  // thread CPU ms
   for (int i = 0; i < steps; ++i) {
+    std::vector<llmp::Tensor> xs;
+    std::vector<llmp::BlockCache> caches(L);
     double t0 = thread_cpu_ms(), t1;
-    m.embed_forward(P(0), tok.data(), B, T, xs[0].f32());
+    xs.push_back(m.embed_forward(P(0), tok.data(), B, T));
     t1 = thread_cpu_ms(), t_emb += t1 - t0, t0 = t1;
-    for (int l = 0; l < L; ++l)
-      m.block_forward(P(1 + l), xs[l].f32(), B, T, xs[l + 1].f32(), &caches[l]);
+    for (int l = 0; l < L; ++l) xs.push_back(m.block_forward(P(1 + l), xs[l], B, T, &caches[l]));
     t1 = thread_cpu_ms(), t_fwd += t1 - t0, t0 = t1;
-    m.head_forward_backward(P(L + 1), P(0), xs[L].f32(), tgt.data(), B, T, scale, dx.f32(),
-                            G(L + 1), G(0));
+    llmp::Tensor dx;
+    m.head_forward_backward(P(L + 1), P(0), xs[L], tgt.data(), B, T, scale, &dx, G(L + 1), G(0));
     t1 = thread_cpu_ms(), t_head += t1 - t0, t0 = t1;
-    for (int l = L - 1; l >= 0; --l) {
-      m.block_backward(P(1 + l), xs[l].f32(), caches[l], dx.f32(), dx2.f32(), G(1 + l));
-      std::swap(dx, dx2);
-    }
+    for (int l = L - 1; l >= 0; --l) dx = m.block_backward(P(1 + l), xs[l], &caches[l], dx, G(1 + l));
     t1 = thread_cpu_ms(), t_bwd += t1 - t0, t0 = t1;
-    m.embed_backward(tok.data(), B, T, dx.f32(), G(0));
+    m.embed_backward(tok.data(), B, T, dx, G(0));
     t_emb += thread_cpu_ms() - t0;
   }
   std::printf(

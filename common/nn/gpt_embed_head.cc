@@ -1,18 +1,22 @@
 // The first and last units of the GPT: embeddings (unit 0) and the head (ln_f + tied LM head +
-// cross-entropy, unit L+1 plus wte), forward and backward.
+// cross-entropy, unit L+1 plus wte), forward and backward, on one rank or vocab-parallel.
 //
-//   x      = wte[tokens] + wpe[0..T)                 (B,T) -> (N,C)
-//   h      = LN(x; ln_f)                             (N,C)
-//   logits = h @ wteᵀ                                (N,C) @ (C,V) -> (N,V), in row chunks
-//   loss   = loss_scale · Σ_n CE(logits_n, y_n)
-//   dlogits = loss_scale·(softmax - onehot)          overwrites the logits chunk
-//   dh = dlogits @ wte,  dwte += dlogitsᵀ @ h,  dx = LNᵀ(dh)
+//   part   = wte_r[tokens]                     (N,C)   rows of tokens in this rank's vocabulary
+//   x      = g(part) + wpe[positions held]     (n,C)   Σ over the tp ranks (exit_forward)
+//   h      = f(LN(x; ln_f))                    (N,C)   (enter_forward)
+//   logits = h @ wte_rᵀ                        (N,C) @ (C,V/t) -> (N,V/t), in row chunks
+//   loss   = loss_scale · Σ_n CE(logits_n, y_n)  max and sums all-reduced between the steps
+//   dlogits = loss_scale·(softmax - onehot)      overwrites the logits chunk
+//   dh = dlogits @ wte_r (summed by f's backward),  dwte_r += dlogitsᵀ @ h,  dx = LNᵀ(dh)
 //
-// The logits are never held whole: rows go through in chunks of at most kLogitsChunk elements
-// (16 MiB), so GPT-2's (B·T, 50257) never exists; for the small presets one chunk holds them all.
-// Press & Wolf 2017 (tied embeddings); llm.c's fused classifier.
+// Vocab-parallel embedding and cross-entropy are Megatron-LM's (Shoeybi et al. 2019, §3): no rank
+// ever holds the full (N,V) logits. On one rank f and g are the identity and the reductions too.
+// The logits are never held whole anyway: rows go through in chunks of at most kLogitsChunk
+// elements (16 MiB), so GPT-2's (B·T, 50257) never exists; for the small presets one chunk holds
+// them all. Press & Wolf 2017 (tied embeddings); llm.c's fused classifier.
 //
-// Glossary: B batch, T sequence, N = B·T, C channels, V vocab.
+// Glossary: B batch, T sequence, Tl rows of a sequence held, n = B·Tl, N = B·T, C channels,
+// V vocab, t tp ranks, r rank, wte_r this rank's V/t rows of wte.
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
@@ -20,6 +24,7 @@
 
 #include "common/nn/checks.h"
 #include "common/nn/gpt.h"
+#include "common/nn/sublayer.h"
 #include "kernels/cpu/cross_entropy.h"
 #include "kernels/cpu/embedding.h"
 #include "kernels/cpu/layernorm.h"
@@ -28,65 +33,80 @@
 namespace llmp {
 namespace {
 
-/// Largest logits chunk, in elements (rows·V).
+/// Largest logits chunk, in elements (rows·V/t).
 constexpr int64_t kLogitsChunk = int64_t{1} << 22;
 
 }  // namespace
 
-void GPT::embed_forward(const float* emb_params, const int32_t* tokens, int B, int T,
-                        float* x_out) const {
-  check_batch_shape("embed_forward", cfg_, B, T);
+Tensor GPT::embed_forward(const float* emb_params, const int32_t* tokens, int B, int T) const {
+  check_batch_shape("embed_forward", cfg_, B, T, tp_->seq_shards());
   check_ids("embed_forward", "token", tokens, B, T, cfg_.vocab);
-  const float* wte = emb_params;                                 // (V,C)
-  const float* wpe = emb_params + int64_t{cfg_.vocab} * cfg_.d;  // (ctx,C)
-  cpu::embedding_forward(x_out, tokens, wte, wpe, B, T, cfg_.d);
+  const int C = cfg_.d, Tl = T / tp_->seq_shards(), Vr = vocab_rows();
+  const float* wte = emb_params;                            // (V/t,C)
+  const float* wpe = emb_params + int64_t{Vr} * C;          // (ctx,C)
+  Tensor part = activation({B, T, C});
+  cpu::token_embedding_forward(part.f32(), tokens, wte, vocab_begin(), Vr, B * T, C);
+  Tensor x = tp_->exit_forward(std::move(part));  // Σ of the ranks' rows: (N,C) -> (n,C)
+  const int t0 = tp_->seq_shards() > 1 ? tp_->rank() * Tl : 0;  // first position held
+  cpu::position_embedding_forward(x.f32(), wpe, B, Tl, t0, C);
+  return x;
 }
 
-void GPT::embed_backward(const int32_t* tokens, int B, int T, const float* dx,
+void GPT::embed_backward(const int32_t* tokens, int B, int T, const Tensor& dx,
                          float* emb_grads) const {
-  check_batch_shape("embed_backward", cfg_, B, T);
+  check_batch_shape("embed_backward", cfg_, B, T, tp_->seq_shards());
   check_ids("embed_backward", "token", tokens, B, T, cfg_.vocab);
-  cpu::embedding_backward(emb_grads, emb_grads + int64_t{cfg_.vocab} * cfg_.d, dx, tokens, B, T,
-                          cfg_.d);
+  const int C = cfg_.d, Tl = T / tp_->seq_shards(), Vr = vocab_rows();
+  const int t0 = tp_->seq_shards() > 1 ? tp_->rank() * Tl : 0;
+  cpu::position_embedding_backward(emb_grads + int64_t{Vr} * C, dx.f32(), B, Tl, t0, C);
+  const Tensor dfull = tp_->exit_backward(dx);  // (n,C) -> (N,C)
+  cpu::token_embedding_backward(emb_grads, dfull.f32(), tokens, vocab_begin(), Vr, B * T, C);
 }
 
-double GPT::head_forward_backward(const float* lnf_params, const float* wte, const float* x,
-                                  const int32_t* targets, int B, int T, float loss_scale, float* dx,
-                                  float* lnf_grads, float* wte_grads) const {
-  check_batch_shape("head_forward_backward", cfg_, B, T);
+double GPT::head_forward_backward(const float* lnf_params, const float* wte, const Tensor& x,
+                                  const int32_t* targets, int B, int T, float loss_scale,
+                                  Tensor* dx, float* lnf_grads, float* wte_grads) const {
+  check_batch_shape("head_forward_backward", cfg_, B, T, tp_->seq_shards());
   check_ids("head_forward_backward", "target", targets, B, T, cfg_.vocab);
-  const int C = cfg_.d, V = cfg_.vocab;
-  const int N = B * T;
+  const int C = cfg_.d, Vr = vocab_rows(), v0 = vocab_begin();
+  const int n = static_cast<int>(x.numel() / C), N = B * T;
   const bool backward = dx != nullptr;
   const float* lnf_w = lnf_params;
   const float* lnf_b = lnf_params + C;
 
-  // h = LN(x; ln_f)  (N,C)
-  Tensor h = Tensor::empty({N, C}, DType::kF32, MemCategory::kActivations);
-  Tensor mean = Tensor::empty({N}, DType::kF32, MemCategory::kActivations);
-  Tensor rstd = Tensor::empty({N}, DType::kF32, MemCategory::kActivations);
-  cpu::layernorm_forward(h.f32(), mean.f32(), rstd.f32(), x, lnf_w, lnf_b, N, C);
+  // h = LN(x; ln_f)  (n,C), then the whole rows the vocab-parallel product needs (N,C)
+  Tensor h = activation(x.shape()), mean = activation({n}), rstd = activation({n});
+  cpu::layernorm_forward(h.f32(), mean.f32(), rstd.f32(), x.f32(), lnf_w, lnf_b, n, C);
+  const Tensor hf = tp_->enter_forward(h);
 
-  const int rows = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(N, kLogitsChunk / V)));
-  Tensor logits = Tensor::empty({rows, V}, DType::kF32, MemCategory::kActivations);
+  const int rows = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(N, kLogitsChunk / Vr)));
+  Tensor logits = activation({rows, Vr}), m = activation({rows}), sums = activation({2 * rows});
   Tensor dh;
-  if (backward) dh = Tensor::empty({N, C}, DType::kF32, MemCategory::kActivations);
+  if (backward) dh = activation({B, T, C});
 
   double total = 0.0;
   for (int r0 = 0; r0 < N; r0 += rows) {
-    const int n = std::min(rows, N - r0);
-    const float* hc = h.f32() + int64_t{r0} * C;
-    cpu::matmul_nt_forward(logits.f32(), hc, wte, n, C, V);  // (n,C) @ (C,V) -> (n,V)
+    const int k = std::min(rows, N - r0);
+    const float* hc = hf.f32() + int64_t{r0} * C;
+    const int32_t* y = targets + r0;
+    cpu::matmul_nt_forward(logits.f32(), hc, wte, k, C, Vr);  // (k,C) @ (C,V/t) -> (k,V/t)
+    cpu::cross_entropy_row_max(m.f32(), logits.f32(), k, Vr);
+    Tensor mk = m.narrow(0, k), sk = sums.narrow(0, 2 * k);
+    tp_->all_reduce_max(mk);  // the row maxima over the whole vocabulary
+    cpu::cross_entropy_exp_sums(sums.f32(), logits.f32(), y, v0, k, Vr, m.f32());
+    tp_->all_reduce_sum(sk);  // Σ exp and the target logit over the whole vocabulary
     // Σ CE over the chunk; with backward the logits become loss_scale·(softmax - onehot).
-    total += cpu::softmax_cross_entropy(logits.f32(), targets + r0, n, V, loss_scale, backward);
-    if (backward)  // dh (n,C) = dlogits @ wte;  dwte (V,C) += dlogitsᵀ @ h
-      cpu::matmul_nt_backward(dh.f32() + int64_t{r0} * C, wte_grads, logits.f32(), hc, wte, n, C,
-                              V);
+    total += cpu::cross_entropy_loss(logits.f32(), y, v0, k, Vr, m.f32(), sums.f32(), loss_scale,
+                                     backward);
+    if (backward)  // dh (k,C) = dlogits @ wte_r (partial);  dwte_r (V/t,C) += dlogitsᵀ @ h
+      cpu::matmul_nt_backward(dh.f32() + int64_t{r0} * C, wte_grads, logits.f32(), hc, wte, k, C,
+                              Vr);
   }
-  if (backward) {  // dx (N,C) = LNᵀ(dh); layernorm_backward accumulates, so start from 0
-    std::memset(dx, 0, sizeof(float) * N * C);
-    cpu::layernorm_backward(dx, lnf_grads, lnf_grads + C, dh.f32(), x, lnf_w, mean.f32(),
-                            rstd.f32(), N, C);
+  if (backward) {  // dx (n,C) = LNᵀ(Σ_ranks dh); layernorm_backward accumulates, so start from 0
+    const Tensor dhs = tp_->enter_backward(std::move(dh));
+    *dx = Tensor::zeros(x.shape(), DType::kF32, MemCategory::kActivations);
+    cpu::layernorm_backward(dx->f32(), lnf_grads, lnf_grads + C, dhs.f32(), x.f32(), lnf_w,
+                            mean.f32(), rstd.f32(), n, C);
   }
   return static_cast<double>(loss_scale) * total;
 }

@@ -17,6 +17,7 @@
 
 #include "common/nn/gpt.h"
 #include "common/nn/init.h"
+#include "common/nn/unit_runner.h"
 #include "kernels/cpu/grad_check.h"
 
 namespace llmp {
@@ -44,9 +45,15 @@ class TinyGradCheck : public ::testing::Test {
     for (int64_t i = 0; i < n; ++i) v[i] = static_cast<float>(2 * uniform_at(seed, i) - 1);
     return v;
   }
-  static double dot(const std::vector<float>& a, const std::vector<float>& b) {
+  /// A (B,T,C) activation tensor holding `v`.
+  Tensor act(const std::vector<float>& v) const {
+    Tensor t = Tensor::empty({B, T, C}, DType::kF32, MemCategory::kActivations);
+    std::copy(v.begin(), v.end(), t.f32());
+    return t;
+  }
+  static double dot(const Tensor& a, const std::vector<float>& b) {
     double s = 0;
-    for (size_t i = 0; i < a.size(); ++i) s += static_cast<double>(a[i]) * b[i];
+    for (size_t i = 0; i < b.size(); ++i) s += static_cast<double>(a.f32()[i]) * b[i];
     return s;
   }
   /// Checks grad against `loss` at sampled entries of p[0..n); prints and asserts.
@@ -80,30 +87,26 @@ class TinyGradCheck : public ::testing::Test {
 TEST_F(TinyGradCheck, EmbedUnit) {
   float* P0 = params.data() + lay.unit_offset(0);
   const auto R = rand_vec(B * T * C, 11);
-  std::vector<float> out(B * T * C), g(lay.unit_numel(0), 0.f);
-  auto loss = [&] {
-    m.embed_forward(P0, tok.data(), B, T, out.data());
-    return dot(out, R);
-  };
-  m.embed_backward(tok.data(), B, T, R.data(), g.data());
+  std::vector<float> g(lay.unit_numel(0), 0.f);
+  auto loss = [&] { return dot(m.embed_forward(P0, tok.data(), B, T), R); };
+  m.embed_backward(tok.data(), B, T, act(R), g.data());
   check_unit(0, P0, g.data(), "embed ", loss);
 }
 
 TEST_F(TinyGradCheck, BlockUnit) {
   for (int l = 0; l < 2; ++l) {
     float* P = params.data() + lay.unit_offset(1 + l);
-    auto x = rand_vec(B * T * C, 12 + l);
+    Tensor x = act(rand_vec(B * T * C, 12 + l));
     const auto R = rand_vec(B * T * C, 14 + l);
-    std::vector<float> out(B * T * C), dx(B * T * C, 3.f), g(lay.unit_numel(1 + l), 0.f);
+    std::vector<float> g(lay.unit_numel(1 + l), 0.f);
     auto loss = [&] {
       BlockCache c;
-      m.block_forward(P, x.data(), B, T, out.data(), &c);
-      return dot(out, R);
+      return dot(m.block_forward(P, x, B, T, &c), R);
     };
     BlockCache cache;
-    m.block_forward(P, x.data(), B, T, out.data(), &cache);
-    m.block_backward(P, x.data(), cache, R.data(), dx.data(), g.data());
-    check("block dx_in", x.data(), dx.data(), B * T * C, loss);
+    m.block_forward(P, x, B, T, &cache);
+    const Tensor dx = m.block_backward(P, x, &cache, act(R), g.data());
+    check("block dx_in", x.f32(), dx.f32(), B * T * C, loss);
     check_unit(1 + l, P, g.data(), "block ", loss);
   }
 }
@@ -112,24 +115,25 @@ TEST_F(TinyGradCheck, HeadUnit) {
   const float scale = 0.37f;
   float* lnf = params.data() + lay.unit_offset(3);
   float* wte = params.data() + lay.find("wte.weight").offset;
-  auto x = rand_vec(B * T * C, 16);
-  std::vector<float> dx(B * T * C, 5.f), glnf(2 * C, 0.f), gwte(V * C, 0.f);
+  Tensor x = act(rand_vec(B * T * C, 16));
+  std::vector<float> glnf(2 * C, 0.f), gwte(V * C, 0.f);
   auto loss = [&] {
-    return m.head_forward_backward(lnf, wte, x.data(), tgt.data(), B, T, scale, nullptr, nullptr,
+    return m.head_forward_backward(lnf, wte, x, tgt.data(), B, T, scale, nullptr, nullptr,
                                    nullptr);
   };
-  const double l = m.head_forward_backward(lnf, wte, x.data(), tgt.data(), B, T, scale, dx.data(),
+  Tensor dx;
+  const double l = m.head_forward_backward(lnf, wte, x, tgt.data(), B, T, scale, &dx,
                                            glnf.data(), gwte.data());
   EXPECT_NEAR(l, loss(), 1e-9);
-  check("head dx", x.data(), dx.data(), B * T * C, loss);
+  check("head dx", x.f32(), dx.f32(), B * T * C, loss);
   check_unit(3, lnf, glnf.data(), "head ", loss);
   check("head wte.weight (tied)", wte, gwte.data(), V * C, loss);
 }
 
 TEST_F(TinyGradCheck, WholeModel) {
   std::vector<float> grads(lay.num_params(), 0.f);
-  m.forward_backward(params.data(), grads.data(), tok.data(), tgt.data(), B, T, 1.0f);
-  auto loss = [&] { return m.forward_loss(params.data(), tok.data(), tgt.data(), B, T) * B * T; };
+  forward_backward(m, params.data(), grads.data(), tok.data(), tgt.data(), B, T, 1.0f);
+  auto loss = [&] { return forward_loss(m, params.data(), tok.data(), tgt.data(), B, T) * B * T; };
   GradCheckResult worst;
   for (int u = 0; u < lay.num_units(); ++u) {
     const int64_t o = lay.unit_offset(u);

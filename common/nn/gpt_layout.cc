@@ -1,4 +1,5 @@
-// Model presets and the flat parameter layout of the GPT (GPTConfig::preset, GPTLayout).
+// Model presets and the flat parameter layout of the GPT (GPTConfig::preset, GPTLayout), for the
+// whole model or one tensor-parallel rank's slice of it.
 //
 // Ψ = (V + ctx)·C            unit 0      wte, wpe
 //   + L·(12C² + 13C)         units 1..L  ln_1, c_attn (C,3C)+3C, attn.c_proj C²+C, ln_2,
@@ -6,8 +7,12 @@
 //   + 2C                     unit L+1    ln_f
 // mini (V=256 ctx=64 C=128 L=4): 40,960 + 4·198,272 + 256 = 834,304.
 // gpt2 (V=50257 ctx=1024 C=768 L=12): 124,439,808, the "124M" of Radford et al. 2019.
+// Rank r of t tensor-parallel ranks (block_params.h has the table of splits):
+//   Ψ_r = VC/t + ctx·C + L·(12C²/t + 7C/t + 6C) + 2C
 //
-// Glossary: V vocab, ctx context length, C channels, L layers, Ψ parameter count.
+// Glossary: V vocab, ctx context length, C channels, L layers, H heads, Ψ parameter count,
+// t tensor-parallel ranks, r rank.
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -32,23 +37,48 @@ GPTConfig GPTConfig::preset(const std::string& name) {
   return c;
 }
 
-GPTLayout::GPTLayout(const GPTConfig& cfg) {
+namespace {
+std::string str(int64_t v) { return std::to_string(v); }
+
+BlockShape shape_for(const GPTConfig& cfg, int t) {
+  BlockShape s;
+  s.C = cfg.d;
+  s.head_size = cfg.d / cfg.heads;
+  s.heads = cfg.heads / t;
+  s.ffn = 4 * cfg.d / t;
+  return s;
+}
+}  // namespace
+
+GPTLayout::GPTLayout(const GPTConfig& cfg, int t, int r) : tp_size_(t), tp_rank_(r) {
   if (cfg.vocab <= 0 || cfg.ctx <= 0 || cfg.layers < 0 || cfg.d <= 0 || cfg.heads <= 0 ||
       cfg.d % cfg.heads != 0)
-    throw std::invalid_argument(
-        "invalid GPT config '" + cfg.name + "': V=" + std::to_string(cfg.vocab) +
-        " ctx=" + std::to_string(cfg.ctx) + " L=" + std::to_string(cfg.layers) +
-        " C=" + std::to_string(cfg.d) + " H=" + std::to_string(cfg.heads) + " (H must divide C)");
+    throw std::invalid_argument("invalid GPT config '" + cfg.name + "': V=" + str(cfg.vocab) +
+                                " ctx=" + str(cfg.ctx) + " L=" + str(cfg.layers) +
+                                " C=" + str(cfg.d) + " H=" + str(cfg.heads) +
+                                " (H must divide C)");
+  if (t < 1 || r < 0 || r >= t || cfg.heads % t != 0 || (4 * cfg.d) % t != 0 ||
+      cfg.vocab % t != 0)
+    throw std::invalid_argument("tensor-parallel size " + str(t) + " (rank " + str(r) +
+                                ") does not divide H=" + str(cfg.heads) + ", 4C=" +
+                                str(4 * cfg.d) + " and V=" + str(cfg.vocab));
+  shape_ = shape_for(cfg, t);
+  const BlockShape whole = shape_for(cfg, 1);
   const int64_t C = cfg.d;
-  auto add = [&](std::string name, std::vector<int64_t> shape, int unit) {
+  int64_t global = 0;
+  auto add = [&](std::string name, std::vector<int64_t> shape, std::vector<int64_t> gshape,
+                 Split split, int unit) {
     ParamSpec p;
     p.name = std::move(name);
-    p.numel = 1;
-    for (int64_t s : shape) p.numel *= s;
+    p.numel = shape_numel(shape);
     p.shape = std::move(shape);
+    p.global_shape = std::move(gshape);
+    p.split = split;
     p.offset = total_;
+    p.global_offset = global;
     p.unit = unit;
     total_ += p.numel;
+    global += shape_numel(p.global_shape);
     if (unit == static_cast<int>(unit_offset_.size())) {  // first parameter of a new unit
       unit_offset_.push_back(p.offset);
       unit_numel_.push_back(0);
@@ -56,19 +86,65 @@ GPTLayout::GPTLayout(const GPTConfig& cfg) {
     unit_numel_.back() += p.numel;
     params_.push_back(std::move(p));
   };
-  add("wte.weight", {cfg.vocab, C}, 0);  // (V,C), also the LM head's weight (tied)
-  add("wpe.weight", {cfg.ctx, C}, 0);    // (ctx,C)
+  // (V/t,C): vocab-parallel rows, also the LM head's weight (tied)
+  add("wte.weight", {cfg.vocab / t, C}, {cfg.vocab, C}, Split::kRows, 0);
+  add("wpe.weight", {cfg.ctx, C}, {cfg.ctx, C}, Split::kReplicated, 0);  // (ctx,C)
   for (int l = 0; l < cfg.layers; ++l)
     for (const BlockParamDef& d : kBlockParams)
-      add("h." + std::to_string(l) + "." + d.suffix, block_param_shape(d, cfg.d), 1 + l);
-  add("ln_f.weight", {C}, cfg.layers + 1);
-  add("ln_f.bias", {C}, cfg.layers + 1);
+      add("h." + std::to_string(l) + "." + d.suffix, block_param_shape(d, shape_),
+          block_param_shape(d, whole), d.split, 1 + l);
+  add("ln_f.weight", {C}, {C}, Split::kReplicated, cfg.layers + 1);
+  add("ln_f.bias", {C}, {C}, Split::kReplicated, cfg.layers + 1);
 }
 
 const ParamSpec& GPTLayout::find(const std::string& name) const {
   for (const ParamSpec& p : params_)
     if (p.name == name) return p;
   throw std::out_of_range("no parameter named '" + name + "' in the GPT layout");
+}
+
+namespace {
+/// Calls copy(local_element, global_element, count) for every run of consecutive elements that
+/// tensor `p` of rank r holds: whole tensors, row ranges or column ranges (block_params.h).
+template <typename F>
+void for_each_run(const ParamSpec& p, int r, F copy) {
+  const int64_t rows = p.shape.size() == 2 ? p.shape[0] : 1;
+  const int64_t cols = p.shape.back(), gcols = p.global_shape.back();
+  switch (p.split) {
+    case Split::kReplicated:
+      copy(p.offset, p.global_offset, p.numel);
+      return;
+    case Split::kRows:  // rows [r·rows, (r+1)·rows) of the whole tensor: one run
+      copy(p.offset, p.global_offset + r * rows * cols, p.numel);
+      return;
+    case Split::kColumns:  // in each row, columns [r·cols, (r+1)·cols)
+      for (int64_t i = 0; i < rows; ++i)
+        copy(p.offset + i * cols, p.global_offset + i * gcols + r * cols, cols);
+      return;
+    case Split::kQKVColumns: {  // in each row, the rank's third of the q, the k and the v columns
+      const int64_t part = cols / 3, C = gcols / 3;
+      for (int64_t i = 0; i < rows; ++i)
+        for (int j = 0; j < 3; ++j)
+          copy(p.offset + i * cols + j * part, p.global_offset + i * gcols + j * C + r * part,
+               part);
+      return;
+    }
+  }
+}
+}  // namespace
+
+void GPTLayout::copy_from_full(const float* full, float* local) const {
+  for (const ParamSpec& p : params_)
+    for_each_run(p, tp_rank_, [&](int64_t l, int64_t g, int64_t n) {
+      std::memcpy(local + l, full + g, n * sizeof(float));
+    });
+}
+
+void GPTLayout::copy_to_full(const float* local, float* full) const {
+  for (const ParamSpec& p : params_)
+    for_each_run(p, tp_rank_, [&](int64_t l, int64_t g, int64_t n) {
+      std::memcpy(full + g, local + l, n * sizeof(float));
+    });
 }
 
 }  // namespace llmp

@@ -104,7 +104,7 @@ TEST(GPTLayout, NamesShapesAndBlockPointersAgree) {
   const std::vector<float> buf(lay.num_params());
   const float* base = buf.data();
   const int64_t u1 = lay.unit_offset(2);
-  const auto p = block_params(base + u1, c.d);
+  const auto p = block_params(base + u1, lay.block_shape());
   auto off = [&](const char* s) { return lay.find(std::string("h.1.") + s).offset; };
   EXPECT_EQ(p.ln1_w - base, off("ln_1.weight"));
   EXPECT_EQ(p.attn_b - base, off("attn.c_attn.bias"));
@@ -143,6 +143,83 @@ TEST(GPTInit, DeterministicWithGPT2Statistics) {
   // Counter-based: element i is 0.02·normal_at(seed, i), so any shard can be made on its own.
   const int64_t i = lay.find("h.2.mlp.c_fc.weight").offset + 1234;
   EXPECT_EQ(a[i], static_cast<float>(0.02 * normal_at(42, i)));
+}
+
+}  // namespace
+}  // namespace llmp
+
+namespace llmp {
+namespace {
+
+/// Ψ_r = VC/t + ctx·C + L·(12C²/t + 7C/t + 6C) + 2C (gpt.h).
+int64_t tp_closed_form(const GPTConfig& c, int t) {
+  const int64_t C = c.d, V = c.vocab;
+  return V * C / t + int64_t{c.ctx} * C + c.layers * (12 * C * C / t + 7 * C / t + 6 * C) + 2 * C;
+}
+
+TEST(GPTLayout, TensorParallelSlicesMatchTheClosedFormAndTileTheModel) {
+  const GPTConfig c = GPTConfig::preset("mini");  // H = 4: t = 1, 2, 4
+  const GPTLayout whole(c);
+  std::vector<float> full(whole.num_params());
+  for (size_t i = 0; i < full.size(); ++i) full[i] = static_cast<float>(i);  // value = global index
+  for (int t : {1, 2, 4}) {
+    std::vector<float> back(full.size(), -1.f);
+    for (int r = 0; r < t; ++r) {
+      const GPTLayout lay(c, t, r);
+      EXPECT_EQ(lay.num_params(), tp_closed_form(c, t)) << "t=" << t;
+      std::vector<float> local(lay.num_params());
+      lay.copy_from_full(full.data(), local.data());
+      lay.copy_to_full(local.data(), back.data());
+      // Spot checks of each split against block_params.h's table (C = 128, hs = 32).
+      const int64_t C = c.d, q = C / t;
+      const ParamSpec& qkv = lay.find("h.1.attn.c_attn.weight");  // (C, 3C/t)
+      EXPECT_EQ(qkv.shape, (std::vector<int64_t>{C, 3 * q}));
+      const int64_t g0 = whole.find("h.1.attn.c_attn.weight").offset;
+      // row 5: this rank's q columns, then k, then v
+      EXPECT_EQ(local[qkv.offset + 5 * 3 * q + 0], full[g0 + 5 * 3 * C + r * q]);
+      EXPECT_EQ(local[qkv.offset + 5 * 3 * q + q + 1], full[g0 + 5 * 3 * C + C + r * q + 1]);
+      EXPECT_EQ(local[qkv.offset + 5 * 3 * q + 2 * q], full[g0 + 5 * 3 * C + 2 * C + r * q]);
+      const ParamSpec& proj = lay.find("h.0.mlp.c_proj.weight");  // rows [r·4C/t, ...)
+      EXPECT_EQ(proj.shape, (std::vector<int64_t>{4 * C / t, C}));
+      EXPECT_EQ(local[proj.offset], full[whole.find("h.0.mlp.c_proj.weight").offset + r * 4 * C / t * C]);
+      const ParamSpec& fcb = lay.find("h.2.mlp.c_fc.bias");  // columns [r·4C/t, ...)
+      EXPECT_EQ(local[fcb.offset + 3], full[whole.find("h.2.mlp.c_fc.bias").offset + r * 4 * C / t + 3]);
+      const ParamSpec& wte = lay.find("wte.weight");  // vocab rows [r·V/t, ...)
+      EXPECT_EQ(wte.shape, (std::vector<int64_t>{c.vocab / t, C}));
+      EXPECT_EQ(local[wte.offset + C + 1], full[(r * c.vocab / t + 1) * C + 1]);
+      EXPECT_EQ(lay.find("h.3.attn.c_proj.bias").numel, C);  // replicated
+    }
+    EXPECT_EQ(back, full) << "the t slices together are the whole model, t=" << t;
+  }
+}
+
+TEST(GPTLayout, TensorParallelSizeMustDivideHeadsFfnAndVocab) {
+  const GPTConfig c = GPTConfig::preset("mini");  // H = 4, 4C = 512, V = 256
+  try {
+    GPTLayout(c, 3, 0);
+    FAIL() << "t = 3 accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("tensor-parallel size 3"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("H=4"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(GPTLayout(c, 8, 0), std::invalid_argument);  // 8 does not divide H = 4
+  EXPECT_THROW(GPTLayout(c, 2, 2), std::invalid_argument);  // rank outside [0, t)
+}
+
+TEST(GPTInit, ATensorParallelSliceIsTheSliceOfTheWholeInitialisation) {
+  const GPTConfig c = GPTConfig::preset("tiny");
+  const GPT whole(c);
+  std::vector<float> full(whole.layout().num_params());
+  whole.init_params(full.data(), 9);
+  struct Rank1Of2 : TpComm {
+    int size() const override { return 2; }
+    int rank() const override { return 1; }
+  } tp;
+  const GPT slice(c, tp);
+  std::vector<float> mine(slice.layout().num_params()), expected(mine.size());
+  slice.init_params(mine.data(), 9);
+  slice.layout().copy_from_full(full.data(), expected.data());
+  EXPECT_EQ(mine, expected);
 }
 
 }  // namespace

@@ -1,7 +1,9 @@
-// The whole-model contracts of gpt.h: forward_backward is the composition of the unit functions,
-// announces units L+1, L, ..., 0 exactly when their gradients are final, accumulates into grads,
-// and honours loss_scale (two half-batches = one batch); loss at init ≈ ln V; activations are
-// counted as MemCategory::kActivations and released; bad inputs throw naming the values.
+// The whole-model contracts of gpt.h and unit_runner.h: forward_backward is the composition of
+// the unit functions, announces units L+1, L, ..., 0 exactly when their gradients are final,
+// accumulates into grads, and honours loss_scale (two half-batches = one batch); the block
+// backward is its B and W halves (bit for bit); the recompute hook gives bit-identical gradients
+// with fewer activations; loss at init ≈ ln V; activations are counted as
+// MemCategory::kActivations and released; bad inputs throw naming the values.
 //
 // Glossary: B batch, T sequence, C channels, V vocab, L layers, Ψ parameter count.
 #include "common/nn/gpt.h"
@@ -10,11 +12,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <stdexcept>
 #include <tuple>
 #include <vector>
 
 #include "common/nn/init.h"
+#include "common/nn/unit_runner.h"
 #include "common/tensor/memory.h"
 
 namespace llmp {
@@ -53,7 +57,7 @@ TEST(GPT, ForwardBackwardIsTheUnitComposition) {
   Model s("tiny", 2, 16);
   const GPT& m = s.m;
   const GPTLayout& lay = m.layout();
-  const int L = m.config().layers, C = m.config().d, B = s.B, T = s.T;
+  const int L = m.config().layers, B = s.B, T = s.T;
   const float scale = 1.0f / (B * T);
   const float* P = s.params.data();
   std::vector<float> g1(lay.num_params(), 0.f), g2(lay.num_params(), 0.f);
@@ -62,7 +66,7 @@ TEST(GPT, ForwardBackwardIsTheUnitComposition) {
   std::vector<int> order;
   std::vector<std::vector<float>> at_announce(lay.num_units());
   const double loss1 =
-      m.forward_backward(P, g1.data(), s.tok.data(), s.tgt.data(), B, T, scale, [&](int u) {
+      forward_backward(m, P, g1.data(), s.tok.data(), s.tgt.data(), B, T, scale, [&](int u) {
         order.push_back(u);
         const float* g = g1.data() + lay.unit_offset(u);
         at_announce[u].assign(g, g + lay.unit_numel(u));
@@ -75,46 +79,103 @@ TEST(GPT, ForwardBackwardIsTheUnitComposition) {
     EXPECT_TRUE(std::equal(at_announce[u].begin(), at_announce[u].end(), g)) << "unit " << u;
   }
 
-  // The same by hand with the unit functions. The buffers are Tensors (64-byte aligned) like
-  // forward_backward's own: Eigen peels unaligned heads of its vectorised loops, so the same math
-  // on differently aligned buffers may differ in the last bit, and this comparison is exact.
-  auto act = [&](int64_t n) { return Tensor::empty({n}, DType::kF32, MemCategory::kActivations); };
-  std::vector<Tensor> xs;
-  for (int l = 0; l <= L; ++l) xs.push_back(act(B * T * C));
+  // The same by hand with the unit functions (activations are 64-byte aligned Tensors in both,
+  // so the comparison is exact: Eigen peels unaligned heads of its vectorised loops).
+  auto U = [&](int u) { return P + lay.unit_offset(u); };
+  std::vector<Tensor> xs{m.embed_forward(U(0), s.tok.data(), B, T)};
   std::vector<BlockCache> caches(L);
-  m.embed_forward(P + lay.unit_offset(0), s.tok.data(), B, T, xs[0].f32());
-  for (int l = 0; l < L; ++l)
-    m.block_forward(P + lay.unit_offset(1 + l), xs[l].f32(), B, T, xs[l + 1].f32(), &caches[l]);
-  Tensor dx = act(B * T * C), dx_prev = act(B * T * C);
-  const double loss2 =
-      m.head_forward_backward(P + lay.unit_offset(L + 1), P, xs[L].f32(), s.tgt.data(), B, T, scale,
-                              dx.f32(), g2.data() + lay.unit_offset(L + 1), g2.data());
-  for (int l = L - 1; l >= 0; --l) {
-    m.block_backward(P + lay.unit_offset(1 + l), xs[l].f32(), caches[l], dx.f32(), dx_prev.f32(),
-                     g2.data() + lay.unit_offset(1 + l));
-    std::swap(dx, dx_prev);
-  }
-  m.embed_backward(s.tok.data(), B, T, dx.f32(), g2.data());
+  for (int l = 0; l < L; ++l) xs.push_back(m.block_forward(U(1 + l), xs[l], B, T, &caches[l]));
+  Tensor dx;
+  const double loss2 = m.head_forward_backward(U(L + 1), P, xs[L], s.tgt.data(), B, T, scale, &dx,
+                                               g2.data() + lay.unit_offset(L + 1), g2.data());
+  for (int l = L - 1; l >= 0; --l)
+    dx = m.block_backward(U(1 + l), xs[l], &caches[l], dx, g2.data() + lay.unit_offset(1 + l));
+  m.embed_backward(s.tok.data(), B, T, dx, g2.data());
   EXPECT_EQ(loss1, loss2);
   EXPECT_EQ(g1, g2);
   // forward_loss is the mean of the same losses.
-  EXPECT_NEAR(m.forward_loss(P, s.tok.data(), s.tgt.data(), B, T), loss1, 1e-6 * loss1);
+  EXPECT_NEAR(forward_loss(m, P, s.tok.data(), s.tgt.data(), B, T), loss1, 1e-6 * loss1);
+}
+
+TEST(GPT, BlockBackwardIsItsInputAndWeightHalves) {
+  // Zero bubble must not change the math: B then W (later) equals block_backward bit for bit,
+  // B touches no weight gradient, and B frees what W does not need.
+  Model s("tiny", 2, 16);
+  const GPT& m = s.m;
+  const int B = s.B, T = s.T, C = m.config().d;
+  const float* bp = s.params.data() + m.layout().unit_offset(1);
+  const int64_t nb = m.layout().unit_numel(1);
+  Tensor x = Tensor::empty({B, T, C}, DType::kF32, MemCategory::kActivations);
+  Tensor dy = Tensor::empty({B, T, C}, DType::kF32, MemCategory::kActivations);
+  for (int64_t i = 0; i < x.numel(); ++i)
+    x.f32()[i] = std::sin(0.37 * i), dy.f32()[i] = std::cos(0.11 * i);
+
+  BlockCache cache;
+  std::vector<float> g_ref(nb, 0.0f), g(nb, 0.0f);
+  m.block_forward(bp, x, B, T, &cache);
+  const Tensor dx_ref = m.block_backward(bp, x, &cache, dy, g_ref.data());
+  EXPECT_FALSE(cache.filled()) << "block_backward frees the cache";
+
+  BlockCache cache2;
+  BlockGradCache keep;
+  m.block_forward(bp, x, B, T, &cache2);
+  const Tensor dx = m.block_backward_input(bp, x, &cache2, dy, &keep);
+  EXPECT_FALSE(cache2.attn.att.defined()) << "B frees attention's probabilities";
+  EXPECT_FALSE(cache2.attn.qkv.defined());
+  EXPECT_FALSE(cache2.mlp.fch.defined());
+  EXPECT_TRUE(std::all_of(g.begin(), g.end(), [](float v) { return v == 0.0f; }))
+      << "B must not touch the weight gradients";
+  m.block_backward_weight(bp, x, cache2, keep, g.data());
+  EXPECT_TRUE(std::equal(dx.f32(), dx.f32() + dx.numel(), dx_ref.f32()));
+  EXPECT_EQ(g, g_ref);
+  EXPECT_THROW(m.block_backward(bp, x, &cache, dy, g.data()), std::invalid_argument)
+      << "a used cache is refused";
+}
+
+TEST(GPT, RecomputeHookGivesTheSameGradientsWithFewerActivations) {
+  Model s("tiny", 2, 16);
+  const GPTLayout& lay = s.m.layout();
+  const int B = s.B, T = s.T;
+  auto& mt = MemoryTracker::instance();
+  auto run = [&](std::function<bool(int)> keep, int64_t* peak, int* recomputed) {
+    std::vector<float> g(lay.num_params(), 0.f);
+    FlatParams p(lay, s.params.data());
+    FlatGrads fg(lay, g.data());
+    UnitRunner runner(s.m, p, &fg);
+    if (keep) runner.set_keep_activations(keep);
+    const int64_t before = mt.current(MemCategory::kActivations);
+    mt.reset_peak();
+    runner.forward_backward(s.tok.data(), s.tgt.data(), B, T, 1.0f / (B * T));
+    *peak = mt.peak(MemCategory::kActivations) - before;
+    *recomputed = runner.stats().recomputed_blocks;
+    return g;
+  };
+  int64_t peak_keep = 0, peak_recompute = 0;
+  int r_keep = -1, r_recompute = -1;
+  const auto g_keep = run({}, &peak_keep, &r_keep);
+  const auto g_recompute = run([](int) { return false; }, &peak_recompute, &r_recompute);
+  std::printf("activation peak: keep %lld bytes, recompute every block %lld bytes\n",
+              static_cast<long long>(peak_keep), static_cast<long long>(peak_recompute));
+  EXPECT_EQ(g_keep, g_recompute);  // bit-identical: the same forward runs again
+  EXPECT_EQ(r_keep, 0);
+  EXPECT_EQ(r_recompute, s.m.config().layers);
+  EXPECT_LT(peak_recompute, peak_keep);
 }
 
 TEST(GPT, GradientsAccumulate) {
   Model s("tiny", 2, 16);
   const int64_t n = s.m.layout().num_params();
   std::vector<float> once(n, 0.f), twice(n, 0.f);
-  s.m.forward_backward(s.params.data(), once.data(), s.tok.data(), s.tgt.data(), 2, 16, 0.5f);
+  forward_backward(s.m, s.params.data(), once.data(), s.tok.data(), s.tgt.data(), 2, 16, 0.5f);
   for (int k = 0; k < 2; ++k)
-    s.m.forward_backward(s.params.data(), twice.data(), s.tok.data(), s.tgt.data(), 2, 16, 0.5f);
+    forward_backward(s.m, s.params.data(), twice.data(), s.tok.data(), s.tgt.data(), 2, 16, 0.5f);
   for (float& g : once) g *= 2;
   EXPECT_LT(max_rel_diff(twice, once), 1e-6);
 }
 
 TEST(GPT, LossAtInitIsLnV) {
   Model s("mini", 4, 64);
-  const double loss = s.m.forward_loss(s.params.data(), s.tok.data(), s.tgt.data(), 4, 64);
+  const double loss = forward_loss(s.m, s.params.data(), s.tok.data(), s.tgt.data(), 4, 64);
   std::printf("mini loss at init %.4f (ln 256 = %.4f)\n", loss, std::log(256.0));
   EXPECT_NEAR(loss, std::log(256.0), 0.1);
 }
@@ -126,10 +187,10 @@ TEST(GPT, LossScaleSplitsABatch) {
   const int64_t n = s.m.layout().num_params();
   std::vector<float> full(n, 0.f), halves(n, 0.f);
   const double lf =
-      s.m.forward_backward(s.params.data(), full.data(), s.tok.data(), s.tgt.data(), B, T, scale);
+      forward_backward(s.m, s.params.data(), full.data(), s.tok.data(), s.tgt.data(), B, T, scale);
   double lh = 0;
   for (int k = 0; k < 2; ++k)
-    lh += s.m.forward_backward(s.params.data(), halves.data(), s.tok.data() + k * half * T,
+    lh += forward_backward(s.m, s.params.data(), halves.data(), s.tok.data() + k * half * T,
                                s.tgt.data() + k * half * T, half, T, scale);
   const double dg = max_rel_diff(halves, full);
   std::printf("full %.9f halves %.9f, largest grad diff / largest grad %.3e\n", lf, lh, dg);
@@ -138,14 +199,14 @@ TEST(GPT, LossScaleSplitsABatch) {
 }
 
 /// Peak activation bytes of forward_backward, the closed form of README.md:
-///   4·[ L·(15NC + 4N + BHT²) + (L+3)·NC + max(2NC + 2N + R·V, 5NC + T²) ],  R = min(N, 2²²/V)
-/// (caches of all layers, x_0..x_L, dx and dx2, then the larger of the head's temporaries and
-/// the first block backward's workspace). N = B·T.
+///   4·[ L·(15NC + 4N + BHT²) + (L+1)·NC + max(3NC + 2N + 3R + R·V, 4NC) ],  R = min(N, 2²²/V)
+/// (caches of all layers, x_0..x_L or x_0..x_{L-1} and dy, then the larger of the head's
+/// temporaries and the first block backward's MLP workspace). N = B·T.
 int64_t activation_peak_bytes(const GPTConfig& c, int64_t B, int64_t T) {
   const int64_t N = B * T, NC = N * c.d, L = c.layers;
   const int64_t R = std::min<int64_t>(N, std::max<int64_t>(1, (int64_t{1} << 22) / c.vocab));
   const int64_t cache = 15 * NC + 4 * N + B * c.heads * T * T;
-  return 4 * (L * cache + (L + 3) * NC + std::max(2 * NC + 2 * N + R * c.vocab, 5 * NC + T * T));
+  return 4 * (L * cache + (L + 1) * NC + std::max(3 * NC + 2 * N + 3 * R + R * c.vocab, 4 * NC));
 }
 
 TEST(GPT, ActivationMemoryMatchesTheClosedFormAndIsReleased) {
@@ -155,7 +216,7 @@ TEST(GPT, ActivationMemoryMatchesTheClosedFormAndIsReleased) {
     const int64_t before = mt.current(MemCategory::kActivations);
     mt.reset_peak();
     std::vector<float> g(s.m.layout().num_params(), 0.f);
-    s.m.forward_backward(s.params.data(), g.data(), s.tok.data(), s.tgt.data(), B, T, 1.f);
+    forward_backward(s.m, s.params.data(), g.data(), s.tok.data(), s.tgt.data(), B, T, 1.f);
     const int64_t peak = mt.peak(MemCategory::kActivations) - before;
     std::printf("%s B=%d T=%d: peak activations %lld bytes (closed form %lld)\n", preset, B, T,
                 static_cast<long long>(peak),
@@ -165,26 +226,29 @@ TEST(GPT, ActivationMemoryMatchesTheClosedFormAndIsReleased) {
   }
   Model s("tiny", 2, 16);
   BlockCache c;
-  std::vector<float> x(32 * 32, 0.1f), y(32 * 32);
-  s.m.block_forward(s.params.data() + s.m.layout().unit_offset(1), x.data(), 2, 16, y.data(), &c);
-  for (const Tensor* t : {&c.ln1, &c.ln1_mean, &c.ln1_rstd, &c.qkv, &c.att, &c.atty, &c.res1,
-                          &c.ln2, &c.ln2_mean, &c.ln2_rstd, &c.fch, &c.fch_gelu})
+  Tensor x = Tensor::empty({2, 16, 32}, DType::kF32, MemCategory::kActivations);
+  x.fill(0.1f);
+  s.m.block_forward(s.params.data() + s.m.layout().unit_offset(1), x, 2, 16, &c);
+  for (const Tensor* t : {&c.attn.ln1, &c.attn.ln1_mean, &c.attn.ln1_rstd, &c.attn.qkv, &c.attn.att,
+                          &c.attn.atty, &c.res1, &c.mlp.ln2, &c.mlp.ln2_mean, &c.mlp.ln2_rstd,
+                          &c.mlp.fch, &c.mlp.fch_gelu})
     EXPECT_EQ(t->category(), MemCategory::kActivations);
-  EXPECT_EQ(c.att.shape(), (std::vector<int64_t>{2, 2, 16, 16}));
+  EXPECT_EQ(c.attn.att.shape(), (std::vector<int64_t>{2, 2, 16, 16}));
+  EXPECT_EQ(c.bytes(), 4 * (15 * 32 * 32 + 4 * 32 + 2 * 2 * 16 * 16));  // 15NC + 4N + BHT²
 }
 
 TEST(GPT, BadInputsThrowNamingTheValues) {
   Model s("tiny", 2, 16);
   std::vector<float> g(s.m.layout().num_params(), 0.f);
   try {
-    s.m.forward_backward(s.params.data(), g.data(), s.tok.data(), s.tgt.data(), 1, 32, 1.f);
+    forward_backward(s.m, s.params.data(), g.data(), s.tok.data(), s.tgt.data(), 1, 32, 1.f);
     FAIL() << "T > ctx accepted";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("T=32"), std::string::npos) << e.what();
   }
   s.tok[5] = 300;
   try {
-    s.m.forward_loss(s.params.data(), s.tok.data(), s.tgt.data(), 2, 16);
+    forward_loss(s.m, s.params.data(), s.tok.data(), s.tgt.data(), 2, 16);
     FAIL() << "token 300 accepted";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("300"), std::string::npos) << e.what();

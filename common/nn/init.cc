@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "common/nn/gpt.h"
 
@@ -38,6 +39,13 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 }  // namespace
 
 void GPT::init_params(float* params, uint64_t seed) const {
+  if (layout_.tp_size() > 1) {  // a tensor-parallel slice: initialise the whole model, keep ours
+    const GPT whole(cfg_);
+    std::vector<float> full(whole.layout().num_params());
+    whole.init_params(full.data(), seed);
+    layout_.copy_from_full(full.data(), params);
+    return;
+  }
   const double std_w = 0.02;
   const double std_proj = 0.02 / std::sqrt(2.0 * cfg_.layers);
   for (const ParamSpec& p : layout_.params()) {

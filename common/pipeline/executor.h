@@ -6,14 +6,17 @@
 //   forward(i,c)        x_0 = input (or embed(tokens_i) on virtual stage 0),
 //                       x_{j+1} = block_j(x_j) for the chunk's k blocks, keeping every x_j and
 //                       BlockCache (kActivations); on the last virtual stage also the head:
-//                       loss_i and dy = dloss/dx_k (the fused head of gpt.h), kept for backward
+//                       loss_i and dy = dloss/dx_k (the fused head of gpt.h), kept for backward.
+//                       This is the shared walk (common/nn/unit_runner.h) over the chunk's
+//                       range of units, with the rank's local buffers as ParamSource/GradSink
 //   send_forward(i,c)   isend of x_k to stage s+1 (never blocks)
 //   recv_backward(i,c)  blocks until dL/dx_k arrives from stage s+1
 //   backward(i,c)       dx_j from dx_{j+1} through the blocks in reverse, gradients ACCUMULATED
 //                       into this rank's gradient buffer; embed_backward on virtual stage 0;
 //                       frees the micro-batch's activations
 //   backward_input / backward_weight   the same backward split in two (zero bubble,
-//                       split_backward.h): B sends dx at once, W adds the weight gradients later
+//                       GPT::block_backward_input/_weight): B sends dx at once, W adds the weight
+//                       gradients later
 //   send_backward(i,c)  isend of dL/dx_0 to stage s-1
 //
 // Gradient accumulation over micro-batches is just "+=": each micro-batch's loss is scaled by
@@ -37,10 +40,10 @@
 
 #include "common/comm/process_group.h"
 #include "common/nn/gpt.h"
+#include "common/nn/unit_runner.h"
 #include "common/pipeline/gpt_partition.h"
 #include "common/pipeline/p2p.h"
 #include "common/pipeline/schedule.h"
-#include "common/pipeline/split_backward.h"
 
 namespace llmp {
 
@@ -78,26 +81,13 @@ class PipelineExecutor {
   const ExecutorStats& stats() const { return stats_; }
 
  private:
-  /// The activations of one (micro-batch, chunk) between its forward and its backward.
-  struct Slot {
-    std::vector<Tensor> x;               ///< x_0..x_k (B,T,C); x_0 the chunk's input
-    std::vector<BlockCache> cache;       ///< k
-    std::vector<BlockGradCache> keep;    ///< k, between B and W (zero bubble)
-    Tensor dy;                           ///< dL/dx_k: received, or from the head
-    Tensor dx;                           ///< dL/dx_0 to send backward (or the embedding's)
-  };
-
-  void forward(const Action& a, const float* params, float* grads, const int32_t* tokens,
-               const int32_t* targets, double* loss);
-  void backward(const Action& a, const float* params, float* grads, const int32_t* tokens);
-  void backward_input(const Action& a, const float* params);
-  void backward_weight(const Action& a, const float* params, float* grads, const int32_t* tokens);
-
-  /// Offset in the local buffer of unit u of chunk c.
-  int64_t local(int chunk, int unit) const;
-  Slot& slot(const Action& a) { return slots_[a.microbatch * v_ + a.chunk]; }
-  /// Bytes of the x_j and BlockCaches of a slot (what its forward stored for its backward).
-  int64_t stored_bytes(const Slot& s) const;
+  void forward(const Action& a, UnitRunner& runner, const int32_t* tokens, const int32_t* targets,
+               double* loss);
+  /// The chunk's range of units (a virtual stage) for the walk.
+  UnitRange range(int chunk) const;
+  /// The tape of a (micro-batch, chunk): its activations between its forward and its backward.
+  Tape& tape(const Action& a) { return tapes_[a.microbatch * v_ + a.chunk]; }
+  int64_t rows(const Action& a) const { return static_cast<int64_t>(a.microbatch) * b_ * T_; }
 
   const GPT& model_;
   const GPTPartition& part_;
@@ -107,7 +97,7 @@ class PipelineExecutor {
   // Per run:
   int b_ = 0, T_ = 0;
   float scale_ = 0;
-  std::vector<Slot> slots_;  // [microbatch·v + chunk]
+  std::vector<Tape> tapes_;  // [microbatch·v + chunk]
   PendingSends pending_;
   int in_flight_ = 0;
   ExecutorStats stats_;

@@ -70,6 +70,17 @@ int64_t GPTPartition::wte_local_offset(int rank) const {
   return back.wte_copy ? back.local_offset : -1;
 }
 
+int64_t GPTPartition::unit_local_offset(int rank, int unit) const {
+  for (int c = 0; c < v_; ++c) {
+    const int s = c * p_ + rank;
+    if (unit >= unit_begin(s) && unit < unit_end(s)) {
+      const ParamSegment& seg = segments(rank).at(c);
+      return seg.local_offset + (layout_.unit_offset(unit) - seg.global_offset);
+    }
+  }
+  return unit == 0 ? wte_local_offset(rank) : -1;
+}
+
 std::vector<int> GPTPartition::embedding_ranks() const {
   const int first = rank_of(0), last = rank_of(p_ * v_ - 1);
   if (first == last) return {first};

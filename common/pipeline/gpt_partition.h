@@ -83,6 +83,10 @@ class GPTPartition {
   int64_t chunk_local_offset(int rank, int chunk) const { return segments(rank).at(chunk).local_offset; }
   /// Local offset of wte on rank r: 0 on the first rank, the copy on the last one, -1 elsewhere.
   int64_t wte_local_offset(int rank) const;
+  /// Local offset of unit u's first element on rank r, for the walk's ParamSource/GradSink
+  /// (common/nn/unit_runner.h): the chunk holding u, or, for unit 0 on a rank that holds only
+  /// the wte copy, that copy (which is what the tied head reads of unit 0). -1 when not held.
+  int64_t unit_local_offset(int rank, int unit) const;
   /// Ranks holding wte: {0, p-1} (one rank when p = 1). Their wte gradients are summed.
   std::vector<int> embedding_ranks() const;
 

@@ -9,6 +9,7 @@
 
 #include "common/data/corpus.h"
 #include "common/data/sampler.h"
+#include "common/nn/unit_runner.h"
 #include "stages/baseline/baseline.h"
 
 namespace llmp {
@@ -80,7 +81,7 @@ double state_and_eval_check(const PipelineFactory& make, int m, int steps) {
   a->get_state(p.data(), mo.data(), v.data());
   sample(corpus.val(), cfg.seed, 0, 0, B, T, tok.data(), tgt.data());
   const double eval = a->eval_loss(tok.data(), tgt.data(), B, T);
-  const double ref = model.forward_loss(p.data(), tok.data(), tgt.data(), B, T);
+  const double ref = forward_loss(model, p.data(), tok.data(), tgt.data(), B, T);
   worst = std::max(worst, std::fabs(eval - ref) / std::fabs(ref));
   if (pp.rank() == 0)
     std::printf("p=%d m=%d: state round trip, next-step losses %.6f / %.6f, eval %.6f vs "

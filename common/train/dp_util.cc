@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/nn/unit_runner.h"
 #include "common/tensor/memory.h"
 
 namespace llmp {
@@ -57,7 +58,7 @@ double dp_eval_loss(const GPT& model, const float* params, const int32_t* tokens
                     const int32_t* targets, int global_batch, int T, const ProcessGroup& dp,
                     MetricsReducer& metrics) {
   const int B = global_batch / dp.size();  // this rank's sequences
-  const double local_mean = model.forward_loss(params, tokens, targets, B, T);
+  const double local_mean = forward_loss(model, params, tokens, targets, B, T);
   return metrics.sum(local_mean) / dp.size();  // equal slices: the mean of the means
 }
 
@@ -98,6 +99,23 @@ void reduce_scatter_into_shard(ProcessGroup& dp, const ShardLayout& shards, int6
   const int64_t at = counts[r] > 0 ? std::max(a, shards.begin[r]) - shards.begin[r] : 0;
   Tensor out = grad_shard.narrow(at, counts[r]);
   dp.reduce_scatter_v(g, out, counts, ReduceOp::kSum);  // sends (N-1)/N · 4·(b - a)
+}
+
+ReduceScatterGrads::ReduceScatterGrads(const GPTLayout& layout, ProcessGroup& dp,
+                                       const ShardLayout& shards, Tensor& grad_shard)
+    : layout_(layout), dp_(dp), shards_(shards), grad_shard_(grad_shard),
+      unit_(layout.num_units()) {}
+
+float* ReduceScatterGrads::get(int u) {
+  if (!unit_[u].defined())
+    unit_[u] = Tensor::zeros({layout_.unit_numel(u)}, DType::kF32, MemCategory::kGradients);
+  return unit_[u].f32();
+}
+
+void ReduceScatterGrads::ready(int u) {
+  // Σ_ranks of unit u's gradient; this rank keeps its shard's part. sends (N-1)/N · 4·numel(u)
+  reduce_scatter_into_shard(dp_, shards_, layout_.unit_offset(u), unit_[u], grad_shard_);
+  unit_[u] = Tensor();  // only the shard's part of it remains, inside grad_shard
 }
 
 }  // namespace llmp

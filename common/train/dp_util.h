@@ -14,6 +14,7 @@
 
 #include "common/comm/process_group.h"
 #include "common/nn/gpt.h"
+#include "common/nn/unit_runner.h"
 #include "common/optim/adamw.h"
 #include "common/plan/memory_planner.h"
 #include "common/train/strategy.h"
@@ -81,5 +82,27 @@ void copy_shard_in(const ShardLayout& shards, int rank, const float* full, Tenso
 ///                                                             sends (N-1)/N · 4·numel(g)
 void reduce_scatter_into_shard(ProcessGroup& dp, const ShardLayout& shards, int64_t a,
                                const Tensor& g, Tensor& grad_shard);
+
+/// ZeRO-2/3's gradient hook on the walk (unit_runner.h): a unit's full gradient exists only from
+/// the walk's first "+=" into it until it is final; then it is reduce-scattered into this rank's
+/// shard (reduce_scatter_into_shard) and freed. So the full Ψ gradient never exists: at most unit
+/// 0 (alive from the tied head to the embedding's backward) and one other unit at a time.
+class ReduceScatterGrads : public GradSink {
+ public:
+  /// The references must outlive the sink. grad_shard: S floats, accumulated into (+=).
+  ReduceScatterGrads(const GPTLayout& layout, ProcessGroup& dp, const ShardLayout& shards,
+                     Tensor& grad_shard);
+  /// Allocates unit u's gradient (zeros, kGradients) on first use.
+  float* get(int unit) override;
+  /// Collective over dp: sends (N-1)/N · 4·numel(u); then frees unit u's gradient.
+  void ready(int unit) override;
+
+ private:
+  const GPTLayout& layout_;
+  ProcessGroup& dp_;
+  const ShardLayout& shards_;
+  Tensor& grad_shard_;
+  std::vector<Tensor> unit_;
+};
 
 }  // namespace llmp

@@ -1,13 +1,19 @@
-// Softmax cross-entropy over the vocabulary, fused with its backward.
+// Softmax cross-entropy over the vocabulary, fused with its backward, in three steps so that a
+// vocabulary split over tensor-parallel ranks can reduce between them.
 //
-//   loss_n = -log softmax(z_n)[y_n] = logsumexp(z_n) - z_n[y_n]
+//   loss_n = -log softmax(z_n)[y_n] = m_n + log Σ_v exp(z_nv - m_n) - z_n[y_n],  m_n = max_v z_nv
 //   ∂loss_n/∂z_n = softmax(z_n) - onehot(y_n)
 //
-// Fusing the two (as llm.c's fused_classifier does) means the (N,V) probabilities never exist
-// next to the logits: the gradient overwrites the logits in place. For GPT-2's V = 50257 that is
-// the largest activation of the model.
+// A rank holds the logits of vocabulary rows [v0, v0 + Vr) only: z (N, Vr). The row maximum, the
+// sum of exponentials and the target logit are then partial; Megatron-LM's vocab-parallel
+// cross-entropy (Shoeybi et al. 2019, §3) all-reduces the first with max and the other two with
+// sum over the tensor-parallel group between the steps below. On one rank (v0 = 0, Vr = V) those
+// reductions are the identity and the three steps are the ordinary fused softmax cross-entropy
+// (llm.c's fused_classifier): the gradient overwrites the logits in place, so the (N, V)
+// probabilities never exist next to them. For GPT-2's V = 50257 that is the largest activation.
 //
-// Glossary: N rows (= B·T tokens), V vocabulary, z logits (N,V), y targets (N) in [0,V).
+// Glossary: N rows (= B·T tokens), V vocabulary, Vr = V/t vocabulary rows of this rank, v0 its
+// first row, z logits (N,Vr), y targets (N) in [0,V), m row maxima (N), s sums (N).
 #pragma once
 
 #include <cstdint>
@@ -15,11 +21,20 @@
 namespace llmp {
 namespace cpu {
 
-/// Returns Σ_n loss_n (in double, unscaled). The logits (N,V) are consumed: when `backward` is
-/// true they are OVERWRITTEN by dloss·(softmax(z) - onehot(y)), the gradient of dloss·Σ_n loss_n;
-/// otherwise by exp(z - max z) (scratch). Precondition: 0 <= targets[n] < V.
-double softmax_cross_entropy(float* logits, const int32_t* targets, int N, int V, float dloss,
-                             bool backward);
+/// Step 1: m (N) = max over this rank's logits of each row, z (N,Vr). Reduce m with max.
+void cross_entropy_row_max(float* m, const float* z, int N, int Vr);
+
+/// Step 2, with m the row maxima over the whole vocabulary: z ← exp(z - m) in place, and
+/// sums (2N) = [ s_n = Σ_v exp(z_nv - m_n) | z_n[y_n] when y_n ∈ [v0, v0+Vr), else 0 ].
+/// Reduce sums with sum: then every rank has the full s_n and the target logit.
+void cross_entropy_exp_sums(float* sums, float* z, const int32_t* y, int v0, int N, int Vr,
+                            const float* m);
+
+/// Step 3, with the reduced m and sums: returns Σ_n loss_n (in double, unscaled). With
+/// `backward`, z (holding exp(z - m) from step 2) is OVERWRITTEN by dloss·(softmax - onehot), the
+/// gradient of dloss·Σ_n loss_n w.r.t. this rank's logits.
+double cross_entropy_loss(float* z, const int32_t* y, int v0, int N, int Vr, const float* m,
+                          const float* sums, float dloss, bool backward);
 
 }  // namespace cpu
 }  // namespace llmp

@@ -1,9 +1,17 @@
-// Token and position embeddings: x[b,t] = wte[tokens[b,t]] + wpe[t], forward and backward.
+// Token and position embeddings, forward and backward, for a vocabulary and a sequence that may
+// be split over tensor-parallel ranks.
+//
+//   x[b,t] = wte[tokens[b,t]] + wpe[t]
 //
 // Radford et al. 2019 (GPT-2) learns both tables; wte is tied to the LM head (Press & Wolf 2017),
-// so its gradient has two parts, this scatter and the head's dlogitsᵀ·ln_f(x).
+// so its gradient has two parts, this scatter and the head's dlogitsᵀ·ln_f(x). Megatron-LM's
+// vocab-parallel embedding (Shoeybi et al. 2019, §3) gives rank r the rows [v0, v0 + Vr) of wte:
+// token_embedding_forward writes a token's row when it is one of them and zeros otherwise, and
+// the partial results are summed over the ranks. Position rows are added after that sum, on the
+// positions a rank holds (all of them, or its slice of the sequence under sequence parallelism).
 //
-// Glossary: B batch, T sequence (≤ ctx), C channels, V vocabulary; wte (V,C), wpe (ctx,C).
+// Glossary: B batch, T sequence (≤ ctx), Tl positions held (T, or T/t), t0 the first of them,
+// C channels, V vocabulary, Vr rows of wte held, v0 the first; wte (Vr,C), wpe (ctx,C), N = B·T.
 #pragma once
 
 #include <cstdint>
@@ -11,13 +19,17 @@
 namespace llmp {
 namespace cpu {
 
-/// out (B,T,C) = wte[tokens (B,T)] + wpe[0..T). Precondition: 0 <= tokens < V (not checked here).
-void embedding_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int B,
-                       int T, int C);
+/// out (N,C) = wte[tokens[n] - v0] for tokens in [v0, v0 + Vr), 0 for the others (OVERWRITES).
+void token_embedding_forward(float* out, const int32_t* tokens, const float* wte, int v0, int Vr,
+                             int N, int C);
+/// dwte (Vr,C) += scatter of dout (N,C) into the rows of the tokens in [v0, v0 + Vr).
+void token_embedding_backward(float* dwte, const float* dout, const int32_t* tokens, int v0, int Vr,
+                              int N, int C);
 
-/// Scatter-add of dout (B,T,C): dwte[tokens[b,t]] += dout[b,t], dwpe[t] += dout[b,t] (ACCUMULATED).
-void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int B,
-                        int T, int C);
+/// x (B,Tl,C) += wpe[t0 + t] for t in [0, Tl).
+void position_embedding_forward(float* x, const float* wpe, int B, int Tl, int t0, int C);
+/// dwpe[t0 + t] += Σ_b dx[b,t] (ACCUMULATED), dx (B,Tl,C).
+void position_embedding_backward(float* dwpe, const float* dx, int B, int Tl, int t0, int C);
 
 }  // namespace cpu
 }  // namespace llmp

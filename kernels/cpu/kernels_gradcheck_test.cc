@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -157,6 +158,14 @@ TEST(KernelGradCheck, Attention) {
     for (int c = 0; c < C; ++c) EXPECT_FLOAT_EQ(out[b * T * C + c], qkv[b * T * 3 * C + 2 * C + c]);
 }
 
+/// Σ loss through the three steps of cross_entropy.h on one shard (the whole vocabulary).
+double cross_entropy(float* z, const int32_t* y, int N, int V, float dloss, bool backward) {
+  Vec m(N), sums(2 * N);
+  cross_entropy_row_max(m.data(), z, N, V);
+  cross_entropy_exp_sums(sums.data(), z, y, 0, N, V, m.data());
+  return cross_entropy_loss(z, y, 0, N, V, m.data(), sums.data(), dloss, backward);
+}
+
 TEST(KernelGradCheck, CrossEntropy) {
   const int N = 4, V = 11;
   const float dloss = 0.7f;
@@ -164,33 +173,99 @@ TEST(KernelGradCheck, CrossEntropy) {
   std::vector<int32_t> y = {3, 0, 10, 3};
   auto loss = [&] {
     Vec tmp = z;
-    return dloss * softmax_cross_entropy(tmp.data(), y.data(), N, V, dloss, false);
+    return dloss * cross_entropy(tmp.data(), y.data(), N, V, dloss, false);
   };
   Vec g = z;
-  const double l = softmax_cross_entropy(g.data(), y.data(), N, V, dloss, true);
+  const double l = cross_entropy(g.data(), y.data(), N, V, dloss, true);
   // Same value with and without backward (to f32 rounding: the two copies may be aligned
   // differently, and Eigen's vectorised sums peel unaligned heads).
   EXPECT_NEAR(dloss * l, loss(), 1e-6 * l);
   expect_grad("cross_entropy dlogits", z.data(), g.data(), N * V, loss);
   // Uniform logits: loss = ln V per row.
   Vec u(N * V, 0.5f);
-  EXPECT_NEAR(softmax_cross_entropy(u.data(), y.data(), N, V, 1.f, false), N * std::log(V), 1e-5);
+  EXPECT_NEAR(cross_entropy(u.data(), y.data(), N, V, 1.f, false), N * std::log(V), 1e-5);
+}
+
+TEST(KernelGradCheck, CrossEntropyOverVocabularyShards) {
+  // The vocabulary in two shards of rows [0,5) and [5,11), reduced by hand between the steps
+  // (max, then sum) as the tensor-parallel group does: the same loss and the same gradient.
+  const int N = 4, V = 11, V0 = 5;
+  const float dloss = 0.3f;
+  Vec z = rand_vec(N * V, 21, -3, 3);
+  std::vector<int32_t> y = {3, 7, 10, 0};
+  Vec full = z;
+  const double l_full = cross_entropy(full.data(), y.data(), N, V, dloss, true);
+  Vec a(N * V0), b(N * (V - V0));  // the two shards' logits
+  for (int n = 0; n < N; ++n)
+    for (int v = 0; v < V; ++v) (v < V0 ? a[n * V0 + v] : b[n * (V - V0) + v - V0]) = z[n * V + v];
+  Vec ma(N), mb(N), sa(2 * N), sb(2 * N);
+  cross_entropy_row_max(ma.data(), a.data(), N, V0);
+  cross_entropy_row_max(mb.data(), b.data(), N, V - V0);
+  for (int n = 0; n < N; ++n) ma[n] = mb[n] = std::max(ma[n], mb[n]);  // all_reduce max
+  cross_entropy_exp_sums(sa.data(), a.data(), y.data(), 0, N, V0, ma.data());
+  cross_entropy_exp_sums(sb.data(), b.data(), y.data(), V0, N, V - V0, mb.data());
+  for (int i = 0; i < 2 * N; ++i) sa[i] = sb[i] = sa[i] + sb[i];  // all_reduce sum
+  const double la = cross_entropy_loss(a.data(), y.data(), 0, N, V0, ma.data(), sa.data(), dloss, true);
+  const double lb =
+      cross_entropy_loss(b.data(), y.data(), V0, N, V - V0, mb.data(), sb.data(), dloss, true);
+  EXPECT_NEAR(la, l_full, 1e-6 * l_full);
+  EXPECT_EQ(la, lb);  // every rank computes the whole loss
+  for (int n = 0; n < N; ++n)
+    for (int v = 0; v < V; ++v)
+      EXPECT_NEAR(v < V0 ? a[n * V0 + v] : b[n * (V - V0) + v - V0], full[n * V + v], 1e-6)
+          << "row " << n << " vocab " << v;
 }
 
 TEST(KernelGradCheck, Embedding) {
-  const int B = 2, T = 3, C = 4, V = 5;
+  const int B = 2, T = 3, C = 4, V = 5, N = B * T;
   Vec wte = rand_vec(V * C, 14), wpe = rand_vec(T * C, 15), R = rand_vec(B * T * C, 16);
   std::vector<int32_t> tok = {1, 4, 1, 0, 1, 2};  // token 1 three times: its gradient accumulates
   Vec out(B * T * C);
   auto loss = [&] {
-    embedding_forward(out.data(), tok.data(), wte.data(), wpe.data(), B, T, C);
+    token_embedding_forward(out.data(), tok.data(), wte.data(), 0, V, N, C);
+    position_embedding_forward(out.data(), wpe.data(), B, T, 0, C);
     return dot(out, R);
   };
   Vec dwte(V * C, 0.f), dwpe(T * C, 0.f);
-  embedding_backward(dwte.data(), dwpe.data(), R.data(), tok.data(), B, T, C);
+  token_embedding_backward(dwte.data(), R.data(), tok.data(), 0, V, N, C);
+  position_embedding_backward(dwpe.data(), R.data(), B, T, 0, C);
   expect_grad("embedding dwte", wte.data(), dwte.data(), V * C, loss);
   expect_grad("embedding dwpe", wpe.data(), dwpe.data(), T * C, loss);
   for (int c = 0; c < C; ++c) EXPECT_EQ(dwte[3 * C + c], 0.f);  // token 3 never appears
+  // A shard of rows [2,5): tokens outside it give zero rows, and only its rows get gradients.
+  Vec part(N * C, 9.f), dpart(3 * C, 0.f);
+  token_embedding_forward(part.data(), tok.data(), wte.data() + 2 * C, 2, 3, N, C);
+  token_embedding_backward(dpart.data(), R.data(), tok.data(), 2, 3, N, C);
+  for (int n = 0; n < N; ++n)
+    for (int c = 0; c < C; ++c)
+      EXPECT_EQ(part[n * C + c], tok[n] >= 2 ? wte[tok[n] * C + c] : 0.f) << n;
+  for (int i = 0; i < 3 * C; ++i) EXPECT_EQ(dpart[i], dwte[2 * C + i]);
+}
+
+TEST(KernelGradCheck, BackwardHalvesComposeToTheFullBackward) {
+  // matmul_backward = input half + weight half; layernorm_backward = dx-only + weight half.
+  const int N = 5, C = 7, OC = 6;
+  Vec x = rand_vec(N * C, 31), W = rand_vec(C * OC, 32), R = rand_vec(N * OC, 33);
+  Vec dx(N * C), dW(C * OC, 0.f), db(OC, 0.f), dx2(N * C), dW2(C * OC, 0.f), db2(OC, 0.f);
+  matmul_backward(dx.data(), dW.data(), db.data(), R.data(), x.data(), W.data(), N, C, OC);
+  matmul_backward_input(dx2.data(), R.data(), W.data(), N, C, OC);
+  matmul_backward_weight(dW2.data(), db2.data(), R.data(), x.data(), N, C, OC);
+  EXPECT_EQ(dx, dx2);
+  EXPECT_EQ(dW, dW2);
+  EXPECT_EQ(db, db2);
+  Vec w = rand_vec(C, 34, 0.5f, 1.5f), b = rand_vec(C, 35), y(N * C), mean(N), rstd(N);
+  Vec Rl = rand_vec(N * C, 36);
+  layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
+  Vec lx(N * C, 0.f), lw(C, 0.f), lb(C, 0.f), lx2(N * C, 0.f), lw2(C, 0.f), lb2(C, 0.f);
+  layernorm_backward(lx.data(), lw.data(), lb.data(), Rl.data(), x.data(), w.data(), mean.data(),
+                     rstd.data(), N, C);
+  layernorm_backward(lx2.data(), nullptr, nullptr, Rl.data(), x.data(), w.data(), mean.data(),
+                     rstd.data(), N, C);
+  layernorm_backward_weight(lw2.data(), lb2.data(), Rl.data(), x.data(), mean.data(), rstd.data(),
+                            N, C);
+  EXPECT_EQ(lx, lx2);
+  EXPECT_EQ(lw, lw2);
+  EXPECT_EQ(lb, lb2);
 }
 
 }  // namespace

@@ -30,7 +30,6 @@ void layernorm_forward(float* y, float* mean, float* rstd, const float* x, const
 void layernorm_backward(float* dx, float* dw, float* db, const float* dy, const float* x,
                         const float* w, const float* mean, const float* rstd, int N, int C) {
   CArr W(w, C);
-  Arr dW(dw, C), dB(db, C);
   Eigen::ArrayXf xhat(C), dxhat(C);
   for (int n = 0; n < N; ++n) {
     const long o = static_cast<long>(n) * C;
@@ -40,6 +39,18 @@ void layernorm_backward(float* dx, float* dw, float* db, const float* dy, const 
     const float mean_d = dxhat.sum() / C;
     const float mean_dx = (dxhat * xhat).sum() / C;
     Arr(dx + o, C) += rstd[n] * (dxhat - mean_d - xhat * mean_dx);
+  }
+  if (dw) layernorm_backward_weight(dw, db, dy, x, mean, rstd, N, C);
+}
+
+void layernorm_backward_weight(float* dw, float* db, const float* dy, const float* x,
+                               const float* mean, const float* rstd, int N, int C) {
+  Arr dW(dw, C), dB(db, C);
+  Eigen::ArrayXf xhat(C);
+  for (int n = 0; n < N; ++n) {
+    const long o = static_cast<long>(n) * C;
+    CArr xr(x + o, C), dyr(dy + o, C);
+    xhat = (xr - mean[n]) * rstd[n];
     dW += dyr * xhat;
     dB += dyr;
   }

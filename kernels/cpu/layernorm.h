@@ -23,8 +23,14 @@ void layernorm_forward(float* y, float* mean, float* rstd, const float* x, const
 /// Given dy (N,C): dx (N,C) += ∂L/∂x (ACCUMULATED, so a residual branch can add into the stream),
 /// dw (C) += Σ_rows dy·x̂, db (C) += Σ_rows dy, where x̂ = (x - mean)·rstd.
 ///   dx = rstd·(dx̂ - mean_c(dx̂) - x̂·mean_c(dx̂·x̂)),  dx̂ = dy·w
+/// dw and db may be nullptr: only the input gradient (the "B" half of a zero-bubble backward).
 void layernorm_backward(float* dx, float* dw, float* db, const float* dy, const float* x,
                         const float* w, const float* mean, const float* rstd, int N, int C);
+
+/// The weight half alone ("W"): dw (C) += Σ_rows dy·x̂, db (C) += Σ_rows dy, with x̂ recomputed
+/// from the forward's mean and rstd (N). Same sums, in the same order, as layernorm_backward's.
+void layernorm_backward_weight(float* dw, float* db, const float* dy, const float* x,
+                               const float* mean, const float* rstd, int N, int C);
 
 }  // namespace cpu
 }  // namespace llmp

@@ -33,9 +33,18 @@ void matmul_forward(float* y, const float* x, const float* W, const float* bias,
 
 void matmul_backward(float* dx, float* dW, float* db, const float* dy, const float* x,
                      const float* W, int N, int C, int OC) {
-  CMap dY(dy, N, OC), X(x, N, C), Wm(W, C, OC);
-  if (dx) Map(dx, N, C).noalias() = dY * Wm.transpose();  // (N,OC) @ (OC,C) -> (N,C)
-  Map(dW, C, OC).noalias() += X.transpose() * dY;         // (C,N) @ (N,OC) -> (C,OC)
+  if (dx) matmul_backward_input(dx, dy, W, N, C, OC);
+  matmul_backward_weight(dW, db, dy, x, N, C, OC);
+}
+
+void matmul_backward_input(float* dx, const float* dy, const float* W, int N, int C, int OC) {
+  Map(dx, N, C).noalias() = CMap(dy, N, OC) * CMap(W, C, OC).transpose();  // (N,OC) @ (OC,C)
+}
+
+void matmul_backward_weight(float* dW, float* db, const float* dy, const float* x, int N, int C,
+                            int OC) {
+  CMap dY(dy, N, OC), X(x, N, C);
+  Map(dW, C, OC).noalias() += X.transpose() * dY;  // (C,N) @ (N,OC) -> (C,OC)
   if (db) {  // Σ over N rows -> (OC), row by row: contiguous and vectorised (colwise().sum() of a
              // row-major Map walks each column with stride OC, ~5x slower here)
     VecMap dB(db, OC);

@@ -16,12 +16,22 @@ namespace cpu {
 void matmul_forward(float* y, const float* x, const float* W, const float* bias, int N, int C,
                     int OC);
 
-/// Backward of matmul_forward, given dy (N,OC):
+/// Backward of matmul_forward, given dy (N,OC): matmul_backward_input then
+/// matmul_backward_weight.
 ///   dx (N,C)  = dy @ W^T            OVERWRITTEN (skipped when dx == nullptr)
 ///   dW (C,OC) += x^T @ dy           accumulated
 ///   db (OC)   += Σ_rows dy          accumulated (skipped when db == nullptr)
 void matmul_backward(float* dx, float* dW, float* db, const float* dy, const float* x,
                      const float* W, int N, int C, int OC);
+
+/// The input-gradient half ("B" of zero-bubble pipelines, Qi et al. 2024 §2), on the critical
+/// path: dx (N,C) = dy (N,OC) @ Wᵀ, W (C,OC). OVERWRITES dx.
+void matmul_backward_input(float* dx, const float* dy, const float* W, int N, int C, int OC);
+
+/// The weight-gradient half ("W"), needed only by the optimizer step:
+/// dW (C,OC) += xᵀ (C,N) @ dy (N,OC);  db (OC) += Σ_rows dy (skipped when db == nullptr).
+void matmul_backward_weight(float* dW, float* db, const float* dy, const float* x, int N, int C,
+                            int OC);
 
 /// The same layer with the weight stored transposed, Wt (OC,C): y (N,OC) = x (N,C) @ Wtᵀ.
 /// This is the tied LM head, logits = ln_f(x) @ wteᵀ with wte (V,C) (Press & Wolf 2017).

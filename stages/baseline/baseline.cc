@@ -1,5 +1,6 @@
 #include "stages/baseline/baseline.h"
 
+#include "common/nn/unit_runner.h"
 #include "common/train/dp_util.h"
 
 namespace llmp {
@@ -16,7 +17,7 @@ double BaselineStrategy::train_step(const int32_t* tokens, const int32_t* target
                                     int global_batch, int T, int64_t step) {
   grads_.fill(0.0f);
   // loss_scale 1/(B·T): the gradient of the mean loss over the whole batch.
-  const double loss = model_.forward_backward(params_.f32(), grads_.f32(), tokens, targets,
+  const double loss = forward_backward(model_, params_.f32(), grads_.f32(), tokens, targets,
                                               global_batch, T, 1.0f / (global_batch * T));
   opt_.step(params_.f32(), grads_.f32(), step);
   return loss;
@@ -24,7 +25,7 @@ double BaselineStrategy::train_step(const int32_t* tokens, const int32_t* target
 
 double BaselineStrategy::eval_loss(const int32_t* tokens, const int32_t* targets,
                                    int global_batch, int T) {
-  return model_.forward_loss(params_.f32(), tokens, targets, global_batch, T);
+  return forward_loss(model_, params_.f32(), tokens, targets, global_batch, T);
 }
 
 void BaselineStrategy::get_state(float* params, float* exp_avg, float* exp_avg_sq) {

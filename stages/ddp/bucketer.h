@@ -9,7 +9,7 @@
 // order (≈ the order their gradients become ready), put them into the current bucket, close it
 // once it holds ≥ cap bytes.
 //
-// Here the unit of readiness is a GPT unit (common/nn/gpt.h): forward_backward reports them in
+// Here the unit of readiness is a GPT unit (common/nn/unit_runner.h): forward_backward reports them in
 // the order L+1, L, ..., 1, 0. Units are contiguous in the flat buffer, ordered 0..L+1, so a
 // run of consecutive units in reverse order is ONE contiguous range and a bucket is a view
 // (narrow) of the gradient buffer: no copy in or out (PyTorch's gradient_as_bucket_view=True).

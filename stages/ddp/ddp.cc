@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "common/nn/unit_runner.h"
 #include "common/runtime/log.h"
 
 namespace llmp {
@@ -101,7 +102,7 @@ double DDPStrategy::train_step(const int32_t* tokens, const int32_t* targets, in
       work_.assign(buckets_.size(), nullptr);
       meter_.begin_step(static_cast<int>(buckets_.size()));
     }
-    local_loss += model_.forward_backward(params_.f32(), grads_.f32(), tokens + off,
+    local_loss += forward_backward(model_, params_.f32(), grads_.f32(), tokens + off,
                                           targets + off, micro, T, scale,
                                           sync ? hook : std::function<void(int)>());
     if (sync) {

@@ -79,7 +79,7 @@ class DDPStrategy : public Strategy {
   const OverlapMeter& overlap() const { return meter_; }
 
  private:
-  /// The backward hook (GPT::forward_backward's on_unit_ready) of the last micro-step.
+  /// The backward hook (forward_backward's on_unit_ready, unit_runner.h) of the last micro-step.
   void on_unit_ready(int u);
   void launch(int b);  // all_reduce_async of bucket b        sends 2(N-1)/N·4·numel(b)
   void poll();         // test() every in-flight bucket: drives MPI's progress engine

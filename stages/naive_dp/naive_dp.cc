@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "common/nn/unit_runner.h"
 #include "common/runtime/log.h"
 
 namespace llmp {
@@ -32,7 +33,7 @@ double NaiveDPStrategy::train_step(const int32_t* tokens, const int32_t* targets
   // 1. Forward and backward over the local slice: (B/N, T) tokens -> Ψ gradients.
   grads_.fill(0.0f);
   const double local_loss =
-      model_.forward_backward(params_.f32(), grads_.f32(), tokens, targets, B, T, scale);
+      forward_backward(model_, params_.f32(), grads_.f32(), tokens, targets, B, T, scale);
 
   // 2. Only now, with the whole backward done, sum the gradients over ranks: one all_reduce of
   //    the flat Ψ-element buffer, in place.                     sends 2(N-1)/N·4Ψ

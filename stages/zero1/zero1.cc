@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "common/nn/unit_runner.h"
+
 namespace llmp {
 
 Zero1Strategy::Zero1Strategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt, uint64_t seed)
@@ -31,7 +33,7 @@ double Zero1Strategy::train_step(const int32_t* tokens, const int32_t* targets, 
   //    With loss_scale 1/(B·T), the sum over ranks is the gradient of the global mean loss.
   grads_.fill(0.0f);
   const double local_loss =
-      model_.forward_backward(params_.f32(), grads_.f32(), tokens, targets, B, T, scale);
+      forward_backward(model_, params_.f32(), grads_.f32(), tokens, targets, B, T, scale);
 
   // 2. Reduce-scatter: this rank receives Σ_ranks grads[begin, begin + count), its shard only.
   //    sends (N-1)/N · 4Ψ. The receive buffer is communication scratch, freed after step 3.

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/nn/unit_runner.h"
+
 namespace llmp {
 
 Zero2Strategy::Zero2Strategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt, uint64_t seed)
@@ -20,53 +22,19 @@ BatchSlice Zero2Strategy::batch_slice(int global_batch) const {
   return rank_slice(global_batch, dp_.rank(), dp_.size());  // [r·B/N, (r+1)·B/N)
 }
 
-void Zero2Strategy::reduce_scatter_unit(int u, const Tensor& g) {
-  // Σ_ranks of unit u's gradient; this rank keeps its shard's part. sends (N-1)/N · 4·numel(u)
-  reduce_scatter_into_shard(dp_, shards_, model_.layout().unit_offset(u), g, grad_shard_);
-}
-
 double Zero2Strategy::train_step(const int32_t* tokens, const int32_t* targets, int global_batch,
                                  int T, int64_t step) {
-  const GPTLayout& lay = model_.layout();
-  const int L = model_.config().layers, C = model_.config().d;
   const int B = global_batch / dp_.size();  // this rank's sequences
   const float scale = 1.0f / (static_cast<float>(global_batch) * T);  // global mean
-  const float* P = params_.f32();
   const double bytes_before = dp_.stats().total_bytes();
   MemoryTracker::instance().reset_peak();
 
-  // 1. Forward: x_0 = embed(tokens), x_{l+1} = block_l(x_l). Keep every x_l and block cache.
-  std::vector<Tensor> x(L + 1);
-  std::vector<BlockCache> cache(L);
-  for (auto& t : x) t = Tensor::empty({B, T, C}, DType::kF32, MemCategory::kActivations);
-  model_.embed_forward(P + lay.unit_offset(0), tokens, B, T, x[0].f32());
-  for (int l = 0; l < L; ++l)
-    model_.block_forward(P + lay.unit_offset(1 + l), x[l].f32(), B, T, x[l + 1].f32(), &cache[l]);
-
-  // 2. Backward, one unit at a time, each reduce-scattered as soon as it is final.
-  // Unit 0 (wte, wpe) stays alive throughout: the tied head adds to wte first, the embedding last.
-  Tensor g0 = Tensor::zeros({lay.unit_numel(0)}, DType::kF32, MemCategory::kGradients);
-  Tensor dx = Tensor::empty({B, T, C}, DType::kF32, MemCategory::kActivations);
-  Tensor dx_prev = Tensor::empty({B, T, C}, DType::kF32, MemCategory::kActivations);
-  double local_loss;
-  {
-    Tensor gf = Tensor::zeros({lay.unit_numel(L + 1)}, DType::kF32, MemCategory::kGradients);
-    local_loss = model_.head_forward_backward(P + lay.unit_offset(L + 1), P + lay.unit_offset(0),
-                                              x[L].f32(), targets, B, T, scale, dx.f32(),
-                                              gf.f32(), g0.f32());
-    reduce_scatter_unit(L + 1, gf);
-  }  // gf freed: only this rank's shard of it remains, inside grad_shard_
-  for (int l = L - 1; l >= 0; --l) {
-    Tensor gb = Tensor::zeros({lay.unit_numel(1 + l)}, DType::kF32, MemCategory::kGradients);
-    model_.block_backward(P + lay.unit_offset(1 + l), x[l].f32(), cache[l], dx.f32(),
-                          dx_prev.f32(), gb.f32());
-    std::swap(dx, dx_prev);
-    cache[l] = BlockCache();  // activations of block l are no longer needed
-    reduce_scatter_unit(1 + l, gb);
-  }
-  model_.embed_backward(tokens, B, T, dx.f32(), g0.f32());
-  reduce_scatter_unit(0, g0);
-  g0 = Tensor();
+  // 1-2. Forward with the full parameters; backward unit by unit, each unit's gradient
+  // reduce-scattered into grad_shard_ as soon as it is final, then freed (ReduceScatterGrads).
+  FlatParams params(model_.layout(), params_.f32());
+  ReduceScatterGrads grads(model_.layout(), dp_, shards_, grad_shard_);
+  const double local_loss = UnitRunner(model_, params, &grads).forward_backward(tokens, targets,
+                                                                                B, T, scale);
   last_step_peak_grads_ = MemoryTracker::instance().peak(MemCategory::kGradients);
 
   // 3. AdamW on this rank's shard only (the valid part of a padded shard).

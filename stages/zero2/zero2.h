@@ -44,10 +44,6 @@ class Zero2Strategy : public Strategy {
   const ShardLayout& shards() const { return shards_; }
 
  private:
-  /// Reduce-scatters the gradients `g` of unit u (unit_numel(u) floats) into the shards:
-  /// this rank receives the summed part of [unit_offset(u), +numel) that lies in its shard.
-  void reduce_scatter_unit(int u, const Tensor& g);
-
   const GPT& model_;
   ProcessGroup& dp_;
   ShardLayout shards_;

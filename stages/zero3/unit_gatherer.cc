@@ -58,6 +58,19 @@ int64_t UnitGatherer::held_numel() const {
   return n;
 }
 
+void UnitGatherer::before_step(const std::vector<WalkStep>& steps, size_t k) {
+  for (int u : steps[k].units) prefetch(u);  // no-op: step k-1 prefetched it (k = 0 excepted)
+  if (k + 1 < steps.size())
+    for (int u : steps[k + 1].units) prefetch(u);  // in flight while step k computes
+}
+
+void UnitGatherer::after_step(const std::vector<WalkStep>& steps, size_t k) {
+  static const std::vector<int> kNone;
+  const std::vector<int>& next = k + 1 < steps.size() ? steps[k + 1].units : kNone;
+  for (int u : steps[k].units)
+    if (std::find(next.begin(), next.end(), u) == next.end()) release(u);
+}
+
 int UnitGatherer::gathers(int u) const {
   auto it = gathers_.find(u);
   return it == gathers_.end() ? 0 : it->second;

@@ -12,6 +12,11 @@
 // counts = ShardLayout::split_range(a, a + n_u) rebuilds it (ranks whose shard misses the unit
 // contribute 0 elements).
 //
+// It is the walk's ParamSource (common/nn/unit_runner.h): before each step of the walk it starts
+// the all-gathers of that step's units and of the next step's (prefetch: communication overlaps
+// computation), and after the step it frees the step's units unless the next step reads them
+// too. So a rank holds at most the units of two consecutive steps.
+//
 // Memory: a gathered unit is a model state, so it is counted as MemCategory::kParameters from
 // the moment its receive buffer is allocated (prefetch) until release().
 //
@@ -20,27 +25,33 @@
 
 #include <map>
 #include <memory>
+#include <vector>
 
 #include "common/comm/process_group.h"
 #include "common/nn/gpt.h"
+#include "common/nn/unit_runner.h"
 #include "common/train/dp_util.h"
 
 namespace llmp {
 
-class UnitGatherer {
+class UnitGatherer : public ParamSource {
  public:
   /// `shard`: this rank's S parameters (its valid part is read by every gather). All references
   /// must outlive the gatherer; the shard must not change while a gather is in flight.
   UnitGatherer(const GPTLayout& layout, const ShardLayout& shards, ProcessGroup& dp,
                const Tensor& shard);
   /// Releases every held unit (waiting for gathers still in flight).
-  ~UnitGatherer();
+  ~UnitGatherer() override;
 
   /// Starts the all-gather of unit u unless it is already held or in flight. Collective: every
   /// rank must prefetch the same units in the same order. sends (N-1)/N · 4·n_u.
   void prefetch(int u);
   /// Unit u's n_u parameters, waiting for its gather (starting it first if nobody prefetched it).
-  const float* get(int u);
+  const float* get(int u) override;
+  /// Prefetches the units of step k and of step k+1 (collective, the same on every rank).
+  void before_step(const std::vector<WalkStep>& steps, size_t k) override;
+  /// Releases the units of step k that step k+1 does not read ("reshard").
+  void after_step(const std::vector<WalkStep>& steps, size_t k) override;
   /// Frees unit u's gathered copy ("reshard"); a no-op when it is not held.
   void release(int u);
 

@@ -3,22 +3,12 @@
 #include <algorithm>
 #include <utility>
 
+#include "common/nn/unit_runner.h"
+
 #include "common/runtime/check.h"
 #include "stages/zero3/unit_gatherer.h"
 
 namespace llmp {
-
-std::vector<ComputeStep> zero3_schedule(int L, bool backward) {
-  std::vector<ComputeStep> s;
-  s.push_back({ComputeStep::kEmbed, -1, {0}});
-  for (int l = 0; l < L; ++l) s.push_back({ComputeStep::kBlockForward, l, {1 + l}});
-  s.push_back({ComputeStep::kHead, -1, {L + 1, 0}});  // ln_f, then the tied wte (unit 0)
-  if (backward) {
-    for (int l = L - 1; l >= 0; --l) s.push_back({ComputeStep::kBlockBackward, l, {1 + l}});
-    s.push_back({ComputeStep::kEmbedBackward, -1, {}});  // a scatter of dx_0: no parameters
-  }
-  return s;
-}
 
 double zero3_bytes_per_step(const GPTLayout& layout, int N) {
   const double psi = static_cast<double>(layout.num_params());
@@ -54,82 +44,16 @@ BatchSlice Zero3Strategy::batch_slice(int global_batch) const {
   return rank_slice(global_batch, dp_.rank(), dp_.size());  // [r·B/N, (r+1)·B/N)
 }
 
-void Zero3Strategy::reduce_scatter_unit(int u, const Tensor& g) {
-  // Σ_ranks of unit u's gradient; this rank keeps the part inside its shard. sends (N-1)/N · 4·n_u
-  reduce_scatter_into_shard(dp_, shards_, model_.layout().unit_offset(u), g, grad_shard_);
-}
-
-double Zero3Strategy::run_schedule(const int32_t* tokens, const int32_t* targets, int B, int T,
-                                   float scale, bool grads) {
+double Zero3Strategy::run_walk(const int32_t* tokens, const int32_t* targets, int B, int T,
+                               float scale, bool grads) {
   const GPTLayout& lay = model_.layout();
-  const int L = model_.config().layers, C = model_.config().d;
-  const std::vector<ComputeStep> steps = zero3_schedule(L, grads);
-  UnitGatherer gather(lay, shards_, dp_, param_shard_);
-
-  std::vector<Tensor> x(L + 1);  // x_l (B,T,C): the input of block l; x_L feeds the head
-  std::vector<BlockCache> cache(L);
-  for (auto& t : x) t = Tensor::empty({B, T, C}, DType::kF32, MemCategory::kActivations);
-  Tensor dx, dx_prev, g0;  // (B,T,C) gradients flowing back; unit 0's gradient (H .. Eb)
-  if (grads) {
-    dx = Tensor::empty({B, T, C}, DType::kF32, MemCategory::kActivations);
-    dx_prev = Tensor::empty({B, T, C}, DType::kF32, MemCategory::kActivations);
-  }
-  double loss = 0;
-
-  for (size_t k = 0; k < steps.size(); ++k) {
-    const ComputeStep& s = steps[k];
-    static const std::vector<int> kNone;
-    const std::vector<int>& next = k + 1 < steps.size() ? steps[k + 1].units : kNone;
-    for (int u : s.units) gather.prefetch(u);  // no-op: step k-1 prefetched it (k = 0 excepted)
-    for (int u : next) gather.prefetch(u);     // in flight while this step computes
-    const int l = s.layer;
-    switch (s.kind) {
-      case ComputeStep::kEmbed:  // (B,T) tokens -> x_0 (B,T,C)
-        model_.embed_forward(gather.get(0), tokens, B, T, x[0].f32());
-        break;
-      case ComputeStep::kBlockForward:  // x_l (B,T,C) -> x_{l+1} (B,T,C)
-        model_.block_forward(gather.get(1 + l), x[l].f32(), B, T, x[l + 1].f32(), &cache[l]);
-        if (!grads) cache[l] = BlockCache();  // evaluation keeps nothing for a backward
-        break;
-      case ComputeStep::kHead: {  // x_L (B,T,C) @ wte^T (C,V) -> loss; with grads: dx_L
-        const float* lnf = gather.get(L + 1);
-        const float* wte = gather.get(0);  // rows [0, V·C) of unit 0
-        if (!grads) {
-          loss = model_.head_forward_backward(lnf, wte, x[L].f32(), targets, B, T, scale,
-                                              nullptr, nullptr, nullptr);
-          break;
-        }
-        Tensor gf = Tensor::zeros({lay.unit_numel(L + 1)}, DType::kF32, MemCategory::kGradients);
-        g0 = Tensor::zeros({lay.unit_numel(0)}, DType::kF32, MemCategory::kGradients);
-        loss = model_.head_forward_backward(lnf, wte, x[L].f32(), targets, B, T, scale, dx.f32(),
-                                            gf.f32(), g0.f32());
-        reduce_scatter_unit(L + 1, gf);  // ln_f is final; gf is freed at the end of this scope
-        break;
-      }
-      case ComputeStep::kBlockBackward: {  // dx_{l+1} (B,T,C) -> dx_l (B,T,C)
-        Tensor gb = Tensor::zeros({lay.unit_numel(1 + l)}, DType::kF32, MemCategory::kGradients);
-        model_.block_backward(gather.get(1 + l), x[l].f32(), cache[l], dx.f32(), dx_prev.f32(),
-                              gb.f32());
-        std::swap(dx, dx_prev);
-        cache[l] = BlockCache();  // block l's activations are no longer needed
-        x[l + 1] = Tensor();
-        reduce_scatter_unit(1 + l, gb);
-        break;
-      }
-      case ComputeStep::kEmbedBackward:  // wte, wpe rows += dx_0 (B,T,C)
-        model_.embed_backward(tokens, B, T, dx.f32(), g0.f32());
-        reduce_scatter_unit(0, g0);
-        g0 = Tensor();
-        break;
-    }
-    // Reshard: free this step's units unless the next step reads them too.
-    for (int u : s.units)
-      if (std::find(next.begin(), next.end(), u) == next.end()) gather.release(u);
-  }
-  if (grads) {
-    last_step_gathers_.assign(lay.num_units(), 0);
-    for (int u = 0; u < lay.num_units(); ++u) last_step_gathers_[u] = gather.gathers(u);
-  }
+  UnitGatherer gather(lay, shards_, dp_, param_shard_);  // where the walk gets unit parameters
+  if (!grads) return UnitRunner(model_, gather).forward_loss(tokens, targets, B, T);
+  ReduceScatterGrads sink(lay, dp_, shards_, grad_shard_);  // ... and where its gradients go
+  const double loss =
+      UnitRunner(model_, gather, &sink).forward_backward(tokens, targets, B, T, scale);
+  last_step_gathers_.assign(lay.num_units(), 0);
+  for (int u = 0; u < lay.num_units(); ++u) last_step_gathers_[u] = gather.gathers(u);
   return loss;
 }
 
@@ -141,7 +65,7 @@ double Zero3Strategy::train_step(const int32_t* tokens, const int32_t* targets, 
   MemoryTracker::instance().reset_peak();
 
   // 1-2. Forward and backward unit by unit; grad_shard_ ends with Σ_ranks of this rank's shard.
-  const double local_loss = run_schedule(tokens, targets, B, T, scale, /*grads=*/true);
+  const double local_loss = run_walk(tokens, targets, B, T, scale, /*grads=*/true);
   last_step_peak_params_ = MemoryTracker::instance().peak(MemCategory::kParameters);
   last_step_peak_grads_ = MemoryTracker::instance().peak(MemCategory::kGradients);
 
@@ -155,7 +79,7 @@ double Zero3Strategy::train_step(const int32_t* tokens, const int32_t* targets, 
 double Zero3Strategy::eval_loss(const int32_t* tokens, const int32_t* targets, int global_batch,
                                 int T) {
   const int B = global_batch / dp_.size();
-  const double local_mean = run_schedule(tokens, targets, B, T, 1.0f / (B * T), /*grads=*/false);
+  const double local_mean = run_walk(tokens, targets, B, T, 1.0f, /*grads=*/false);
   return metrics_.sum(local_mean) / dp_.size();  // equal slices: mean of means
 }
 

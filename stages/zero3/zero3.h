@@ -4,7 +4,8 @@
 //
 // Every rank keeps only its 1/N shard of the parameters, of the gradients and of the optimizer
 // state: 4⌈Ψ/N⌉ + 4⌈Ψ/N⌉ + 8⌈Ψ/N⌉ bytes in fp32. A unit's full parameters exist only while it
-// computes (UnitGatherer). One step is a fixed list of compute steps:
+// computes (UnitGatherer). One step is the shared walk over the units (common/nn/unit_runner.h),
+// with the UnitGatherer as its ParamSource and ReduceScatterGrads (dp_util.h) as its GradSink:
 //
 //   forward    E  embed          needs unit 0           x_0 = wte[tokens] + wpe
 //              F_l block l fwd   needs unit 1+l         x_{l+1} = block_l(x_l),  l = 0..L-1
@@ -13,7 +14,7 @@
 //   backward   G_l block l bwd   needs unit 1+l         dx_l, grads of block l,  l = L-1..0
 //              Eb embed bwd      needs nothing          grads of wte, wpe (a scatter of dx_0)
 //
-// Before a compute step runs, the all-gathers of the next step's units are started (prefetch:
+// Before a step of the walk runs, the all-gathers of the next step's units are started (prefetch:
 // communication overlaps computation); after it, its units are freed unless the next step needs
 // them. So a rank holds at most the units of two consecutive steps. Right after a unit's
 // gradients are final (H for L+1, G_l for 1+l, Eb for 0) they are reduce-scattered into the
@@ -48,17 +49,6 @@
 #include "common/train/strategy.h"
 
 namespace llmp {
-
-/// One compute step of the ZeRO-3 schedule and the units whose parameters it reads.
-struct ComputeStep {
-  enum Kind { kEmbed, kBlockForward, kHead, kBlockBackward, kEmbedBackward };
-  Kind kind;
-  int layer = -1;          ///< l for kBlockForward / kBlockBackward (unit 1+l)
-  std::vector<int> units;  ///< gathered before the step runs
-};
-
-/// E, F_0..F_{L-1}, H and, with `backward`, G_{L-1}..G_0, Eb (the table in the header).
-std::vector<ComputeStep> zero3_schedule(int layers, bool backward);
 
 /// Bytes one rank sends per training step: 3(N-1)/N·4Ψ - (N-1)/N·4·n_{L+1} (header).
 double zero3_bytes_per_step(const GPTLayout& layout, int ranks);
@@ -96,13 +86,11 @@ class Zero3Strategy : public Strategy {
   int last_step_gathers(int u) const { return last_step_gathers_.at(u); }
 
  private:
-  /// Runs the schedule: forward (and backward, when `grads`), reduce-scattering each unit's
-  /// gradients into grad_shard_. Returns this rank's loss_scale·Σ loss.
-  double run_schedule(const int32_t* tokens, const int32_t* targets, int B, int T,
-                      float loss_scale, bool grads);
-  /// Reduce-scatters the gradients `g` of unit u (n_u floats) into grad_shard_.
-  /// sends (N-1)/N · 4·n_u
-  void reduce_scatter_unit(int u, const Tensor& g);
+  /// The walk (unit_runner.h) with the UnitGatherer as its ParamSource and, when `grads`,
+  /// ReduceScatterGrads as its GradSink. Returns this rank's loss_scale·Σ loss (training) or
+  /// its mean loss (evaluation).
+  double run_walk(const int32_t* tokens, const int32_t* targets, int B, int T, float loss_scale,
+                  bool grads);
 
   const GPT& model_;
   ProcessGroup& dp_;

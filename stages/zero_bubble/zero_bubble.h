@@ -10,7 +10,8 @@
 //
 //   bubble fraction, T_F = T_B = T_W:  (p-1)/(3m + p-1)      (1F1B: 3(p-1)/(3m + 3(p-1)))
 //
-// In this code B and W are two passes over a block (common/pipeline/split_backward.h): B
+// In this code B and W are the two halves of the block's one backward (GPT::block_backward_input
+// and _weight, common/nn/gpt_block.cc): B
 // computes every input gradient and KEEPS the output gradient of each weight layer (11·b·T·C
 // floats per block) until W turns them into dW. That is the honest cost of deferring W: more
 // activation memory per micro-batch between its B and its W (B frees attention's probabilities

@@ -59,7 +59,7 @@ TEST(ZeroBubble, InFlightMicroBatchesAsOneFOneBRankZero) {
     EXPECT_EQ(static_cast<double>(r.stats.stored_per_forward), r.expected_stored) << "4bTk(16C+HT+4) bytes";
     EXPECT_EQ(r.sim.peak_in_flight[r.rank], held);
     // Between B and W a micro-batch keeps its weight layers' output gradients too
-    // (split_backward.h); still bounded by the p in flight, not by m.
+    // (GPT::block_backward_input); still bounded by the p in flight, not by m.
     EXPECT_LT(ratio, 2.0 * held + 1.0);
   }
 }

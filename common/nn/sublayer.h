@@ -1,0 +1,59 @@
+// The two sub-layers of a pre-LN transformer block, attention (attention.cc) and MLP (mlp.cc),
+// each with its forward, its backward in two halves, and its cache:
+//
+//   attention:  res1 = x    + c_proj(attn(c_attn(ln_1(x))))      (B,Tl,C) -> (B,Tl,C)
+//   mlp:        out  = res1 + c_proj(gelu(c_fc(ln_2(res1))))     (B,Tl,C) -> (B,Tl,C)
+//
+// Both have the same shape: a LayerNorm, a column-parallel linear layer (c_attn, c_fc), a local
+// non-linearity (causal attention over this rank's heads, GELU), a row-parallel linear layer
+// (c_proj) and the residual. Under tensor parallelism the column-parallel layer's input passes
+// through f (TpComm::enter_forward) and the row-parallel layer's output through g
+// (TpComm::exit_forward), so one all_reduce forward and one backward per sub-layer (Megatron-LM,
+// Shoeybi et al. 2019, §3, Figure 3); on one rank both are the identity.
+//
+// The backward is split as zero-bubble pipelines need it (Qi et al. 2024, §2): *_backward_input
+// ("B", on the critical path) computes the input gradient and keeps in SublayerGrads what
+// *_backward_weight ("W", needed only by the optimizer step) turns into the weight gradients.
+// Calling one right after the other is the ordinary backward.
+//
+// The MLP is the seam of a mixture-of-experts layer: an MoE sub-layer replaces mlp_forward /
+// mlp_backward_input / mlp_backward_weight with the same inputs and outputs.
+//
+// Glossary: B batch, T sequence, Tl = T/s rows of each sequence held (tp_comm.h), C channels,
+// n = B·Tl, N = B·T rows, shapes per BlockShape (attn = C/t, qkv = 3C/t, ffn = 4C/t).
+#pragma once
+
+#include "common/nn/block_params.h"
+#include "common/nn/gpt.h"
+#include "common/nn/tp_comm.h"
+#include "common/tensor/tensor.h"
+
+namespace llmp {
+
+/// A fresh f32 activation tensor (MemCategory::kActivations).
+Tensor activation(std::vector<int64_t> shape);
+
+/// res1 (B,Tl,C) = x + attention(ln_1(x)); fills `c` anew.
+Tensor attention_forward(const BlockShape& s, TpComm& tp, const BlockParams<const float>& p,
+                         const Tensor& x, int B, int T, AttentionCache* c);
+/// B: dL/dx (B,Tl,C) from dres1 (B,Tl,C), keeping W's inputs in `keep`; frees c->qkv, c->att.
+Tensor attention_backward_input(const BlockShape& s, TpComm& tp, const BlockParams<const float>& p,
+                                const Tensor& x, AttentionCache* c, const Tensor& dres1,
+                                SublayerGrads* keep);
+/// W: ln_1, c_attn and attn.c_proj gradients += ... (ACCUMULATED into g).
+void attention_backward_weight(const BlockShape& s, TpComm& tp, const Tensor& x,
+                               const AttentionCache& c, const SublayerGrads& keep,
+                               const BlockParams<float>& g);
+
+/// out (B,Tl,C) = res1 + mlp(ln_2(res1)); fills `c` anew.
+Tensor mlp_forward(const BlockShape& s, TpComm& tp, const BlockParams<const float>& p,
+                   const Tensor& res1, int B, int T, MlpCache* c);
+/// B: dL/dres1 (B,Tl,C) from dout (B,Tl,C), keeping W's inputs in `keep`; frees c->fch.
+Tensor mlp_backward_input(const BlockShape& s, TpComm& tp, const BlockParams<const float>& p,
+                          const Tensor& res1, MlpCache* c, const Tensor& dout,
+                          SublayerGrads* keep);
+/// W: ln_2, c_fc and mlp.c_proj gradients += ... (ACCUMULATED into g).
+void mlp_backward_weight(const BlockShape& s, TpComm& tp, const Tensor& res1, const MlpCache& c,
+                         const SublayerGrads& keep, const BlockParams<float>& g);
+
+}  // namespace llmp

@@ -1,0 +1,203 @@
+// The walk (see unit_runner.h): the step list of a range, and what each step does.
+#include "common/nn/unit_runner.h"
+
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include "common/tensor/memory.h"
+
+namespace llmp {
+
+std::vector<WalkStep> walk_steps(const GPTConfig& cfg, const UnitRange& r, bool backward) {
+  const int L = cfg.layers, end = r.first_block + r.num_blocks;
+  std::vector<WalkStep> s;
+  if (r.embed) s.push_back({WalkStep::kEmbed, -1, {0}});
+  for (int l = r.first_block; l < end; ++l) s.push_back({WalkStep::kBlockForward, l, {1 + l}});
+  if (r.head) s.push_back({WalkStep::kHead, -1, {L + 1, 0}});  // ln_f, then the tied wte
+  if (backward) {
+    for (int l = end - 1; l >= r.first_block; --l)
+      s.push_back({WalkStep::kBlockBackward, l, {1 + l}});
+    if (r.embed) s.push_back({WalkStep::kEmbedBackward, -1, {}});  // a scatter: no parameters
+  }
+  return s;
+}
+
+int64_t Tape::stored_bytes() const {
+  int64_t n = 0;
+  for (const Tensor& t : x) n += t.nbytes();
+  for (const BlockCache& c : cache) n += c.bytes();
+  return n;
+}
+
+UnitRunner::UnitRunner(const GPT& model, ParamSource& params, GradSink* grads)
+    : model_(model), params_(params), grads_(grads) {}
+
+double UnitRunner::run(const std::vector<WalkStep>& steps, const UnitRange& r, const Args& a,
+                       Tape* tape) {
+  double loss = 0;
+  for (size_t k = 0; k < steps.size(); ++k) {
+    params_.before_step(steps, k);
+    loss += step(steps[k], r, a, tape);
+    params_.after_step(steps, k);
+  }
+  return loss;
+}
+
+void UnitRunner::recompute_if_dropped(int l, int j, const Args& a, Tape* tape) {
+  if (tape->cache[j].filled()) return;
+  // Full recomputation: the block's forward again from its kept input; its output is not needed.
+  model_.block_forward(params_.get(1 + l), tape->x[j], a.B, a.T, &tape->cache[j]);
+  ++stats_.recomputed_blocks;
+}
+
+double UnitRunner::step(const WalkStep& s, const UnitRange& r, const Args& a, Tape* tape) {
+  const int L = model_.config().layers;
+  const int j = s.layer - r.first_block;  // block index within the range
+  MemoryTracker& mt = MemoryTracker::instance();
+  switch (s.kind) {
+    case WalkStep::kEmbed:  // (B,T) tokens -> x_0 (B,Tl,C)
+      tape->x.assign(1, model_.embed_forward(params_.get(0), a.tokens, a.B, a.T));
+      return 0;
+    case WalkStep::kBlockForward: {  // x_j -> x_{j+1}, keeping the block's cache
+      const int64_t before = mt.current(MemCategory::kActivations);
+      BlockCache cache;
+      Tensor y = model_.block_forward(params_.get(1 + s.layer), tape->x.back(), a.B, a.T, &cache);
+      if (!a.train) {  // evaluation keeps nothing for a backward
+        tape->x.assign(1, std::move(y));
+        return 0;
+      }
+      stats_.block_stored_bytes = mt.current(MemCategory::kActivations) - before;
+      if (keep_ && !keep_(s.layer)) cache = BlockCache{};  // recomputed in the backward
+      tape->cache.push_back(std::move(cache));
+      tape->x.push_back(std::move(y));
+      return 0;
+    }
+    case WalkStep::kHead: {  // x_k -> loss; when training also dy = dloss/dx_k (fused)
+      const float* lnf = params_.get(L + 1);
+      const float* wte = params_.get(0);  // this rank's rows of wte start unit 0
+      if (!a.train)
+        return model_.head_forward_backward(lnf, wte, tape->x.back(), a.targets, a.B, a.T,
+                                            a.loss_scale, nullptr, nullptr, nullptr);
+      float* lnf_grads = grads_->get(L + 1);
+      float* wte_grads = grads_->get(0);
+      const double loss =
+          model_.head_forward_backward(lnf, wte, tape->x.back(), a.targets, a.B, a.T,
+                                       a.loss_scale, &tape->dy, lnf_grads, wte_grads);
+      tape->x.back() = Tensor();  // the head's input is not needed by the blocks' backward
+      grads_->ready(L + 1);
+      return loss;
+    }
+    case WalkStep::kBlockBackward: {  // dx_{j+1} -> dx_j; block gradients += ...
+      recompute_if_dropped(s.layer, j, a, tape);
+      tape->dy = model_.block_backward(params_.get(1 + s.layer), tape->x[j], &tape->cache[j],
+                                       tape->dy, grads_->get(1 + s.layer));
+      tape->x[j + 1] = Tensor();
+      grads_->ready(1 + s.layer);
+      return 0;
+    }
+    case WalkStep::kBlockBackwardInput:  // B: dx only, W's inputs kept
+      recompute_if_dropped(s.layer, j, a, tape);
+      tape->dy = model_.block_backward_input(params_.get(1 + s.layer), tape->x[j],
+                                             &tape->cache[j], tape->dy, &tape->keep[j]);
+      return 0;
+    case WalkStep::kBlockBackwardWeight:  // W: block gradients += ..., then free the block
+      model_.block_backward_weight(params_.get(1 + s.layer), tape->x[j], tape->cache[j],
+                                   tape->keep[j], grads_->get(1 + s.layer));
+      tape->cache[j] = BlockCache{};
+      tape->keep[j] = BlockGradCache{};
+      tape->x[j + 1] = Tensor();
+      grads_->ready(1 + s.layer);
+      return 0;
+    case WalkStep::kEmbedBackward:  // wte rows and wpe += scatter of dx_0
+      model_.embed_backward(a.tokens, a.B, a.T, tape->dy, grads_->get(0));
+      tape->dy = Tensor();
+      grads_->ready(0);
+      return 0;
+  }
+  return 0;
+}
+
+double UnitRunner::forward_backward(const int32_t* tokens, const int32_t* targets, int B, int T,
+                                    float loss_scale) {
+  if (!grads_) throw std::invalid_argument("forward_backward: the runner has no GradSink");
+  const UnitRange whole = UnitRange::whole(model_.config().layers);
+  Tape tape;
+  stats_ = WalkStats{};
+  return run(walk_steps(model_.config(), whole, /*backward=*/true), whole,
+             {tokens, targets, B, T, loss_scale, true}, &tape);
+}
+
+double UnitRunner::forward_loss(const int32_t* tokens, const int32_t* targets, int B, int T) {
+  const UnitRange whole = UnitRange::whole(model_.config().layers);
+  Tape tape;
+  const double sum = run(walk_steps(model_.config(), whole, /*backward=*/false), whole,
+                         {tokens, targets, B, T, 1.0f, false}, &tape);
+  return sum / (static_cast<double>(B) * T);
+}
+
+double UnitRunner::forward(const UnitRange& r, const int32_t* tokens, const int32_t* targets,
+                           int B, int T, float loss_scale, bool train, Tape* tape) {
+  if (train && r.head && !grads_)
+    throw std::invalid_argument("forward: training through the head needs a GradSink");
+  if (!r.embed && tape->x.size() != 1)
+    throw std::invalid_argument("forward: the range's input x_0 is not in the tape");
+  if (train) stats_ = WalkStats{};
+  return run(walk_steps(model_.config(), r, false), r, {tokens, targets, B, T, loss_scale, train},
+             tape);
+}
+
+namespace {
+/// The backward steps of `r` with block steps of `kind`, and the embedding's backward when
+/// `with_embed`.
+std::vector<WalkStep> backward_steps(const UnitRange& r, WalkStep::Kind kind, bool with_embed) {
+  std::vector<WalkStep> s;
+  for (int l = r.first_block + r.num_blocks - 1; l >= r.first_block; --l)
+    s.push_back({kind, l, {1 + l}});
+  if (with_embed && r.embed) s.push_back({WalkStep::kEmbedBackward, -1, {}});
+  return s;
+}
+}  // namespace
+
+void UnitRunner::backward(const UnitRange& r, const int32_t* tokens, int B, int T, Tape* tape) {
+  if (!tape->dy.defined()) throw std::invalid_argument("backward without the output gradient");
+  run(backward_steps(r, WalkStep::kBlockBackward, true), r, {tokens, nullptr, B, T, 1, true},
+      tape);
+  if (!r.embed) tape->dx = std::move(tape->dy);
+  tape->x.clear();
+  tape->cache.clear();
+}
+
+void UnitRunner::backward_input(const UnitRange& r, int B, int T, Tape* tape) {
+  if (!tape->dy.defined())
+    throw std::invalid_argument("backward_input without the output gradient");
+  tape->keep.assign(r.num_blocks, BlockGradCache{});
+  run(backward_steps(r, WalkStep::kBlockBackwardInput, false), r, {nullptr, nullptr, B, T, 1, true},
+      tape);
+  if (!r.embed) tape->dx = std::move(tape->dy);  // else kept for the embedding's W
+}
+
+void UnitRunner::backward_weight(const UnitRange& r, const int32_t* tokens, int B, int T,
+                                 Tape* tape) {
+  if (tape->keep.size() != static_cast<size_t>(r.num_blocks))
+    throw std::invalid_argument("backward_weight before backward_input");
+  run(backward_steps(r, WalkStep::kBlockBackwardWeight, true), r, {tokens, nullptr, B, T, 1, true},
+      tape);
+  *tape = Tape{};  // all of the micro-batch's activations and kept gradients are freed
+}
+
+double forward_backward(const GPT& model, const float* params, float* grads,
+                        const int32_t* tokens, const int32_t* targets, int B, int T,
+                        float loss_scale, const std::function<void(int unit)>& on_unit_ready) {
+  FlatParams p(model.layout(), params);
+  FlatGrads g(model.layout(), grads, on_unit_ready);
+  return UnitRunner(model, p, &g).forward_backward(tokens, targets, B, T, loss_scale);
+}
+
+double forward_loss(const GPT& model, const float* params, const int32_t* tokens,
+                    const int32_t* targets, int B, int T) {
+  FlatParams p(model.layout(), params);
+  return UnitRunner(model, p).forward_loss(tokens, targets, B, T);
+}
+
+}  // namespace llmp
