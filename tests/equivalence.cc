@@ -34,6 +34,7 @@ GPTConfig equivalence_model(const EquivalenceConfig& cfg) {
   GPTConfig m = GPTConfig::preset(cfg.preset);
   if (cfg.vocab > 0) m.vocab = cfg.vocab;
   if (cfg.layers > 0) m.layers = cfg.layers;
+  if (cfg.heads > 0) m.heads = cfg.heads;
   return m;
 }
 

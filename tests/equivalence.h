@@ -32,6 +32,7 @@ struct EquivalenceConfig {
   std::string preset = "tiny";
   int vocab = 0;   ///< > 0 overrides the preset's V (e.g. 257 makes Ψ indivisible by 3: padding)
   int layers = 0;  ///< > 0 overrides the preset's L (pipelines need L divisible by p·v)
+  int heads = 0;   ///< > 0 overrides the preset's H (tensor parallelism needs t | H)
   int steps = 10;
   int global_batch = 12;  ///< divisible by 1, 2, 3 and 4
   int T = 16;

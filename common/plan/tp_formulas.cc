@@ -1,0 +1,35 @@
+// The closed forms of tp_formulas.h, one line each.
+#include "common/plan/tp_formulas.h"
+
+namespace llmp {
+
+double tp_params_per_rank(const TpModelDims& d, int t) {
+  const double C = d.C;
+  return d.V * C / t + d.ctx * C + d.L * (12 * C * C / t + 7 * C / t + 6 * C) + 2 * C;
+}
+
+double tp_replicated_params(const TpModelDims& d) {
+  return double(d.ctx) * d.C + 6.0 * d.L * d.C + 2.0 * d.C;
+}
+
+double tp_activation_bytes_per_block(const TpModelDims& d, int64_t B, int64_t T, int t,
+                                     bool sequence_parallel) {
+  const double s = T, b = B, h = d.C, a = d.H;
+  if (sequence_parallel) return s * b * h / t * (64 + 4 * a * s / h) + 16 * s * b / t;
+  return s * b * h * (16 + 48.0 / t + 4 * a * s / (h * t)) + 16 * s * b;
+}
+
+double tp_bytes_per_step(const TpModelDims& d, int64_t B, int64_t T, int t) {
+  const double ring = 2.0 * (t - 1) / t, S = 4.0 * B * T * d.C;
+  return (4.0 * d.L + 2) * ring * S + ring * 12.0 * B * T;
+}
+
+double sp_regather_bytes_per_step(const TpModelDims& d, int64_t B, int64_t T, int t) {
+  return 2.0 * d.L * (t - 1) / t * 4.0 * B * T * d.C;
+}
+
+double sp_replicated_grad_bytes_per_step(const TpModelDims& d, int t) {
+  return 2.0 * (t - 1) / t * 4.0 * tp_replicated_params(d);
+}
+
+}  // namespace llmp

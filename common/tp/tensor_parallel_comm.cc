@@ -1,0 +1,39 @@
+// TensorParallelComm (see tensor_parallel_comm.h): each point of the model is one region operator.
+#include "common/tp/tensor_parallel_comm.h"
+
+#include "common/tp/mappings.h"
+
+namespace llmp {
+
+TensorParallelComm::TensorParallelComm(ProcessGroup& tp, bool sequence_parallel,
+                                       ProcessGroup* regather)
+    : tp_(tp), sp_(sequence_parallel), regather_(regather ? *regather : tp) {}
+
+Tensor TensorParallelComm::enter_forward(const Tensor& x) {
+  return sp_ ? tp::GatherFromSequenceRegion::forward(x, tp_) : tp::CopyToTpRegion::forward(x, tp_);
+}
+
+Tensor TensorParallelComm::enter_backward(Tensor d) {
+  return sp_ ? tp::GatherFromSequenceRegion::backward(d, tp_)
+             : tp::CopyToTpRegion::backward(std::move(d), tp_);
+}
+
+Tensor TensorParallelComm::exit_forward(Tensor y) {
+  return sp_ ? tp::ReduceScatterToSequenceRegion::forward(y, tp_)
+             : tp::ReduceFromTpRegion::forward(std::move(y), tp_);
+}
+
+Tensor TensorParallelComm::exit_backward(const Tensor& dy) {
+  return sp_ ? tp::ReduceScatterToSequenceRegion::backward(dy, tp_)
+             : tp::ReduceFromTpRegion::backward(dy, tp_);
+}
+
+Tensor TensorParallelComm::regather(const Tensor& x) {
+  return sp_ ? tp::GatherFromSequenceRegion::forward(x, regather_) : x;
+}
+
+void TensorParallelComm::all_reduce_max(Tensor& t) { tp_.all_reduce(t, ReduceOp::kMax); }
+
+void TensorParallelComm::all_reduce_sum(Tensor& t) { tp_.all_reduce(t, ReduceOp::kSum); }
+
+}  // namespace llmp

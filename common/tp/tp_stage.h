@@ -1,0 +1,42 @@
+// tp_stage_spec: what the tensor_parallel and sequence_parallel stages' main.cc share: the flag
+// --tp, the checks that run before any rank starts (and again inside the ranks), and the
+// factory of a TensorParallelStrategy.
+//
+//   int main(int argc, char** argv) {
+//     llmp::TpStageOptions o;
+//     o.name = "tensor_parallel";  o.sequence_parallel = false;
+//     return llmp::train_main(argc, argv, llmp::tp_stage_spec(o));
+//   }
+//
+// The grid is dp 1 × pp 1 × tp t: every rank of the world is one tensor-parallel rank, so
+// --tp t (default: the world size) must equal --world_size. Checked as one line "error: ..."
+// and exit 2:
+//   - "world size 4 does not match the grid dp 1 × pp 1 × tp 2 (--tp)";
+//   - "tensor-parallel size 3 (rank 0) does not divide H=4, 4C=512 and V=256" (GPTLayout);
+//   - sequence parallelism: "sequence length T=64 is not divisible by tp 3".
+//
+// Glossary: t tensor-parallel ranks, H heads, C channels, V vocab, T sequence (the preset's ctx).
+#pragma once
+
+#include <string>
+
+#include "common/train/train_main.h"
+
+namespace llmp {
+
+struct TpStageOptions {
+  std::string name;         ///< "tensor_parallel" or "sequence_parallel"
+  std::string summary;      ///< one line for --help
+  bool sequence_parallel = false;
+  int default_world_size = 4;
+};
+
+/// The first problem with running t = `tp` (0: the world size) tensor-parallel ranks on
+/// cfg.world_size ranks with cfg's model, as one line, or "" when fine. Pure: used before launch,
+/// inside the ranks and by the tests.
+std::string tp_config_error(const TrainConfig& cfg, int tp, bool sequence_parallel);
+
+/// A StageSpec whose flags, validation and factory follow `o`.
+StageSpec tp_stage_spec(const TpStageOptions& o);
+
+}  // namespace llmp

@@ -1,0 +1,123 @@
+// TensorParallelStrategy (see tp_strategy.h).
+#include "common/tp/tp_strategy.h"
+
+#include <cstring>
+
+#include "common/nn/unit_runner.h"
+#include "common/plan/tp_formulas.h"
+#include "common/tensor/memory.h"
+
+namespace llmp {
+
+TensorParallelStrategy::TensorParallelStrategy(const GPTConfig& cfg, ProcessGroup& tp,
+                                               AdamWConfig opt, uint64_t seed,
+                                               bool sequence_parallel)
+    : tp_(tp), sp_(sequence_parallel) {
+  // Two more communicators over the same ranks, so that their bytes are counted apart.
+  regather_group_ = tp.split(0, tp.rank());
+  grad_group_ = tp.split(0, tp.rank());
+  comm_ = std::make_unique<TensorParallelComm>(tp, sp_, regather_group_.get());
+  model_ = std::make_unique<GPT>(cfg, *comm_);  // throws when t does not divide H, 4C or V
+  const int64_t n = model_->layout().num_params();
+  params_ = Tensor::empty({n}, DType::kF32, MemCategory::kParameters);
+  grads_ = Tensor::zeros({n}, DType::kF32, MemCategory::kGradients);
+  opt_ = std::make_unique<AdamW>(n, opt);
+  model_->init_params(params_.f32(), seed);  // this rank's slice of the whole initialisation
+}
+
+void TensorParallelStrategy::all_reduce_replicated_grads() {
+  const GPTLayout& lay = model_->layout();
+  int64_t n = 0;
+  for (const ParamSpec& p : lay.params()) n += p.split == Split::kReplicated ? p.numel : 0;
+  Tensor packed = Tensor::empty({n}, DType::kF32, MemCategory::kCommBuffers);
+  int64_t at = 0;
+  for (const ParamSpec& p : lay.params())
+    if (p.split == Split::kReplicated)
+      std::memcpy(packed.f32() + at, grads_.f32() + p.offset, p.numel * sizeof(float)),
+          at += p.numel;
+  grad_group_->all_reduce(packed, ReduceOp::kSum);  // sends 2(t-1)/t·4·Ψ_repl
+  at = 0;
+  for (const ParamSpec& p : lay.params())
+    if (p.split == Split::kReplicated)
+      std::memcpy(grads_.f32() + p.offset, packed.f32() + at, p.numel * sizeof(float)),
+          at += p.numel;
+}
+
+double TensorParallelStrategy::train_step(const int32_t* tokens, const int32_t* targets,
+                                          int global_batch, int T, int64_t step) {
+  const double tp0 = tp_.stats().total_bytes(), rg0 = regather_group_->stats().total_bytes(),
+               gs0 = grad_group_->stats().total_bytes();
+  // 1. The walk over this rank's slice; f and g communicate inside it. The loss is the global
+  //    mean: every rank sees the whole batch, scaled by 1/(B·T).
+  grads_.fill(0.0f);
+  FlatParams source(model_->layout(), params_.f32());
+  FlatGrads sink(model_->layout(), grads_.f32());
+  UnitRunner runner(*model_, source, &sink);
+  const double loss = runner.forward_backward(tokens, targets, global_batch, T,
+                                              1.0f / (static_cast<float>(global_batch) * T));
+  block_bytes_ = runner.stats().block_stored_bytes;
+  // 2. Sequence parallelism: the replicated parameters saw only this rank's rows.
+  if (sp_) all_reduce_replicated_grads();
+  // 3. AdamW on the slice.
+  opt_->step(params_.f32(), grads_.f32(), step);
+
+  tp_bytes_ = tp_.stats().total_bytes() - tp0;
+  regather_bytes_ = regather_group_->stats().total_bytes() - rg0;
+  grad_sync_bytes_ = grad_group_->stats().total_bytes() - gs0;
+  last_B_ = global_batch, last_T_ = T;
+  return loss;
+}
+
+double TensorParallelStrategy::eval_loss(const int32_t* tokens, const int32_t* targets,
+                                         int global_batch, int T) {
+  return forward_loss(*model_, params_.f32(), tokens, targets, global_batch, T);
+}
+
+void TensorParallelStrategy::get_state(float* params, float* exp_avg, float* exp_avg_sq) {
+  // Every rank's slice (Ψ_r floats each, the same size on every rank) to every rank, then each
+  // slice into its places in the whole model. sends (t-1)/t·4tΨ_r per state; not part of a step.
+  const int t = tp_.size();
+  const GPTConfig& cfg = model_->config();
+  const int64_t n = model_->layout().num_params();
+  Tensor all = Tensor::empty({t * n}, DType::kF32, MemCategory::kCommBuffers);
+  for (auto [src, dst] : {std::pair<const Tensor*, float*>{&params_, params},
+                          {&opt_->exp_avg(), exp_avg}, {&opt_->exp_avg_sq(), exp_avg_sq}}) {
+    tp_.all_gather(*src, all);
+    for (int r = 0; r < t; ++r) GPTLayout(cfg, t, r).copy_to_full(all.f32() + r * n, dst);
+  }
+}
+
+void TensorParallelStrategy::set_state(const float* params, const float* exp_avg,
+                                       const float* exp_avg_sq) {
+  const GPTLayout& lay = model_->layout();
+  lay.copy_from_full(params, params_.f32());
+  lay.copy_from_full(exp_avg, opt_->exp_avg().f32());
+  lay.copy_from_full(exp_avg_sq, opt_->exp_avg_sq().f32());
+}
+
+std::vector<ReportRow> TensorParallelStrategy::report() const {
+  const GPTConfig& c = model_->config();
+  const TpModelDims d{c.vocab, c.ctx, c.layers, c.d, c.heads};
+  const int t = tp_.size();
+  const double psi_r = tp_params_per_rank(d, t);
+  const MemoryTracker& mt = MemoryTracker::instance();
+  std::vector<ReportRow> rows = {
+      {"parameters", double(mt.current(MemCategory::kParameters)), 4 * psi_r,
+       "4Ψ_r (Ψ_r: sharded + replicated)"},
+      {"gradients", double(mt.current(MemCategory::kGradients)), 4 * psi_r, "4Ψ_r"},
+      {"optimizer state", double(mt.current(MemCategory::kOptimizerState)), 8 * psi_r, "8Ψ_r"},
+      {"activations per block", double(block_bytes_),
+       tp_activation_bytes_per_block(d, last_B_, last_T_, t, sp_),
+       sp_ ? "sbh/t·(64+4as/h)+16sb/t" : "sbh(16+48/t+4as/(ht))+16sb"},
+      {"sent per step (tp group)", tp_bytes_, tp_bytes_per_step(d, last_B_, last_T_, t),
+       "2(t-1)/t·((4L+2)·4BTC+12BT)"}};
+  if (sp_) {
+    rows.push_back({"sent per step (re-gather)", regather_bytes_,
+                    sp_regather_bytes_per_step(d, last_B_, last_T_, t), "2L·(t-1)/t·4BTC"});
+    rows.push_back({"sent per step (repl. grads)", grad_sync_bytes_,
+                    sp_replicated_grad_bytes_per_step(d, t), "2(t-1)/t·4(ctx·C+6LC+2C)"});
+  }
+  return rows;
+}
+
+}  // namespace llmp

@@ -1,0 +1,91 @@
+// TensorParallelStrategy: Megatron-LM's 1D tensor parallelism (Shoeybi et al. 2019, §3) and,
+// with sequence_parallel, Megatron's sequence parallelism on top of it (Korthikanti et al. 2022,
+// §4.2.2), as a Strategy (common/train/strategy.h). The stages tensor_parallel and
+// sequence_parallel are this class with the flag off and on.
+//
+// Every rank of the tensor-parallel group reads the WHOLE global batch and runs the same GPT
+// (common/nn) with a rank's shapes: H/t heads (c_attn split by columns, attn.c_proj by rows), an
+// MLP of width 4C/t (c_fc by columns, mlp.c_proj by rows), V/t rows of the tied wte (vocab-parallel
+// embedding and cross-entropy: no rank holds the (B,T,V) logits). Its TpComm puts f before each
+// column-parallel layer and g after each row-parallel one (tensor_parallel_comm.h). One step:
+//
+//   1. the walk (unit_runner.h) over this rank's slice: forward, the fused head, backward;
+//      activations cross ranks only at f and g (4 per block) and in the embedding and the head;
+//   2. sequence parallelism only: all_reduce of the replicated parameters' gradients (wpe, the
+//      LayerNorms, the row-parallel biases), which each rank computed from its own rows of the
+//      sequence; under plain TP every rank computed them from the same whole activations, so they
+//      are already identical and nothing is sent;
+//   3. AdamW on this rank's Ψ_r parameters: replicated parameters take the same step everywhere.
+//
+// The loss comes out of the vocab-parallel head whole on every rank (its max and sums are
+// all-reduced), so no further reduction is needed. get_state/set_state map the slices to the
+// whole model's GPT-2 names (GPTLayout::copy_to_full), so checkpoints are interchangeable with
+// every other stage.
+//
+// Glossary: t tensor-parallel ranks, r rank, B global batch, T sequence, C channels, H heads,
+// V vocab, L layers, Ψ_r parameters per rank (tp_formulas.h).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "common/comm/process_group.h"
+#include "common/nn/gpt.h"
+#include "common/optim/adamw.h"
+#include "common/tp/tensor_parallel_comm.h"
+#include "common/train/strategy.h"
+
+namespace llmp {
+
+class TensorParallelStrategy : public Strategy {
+ public:
+  /// Collective over `tp`. Every rank initialises the whole model from `seed` and keeps its
+  /// slice. Throws std::invalid_argument naming the values when t = tp.size() does not divide H,
+  /// 4C and V (GPTLayout). With sequence_parallel, a step whose T is not divisible by t throws
+  /// std::invalid_argument (common/nn/checks.h).
+  TensorParallelStrategy(const GPTConfig& cfg, ProcessGroup& tp, AdamWConfig opt, uint64_t seed,
+                         bool sequence_parallel = false);
+
+  /// The whole batch on every rank (tensor parallelism splits layers' widths, not data).
+  BatchSlice batch_slice(int global_batch) const override { return {0, global_batch}; }
+  double train_step(const int32_t* tokens, const int32_t* targets, int global_batch, int T,
+                    int64_t step) override;
+  double eval_loss(const int32_t* tokens, const int32_t* targets, int global_batch,
+                   int T) override;
+  void get_state(float* params, float* exp_avg, float* exp_avg_sq) override;
+  void set_state(const float* params, const float* exp_avg, const float* exp_avg_sq) override;
+  /// Parameters, gradients and optimizer state against Ψ_r; activations per block against the
+  /// table of tp_formulas.h; bytes sent in the last step against tp_bytes_per_step (and, with
+  /// sequence parallelism, the re-gather and the replicated gradients' all_reduce).
+  std::vector<ReportRow> report() const override;
+
+  const GPT& model() const { return *model_; }
+  /// This rank's Ψ_r parameters (model().layout()).
+  const Tensor& local_params() const { return params_; }
+  bool sequence_parallel() const { return sp_; }
+  /// Bytes this rank sent in the last step: over the tp group (f, g, head), the re-gather group,
+  /// and the replicated-gradient all_reduce.
+  double last_step_tp_bytes() const { return tp_bytes_; }
+  double last_step_regather_bytes() const { return regather_bytes_; }
+  double last_step_grad_sync_bytes() const { return grad_sync_bytes_; }
+  /// kActivations bytes one block's forward kept in the last step (MemoryTracker).
+  int64_t last_block_activation_bytes() const { return block_bytes_; }
+
+ private:
+  /// Sums the replicated tensors' gradients over the group (sequence parallelism), packed into
+  /// one buffer: sends 2(t-1)/t·4·Ψ_repl.
+  void all_reduce_replicated_grads();
+
+  ProcessGroup& tp_;
+  bool sp_;
+  std::shared_ptr<ProcessGroup> regather_group_, grad_group_;  // own CommStats each
+  std::unique_ptr<TensorParallelComm> comm_;
+  std::unique_ptr<GPT> model_;  // this rank's slice
+  Tensor params_, grads_;       // Ψ_r each
+  std::unique_ptr<AdamW> opt_;  // m, v: Ψ_r each
+  double tp_bytes_ = 0, regather_bytes_ = 0, grad_sync_bytes_ = 0;
+  int64_t block_bytes_ = 0;
+  int last_B_ = 0, last_T_ = 0;
+};
+
+}  // namespace llmp
