@@ -1,0 +1,26 @@
+"""pipeline_bad_input_tests: the bad-input tests of a pipeline stage's train binary.
+
+    load("//tests:pipeline_tests.bzl", "pipeline_bad_input_tests")
+    pipeline_bad_input_tests(kind = "plain", shared_defaults = {"--world_size": "2"})
+
+adds, next to the stage's cc_binary `train`:
+  bad_input_test           tests/bad_input_test.sh, the cases every stage shares (flags, data,
+                           checkpoints), through bad_input_tests.bzl's wrapper: the tiny preset
+                           (L = 2) cannot be cut into the default 4 pipeline stages (or 2 ranks ×
+                           2 chunks), so each flag of `shared_defaults` is added unless set.
+  pipeline_bad_input_test  common/pipeline/pipeline_bad_input_test.sh `kind`: layers not
+                           divisible by p·v, micro-batches (plain, interleaved), chunks.
+"""
+
+load("//tests:bad_input_tests.bzl", "bad_input_test")
+
+def pipeline_bad_input_tests(kind, shared_defaults):
+    # naive_pp has one micro-batch: every global batch is valid, the case does not apply.
+    bad_input_test(shared_defaults, skip = ["indivisible_batch"] if kind == "naive" else [])
+    native.sh_test(
+        name = "pipeline_bad_input_test",
+        size = "medium",
+        srcs = ["//common/pipeline:pipeline_bad_input_test.sh"],
+        args = ["$(location :train)", kind],
+        data = [":train"],
+    )
