@@ -33,6 +33,8 @@ MPI_Datatype mpi_datatype(DType t) {
     case DType::kF32: return MPI_FLOAT;
     case DType::kF16:
     case DType::kBF16: return MPI_UINT16_T;
+    case DType::kF64: return MPI_DOUBLE;
+    case DType::kU8: return MPI_UINT8_T;
   }
   fail_at(__FILE__, __LINE__, "unknown dtype");
 }
