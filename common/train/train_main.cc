@@ -2,7 +2,6 @@
 #include "common/train/train_main.h"
 
 #include <CLI/CLI.hpp>
-#include <mpi.h>
 
 #include <chrono>
 #include <cmath>
