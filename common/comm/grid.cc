@@ -14,14 +14,20 @@
 
 namespace llmp {
 
+std::string grid_mismatch(GridShape s, int world_size) {
+  const int64_t product = int64_t(s.dp) * s.pp * s.tp;
+  if (s.dp >= 1 && s.pp >= 1 && s.tp >= 1 && product == world_size) return "";
+  return "dp " + std::to_string(s.dp) + " × pp " + std::to_string(s.pp) + " × tp " +
+         std::to_string(s.tp) + " = " + std::to_string(product) +
+         " does not match the world size " + std::to_string(world_size);
+}
+
 ProcessGrid::ProcessGrid(std::shared_ptr<ProcessGroup> world, int dp, int pp, int tp)
     : dp_(dp), pp_(pp), tp_(tp), world_(std::move(world)) {
   LLMP_CHECK(world_ != nullptr, "ProcessGrid needs a world group");
   const int n = world_->size();
-  const bool ok = dp >= 1 && pp >= 1 && tp >= 1 && int64_t(dp) * pp * tp == n;
-  const std::string msg = "dp " + std::to_string(dp) + " × pp " + std::to_string(pp) + " × tp " +
-                          std::to_string(tp) + " = " + std::to_string(int64_t(dp) * pp * tp) +
-                          " does not match the world size " + std::to_string(n);
+  const std::string msg = grid_mismatch({dp, pp, tp}, n);
+  const bool ok = msg.empty();
   // Every rank reaches the same verdict. Over all ranks of the job, all_ranks_ok prints it once
   // and exits cleanly; over a sub-group it cannot (it is collective over the job), so abort.
   if (n == ProcessGroup::world()->size())
