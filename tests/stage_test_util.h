@@ -19,9 +19,9 @@
 
 namespace llmp {
 
-/// MPI_COMM_WORLD as one ProcessGroup for the whole test binary. ProcessGroup::world() returns a
-/// new group on every call, and a strategy keeps a reference to its group, so the group must
-/// outlive every strategy: this one lives until the binary exits.
+/// The world (every rank) as one ProcessGroup for the whole test binary. ProcessGroup::world()
+/// returns a new group on every call, and a strategy keeps a reference to its group, so the group
+/// must outlive every strategy: this one lives until the binary exits.
 ProcessGroup& test_world();
 
 /// Expects (gtest EXPECT, non-fatal) the largest relative differences of a run_against_baseline

@@ -1,5 +1,5 @@
 // ProcessGrid: cuts the dp, pp and tp groups out of one world group (picotron's
-// ProcessGroupManager, Megatron's initialize_model_parallel) with three MPI_Comm_split calls.
+// ProcessGroupManager, Megatron's initialize_model_parallel) with three ProcessGroup::split calls.
 //
 // Coordinates of group rank w (tp fastest, then pp, then dp; grid.h has the worked example):
 //   tp_rank = w % tp,  pp_rank = (w / tp) % pp,  dp_rank = w / (tp·pp).
@@ -14,19 +14,23 @@
 
 namespace llmp {
 
+std::string grid_mismatch(GridShape s, int world_size) {
+  const int64_t product = int64_t(s.dp) * s.pp * s.tp;
+  if (s.dp >= 1 && s.pp >= 1 && s.tp >= 1 && product == world_size) return "";
+  return "dp " + std::to_string(s.dp) + " × pp " + std::to_string(s.pp) + " × tp " +
+         std::to_string(s.tp) + " = " + std::to_string(product) +
+         " does not match the world size " + std::to_string(world_size);
+}
+
 ProcessGrid::ProcessGrid(std::shared_ptr<ProcessGroup> world, int dp, int pp, int tp)
     : dp_(dp), pp_(pp), tp_(tp), world_(std::move(world)) {
   LLMP_CHECK(world_ != nullptr, "ProcessGrid needs a world group");
   const int n = world_->size();
-  const bool ok = dp >= 1 && pp >= 1 && tp >= 1 && int64_t(dp) * pp * tp == n;
-  const std::string msg = "dp " + std::to_string(dp) + " × pp " + std::to_string(pp) + " × tp " +
-                          std::to_string(tp) + " = " + std::to_string(int64_t(dp) * pp * tp) +
-                          " does not match the world size " + std::to_string(n);
-  // Every rank reaches the same verdict. Over all of MPI_COMM_WORLD, all_ranks_ok prints it once
-  // and exits cleanly; over a sub-group it cannot (it is collective over the world), so abort.
-  int world_size = 0;
-  MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world_size));
-  if (n == world_size)
+  const std::string msg = grid_mismatch({dp, pp, tp}, n);
+  const bool ok = msg.empty();
+  // Every rank reaches the same verdict. Over all ranks of the job, all_ranks_ok prints it once
+  // and exits cleanly; over a sub-group it cannot (it is collective over the job), so abort.
+  if (n == ProcessGroup::world()->size())
     all_ranks_ok(ok, msg);
   else if (!ok)
     user_error(msg);

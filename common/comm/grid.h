@@ -13,15 +13,31 @@
 #pragma once
 
 #include <memory>
+#include <string>
+#include <utility>
 
 #include "common/comm/process_group.h"
 
 namespace llmp {
 
+/// The shape of a grid: dp × pp × tp ranks (each ≥ 1; their product is the world size).
+struct GridShape {
+  int dp = 1, pp = 1, tp = 1;
+};
+
+/// "" when `shape` fits `world_size` ranks, else the one line that says why, naming all four
+/// numbers: "dp 2 × pp 3 × tp 1 = 6 does not match the world size 4". Pure: the launcher checks
+/// a stage's grid with it before any rank starts, ProcessGrid again inside the ranks.
+std::string grid_mismatch(GridShape shape, int world_size);
+
 class ProcessGrid {
  public:
-  /// Collective over `world`. Fails (user_error) when dp·pp·tp != world->size(), naming all four.
+  /// Collective over `world`. When dp·pp·tp != world->size() every rank ends with the one line
+  /// "error: dp 2 × pp 3 × tp 1 = 6 does not match the world size 4" (exit 2; all_ranks_ok when
+  /// `world` holds every rank of the job, else user_error, which aborts the job).
   ProcessGrid(std::shared_ptr<ProcessGroup> world, int dp, int pp, int tp);
+  ProcessGrid(std::shared_ptr<ProcessGroup> world, GridShape shape)
+      : ProcessGrid(std::move(world), shape.dp, shape.pp, shape.tp) {}
 
   int dp() const { return dp_; }
   int pp() const { return pp_; }
@@ -33,6 +49,7 @@ class ProcessGrid {
   ProcessGroup& dp_group() { return *dp_group_; }
   ProcessGroup& pp_group() { return *pp_group_; }
   ProcessGroup& tp_group() { return *tp_group_; }
+  GridShape shape() const { return {dp_, pp_, tp_}; }
 
   /// World rank of grid coordinates (dp_rank, pp_rank, tp_rank).
   static int world_rank_of(int dp_rank, int pp_rank, int tp_rank, int pp, int tp) {

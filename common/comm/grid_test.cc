@@ -80,6 +80,14 @@ TEST(ProcessGrid, WorldOfFourByHand) {
   EXPECT_EQ(b.dp_group().world_ranks(), std::vector<int>{w});
 }
 
+// The check itself, without a job: what the launcher runs before any rank starts.
+TEST(ProcessGrid, MismatchMessage) {
+  EXPECT_EQ(grid_mismatch({2, 2, 1}, 4), "");
+  EXPECT_EQ(grid_mismatch({1, 4, 1}, 4), "");
+  EXPECT_EQ(grid_mismatch({2, 3, 1}, 4), "dp 2 × pp 3 × tp 1 = 6 does not match the world size 4");
+  EXPECT_EQ(grid_mismatch({0, 4, 1}, 0), "dp 0 × pp 4 × tp 1 = 0 does not match the world size 0");
+}
+
 // Builds a grid that does not fit; only in the child job of the test below.
 TEST(ProcessGrid, MismatchProbe) {
   if (!std::getenv("LLMP_GRID_MISMATCH")) GTEST_SKIP();

@@ -1,5 +1,5 @@
-// MPI plumbing for the ProcessGroup MPI backend: MPI_CHECK's failure path, int counts, dtypes and
-// the yielding wait (see mpi_util.h for why it exists).
+// MPI plumbing for the ProcessGroup MPI backend: MPI_CHECK's failure path, int counts, dtypes,
+// kAvg's scaling and the yielding wait (see mpi_util.h for why it exists).
 //
 // Glossary: N ranks; count = elements of an MPI datatype; displs = exclusive prefix sums of counts.
 #include "common/comm/mpi_util.h"
@@ -11,7 +11,6 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "common/comm/process_group.h"
 #include "common/runtime/check.h"
 
 namespace llmp {
@@ -33,6 +32,8 @@ MPI_Datatype mpi_datatype(DType t) {
     case DType::kF32: return MPI_FLOAT;
     case DType::kF16:
     case DType::kBF16: return MPI_UINT16_T;
+    case DType::kF64: return MPI_DOUBLE;
+    case DType::kU8: return MPI_UINT8_T;
   }
   fail_at(__FILE__, __LINE__, "unknown dtype");
 }
@@ -81,25 +82,15 @@ void mpi_wait(MPI_Request* request, MPI_Status* status) {
 
 MPI_Op mpi_op(ReduceOp op) { return op == ReduceOp::kMax ? MPI_MAX : MPI_SUM; }
 
-void check_comm_tensor(const Tensor& t, const char* op, bool reduces) {
-  if (t.device() != Device::kCPU)
-    fail_at(__FILE__, __LINE__,
-            std::string(op) + ": the MPI backend takes host tensors, got " + t.describe());
-  if (reduces && t.dtype() != DType::kF32)
-    fail_at(__FILE__, __LINE__,
-            std::string(op) + " adds elements and takes f32 tensors only, got " + t.describe());
-}
-
-bool overlaps(const Tensor& a, const Tensor& b) {
-  if (a.nbytes() == 0 || b.nbytes() == 0) return false;
-  const char* pa = static_cast<const char*>(a.raw());
-  const char* pb = static_cast<const char*>(b.raw());
-  return pa < pb + b.nbytes() && pb < pa + a.nbytes();
-}
-
-void scale_f32(Tensor& t, float s) {
+void scale(Tensor& t, double s) {
+  if (t.dtype() == DType::kF64) {
+    double* p = t.f64();
+    for (int64_t i = 0; i < t.numel(); ++i) p[i] *= s;
+    return;
+  }
   float* p = t.f32();
-  for (int64_t i = 0; i < t.numel(); ++i) p[i] *= s;
+  const float sf = static_cast<float>(s);
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] *= sf;
 }
 
 }  // namespace llmp

@@ -1,5 +1,6 @@
-// MPI plumbing shared by the MPI backend of ProcessGroup: error checks, int counts, dtypes, and a
-// request wait that yields the CPU while it polls.
+// MPI plumbing shared by the MPI backend of ProcessGroup (mpi_process_group.h): MPI_CHECK, int
+// counts, dtypes, MpiWork (a request and what must outlive it), and a request wait that yields
+// the CPU while it polls. Only the backend's files and its tests include this header.
 //
 // Why the yielding wait: MPICH (ch4:ucx) busy-polls inside every blocking call. With more
 // runnable processes than cores (4 ranks on a 2-core laptop or CI box, or 2 ranks while Bazel
@@ -17,6 +18,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -25,8 +27,9 @@
 
 namespace llmp {
 
-/// MPI datatype of one element: MPI_FLOAT for f32, MPI_UINT16_T for f16 and bf16 (those are
-/// only moved, never added, so a 16-bit integer type carries them bit for bit).
+/// MPI datatype of one element: MPI_FLOAT for f32, MPI_DOUBLE for f64, MPI_UINT8_T for u8,
+/// MPI_UINT16_T for f16 and bf16 (those are only moved, never added, so a 16-bit integer type
+/// carries them bit for bit).
 MPI_Datatype mpi_datatype(DType t);
 
 /// `n` as an MPI count (int). Ends every rank with "<what>: count n does not fit MPI's int count
@@ -48,15 +51,50 @@ void mpi_wait(MPI_Request* request, MPI_Status* status = MPI_STATUS_IGNORE);
 /// MPI_SUM for kSum and kAvg (kAvg divides afterwards), MPI_MAX for kMax.
 MPI_Op mpi_op(ReduceOp op);
 
-/// Preconditions of every operation, failing with the op name and the tensor's description:
-/// a host tensor, and f32 when `reduces` (the operation adds or compares elements).
-void check_comm_tensor(const Tensor& t, const char* op, bool reduces);
+/// t *= s, element-wise on a host f32 or f64 tensor (kAvg's division by N).
+void scale(Tensor& t, double s);
 
-/// True when the byte ranges of `a` and `b` intersect (MPI forbids aliased send and receive
-/// buffers unless MPI_IN_PLACE is used).
-bool overlaps(const Tensor& a, const Tensor& b);
+/// One MPI request and everything MPI may still read or write until it completes: the tensors
+/// (their storage is reference counted, so holding a Tensor keeps the bytes alive) and the
+/// counts/displacement arrays of the v-collectives (MPI reads them during the operation).
+/// Completion (wait, or a test that finds it done) divides `average` by `ranks` (kAvg) and checks
+/// a receive's length. Destroying it before completion waits (MPI-3.1 §5.12: a pending
+/// non-blocking collective cannot be cancelled or freed). Defined in process_group_async.cc.
+class MpiWork final : public Work {
+ public:
+  MPI_Request request = MPI_REQUEST_NULL;  ///< MPI_REQUEST_NULL: complete at once
+  std::vector<Tensor> keep_alive;
+  std::vector<int> counts, displs;
+  Tensor average;            ///< divided by `ranks` on completion (kAvg); undefined otherwise
+  int ranks = 1;
+  int64_t expect_recv = -1;  ///< irecv: elements expected; checked against the status
+  std::string what;          ///< irecv: "recv on rank 0 from rank 1 (tag 0)"
 
-/// t *= s, element-wise on a host f32 tensor (kAvg's division by N).
-void scale_f32(Tensor& t, float s);
+  ~MpiWork() override;
+  void wait() override;
+  bool test() override;
 
+ private:
+  void finish(const MPI_Status& status);
+  bool done_ = false;
+};
+
+/// An MpiWork that keeps `tensors` alive until it completes and, when op is kAvg, then divides
+/// `average` by `ranks`. Its request is for the caller to fill (MPI_I...(..., &w->request)).
+std::shared_ptr<MpiWork> mpi_work(std::vector<Tensor> tensors, ReduceOp op = ReduceOp::kSum,
+                                  const Tensor& average = Tensor(), int ranks = 1);
+
+}  // namespace llmp
+
+/// Wraps an MPI call: on failure prints file:line, the call and MPI's error string, ends all ranks.
+/// (Groups set MPI_ERRORS_RETURN on their communicator, so errors come back as return codes.)
+#define MPI_CHECK(call)                                                              \
+  do {                                                                               \
+    int mpi_check_rc_ = (call);                                                      \
+    if (mpi_check_rc_ != MPI_SUCCESS) ::llmp::mpi_fail(__FILE__, __LINE__, #call, mpi_check_rc_); \
+  } while (0)
+
+namespace llmp {
+/// MPI_CHECK's failure path: "file:line: [rank r] call failed: MPI's message", then abort_job(1).
+[[noreturn]] void mpi_fail(const char* file, int line, const char* call, int rc);
 }  // namespace llmp

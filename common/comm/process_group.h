@@ -1,7 +1,7 @@
 // ProcessGroup: the collectives every stage is built from, over an explicit group of ranks.
+// This file is the interface only: no backend, no MPI or NCCL type.
 //
-// Backend: MPI on host tensors (this file's implementation, process_group_mpi.cc). A NCCL backend
-// for device tensors comes with the GPU stages. Semantics follow NCCL / torch.distributed:
+// Semantics follow NCCL / torch.distributed, with the per-rank traffic each operation causes:
 //
 //   all_reduce      every rank ends with op(x_0, ..., x_{N-1})                 sends 2(N-1)/N·S
 //   reduce_scatter  input N·S' elements, rank r ends with op(...) of chunk r   sends (N-1)/N·S
@@ -16,10 +16,25 @@
 // against the closed forms of the ZeRO paper. A collective on a group of one rank is a no-op that
 // counts zero bytes.
 //
+// Backends. The public methods are not virtual: this class checks the arguments, counts the
+// bytes and handles the one-rank group, for every backend alike; then it calls a protected hook
+// (start_all_reduce, ...) that a backend implements. Backends (leveldb's Env with env_posix.cc
+// behind it is the model):
+//   MpiProcessGroup  (mpi_process_group.h)  host tensors over an MPI communicator; world() is its
+//                                           world, so it is the default backend.
+//   a NCCL backend   (to come, with the GPU stages) device tensors over a NCCL communicator, with
+//                    the same counting, checks and semantics; it derives from ProcessGroup,
+//                    returns Device::kCUDA from device(), implements the hooks on its CUDA
+//                    stream and overrides local_copy(). Code that takes a ProcessGroup& runs on
+//                    either unchanged.
+// Code that only passes groups around depends on //common/comm:process_group (this interface);
+// code that needs a world to start from depends on //common/comm (interface + MPI backend).
+//
+// Bookkeeping (metrics, the report table, span gathering) runs on a duplicate() of the group, so
+// the technique's CommStats show only the technique's bytes.
+//
 // Glossary: N = size() ranks in the group, r = rank() in the group, S = bytes.
 #pragma once
-
-#include <mpi.h>
 
 #include <cstdint>
 #include <map>
@@ -34,43 +49,52 @@ namespace llmp {
 enum class ReduceOp { kSum, kAvg, kMax };
 
 /// Bytes this rank sent, per operation name ("all_reduce", "reduce_scatter", "all_gather",
-/// "broadcast", "reduce", "all_to_all", "send"), by the formulas above, and call counts.
+/// "broadcast", "reduce", "all_to_all", "send"), by the formulas above, and call counts (also
+/// "recv" and "barrier", which count 0 bytes).
 struct CommStats {
   std::map<std::string, double> bytes;
   std::map<std::string, int64_t> calls;
   double total_bytes() const;
 };
 
-/// A pending non-blocking operation (MPI_Request underneath). wait() is idempotent. Destroying
-/// a Work that has not completed waits for it (MPI cannot cancel a non-blocking collective).
+/// A pending non-blocking operation (the backend's request: an MPI request, a CUDA event after a
+/// NCCL call). wait() is idempotent. Destroying a Work that has not completed waits for it (MPI
+/// cannot cancel a non-blocking collective).
 class Work {
  public:
   virtual ~Work() = default;
   virtual void wait() = 0;
-  /// Non-blocking completion test (drives MPI progress).
+  /// Non-blocking completion test (drives the backend's progress).
   virtual bool test() = 0;
 };
 
 class ProcessGroup {
  public:
-  /// All ranks of MPI_COMM_WORLD. MPI must be initialised (common/runtime/launch.h).
-  /// Local, not collective: wraps MPI_COMM_WORLD without duplicating it; each call returns a new
-  /// group with its own CommStats.
+  /// The color for split() of a rank that joins no sub-group (it gets nullptr).
+  static constexpr int kNoColor = -1;
+
+  /// The default backend's world: MPI over host tensors, all ranks of the job (defined in
+  /// process_group_mpi.cc, as leveldb's Env::Default() is in env_posix.cc). MPI must be
+  /// initialised (common/runtime/launch.h). Local, not collective: it wraps the job's world
+  /// communicator without duplicating it; each call returns a new group with its own CommStats.
   static std::shared_ptr<ProcessGroup> world();
-  /// A group over `comm`, which it owns (freed on destruction) when `owns` is true.
-  ProcessGroup(MPI_Comm comm, bool owns);
-  ~ProcessGroup();
+
+  virtual ~ProcessGroup() = default;
   ProcessGroup(const ProcessGroup&) = delete;
   ProcessGroup& operator=(const ProcessGroup&) = delete;
 
   int rank() const { return rank_; }
   int size() const { return size_; }
-  MPI_Comm comm() const { return comm_; }
-  /// Ranks of MPI_COMM_WORLD in this group, in group-rank order.
+  /// Ranks of the job's world (world()) in this group, in group-rank order.
   const std::vector<int>& world_ranks() const { return world_ranks_; }
+  /// Where this backend's tensors live: Device::kCPU for MPI, Device::kCUDA for NCCL. Every
+  /// operation ends every rank, naming the tensor, when given a tensor on another device.
+  virtual Device device() const = 0;
 
-  // --- collectives (blocking). Tensors are host f32 unless stated; f16/bf16 are accepted by
-  // broadcast, all_gather, all_to_all, send and recv (bytes are moved, nothing is added). ---
+  // --- collectives (blocking). Operations that add or compare elements (all_reduce,
+  // reduce_scatter, reduce) take f32 or f64; the others move bytes and also take f16, bf16 and
+  // u8. A wrong dtype, size or root ends every rank with the operation's name and the tensors'
+  // descriptions (file:line, common/runtime/check.h). ---
 
   /// In place. kAvg divides the sum by N.
   void all_reduce(Tensor& t, ReduceOp op = ReduceOp::kSum);
@@ -101,7 +125,8 @@ class ProcessGroup {
   void barrier();
 
   // --- non-blocking: the operation may run while the caller computes (DDP's bucket overlap,
-  // pipeline send/recv). The tensors must stay alive and untouched until wait(). ---
+  // pipeline send/recv). The tensors must stay alive and untouched until wait(). Same checks
+  // and byte counts as the blocking forms, counted at issue. ---
   std::shared_ptr<Work> all_reduce_async(Tensor& t, ReduceOp op = ReduceOp::kSum);
   std::shared_ptr<Work> reduce_scatter_v_async(const Tensor& input, Tensor& output,
                                                const std::vector<int64_t>& counts,
@@ -111,17 +136,59 @@ class ProcessGroup {
   std::shared_ptr<Work> isend(const Tensor& t, int dst, int tag = 0);
   std::shared_ptr<Work> irecv(Tensor& t, int src, int tag = 0);
 
-  /// Sub-group of the ranks passing the same `color`, ordered by `key` (MPI_Comm_split).
-  /// Collective over this group. A rank passing color MPI_UNDEFINED gets nullptr.
+  // --- new groups (collective over this group; a new group starts with empty CommStats) ---
+
+  /// Sub-group of the ranks passing the same `color` (≥ 0), ordered by `key` then by rank. A
+  /// rank passing kNoColor joins none and gets nullptr. Ends every rank on a color < 0 other
+  /// than kNoColor.
   std::shared_ptr<ProcessGroup> split(int color, int key);
+  /// The same ranks in the same order, with CommStats of its own and a communicator of its own:
+  /// its messages never match this group's (a recv here never receives a send made there) and
+  /// its bytes are never counted here. What bookkeeping uses (MetricsReducer, print_report,
+  /// gather_spans), so that the technique's CommStats show only the technique's bytes.
+  std::shared_ptr<ProcessGroup> duplicate();
 
   const CommStats& stats() const { return stats_; }
   void reset_stats() { stats_ = CommStats(); }
 
+ protected:
+  /// For backends: this rank's place in the group, and the world rank of each group rank.
+  ProcessGroup(int rank, int size, std::vector<int> world_ranks);
+
+  // --- backend hooks. Called only after the checks above passed, with N > 1 (send and recv
+  // also with N = 1: a rank may message itself), so a hook only moves data. Each starts the
+  // operation and returns its Work; the blocking forms wait on it at once. kAvg is the backend's
+  // to apply (a sum on the wire, divided by N on completion, or NCCL's ncclAvg). ---
+  virtual std::shared_ptr<Work> start_all_reduce(Tensor& t, ReduceOp op) = 0;
+  virtual std::shared_ptr<Work> start_reduce_scatter(const Tensor& input, Tensor& output,
+                                                     ReduceOp op) = 0;
+  virtual std::shared_ptr<Work> start_reduce_scatter_v(const Tensor& input, Tensor& output,
+                                                       const std::vector<int64_t>& counts,
+                                                       ReduceOp op) = 0;
+  /// in_place: input is chunk r of output (else they do not overlap).
+  virtual std::shared_ptr<Work> start_all_gather(const Tensor& input, Tensor& output,
+                                                 bool in_place) = 0;
+  /// in_place: input is this rank's slice of output (else they do not overlap).
+  virtual std::shared_ptr<Work> start_all_gather_v(const Tensor& input, Tensor& output,
+                                                   const std::vector<int64_t>& counts,
+                                                   bool in_place) = 0;
+  virtual std::shared_ptr<Work> start_broadcast(Tensor& t, int root) = 0;
+  virtual std::shared_ptr<Work> start_reduce(Tensor& t, int root, ReduceOp op) = 0;
+  virtual std::shared_ptr<Work> start_all_to_all(const Tensor& input, Tensor& output) = 0;
+  virtual std::shared_ptr<Work> start_send(const Tensor& t, int dst, int tag) = 0;
+  /// Must end every rank, naming both counts, when the message is shorter than t.
+  virtual std::shared_ptr<Work> start_recv(Tensor& t, int src, int tag) = 0;
+  virtual std::shared_ptr<Work> start_barrier() = 0;
+  /// color ≥ 0, or kNoColor (then return nullptr).
+  virtual std::shared_ptr<ProcessGroup> make_split(int color, int key) = 0;
+  virtual std::shared_ptr<ProcessGroup> make_duplicate() = 0;
+  /// The one-rank group's "collective": copy src to dst (same numel and dtype) unless they are
+  /// the same bytes. Default: a host memmove; a device backend overrides it.
+  virtual void local_copy(const Tensor& src, Tensor& dst);
+
  private:
   void count(const char* op, double bytes);
-  MPI_Comm comm_;
-  bool owns_;
+  void check_tensor(const Tensor& t, const char* op, bool reduces) const;
   int rank_ = 0, size_ = 1;
   std::vector<int> world_ranks_;
   CommStats stats_;
@@ -131,14 +198,3 @@ class ProcessGroup {
 CommStats merge_stats(const std::vector<const ProcessGroup*>& groups);
 
 }  // namespace llmp
-
-/// Wraps an MPI call: on failure prints file:line, the call and MPI's error string, ends all ranks.
-#define MPI_CHECK(call)                                                              \
-  do {                                                                               \
-    int mpi_check_rc_ = (call);                                                      \
-    if (mpi_check_rc_ != MPI_SUCCESS) ::llmp::mpi_fail(__FILE__, __LINE__, #call, mpi_check_rc_); \
-  } while (0)
-
-namespace llmp {
-[[noreturn]] void mpi_fail(const char* file, int line, const char* call, int rc);
-}

@@ -121,9 +121,9 @@ TEST_F(AsyncTest, SplitIntoSubGroups) {
   EXPECT_DOUBLE_EQ(both.total_bytes(), 2.0 * (M - 1) / M * 12 + (N == 1 ? 0.0 : 12.0));
 }
 
-// MPI_UNDEFINED leaves a rank out: it gets no group.
-TEST_F(AsyncTest, SplitLeavesOutUndefined) {
-  auto sub = pg->split(r == 0 ? MPI_UNDEFINED : 0, r);
+// kNoColor leaves a rank out: it gets no group.
+TEST_F(AsyncTest, SplitLeavesOutNoColor) {
+  auto sub = pg->split(r == 0 ? ProcessGroup::kNoColor : 0, r);
   if (r == 0) {
     EXPECT_EQ(sub, nullptr);
   } else {

@@ -116,7 +116,7 @@ TEST_F(ProcessGroupTest, AllGather) {
   EXPECT_DOUBLE_EQ(bytes("all_gather"), ring(N * k * 4.0));
 }
 
-// ZeRO's pattern: the input is this rank's shard of the flat output buffer (MPI_IN_PLACE).
+// ZeRO's pattern: the input is this rank's shard of the flat output buffer (gathered in place).
 TEST_F(ProcessGroupTest, AllGatherInPlaceShard) {
   const int64_t k = 4;
   Tensor flat = Tensor::zeros({N * k});
@@ -144,7 +144,7 @@ TEST_F(ProcessGroupTest, AllGatherVRaggedAndInPlace) {
   EXPECT_DOUBLE_EQ(bytes("all_gather"), 2 * ring(total * 4.0));
 }
 
-// 16-bit tensors are moved bit for bit (MPI_UINT16_T); S counts 2 bytes per element.
+// 16-bit tensors are moved bit for bit (as 16-bit integers); S counts 2 bytes per element.
 TEST_F(ProcessGroupTest, AllGatherAndBroadcastHalf) {
   const int64_t k = 3;
   Tensor in = Tensor::empty({k}, DType::kBF16), out = Tensor::zeros({N * k}, DType::kBF16);

@@ -3,12 +3,11 @@
 // rank's local buffers through the partition (gpt_partition.h).
 #include "common/pipeline/executor.h"
 
-#include <mpi.h>
-
 #include <algorithm>
 #include <utility>
 
 #include "common/runtime/check.h"
+#include "common/runtime/clock.h"
 
 namespace llmp {
 namespace {
@@ -88,7 +87,7 @@ double PipelineExecutor::run(const float* params, float* grads, const int32_t* t
   double loss = 0;
 
   for (const Action& a : schedule_.ranks.at(rank_)) {
-    const double start = MPI_Wtime();
+    const double start = wall_seconds();
     Tape& tp = tape(a);
     switch (a.op) {
       case Op::kRecvForward:
@@ -126,7 +125,7 @@ double PipelineExecutor::run(const float* params, float* grads, const int32_t* t
         break;
     }
     stats_.peak_in_flight = std::max(stats_.peak_in_flight, in_flight_);
-    stats_.spans.push_back(make_span(rank_, a, v_, start - t0, MPI_Wtime() - t0));
+    stats_.spans.push_back(make_span(rank_, a, v_, start - t0, wall_seconds() - t0));
     pending_.poll();
   }
   pending_.wait_all();  // sends complete by the end of the step

@@ -68,7 +68,7 @@ class PipelineExecutor {
   /// One step's forwards and backwards over the global batch of B sequences, cut into m
   /// micro-batches of b = B/m. params/grads: this rank's local buffers (GPTPartition layout);
   /// grads += the gradient of the global mean loss. tokens/targets (B,T): the whole batch (only
-  /// virtual stage 0 reads tokens, only the last reads targets). t0: the MPI_Wtime() that spans
+  /// virtual stage 0 reads tokens, only the last reads targets). t0: the wall_seconds() that spans
   /// count from. Returns Σ_i loss_i·b·T/(B·T) over micro-batches on the last stage's rank, else 0.
   double run(const float* params, float* grads, const int32_t* tokens, const int32_t* targets,
              int B, int T, double t0);

@@ -40,7 +40,8 @@ StageSpec pipeline_stage_spec(const PipelineStageOptions& o) {
   spec.default_world_size = o.default_world_size;
   spec.default_layers = o.default_layers;
   spec.supports_trace = true;  // finish() writes --trace (pipeline_strategy.h)
-  spec.splits_batch_over_ranks = false;  // every stage sees all B sequences (as micro-batches)
+  // p = world size: one pipeline stage per rank, each seeing all B sequences (as micro-batches).
+  spec.grid = [](const TrainConfig& cfg) { return GridShape{1, cfg.world_size, 1}; };
   spec.add_flags = [opts](CLI::App& app) {
     if (opts->micro_batches_flag)
       app.add_option("--micro_batches", opts->micro_batches,
@@ -60,9 +61,10 @@ StageSpec pipeline_stage_spec(const PipelineStageOptions& o) {
     const std::string err =
         pipeline_config_error(ctx.cfg, opts->schedule, opts->micro_batches, opts->chunks);
     all_ranks_ok(err.empty(), err);
-    Schedule s = make_schedule(opts->schedule, ctx.world.size(), opts->micro_batches, opts->chunks);
-    return std::make_unique<PipelineStrategy>(ctx.model, ctx.world, ctx.opt, ctx.cfg.seed,
-                                              std::move(s), ctx.cfg.trace);
+    ProcessGroup& pp = ctx.grid.pp_group();  // every rank of the world, stage s on rank s
+    Schedule s = make_schedule(opts->schedule, pp.size(), opts->micro_batches, opts->chunks);
+    return std::make_unique<PipelineStrategy>(ctx.model, pp, ctx.opt, ctx.cfg.seed, std::move(s),
+                                              ctx.cfg.trace);
   };
   return spec;
 }

@@ -8,8 +8,9 @@
 //     return llmp::train_main(argc, argv, llmp::pipeline_stage_spec(o));
 //   }
 //
-// The pipeline size is the world size: p = --world_size, every rank one stage. Checked before
-// launch, each as one line "error: ..." and exit 2:
+// The pipeline size is the world size: p = --world_size, every rank one stage (the stage's grid
+// is dp 1 × pp p × tp 1; its strategy runs on the grid's pp group). Checked before launch, each
+// as one line "error: ..." and exit 2:
 //   - the layers of --model divide into p·v virtual stages ("layers 4 not divisible by p·v = 8
 //     (p=4, v=2)");
 //   - --micro_batches m ≥ 1 divides --global_batch ("global batch 16 is not divisible by 3

@@ -5,11 +5,11 @@
 #include <cstdio>
 #include <cstring>
 
-#include "common/comm/mpi_util.h"
 #include "common/pipeline/span_gather.h"
 #include "common/pipeline/timeline.h"
 #include "common/pipeline/trace.h"
 #include "common/runtime/check.h"
+#include "common/runtime/clock.h"
 
 namespace llmp {
 namespace {
@@ -61,28 +61,20 @@ PipelineStrategy::PipelineStrategy(const GPT& model, ProcessGroup& pp, AdamWConf
   const std::vector<int> emb = part_->embedding_ranks();
   in_emb_ = r == emb.front() || r == emb.back();
   emb_ = pp.split(in_emb_ ? 0 : 1 + r, r);  // collective over pp; a 1-rank group off the ends
-  MPI_CHECK(MPI_Comm_dup(pp.comm(), &book_));
-}
-
-PipelineStrategy::~PipelineStrategy() {
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (!finalized && book_ != MPI_COMM_NULL) MPI_Comm_free(&book_);
+  book_ = pp.duplicate();                    // collective over pp: bookkeeping, not counted
 }
 
 double PipelineStrategy::train_step(const int32_t* tokens, const int32_t* targets,
                                     int global_batch, int T, int64_t step) {
   const double bytes_before = pp_.stats().total_bytes() + emb_->stats().total_bytes();
-  MPI_Request req;  // 1. line the ranks up so that their spans share one time axis
-  MPI_CHECK(MPI_Ibarrier(book_, &req));
-  mpi_wait(&req);
-  const double t0 = MPI_Wtime();
+  book_->barrier();  // 1. line the ranks up so that their spans share one time axis
+  const double t0 = wall_seconds();
 
   // 2. The schedule: forwards and backwards of all micro-batches, gradients accumulated.
   grads_.fill(0.0f);
   const double local_loss = exec_->run(params_.f32(), grads_.f32(), tokens, targets,
                                        global_batch, T, t0);
-  const double t_opt = MPI_Wtime();
+  const double t_opt = wall_seconds();
 
   // 3. Tied embedding: wte's gradient = embedding part (first rank) + head part (last rank).
   if (in_emb_ && emb_->size() > 1) {
@@ -94,13 +86,13 @@ double PipelineStrategy::train_step(const int32_t* tokens, const int32_t* target
   opt_->step(params_.f32(), grads_.f32(), step);
 
   std::vector<Span> spans = exec_->stats().spans;
-  spans.push_back(Span{pp_.rank(), t_opt - t0, MPI_Wtime() - t0, "opt", "optimizer"});
+  spans.push_back(Span{pp_.rank(), t_opt - t0, wall_seconds() - t0, "opt", "optimizer"});
   last_step_bytes_ = pp_.stats().total_bytes() + emb_->stats().total_bytes() - bytes_before;
   last_B_ = global_batch, last_T_ = T;
 
   // 5. Bookkeeping: the loss from the last stage, the spans to rank 0 (absolute time there).
   const double loss = metrics_.sum(local_loss);
-  std::vector<Span> all = gather_spans(book_, spans, t0);
+  std::vector<Span> all = gather_spans(*book_, spans, t0);
   if (pp_.rank() == 0) {
     last_spans_ = all;
     for (Span& s : last_spans_) s.start -= t0, s.end -= t0;

@@ -6,7 +6,7 @@
 // tokens, the last one the targets) and holds only its virtual stages' parameters, gradients
 // and AdamW state (gpt_partition.h). One step:
 //
-//   1. barrier, t0 = MPI_Wtime()        (so that measured spans line up across ranks)
+//   1. barrier, t0 = wall_seconds()     (so that measured spans line up across ranks)
 //   2. executor.run(...)                the schedule's forwards/backwards; grads += per micro-batch
 //   3. all_reduce of the wte gradient over the embedding group {first rank, last rank}: the
 //      tied head's gradient (last stage) plus the embedding's (first stage), as in Megatron-LM;
@@ -14,7 +14,8 @@
 //                                       sends 2(N-1)/N·4VC = 4VC bytes (N = 2)
 //   4. AdamW on this rank's local parameters only.
 //   5. the global mean loss, summed from the last stage (MetricsReducer: not in CommStats), and
-//      every rank's spans gathered on rank 0 (span_gather.h).
+//      every rank's spans gathered on rank 0 (span_gather.h). Steps 1 and 5 are bookkeeping: they
+//      run on duplicate() groups of pp, so pp's CommStats show the schedule's bytes only.
 //
 // Traffic per rank and step: 4·b·T·C bytes per send_forward and per send_backward of its
 // schedule (m·v of each, minus the ends of the pipe), plus 4VC on the two embedding ranks.
@@ -26,8 +27,6 @@
 // Glossary: p pipeline stages (= ranks), m micro-batches, v chunks per rank, B global batch,
 // b = B/m, T sequence length, C channels, V vocab, Ψ_r parameters held by rank r.
 #pragma once
-
-#include <mpi.h>
 
 #include <memory>
 #include <string>
@@ -47,13 +46,12 @@ namespace llmp {
 
 class PipelineStrategy : public Strategy {
  public:
-  /// Collective over `pp`. Fails on every rank with one line (all_ranks_ok, exit 2) when the
+  /// Collective over `pp` (keeps a reference: `pp` must outlive it). Fails on every rank with one line (all_ranks_ok, exit 2) when the
   /// schedule's p differs from pp.size(), the layers do not divide into p·v virtual stages, or
   /// the simulator rejects the schedule. Every rank initialises the full model from `seed` and
   /// keeps its part. trace_path: where finish() writes the Chrome trace ("" = none).
   PipelineStrategy(const GPT& model, ProcessGroup& pp, AdamWConfig opt, uint64_t seed,
                    Schedule schedule, std::string trace_path = "");
-  ~PipelineStrategy() override;
 
   /// The whole batch on every rank (pipeline ranks split layers, not data).
   BatchSlice batch_slice(int global_batch) const override { return {0, global_batch}; }
@@ -104,7 +102,7 @@ class PipelineStrategy : public Strategy {
   std::shared_ptr<ProcessGroup> emb_;  // {first rank, last rank}; a 1-rank group elsewhere
   bool in_emb_ = false;
   MetricsReducer metrics_;
-  MPI_Comm book_ = MPI_COMM_NULL;  // bookkeeping: barrier and span gathering
+  std::shared_ptr<ProcessGroup> book_;  // duplicate of pp: the step's barrier, span gathering
   double last_step_bytes_ = 0;
   int last_B_ = 0, last_T_ = 0;
   std::vector<Span> last_spans_, trace_spans_;  // rank 0

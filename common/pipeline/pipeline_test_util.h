@@ -22,7 +22,7 @@
 namespace llmp {
 namespace testing {
 
-/// MPI_COMM_WORLD as a ProcessGroup that outlives every strategy of the test binary.
+/// The world (every rank) as a ProcessGroup that outlives every strategy of the test binary.
 ProcessGroup& pipeline_world();
 
 /// Builds a pipeline stage with m micro-batches on `pp`.

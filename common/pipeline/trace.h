@@ -6,7 +6,7 @@
 // categories forward, backward, send, recv, optimizer; "displayTimeUnit": "ms".
 //
 // Multi-rank use (the executor): every rank records its own spans (make_span in schedule.h),
-// serialises them with spans_to_string, rank 0 gathers the strings (MPI_Gatherv of bytes),
+// serialises them with spans_to_string, rank 0 gathers the strings (gather_spans: u8 bytes),
 // parses them back with spans_from_string and calls write_trace once with all of them.
 //
 // Glossary: p pipeline stages (= tracks), µs microseconds.

@@ -6,7 +6,7 @@
 //  - bad input from the user: user_error(msg) prints the one line "error: msg" and exits 2.
 //    When the same check runs on every rank, call all_ranks_ok() so exactly one rank prints and
 //    every rank leaves cleanly (no hang, no wall of duplicate messages).
-// MPI_CHECK wraps MPI calls the same way (common/comm).
+// MPI_CHECK wraps MPI calls the same way (common/comm/mpi_util.h, in the MPI backend).
 #pragma once
 
 #include <string>

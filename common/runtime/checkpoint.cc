@@ -63,8 +63,14 @@ const char* safetensors_dtype(DType t) {
     case DType::kF32: return "F32";
     case DType::kF16: return "F16";
     case DType::kBF16: return "BF16";
+    case DType::kF64: return "F64";  // named, but not stored (checkpoint_stores)
+    case DType::kU8: return "U8";
   }
   return "?";
+}
+
+bool checkpoint_stores(DType t) {
+  return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16;
 }
 
 bool parse_safetensors_dtype(const std::string& s, DType* out) {
@@ -116,6 +122,9 @@ void save_safetensors(const std::string& path, const std::vector<CheckpointEntry
     const int64_t numel = checked_numel(e.shape);
     if (numel < 0) fail(path, e.name + " has an invalid shape " + format_shape(e.shape));
     if (numel > 0 && e.data == nullptr) fail(path, e.name + " has no data");
+    if (!checkpoint_stores(e.dtype))
+      fail(path, e.name + " has dtype " + safetensors_dtype(e.dtype) +
+                     ", which checkpoints do not store (F32, F16, BF16)");
     const int64_t nbytes = numel * dtype_size(e.dtype);
     header[e.name] = {{"dtype", safetensors_dtype(e.dtype)},
                       {"shape", e.shape},

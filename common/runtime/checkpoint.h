@@ -61,7 +61,8 @@ struct Checkpoint {
 /// Writes `entries` and `metadata` to `path` as safetensors, atomically (see the file comment).
 /// Tensors are laid out in the order given. Throws std::runtime_error with one line naming the
 /// path when an entry is invalid (duplicate or empty name, the reserved "__metadata__", a
-/// negative dimension, null data with numel > 0) or the file cannot be written; any file
+/// negative dimension, null data with numel > 0, a dtype checkpoints do not store: f64, u8) or
+/// the file cannot be written; any file
 /// already at `path` is then left untouched and no temporary file remains.
 void save_safetensors(const std::string& path, const std::vector<CheckpointEntry>& entries,
                       const std::map<std::string, std::string>& metadata = {});
@@ -89,9 +90,12 @@ void check_tensors(const Checkpoint& ckpt, const std::vector<ExpectedTensor>& ex
 /// "(32, 96)"; "()" for a scalar.
 std::string format_shape(const std::vector<int64_t>& shape);
 
-/// safetensors dtype names: "F32", "F16", "BF16". parse_safetensors_dtype returns false for any
-/// other name.
+/// safetensors dtype names: "F32", "F16", "BF16" (stored), and "F64", "U8" for the bookkeeping
+/// dtypes, which checkpoints do not store. parse_safetensors_dtype returns false for any name
+/// but the three stored ones.
 const char* safetensors_dtype(DType t);
 bool parse_safetensors_dtype(const std::string& s, DType* out);
+/// True for the dtypes a checkpoint stores: f32, f16, bf16 (not f64 or u8).
+bool checkpoint_stores(DType t);
 
 }  // namespace llmp

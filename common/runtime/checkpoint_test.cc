@@ -159,6 +159,13 @@ TEST(Checkpoint, FailedSaveLeavesTheOldFileIntact) {
   EXPECT_EQ(msg, "checkpoint " + path + ": x has an invalid shape (2, -1)");
   msg = error_of([&] { save_safetensors(path, {{"x", {2}, nullptr}}); });
   EXPECT_EQ(msg, "checkpoint " + path + ": x has no data");
+  const double wide[2] = {1, 2};
+  msg = error_of([&] { save_safetensors(path, {{"x", {2}, wide, DType::kF64}}); });
+  EXPECT_EQ(msg, "checkpoint " + path + ": x has dtype F64, which checkpoints do not store "
+                 "(F32, F16, BF16)");
+  const uint8_t bytes[2] = {1, 2};
+  msg = error_of([&] { save_safetensors(path, {{"x", {2}, bytes, DType::kU8}}); });
+  EXPECT_NE(msg.find("x has dtype U8, which checkpoints do not store"), std::string::npos) << msg;
   EXPECT_EQ(read_bytes(path), before);
 
   // The rename fails (the target is a non-empty folder): the temporary file is cleaned up.
@@ -245,6 +252,9 @@ TEST(Checkpoint, FormatShapeAndDtypeNames) {
   EXPECT_TRUE(parse_safetensors_dtype("BF16", &t));
   EXPECT_EQ(t, DType::kBF16);
   EXPECT_FALSE(parse_safetensors_dtype("F64", &t));
+  EXPECT_FALSE(parse_safetensors_dtype("U8", &t));
+  EXPECT_FALSE(checkpoint_stores(DType::kF64));
+  EXPECT_TRUE(checkpoint_stores(DType::kBF16));
   EXPECT_STREQ(safetensors_dtype(DType::kF16), "F16");
 }
 

@@ -85,6 +85,11 @@ bool started_by_mpiexec() {
          env_set("OMPI_COMM_WORLD_SIZE");
 }
 
+std::vector<std::string> rank_environment_variables() {
+  return {"PMI_RANK", "PMI_SIZE",        "PMI_FD",          "PMI_PORT",
+          "PMI_ID",   "MPI_LOCALNRANKS", "MPI_LOCALRANKID", "LLMP_LAUNCHED"};
+}
+
 int launch_or_init(int& argc, char**& argv, int world_size) {
   const char* no_launch = std::getenv("LLMP_NO_LAUNCH");
   const bool may_launch = !(no_launch && std::strcmp(no_launch, "1") == 0);

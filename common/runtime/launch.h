@@ -22,6 +22,9 @@
 // Glossary: N = world_size ranks; rank = index in MPI_COMM_WORLD.
 #pragma once
 
+#include <string>
+#include <vector>
+
 namespace llmp {
 
 /// Makes this process one of `world_size` MPI ranks and initialises MPI; returns its rank in
@@ -43,5 +46,11 @@ void shutdown();
 /// True when this process was started by an MPI launcher (hydra's PMI_RANK / PMI_SIZE / PMI_FD,
 /// PMIx's PMIX_RANK or Open MPI's OMPI_COMM_WORLD_SIZE in the environment).
 bool started_by_mpiexec();
+
+/// The environment variables that hydra's mpiexec and launch_or_init set for the ranks of a job
+/// (PMI_RANK, PMI_SIZE, PMI_FD, PMI_PORT, PMI_ID, hydra's local-rank pair, LLMP_LAUNCHED). A
+/// process that must start a job of its own, not join this one, runs without them
+/// (common/testing/subprocess.h).
+std::vector<std::string> rank_environment_variables();
 
 }  // namespace llmp

@@ -7,13 +7,24 @@
 
 namespace llmp {
 
-int64_t dtype_size(DType t) { return t == DType::kF32 ? 4 : 2; }
+int64_t dtype_size(DType t) {
+  switch (t) {
+    case DType::kF32: return 4;
+    case DType::kF16:
+    case DType::kBF16: return 2;
+    case DType::kF64: return 8;
+    case DType::kU8: return 1;
+  }
+  throw std::invalid_argument("dtype_size: unknown dtype " + std::to_string(static_cast<int>(t)));
+}
 
 const char* to_string(DType t) {
   switch (t) {
     case DType::kF32: return "f32";
     case DType::kF16: return "f16";
     case DType::kBF16: return "bf16";
+    case DType::kF64: return "f64";
+    case DType::kU8: return "u8";
   }
   return "?";
 }
@@ -22,7 +33,9 @@ DType parse_dtype(const std::string& s) {
   if (s == "f32" || s == "fp32" || s == "float32") return DType::kF32;
   if (s == "f16" || s == "fp16" || s == "float16") return DType::kF16;
   if (s == "bf16" || s == "bfloat16") return DType::kBF16;
-  throw std::invalid_argument("unknown dtype '" + s + "' (expected f32, f16 or bf16)");
+  if (s == "f64" || s == "fp64" || s == "float64") return DType::kF64;
+  if (s == "u8" || s == "uint8") return DType::kU8;
+  throw std::invalid_argument("unknown dtype '" + s + "' (expected f32, f16, bf16, f64 or u8)");
 }
 
 const char* to_string(Device d) { return d == Device::kCPU ? "cpu" : "cuda"; }
@@ -115,6 +128,13 @@ float* Tensor::f32() const {
     throw std::runtime_error("f32() called on a " + std::string(to_string(dtype_)) + " tensor " +
                              shape_str(shape_));
   return data<float>();
+}
+
+double* Tensor::f64() const {
+  if (dtype_ != DType::kF64)
+    throw std::runtime_error("f64() called on a " + std::string(to_string(dtype_)) + " tensor " +
+                             shape_str(shape_));
+  return data<double>();
 }
 
 Tensor Tensor::view(std::vector<int64_t> shape) const {

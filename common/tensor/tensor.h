@@ -7,7 +7,10 @@
 // is how a rank names its shard of the parameters without copying.
 //
 // Glossary: numel = number of elements; nbytes = numel * dtype_size(dtype).
-// Host dtypes: f32 = float, f16 = Eigen::half, bf16 = Eigen::bfloat16 (IEEE / brain float 16).
+// Host dtypes: f32 = float, f16 = Eigen::half, bf16 = Eigen::bfloat16 (IEEE / brain float 16),
+// f64 = double and u8 = uint8_t. The model computes in f32 (f16/bf16 for mixed precision); f64 and
+// u8 are for bookkeeping that travels through a ProcessGroup: metrics summed exactly (f64) and
+// serialised records such as trace spans (u8, bytes that are moved, never added).
 #pragma once
 
 #include <cstdint>
@@ -19,12 +22,14 @@
 
 namespace llmp {
 
-enum class DType { kF32, kF16, kBF16 };
+enum class DType { kF32, kF16, kBF16, kF64, kU8 };
 enum class Device { kCPU, kCUDA };
 
-/// Bytes per element: 4 for f32, 2 for f16 and bf16.
+/// Bytes per element: 4 for f32, 2 for f16 and bf16, 8 for f64, 1 for u8.
 int64_t dtype_size(DType t);
-/// "f32", "f16", "bf16". parse_dtype throws std::invalid_argument naming the value otherwise.
+/// "f32", "f16", "bf16", "f64", "u8". parse_dtype also takes "fp32"/"float32", "fp16"/"float16",
+/// "bfloat16", "fp64"/"float64" and "uint8"; it throws std::invalid_argument naming the value
+/// otherwise.
 const char* to_string(DType t);
 DType parse_dtype(const std::string& s);
 const char* to_string(Device d);
@@ -88,6 +93,8 @@ class Tensor {
   T* data() const { return static_cast<T*>(raw()); }
   /// Checked access for f32 tensors: throws if dtype is not f32.
   float* f32() const;
+  /// Checked access for f64 tensors: throws if dtype is not f64.
+  double* f64() const;
 
   /// Same storage, new shape with the same numel (throws naming both shapes otherwise).
   Tensor view(std::vector<int64_t> shape) const;

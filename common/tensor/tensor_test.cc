@@ -38,6 +38,24 @@ TEST(Tensor, HalfPrecisionTypesTakeTwoBytes) {
   EXPECT_THROW(parse_dtype("f8"), std::invalid_argument);
 }
 
+// The bookkeeping dtypes: f64 (metrics) and u8 (serialised records).
+TEST(Tensor, DoubleAndByteTypes) {
+  Tensor d = Tensor::zeros({3}, DType::kF64);
+  EXPECT_EQ(d.nbytes(), 24);
+  d.f64()[2] = 0.1;
+  EXPECT_EQ(d.narrow(2, 1).f64()[0], 0.1);
+  EXPECT_THROW(d.f32(), std::runtime_error);
+  Tensor b = Tensor::empty({7}, DType::kU8);
+  EXPECT_EQ(b.nbytes(), 7);
+  EXPECT_THROW(b.f64(), std::runtime_error);
+  EXPECT_EQ(b.describe(), "(7,) u8 cpu");
+  EXPECT_EQ(parse_dtype("f64"), DType::kF64);
+  EXPECT_EQ(parse_dtype("float64"), DType::kF64);
+  EXPECT_EQ(parse_dtype("u8"), DType::kU8);
+  EXPECT_STREQ(to_string(DType::kF64), "f64");
+  EXPECT_EQ(dtype_size(DType::kU8), 1);
+}
+
 TEST(Tensor, ViewKeepsNumel) {
   Tensor t = Tensor::zeros({4, 6});
   EXPECT_EQ(t.view({2, 12}).dim(1), 12);

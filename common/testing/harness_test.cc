@@ -4,12 +4,12 @@
 // The failure cases run this binary again as a child job (subprocess.h) with
 // LLMP_HARNESS_FAIL=1, which turns on the deliberately failing test below.
 //
-// Glossary: N ranks, r = rank in MPI_COMM_WORLD.
+// Glossary: N ranks, r = rank in the world.
 #include <gtest/gtest.h>
-#include <mpi.h>
 
 #include <cstdlib>
 
+#include "common/comm/process_group.h"
 #include "common/testing/subprocess.h"
 
 namespace {
@@ -17,24 +17,16 @@ namespace {
 using llmp::testing::run_self;
 using llmp::testing::single_rank;
 
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-
-int world_size() {
-  int n = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
+int world_rank() { return llmp::ProcessGroup::world()->rank(); }
 
 // Every rank takes part: sum over ranks of (r + 1) = N(N+1)/2.
 TEST(Harness, EveryRankRunsTheTest) {
-  const int n = world_size();
-  int mine = world_rank() + 1, sum = 0;
-  MPI_Allreduce(&mine, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-  EXPECT_EQ(sum, n * (n + 1) / 2);
+  auto world = llmp::ProcessGroup::world();
+  const int n = world->size();
+  llmp::Tensor t = llmp::Tensor::empty({1}, llmp::DType::kF64);
+  t.f64()[0] = world->rank() + 1;
+  world->all_reduce(t);
+  EXPECT_EQ(t.f64()[0], n * (n + 1) / 2);
 }
 
 // The ranks run as many ranks as the variant's name says (LLMP_TEST_RANKS is only read when no

@@ -4,11 +4,11 @@
 //
 // Glossary: N ranks requested (--ranks).
 #include <gtest/gtest.h>
-#include <mpi.h>
 
 #include <cstdio>
 #include <cstdlib>
 
+#include "common/comm/process_group.h"
 #include "common/testing/subprocess.h"
 
 namespace {
@@ -24,9 +24,8 @@ int count(const std::string& hay, const std::string& needle) {
 // What a launched child sees; only prints in the children of the tests below.
 TEST(LaunchProbe, PrintsWhatTheRanksSee) {
   if (!std::getenv("LLMP_LAUNCH_PROBE")) GTEST_SKIP();
-  int rank = 0, size = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  auto world = llmp::ProcessGroup::world();
+  const int rank = world->rank(), size = world->size();
   const char* yield = std::getenv("LLMP_COMM_YIELD");
   const char* launched = std::getenv("LLMP_LAUNCHED");
   std::printf("probe: rank %d of %d, LLMP_LAUNCHED=%s, LLMP_COMM_YIELD=%s\n", rank, size,

@@ -26,25 +26,42 @@
 // collective until the test's timeout). A crash or LLMP_CHECK on any rank aborts the whole job.
 //
 // World size: --ranks=N (or --ranks N) on the command line, else $LLMP_TEST_RANKS, else 1.
-// Glossary: N ranks; r = rank in MPI_COMM_WORLD.
+// The harness talks over its own group, a duplicate() of the world: its messages never mix with
+// a test's, and a test's world group counts none of its bytes.
+// Glossary: N ranks; r = rank in the world.
 #include <gtest/gtest.h>
-#include <mpi.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <memory>
 #include <string>
 #include <vector>
 
-#include "common/comm/mpi_util.h"
+#include "common/comm/all_gather_strings.h"
+#include "common/comm/process_group.h"
 #include "common/runtime/check.h"
 #include "common/runtime/launch.h"
 
 namespace {
 
-MPI_Comm g_comm = MPI_COMM_NULL;  // the harness's own communicator (a dup of the world)
+std::shared_ptr<llmp::ProcessGroup> g_group;  // the harness's own group (a duplicate of the world)
 int g_rank = 0, g_size = 1;
+
+// One f64 value over the harness's group: rank 0's (broadcast), or the largest (all_reduce max).
+double broadcast0(double v) {
+  llmp::Tensor t = llmp::Tensor::empty({1}, llmp::DType::kF64);
+  t.f64()[0] = v;
+  g_group->broadcast(t, 0);
+  return t.f64()[0];
+}
+double max_over_ranks(double v) {
+  llmp::Tensor t = llmp::Tensor::empty({1}, llmp::DType::kF64);
+  t.f64()[0] = v;
+  g_group->all_reduce(t, llmp::ReduceOp::kMax);
+  return t.f64()[0];
+}
 
 int parse_ranks(const std::string& s) {
   char* end = nullptr;
@@ -104,23 +121,14 @@ class RankReport : public ::testing::EmptyTestEventListener {
   // gtest calls OnTestEnd in reverse order of the listeners, so this runs before its printer
   // reports the test: a failure added here shows as the test's own.
   void OnTestEnd(const ::testing::TestInfo& info) override {
-    int len = static_cast<int>(failures_.size());
-    std::vector<int> lens(g_size), displs(g_size, 0);
-    MPI_Request req;
-    MPI_CHECK(MPI_Igather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, g_comm, &req));
-    llmp::mpi_wait(&req);
-    for (int r = 1; r < g_size; ++r) displs[r] = displs[r - 1] + lens[r - 1];
-    std::string all(g_rank == 0 ? displs[g_size - 1] + lens[g_size - 1] : 0, '\0');
-    MPI_CHECK(MPI_Igatherv(failures_.data(), len, MPI_CHAR, &all[0], lens.data(), displs.data(),
-                           MPI_CHAR, 0, g_comm, &req));
-    llmp::mpi_wait(&req);
+    const std::vector<std::string> all = llmp::all_gather_strings(*g_group, failures_);
     failures_.clear();
     if (g_rank != 0) return;
     for (int r = 1; r < g_size; ++r)
-      if (lens[r] > 0)
+      if (!all[r].empty())
         ADD_FAILURE() << info.test_suite_name() << "." << info.name() << " failed on rank " << r
                       << ":\n"
-                      << all.substr(displs[r], lens[r] - 1);  // gtest adds the last '\n'
+                      << all[r].substr(0, all[r].size() - 1);  // gtest adds the last '\n'
   }
 
   std::string failures_;
@@ -132,10 +140,9 @@ class RankReport : public ::testing::EmptyTestEventListener {
 int main(int argc, char** argv) {
   llmp::launch_or_init(argc, argv, ranks_flag(argc, argv, /*strip=*/false));
   ranks_flag(argc, argv, /*strip=*/true);
-  MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &g_comm));
-  MPI_CHECK(MPI_Comm_set_errhandler(g_comm, MPI_ERRORS_RETURN));
-  MPI_CHECK(MPI_Comm_rank(g_comm, &g_rank));
-  MPI_CHECK(MPI_Comm_size(g_comm, &g_size));
+  g_group = llmp::ProcessGroup::world()->duplicate();
+  g_rank = g_group->rank();
+  g_size = g_group->size();
   // One rank owns Bazel's files: the premature-exit marker and the XML report.
   if (g_rank != 0) unsetenv("TEST_PREMATURE_EXIT_FILE");
 
@@ -147,7 +154,7 @@ int main(int argc, char** argv) {
   // --gtest_shuffle: every rank must draw the same order, so rank 0's seed is used by all.
   int seed = GTEST_FLAG_GET(random_seed);
   if (seed == 0) seed = static_cast<int>(std::time(nullptr) % 99991) + 1;
-  MPI_CHECK(MPI_Bcast(&seed, 1, MPI_INT, 0, g_comm));
+  seed = static_cast<int>(broadcast0(seed));
   GTEST_FLAG_SET(random_seed, seed);
 
   auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
@@ -155,10 +162,9 @@ int main(int argc, char** argv) {
   listeners.Append(new RankReport);  // owned by gtest
 
   const int mine = RUN_ALL_TESTS() != 0 ? 1 : 0;
-  int any = 0;
-  MPI_CHECK(MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, g_comm));
+  const int any = static_cast<int>(max_over_ranks(mine));
   std::fflush(stdout);
-  MPI_Comm_free(&g_comm);
+  g_group.reset();
   llmp::shutdown();
   return any;
 }

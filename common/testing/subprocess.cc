@@ -5,12 +5,14 @@
 #include "common/testing/subprocess.h"
 
 #include <limits.h>
-#include <mpi.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <stdexcept>
+
+#include "common/comm/process_group.h"
+#include "common/runtime/launch.h"
 
 namespace llmp {
 namespace testing {
@@ -30,10 +32,11 @@ RunResult run_self(const std::vector<std::string>& env, const std::vector<std::s
   if (len <= 0) throw std::runtime_error("cannot read /proc/self/exe");
   exe[len] = '\0';
   std::string cmd = "env";
-  for (const char* v : {"PMI_RANK", "PMI_SIZE", "PMI_FD", "PMI_PORT", "PMI_ID", "MPI_LOCALNRANKS",
-                        "MPI_LOCALRANKID", "LLMP_LAUNCHED", "LLMP_COMM_YIELD", "LLMP_TEST_RANKS",
-                        "XML_OUTPUT_FILE", "TEST_PREMATURE_EXIT_FILE", "GTEST_OUTPUT"})
-    cmd += std::string(" -u ") + v;
+  std::vector<std::string> unset = rank_environment_variables();  // PMI_*, LLMP_LAUNCHED, ...
+  for (const char* v : {"LLMP_COMM_YIELD", "LLMP_TEST_RANKS", "XML_OUTPUT_FILE",
+                        "TEST_PREMATURE_EXIT_FILE", "GTEST_OUTPUT"})
+    unset.push_back(v);
+  for (const std::string& v : unset) cmd += " -u " + v;
   for (const std::string& e : env) cmd += " " + quote(e);
   for (const std::string& l : launcher) cmd += " " + quote(l);
   cmd += " " + quote(exe);
@@ -51,11 +54,7 @@ RunResult run_self(const std::vector<std::string>& env, const std::vector<std::s
   return r;
 }
 
-bool single_rank() {
-  int size = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  return size == 1;
-}
+bool single_rank() { return ProcessGroup::world()->size() == 1; }
 
 }  // namespace testing
 }  // namespace llmp

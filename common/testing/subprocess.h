@@ -2,7 +2,8 @@
 // statuses, one-line errors that end every rank, the launcher's relaunch under mpiexec.
 //
 // The child is a fresh process, not a rank of this job: the MPI launcher's variables (PMI_*,
-// MPI_LOCAL*, LLMP_LAUNCHED, LLMP_COMM_YIELD, LLMP_TEST_RANKS) and Bazel's report files
+// hydra's local-rank pair, LLMP_LAUNCHED: common/runtime/launch.h's rank_environment_variables),
+// LLMP_COMM_YIELD, LLMP_TEST_RANKS and Bazel's report files
 // (XML_OUTPUT_FILE, TEST_PREMATURE_EXIT_FILE) are removed from its environment, so it relaunches
 // itself under mpiexec as a test binary run by `bazel test` does, and cannot overwrite this
 // test's report.

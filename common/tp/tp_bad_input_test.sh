@@ -42,9 +42,9 @@ expect t_not_dividing_tiny_heads "does not divide H=2" -- \
   "$bin" --model tiny --world_size 4 "${fast[@]}"
 # gpt2: t = 3 divides H = 12 and 4C = 3072 but not V = 50257.
 expect t_not_dividing_vocab "V=50257" -- "$bin" --model gpt2 --world_size 3 "${fast[@]}"
-expect grid_not_matching_world "world size 4 does not match the grid dp 1 × pp 1 × tp 2" -- \
+expect grid_not_matching_world "dp 1 × pp 1 × tp 2 = 2 does not match the world size 4" -- \
   "$bin" --tp 2 --world_size 4 "${fast[@]}"
-expect grid_not_matching_world_in_ranks "world size 2 does not match the grid dp 1 × pp 1 × tp 4" -- \
+expect grid_not_matching_world_in_ranks "dp 1 × pp 1 × tp 4 = 4 does not match the world size 2" -- \
   mpiexec -n 2 "$bin" --tp 4 --world_size 2 --model tiny "${fast[@]}"
 
 echo "$fails case(s) failed"

@@ -13,9 +13,6 @@ namespace llmp {
 
 std::string tp_config_error(const TrainConfig& cfg, int tp, bool sequence_parallel) {
   const int t = tp > 0 ? tp : cfg.world_size;
-  if (t != cfg.world_size)
-    return "world size " + std::to_string(cfg.world_size) + " does not match the grid dp 1 × pp 1 × tp " +
-           std::to_string(t) + " (--tp)";
   try {
     const GPTConfig mc = model_config(cfg);
     GPTLayout(mc, t, 0);  // t must divide H, 4C and V
@@ -35,7 +32,10 @@ StageSpec tp_stage_spec(const TpStageOptions& o) {
   spec.name = o.name;
   spec.summary = o.summary;
   spec.default_world_size = o.default_world_size;
-  spec.splits_batch_over_ranks = false;  // every tensor-parallel rank reads the whole batch
+  // dp 1 × pp 1 × tp t: every rank reads the whole batch; train_main checks t == world size.
+  spec.grid = [tp](const TrainConfig& cfg) {
+    return GridShape{1, 1, *tp > 0 ? *tp : cfg.world_size};
+  };
   spec.add_flags = [tp](CLI::App& app) {
     app.add_option("--tp", *tp, "t: tensor-parallel size (0 = the world size; must equal it)")
         ->capture_default_str();
@@ -48,8 +48,9 @@ StageSpec tp_stage_spec(const TpStageOptions& o) {
     // Inside the ranks too (when started by mpiexec directly, the launcher's checks are skipped).
     const std::string err = tp_config_error(ctx.cfg, *tp, opts->sequence_parallel);
     all_ranks_ok(err.empty(), err);
-    return std::make_unique<TensorParallelStrategy>(ctx.model.config(), ctx.world, ctx.opt,
-                                                    ctx.cfg.seed, opts->sequence_parallel);
+    return std::make_unique<TensorParallelStrategy>(ctx.model.config(), ctx.grid.tp_group(),
+                                                    ctx.opt, ctx.cfg.seed,
+                                                    opts->sequence_parallel);
   };
   return spec;
 }

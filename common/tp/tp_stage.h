@@ -8,10 +8,10 @@
 //     return llmp::train_main(argc, argv, llmp::tp_stage_spec(o));
 //   }
 //
-// The grid is dp 1 × pp 1 × tp t: every rank of the world is one tensor-parallel rank, so
-// --tp t (default: the world size) must equal --world_size. Checked as one line "error: ..."
-// and exit 2:
-//   - "world size 4 does not match the grid dp 1 × pp 1 × tp 2 (--tp)";
+// The grid is dp 1 × pp 1 × tp t (StageSpec::grid): every rank of the world is one
+// tensor-parallel rank, so --tp t (default: the world size) must equal --world_size. Checked as
+// one line "error: ..." and exit 2, before launch and inside the ranks:
+//   - "dp 1 × pp 1 × tp 2 = 2 does not match the world size 4" (train_main's grid check);
 //   - "tensor-parallel size 3 (rank 0) does not divide H=4, 4C=512 and V=256" (GPTLayout);
 //   - sequence parallelism: "sequence length T=64 is not divisible by tp 3".
 //
@@ -31,9 +31,9 @@ struct TpStageOptions {
   int default_world_size = 4;
 };
 
-/// The first problem with running t = `tp` (0: the world size) tensor-parallel ranks on
-/// cfg.world_size ranks with cfg's model, as one line, or "" when fine. Pure: used before launch,
-/// inside the ranks and by the tests.
+/// The first problem with cfg's model on t = `tp` (0: the world size) tensor-parallel ranks, as
+/// one line, or "" when fine (the grid against the world size is train_main's check). Pure: used
+/// before launch, inside the ranks and by the tests.
 std::string tp_config_error(const TrainConfig& cfg, int tp, bool sequence_parallel);
 
 /// A StageSpec whose flags, validation and factory follow `o`.

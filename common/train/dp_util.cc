@@ -1,3 +1,7 @@
+// dp_util (see dp_util.h): shard layout, the metrics sum over a duplicate group, report rows of
+// measured memory, and the state copies of the data-parallel stages.
+//
+// Glossary: Ψ parameter count, N ranks, S = ⌈Ψ/N⌉ shard size.
 #include "common/train/dp_util.h"
 
 #include <algorithm>
@@ -25,20 +29,13 @@ std::vector<int64_t> ShardLayout::split_range(int64_t a, int64_t b) const {
   return counts;
 }
 
-MetricsReducer::MetricsReducer(ProcessGroup& group) {
-  MPI_CHECK(MPI_Comm_dup(group.comm(), &comm_));
-}
-
-MetricsReducer::~MetricsReducer() {
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (!finalized) MPI_Comm_free(&comm_);
-}
+MetricsReducer::MetricsReducer(ProcessGroup& group) : book_(group.duplicate()) {}
 
 double MetricsReducer::sum(double local) {
-  double global = 0;
-  MPI_CHECK(MPI_Allreduce(&local, &global, 1, MPI_DOUBLE, MPI_SUM, comm_));
-  return global;
+  Tensor t = Tensor::empty({1}, DType::kF64);
+  t.f64()[0] = local;
+  book_->all_reduce(t, ReduceOp::kSum);  // bookkeeping: counted in book_'s stats, never read
+  return t.f64()[0];
 }
 
 std::vector<ReportRow> memory_rows(const MemoryPlan& plan, const char* params_text,

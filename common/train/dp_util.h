@@ -1,6 +1,6 @@
 // Small pieces shared by the data-parallel stages: how a flat buffer of Ψ elements is cut into
 // N shards, the loss average that is bookkeeping, not
-// algorithm (it goes over a separate communicator so CommStats shows only the technique's bytes),
+// algorithm (it goes over a duplicate() group so CommStats shows only the technique's bytes),
 // and the state copies of get_state/set_state (replicated: a memcpy; sharded: an all_gather).
 //
 // Glossary: Ψ parameter count, N ranks, S = ⌈Ψ/N⌉ shard size, B global batch, T sequence length.
@@ -33,16 +33,19 @@ struct ShardLayout {
   std::vector<int64_t> split_range(int64_t a, int64_t b) const;
 };
 
-/// Σ over the group of `local` (double), through a private duplicate of the group's
-/// communicator so that it is not counted in the group's CommStats.
+/// Σ over the group of a metric (a loss, a count), as bookkeeping: through a duplicate() of the
+/// group, so that it is never counted in the group's CommStats (which show the technique's bytes
+/// only).
 class MetricsReducer {
  public:
+  /// Collective over `group` (it duplicates it).
   explicit MetricsReducer(ProcessGroup& group);
-  ~MetricsReducer();
+  /// Collective. Σ_r local_r over the group's ranks, in f64 (exact for integers below 2^53); the
+  /// same value on every rank.
   double sum(double local);
 
  private:
-  MPI_Comm comm_;
+  std::shared_ptr<ProcessGroup> book_;
 };
 
 /// Report rows for measured model-state memory (MemoryTracker, this process) against a plan.

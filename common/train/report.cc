@@ -1,3 +1,7 @@
+// print_report (see report.h): every rank's report rows gathered on a duplicate of the group
+// (bookkeeping, not counted in its CommStats) and printed by rank 0 as one table.
+//
+// Glossary: N ranks, n rows per rank, Ψ parameter count.
 #include "common/train/report.h"
 
 #include <algorithm>
@@ -53,15 +57,17 @@ void print_table(const std::string& stage, int N, int64_t psi, const std::vector
 void print_report(ProcessGroup& group, const std::string& stage, int64_t psi,
                   const std::vector<ReportRow>& rows) {
   const int N = group.size(), n = static_cast<int>(rows.size());
-  // Bookkeeping traffic: MPI directly on the communicator, not the group's counted collectives.
-  std::vector<double> mine(2 * n), all(2 * n * N);
-  for (int i = 0; i < n; ++i) mine[2 * i] = rows[i].measured, mine[2 * i + 1] = rows[i].formula;
-  MPI_CHECK(MPI_Gather(mine.data(), 2 * n, MPI_DOUBLE, all.data(), 2 * n, MPI_DOUBLE, 0,
-                       group.comm()));
-  if (group.rank() == 0) print_table(stage, N, psi, rows, all);
+  // Bookkeeping traffic: on a duplicate of the group, so never in the group's CommStats.
+  std::shared_ptr<ProcessGroup> book = group.duplicate();
+  Tensor mine = Tensor::empty({2 * n}, DType::kF64), all = Tensor::empty({2 * n * N}, DType::kF64);
+  for (int i = 0; i < n; ++i)
+    mine.f64()[2 * i] = rows[i].measured, mine.f64()[2 * i + 1] = rows[i].formula;
+  book->all_gather(mine, all);  // every rank's pairs, rank-major (rank 0 prints them)
+  if (group.rank() == 0)
+    print_table(stage, N, psi, rows, std::vector<double>(all.f64(), all.f64() + 2 * n * N));
   // No rank returns before the table is out, so that what ranks print next (Strategy::finish)
   // does not land inside it.
-  MPI_CHECK(MPI_Barrier(group.comm()));
+  book->barrier();
 }
 
 }  // namespace llmp

@@ -2,7 +2,6 @@
 #include "common/train/train_main.h"
 
 #include <CLI/CLI.hpp>
-#include <mpi.h>
 
 #include <chrono>
 #include <cmath>
@@ -42,7 +41,11 @@ double validation_loss(Strategy& s, const Corpus& corpus, const TrainConfig& cfg
 
 /// Everything that can be checked before any rank starts: one clear line, exit 2.
 void validate_before_launch(const TrainConfig& cfg, const StageSpec& spec) {
-  validate(cfg, spec.splits_batch_over_ranks ? cfg.world_size : 1);
+  if (cfg.world_size >= 1) {  // else validate() names the world size itself
+    const std::string err = grid_mismatch(spec.grid(cfg), cfg.world_size);
+    if (!err.empty()) user_error(err);
+  }
+  validate(cfg, spec.grid(cfg).dp);
   if (!cfg.trace.empty() && !spec.supports_trace)
     user_error("--trace " + cfg.trace + ": " + spec.name +
                " does not write traces (the pipeline stages do)");
@@ -65,6 +68,8 @@ void validate_before_launch(const TrainConfig& cfg, const StageSpec& spec) {
 }
 
 }  // namespace
+
+GridShape data_parallel_grid(const TrainConfig& cfg) { return {cfg.world_size, 1, 1}; }
 
 GPTConfig model_config(const TrainConfig& cfg) {
   GPTConfig mc = GPTConfig::preset(cfg.model);
@@ -91,6 +96,8 @@ int train_main(int argc, char** argv, const StageSpec& spec) {
 
   set_log_quiet(cfg.quiet);
   auto world = ProcessGroup::world();
+  // Collective; a shape that does not fit ends every rank with one line (all_ranks_ok, exit 2).
+  auto grid = std::make_unique<ProcessGrid>(world, spec.grid(cfg));
 
   const GPT model(model_config(cfg));
   const int T = model.config().ctx, B = cfg.global_batch;
@@ -106,7 +113,7 @@ int train_main(int argc, char** argv, const StageSpec& spec) {
   AdamWConfig opt;
   opt.lr = static_cast<float>(cfg.lr);
   opt.weight_decay = static_cast<float>(cfg.weight_decay);
-  std::unique_ptr<Strategy> strategy = spec.make(StageContext{model, *world, cfg, opt});
+  std::unique_ptr<Strategy> strategy = spec.make(StageContext{model, *world, *grid, cfg, opt});
 
   int64_t step = 0;
   if (!cfg.load.empty()) {
@@ -172,6 +179,7 @@ int train_main(int argc, char** argv, const StageSpec& spec) {
     strategy->finish();  // the stage's end-of-run lines and files (Strategy::finish)
   }
   strategy.reset();  // its groups and buffers go before MPI does
+  grid.reset();
   world.reset();
   shutdown();
   return 0;

@@ -6,14 +6,16 @@
 //     spec.name = "zero2";
 //     spec.summary = "ZeRO-2: sharded gradients and optimizer state";
 //     spec.make = [](const llmp::StageContext& ctx) {
-//       return std::make_unique<llmp::Zero2Strategy>(ctx.model, ctx.world, ctx.opt, ctx.cfg.seed);
+//       return std::make_unique<llmp::Zero2Strategy>(ctx.model, ctx.grid.dp_group(), ctx.opt,
+//                                                    ctx.cfg.seed);
 //     };
 //     return llmp::train_main(argc, argv, spec);
 //   }
 //
 // What it does: parse and validate flags (one-line errors, exit 2, before any rank starts);
-// start `--world_size` ranks under mpiexec (the binary relaunches itself); load the corpus; build
-// the model and the strategy; optionally --load a checkpoint; train with a progress bar (loss,
+// start `--world_size` ranks under mpiexec (the binary relaunches itself); cut the stage's
+// dp × pp × tp grid out of the world (StageSpec::grid); load the corpus; build the model and the
+// strategy; optionally --load a checkpoint; train with a progress bar (loss,
 // tokens/s, ETA) and periodic validation loss; optionally --save; and print, per rank, the
 // measured memory and bytes sent per step next to their closed forms (Strategy::report()), then
 // let the stage add what the table cannot show (Strategy::finish()).
@@ -23,6 +25,7 @@
 #include <memory>
 #include <string>
 
+#include "common/comm/grid.h"
 #include "common/comm/process_group.h"
 #include "common/nn/gpt.h"
 #include "common/optim/adamw.h"
@@ -36,12 +39,34 @@ class App;
 namespace llmp {
 
 /// What a stage's factory gets to build its Strategy.
+///
+/// Groups: train_main cuts one ProcessGrid out of the world in the shape the stage asks for
+/// (StageSpec::grid), and the factory hands its Strategy the group its technique talks over:
+/// grid.dp_group() for data parallelism (naive DP, DDP, ZeRO), grid.pp_group() for a pipeline.
+/// Each group counts its own CommStats, so a stage's report shows exactly the traffic on the
+/// group it was given. Which world ranks land in which group (tp fastest, then pp, then dp:
+/// world rank = (dp_rank·pp + pp_rank)·tp + tp_rank; grid.h works through 8 = 2 × 2 × 2):
+///
+///   world 4, data parallel (dp 4 × pp 1 × tp 1, the default grid):
+///     rank:     0 1 2 3       dp group {0,1,2,3}
+///     dp_rank:  0 1 2 3       pp groups {0} {1} {2} {3}   (one rank each: a no-op)
+///     pp_rank:  0 0 0 0       tp groups {0} {1} {2} {3}
+///   world 4, pipeline (dp 1 × pp 4 × tp 1, pipeline_stage_spec):
+///     rank:     0 1 2 3       pp group {0,1,2,3}: stage s on rank s
+///     pp_rank:  0 1 2 3       dp groups {0} {1} {2} {3},  tp groups {0} {1} {2} {3}
+///   world 8 = dp 2 × pp 2 × tp 2 (grid.h):
+///     tp groups {0,1} {2,3} {4,5} {6,7};  pp groups {0,2} {1,3} {4,6} {5,7};
+///     dp groups {0,4} {1,5} {2,6} {3,7}.
 struct StageContext {
   const GPT& model;
-  ProcessGroup& world;     ///< all ranks of the run
+  ProcessGroup& world;     ///< all ranks of the run (the report table gathers over it)
+  ProcessGrid& grid;       ///< dp × pp × tp groups cut from `world` in StageSpec::grid's shape
   const TrainConfig& cfg;  ///< parsed common flags
   AdamWConfig opt;         ///< from --lr, --weight_decay
 };
+
+/// The default grid: every rank a data-parallel replica, dp = cfg.world_size, pp = tp = 1.
+GridShape data_parallel_grid(const TrainConfig& cfg);
 
 struct StageSpec {
   std::string name;        ///< "zero2": used in --help and the report
@@ -51,9 +76,12 @@ struct StageSpec {
   /// Whether the stage writes a Chrome trace for --trace (the pipeline stages do). Stages that
   /// don't reject the flag instead of ignoring it.
   bool supports_trace = false;
-  /// Whether the world's ranks split the global batch between them (data parallelism: B must be
-  /// divisible by the world size). Pipeline ranks all see the whole batch: false.
-  bool splits_batch_over_ranks = true;
+  /// The dp × pp × tp grid for a parsed config; dp·pp·tp must equal cfg.world_size. Pipeline
+  /// stages ask for pp = world_size (pipeline_stage_spec). The global batch must divide by dp
+  /// (the data-parallel ranks split it; pipeline ranks all see the whole batch). A mismatch ends
+  /// the run with one line naming the four numbers, exit 2: before launch, and again inside the
+  /// ranks when they were started by mpiexec directly.
+  std::function<GridShape(const TrainConfig&)> grid = data_parallel_grid;
   /// Adds stage-specific flags (e.g. --bucket_mb); may be empty.
   std::function<void(CLI::App&)> add_flags;
   /// Checks stage-specific flag values against the config (before ranks start); call

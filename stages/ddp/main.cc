@@ -46,8 +46,8 @@ int main(int argc, char** argv) {
                        std::to_string(options.grad_accum));
   };
   spec.make = [&options](const llmp::StageContext& ctx) -> std::unique_ptr<llmp::Strategy> {
-    return std::make_unique<llmp::DDPStrategy>(ctx.model, ctx.world, ctx.opt, ctx.cfg.seed,
-                                               options);
+    return std::make_unique<llmp::DDPStrategy>(ctx.model, ctx.grid.dp_group(), ctx.opt,
+                                               ctx.cfg.seed, options);
   };
   return llmp::train_main(argc, argv, spec);
 }

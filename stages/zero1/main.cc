@@ -11,7 +11,8 @@ int main(int argc, char** argv) {
   spec.summary = "ZeRO stage 1: optimizer state sharded over data-parallel ranks";
   spec.default_world_size = 4;
   spec.make = [](const llmp::StageContext& ctx) -> std::unique_ptr<llmp::Strategy> {
-    return std::make_unique<llmp::Zero1Strategy>(ctx.model, ctx.world, ctx.opt, ctx.cfg.seed);
+    return std::make_unique<llmp::Zero1Strategy>(ctx.model, ctx.grid.dp_group(), ctx.opt,
+                                                 ctx.cfg.seed);
   };
   return llmp::train_main(argc, argv, spec);
 }

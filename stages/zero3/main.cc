@@ -11,7 +11,8 @@ int main(int argc, char** argv) {
   spec.summary = "ZeRO stage 3 (FSDP): parameters, gradients and optimizer state sharded";
   spec.default_world_size = 4;
   spec.make = [](const llmp::StageContext& ctx) -> std::unique_ptr<llmp::Strategy> {
-    return std::make_unique<llmp::Zero3Strategy>(ctx.model, ctx.world, ctx.opt, ctx.cfg.seed);
+    return std::make_unique<llmp::Zero3Strategy>(ctx.model, ctx.grid.dp_group(), ctx.opt,
+                                                 ctx.cfg.seed);
   };
   return llmp::train_main(argc, argv, spec);
 }
