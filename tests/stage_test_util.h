@@ -2,7 +2,7 @@
 // one world group for the whole test binary, the check of an equivalence run, a report row by
 // name, and a short training run of a fresh strategy that measures the model-state bytes it adds
 // to this process (MemoryTracker) next to what its report() says. The pipeline stages have their
-// own: common/pipeline/pipeline_test_util.h.
+// own: tests/pipeline_test_util.h.
 //
 // Glossary: Ψ parameter count, B global batch (sequences), T sequence length (the preset's ctx).
 #pragma once

@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "common/pipeline/pipeline_test_util.h"
+#include "tests/pipeline_test_util.h"
 
 namespace llmp {
 namespace {

@@ -8,7 +8,7 @@
 
 #include <cstdio>
 
-#include "common/pipeline/pipeline_test_util.h"
+#include "tests/pipeline_test_util.h"
 #include "common/pipeline/schedule.h"
 
 namespace llmp {

@@ -6,7 +6,7 @@
 
 #include <cstdio>
 
-#include "common/pipeline/pipeline_test_util.h"
+#include "tests/pipeline_test_util.h"
 
 namespace llmp {
 namespace {

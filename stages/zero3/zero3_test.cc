@@ -13,7 +13,7 @@
 
 #include "common/data/corpus.h"
 #include "common/data/sampler.h"
-#include "stages/baseline/baseline.h"
+#include "common/nn/unit_runner.h"
 #include "tests/equivalence.h"
 #include "tests/stage_test_util.h"
 
@@ -71,9 +71,8 @@ TwoSteps run_two_steps(int vocab) {
         const int64_t psi = model.layout().num_params();
         std::vector<float> params(psi), m(psi), v(psi);
         z.get_state(params.data(), m.data(), v.data());
-        BaselineStrategy base(model, AdamWConfig{}, 7);
-        base.set_state(params.data(), m.data(), v.data());
-        r.baseline_eval = base.eval_loss(all_tok.data(), all_tgt.data(), B, T);
+        // The single-rank forward (the baseline's eval_loss) with the gathered parameters.
+        r.baseline_eval = forward_loss(model, params.data(), all_tok.data(), all_tgt.data(), B, T);
       });
   r.peak_params -= r.params_before;
   return r;

@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "common/pipeline/pipeline_test_util.h"
+#include "tests/pipeline_test_util.h"
 #include "common/pipeline/schedule.h"
 #include "common/pipeline/simulator.h"
 

@@ -1,5 +1,5 @@
 // Test helpers of the pipeline stages (see pipeline_test_util.h).
-#include "common/pipeline/pipeline_test_util.h"
+#include "tests/pipeline_test_util.h"
 
 #include <gtest/gtest.h>
 
