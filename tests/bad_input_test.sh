@@ -13,35 +13,8 @@ for a in "$@"; do
     *) echo "unknown argument $a"; exit 2 ;;
   esac
 done
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-
-# expect NAME EXPECTED_SUBSTRING -- COMMAND...
-expect() {
-  local name=$1 want=$2
-  shift 3
-  if [[ "$skip" == *" $name "* ]]; then
-    echo "skip $name (does not apply to this stage)"
-    return
-  fi
-  local out="$tmp/out" err="$tmp/err" rc
-  timeout 120 "$@" >"$out" 2>"$err"
-  rc=$?
-  local errors
-  errors=$(grep -c '^error: ' "$err")
-  if [ "$rc" -eq 124 ]; then
-    echo "FAIL $name: hung (killed after 120 s)"; fails=$((fails + 1))
-  elif [ "$rc" -eq 0 ]; then
-    echo "FAIL $name: exit status 0"; fails=$((fails + 1))
-  elif [ "$errors" -ne 1 ]; then
-    echo "FAIL $name: expected one 'error:' line, got $errors:"; cat "$err"; fails=$((fails + 1))
-  elif ! grep -qF -- "$want" "$err"; then
-    echo "FAIL $name: message does not name '$want':"; cat "$err"; fails=$((fails + 1))
-  else
-    echo "ok   $name (exit $rc): $(grep '^error: ' "$err")"
-  fi
-}
+source "${TEST_SRCDIR:+$TEST_SRCDIR/$TEST_WORKSPACE/}common/testing/expect_error.sh"  # expect, finish
+tmp=$expect_tmp
 
 fast=(--steps 1 --eval_every 0 --quiet)
 mkdir "$tmp/empty_dir"
@@ -77,5 +50,4 @@ else
   echo "FAIL could not write a checkpoint to test with:"; cat "$tmp/save_err"; fails=$((fails + 1))
 fi
 
-echo "$fails case(s) failed"
-[ "$fails" -eq 0 ]
+finish

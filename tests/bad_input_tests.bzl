@@ -40,5 +40,5 @@ def bad_input_test(shared_defaults = {}, skip = []):
         size = "medium",
         srcs = ["//tests:bad_input_test.sh"],
         args = ["$(location :train_with_defaults.sh)"] + ["--skip=" + s for s in skip],
-        data = [":train", ":train_with_defaults.sh"],
+        data = ["//common/testing:expect_error.sh", ":train", ":train_with_defaults.sh"],
     )

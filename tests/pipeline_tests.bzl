@@ -22,5 +22,5 @@ def pipeline_bad_input_tests(kind, shared_defaults):
         size = "medium",
         srcs = ["//common/pipeline:pipeline_bad_input_test.sh"],
         args = ["$(location :train)", kind],
-        data = [":train"],
+        data = ["//common/testing:expect_error.sh", ":train"],
     )

@@ -7,30 +7,7 @@
 set -u
 bin=$1
 kind=${2:-plain}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-
-# expect NAME EXPECTED_SUBSTRING -- COMMAND...
-expect() {
-  local name=$1 want=$2
-  shift 3
-  local out="$tmp/out" err="$tmp/err" rc errors
-  timeout 120 "$@" >"$out" 2>"$err"
-  rc=$?
-  errors=$(grep -c '^error: ' "$err")
-  if [ "$rc" -eq 124 ]; then
-    echo "FAIL $name: hung (killed after 120 s)"; fails=$((fails + 1))
-  elif [ "$rc" -eq 0 ]; then
-    echo "FAIL $name: exit status 0"; fails=$((fails + 1))
-  elif [ "$errors" -ne 1 ]; then
-    echo "FAIL $name: expected one 'error:' line, got $errors:"; cat "$err"; fails=$((fails + 1))
-  elif ! grep -qF -- "$want" "$err"; then
-    echo "FAIL $name: message does not name '$want':"; cat "$err"; fails=$((fails + 1))
-  else
-    echo "ok   $name (exit $rc): $(grep '^error: ' "$err")"
-  fi
-}
+source "${TEST_SRCDIR:+$TEST_SRCDIR/$TEST_WORKSPACE/}common/testing/expect_error.sh"  # expect, finish
 
 fast=(--steps 1 --eval_every 0 --quiet)
 # tiny has L = 2 layers: 4 ranks cannot hold p·v ≥ 4 equal slices.
@@ -62,5 +39,4 @@ if [ "$kind" = interleaved ]; then
     "$bin" --world_size 2 --layers 4 --chunks 3 "${fast[@]}"
 fi
 
-echo "$fails case(s) failed"
-[ "$fails" -eq 0 ]
+finish

@@ -5,30 +5,7 @@
 #   usage: tp_bad_input_test.sh path/to/train
 set -u
 bin=$1
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-
-# expect NAME EXPECTED_SUBSTRING -- COMMAND...
-expect() {
-  local name=$1 want=$2
-  shift 3
-  local out="$tmp/out" err="$tmp/err" rc errors
-  timeout 120 "$@" >"$out" 2>"$err"
-  rc=$?
-  errors=$(grep -c '^error: ' "$err")
-  if [ "$rc" -eq 124 ]; then
-    echo "FAIL $name: hung (killed after 120 s)"; fails=$((fails + 1))
-  elif [ "$rc" -eq 0 ]; then
-    echo "FAIL $name: exit status 0"; fails=$((fails + 1))
-  elif [ "$errors" -ne 1 ]; then
-    echo "FAIL $name: expected one 'error:' line, got $errors:"; cat "$err"; fails=$((fails + 1))
-  elif ! grep -qF -- "$want" "$err"; then
-    echo "FAIL $name: message does not name '$want':"; cat "$err"; fails=$((fails + 1))
-  else
-    echo "ok   $name (exit $rc): $(grep '^error: ' "$err")"
-  fi
-}
+source "${TEST_SRCDIR:+$TEST_SRCDIR/$TEST_WORKSPACE/}common/testing/expect_error.sh"  # expect, finish
 
 fast=(--steps 1 --eval_every 0 --quiet)
 # mini: H = 4 heads, 4C = 512, V = 256. t = 3 divides none of them.
@@ -47,5 +24,4 @@ expect grid_not_matching_world "dp 1 × pp 1 × tp 2 = 2 does not match the worl
 expect grid_not_matching_world_in_ranks "dp 1 × pp 1 × tp 4 = 4 does not match the world size 2" -- \
   mpiexec -n 2 "$bin" --tp 4 --world_size 2 --model tiny "${fast[@]}"
 
-echo "$fails case(s) failed"
-[ "$fails" -eq 0 ]
+finish

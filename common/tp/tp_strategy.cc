@@ -13,9 +13,10 @@ TensorParallelStrategy::TensorParallelStrategy(const GPTConfig& cfg, ProcessGrou
                                                AdamWConfig opt, uint64_t seed,
                                                bool sequence_parallel)
     : tp_(tp), sp_(sequence_parallel) {
-  // Two more communicators over the same ranks, so that their bytes are counted apart.
-  regather_group_ = tp.split(0, tp.rank());
-  grad_group_ = tp.split(0, tp.rank());
+  // Two more communicators over the same ranks (duplicate(): own CommStats each), so that the
+  // re-gather's and the gradient all_reduce's bytes are counted apart from f's and g's.
+  regather_group_ = tp.duplicate();
+  grad_group_ = tp.duplicate();
   comm_ = std::make_unique<TensorParallelComm>(tp, sp_, regather_group_.get());
   model_ = std::make_unique<GPT>(cfg, *comm_);  // throws when t does not divide H, 4C or V
   const int64_t n = model_->layout().num_params();

@@ -22,26 +22,18 @@
 #include "common/train/report.h"
 #include "tests/equivalence.h"
 #include "tests/stage_test_util.h"
+#include "tests/tp_test_util.h"
 
 namespace llmp {
 namespace {
-
-GPTConfig tiny_h4() {
-  GPTConfig c = GPTConfig::preset("tiny");
-  c.heads = 4;
-  return c;
-}
 
 TEST(SequenceParallel, MatchesBaselineWithNonDefaultHyperparameters) {
   EquivalenceConfig cfg;
   cfg.heads = 4;
   cfg.opt.lr = 2e-3f;
   cfg.opt.weight_decay = 0.1f;
-  const StrategyFactory sp = [](const GPT& model, AdamWConfig opt, uint64_t seed) {
-    return std::make_unique<TensorParallelStrategy>(model.config(), test_world(), opt, seed,
-                                                    /*sequence_parallel=*/true);
-  };
-  expect_equivalent(run_against_baseline(sp, test_world(), cfg), /*max_rel=*/1e-5);
+  expect_equivalent(run_against_baseline(tensor_parallel_on_world(true), test_world(), cfg),
+                    /*max_rel=*/1e-5);
 }
 
 /// What one step of a fresh strategy measured: its figures and the tp group's bytes per op.
@@ -115,27 +107,9 @@ TEST(SequenceParallel, SameBytesAsTensorParallelFewerActivations) {
 TEST(SequenceParallel, ReplicatedParametersStayIdenticalOnEveryRank) {
   // Each rank's gradients of the LayerNorms, wpe and the row-parallel biases cover only its rows
   // of the sequence: without their all_reduce the copies would drift apart.
-  const GPTConfig c = tiny_h4();
-  const Corpus corpus = Corpus::load("/usr/share/games/fortunes", c.ctx);
-  const int B = 12, T = c.ctx;
-  std::vector<int32_t> tok(B * T), tgt(B * T);
-  TensorParallelStrategy s(c, test_world(), AdamWConfig{}, 3, /*sequence_parallel=*/true);
-  for (int k = 1; k <= 3; ++k) {
-    sample(corpus.train(), 5, k, 0, B, T, tok.data(), tgt.data());
-    s.train_step(tok.data(), tgt.data(), B, T, k);
-  }
-  const int64_t psi = GPTLayout(c).num_params();
-  std::vector<float> p(psi), m(psi), v(psi);
-  s.get_state(p.data(), m.data(), v.data());  // replicated tensors: the last rank's copy
-  const float* own = s.local_params().f32();
-  int checked = 0;
-  for (const ParamSpec& ps : s.model().layout().params()) {
-    if (ps.split != Split::kReplicated) continue;
-    ++checked;
-    for (int64_t i = 0; i < ps.numel; ++i)
-      ASSERT_EQ(own[ps.offset + i], p[ps.global_offset + i]) << ps.name << " element " << i;
-  }
-  EXPECT_GT(checked, 0);
+  TensorParallelStrategy s(tiny_h4(), test_world(), AdamWConfig{}, 3, /*sequence_parallel=*/true);
+  train_steps(s, /*B=*/12, /*steps=*/3, /*seed=*/5);
+  EXPECT_GT(expect_replicated_params_identical(s), 0);
 }
 
 }  // namespace
