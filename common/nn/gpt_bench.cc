@@ -1,4 +1,4 @@
-// Benchmark: milliseconds per GPT::forward_backward on one CPU core, and where they go.
+// Benchmark: milliseconds per forward_backward (unit_runner.h) on one CPU core, and where they go.
 //
 //   bazel run //common/nn:gpt_bench                 # mini, B=8 T=64, 50 timed steps
 //   bazel run //common/nn:gpt_bench -- tiny 4 16 200   # preset B T steps
