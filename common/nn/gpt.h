@@ -117,7 +117,6 @@ struct BlockCache {
   AttentionCache attn;
   Tensor res1;  ///< (B,Tl,C) x + attn(ln_1(x)): the MLP sub-layer's input
   MlpCache mlp;
-  int B = 0, T = 0;
   bool filled() const { return res1.defined(); }
   /// Bytes of the tensors held now (views of one storage counted once per tensor).
   int64_t bytes() const;
@@ -146,7 +145,6 @@ class GPT {
   const GPTConfig& config() const { return cfg_; }
   const GPTLayout& layout() const { return layout_; }
   const BlockShape& block_shape() const { return layout_.block_shape(); }
-  TpComm& tp() const { return *tp_; }
   /// First row of wte this rank holds, and how many (0 and V on one rank).
   int vocab_begin() const { return layout_.tp_rank() * vocab_rows(); }
   int vocab_rows() const { return cfg_.vocab / layout_.tp_size(); }
@@ -191,6 +189,12 @@ class GPT {
                                float* lnf_grads, float* wte_grads) const;
 
  private:
+  /// The first position of each sequence this rank holds: r·T/t under sequence parallelism, else 0.
+  int first_position(int T) const {
+    const int s = tp_->seq_shards();
+    return s > 1 ? tp_->rank() * (T / s) : 0;
+  }
+
   GPTConfig cfg_;
   TpComm* tp_;
   GPTLayout layout_;

@@ -33,9 +33,6 @@ int64_t BlockCache::bytes() const {
 }
 
 namespace {
-BlockParams<const float> params_of(const float* base, const BlockShape& s) {
-  return block_params(base, s);
-}
 void check_filled(const BlockCache& c, const char* fn) {
   if (!c.filled() || !c.mlp.fch.defined())
     throw std::invalid_argument(std::string(fn) +
@@ -46,10 +43,8 @@ void check_filled(const BlockCache& c, const char* fn) {
 Tensor GPT::block_forward(const float* block_params_ptr, const Tensor& x, int B, int T,
                           BlockCache* cache) const {
   const BlockShape& s = block_shape();
-  const auto p = params_of(block_params_ptr, s);
+  const auto p = block_params(block_params_ptr, s);
   *cache = BlockCache{};  // release what the cache held before allocating anew (lower peak)
-  cache->B = B;
-  cache->T = T;
   cache->res1 = attention_forward(s, *tp_, p, x, B, T, &cache->attn);
   return mlp_forward(s, *tp_, p, cache->res1, B, T, &cache->mlp);
 }
@@ -58,7 +53,7 @@ Tensor GPT::block_backward(const float* block_params_ptr, const Tensor& x, Block
                            const Tensor& dy, float* block_grads) const {
   check_filled(*cache, "block_backward");
   const BlockShape& s = block_shape();
-  const auto p = params_of(block_params_ptr, s);
+  const auto p = block_params(block_params_ptr, s);
   const auto g = block_params(block_grads, s);
   Tensor dres1;
   {
@@ -78,7 +73,7 @@ Tensor GPT::block_backward_input(const float* block_params_ptr, const Tensor& x,
                                  const Tensor& dy, BlockGradCache* keep) const {
   check_filled(*cache, "block_backward_input");
   const BlockShape& s = block_shape();
-  const auto p = params_of(block_params_ptr, s);
+  const auto p = block_params(block_params_ptr, s);
   const Tensor dres1 = mlp_backward_input(s, *tp_, p, cache->res1, &cache->mlp, dy, &keep->mlp);
   return attention_backward_input(s, *tp_, p, x, &cache->attn, dres1, &keep->attn);
 }

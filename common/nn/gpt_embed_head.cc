@@ -47,8 +47,7 @@ Tensor GPT::embed_forward(const float* emb_params, const int32_t* tokens, int B,
   Tensor part = activation({B, T, C});
   cpu::token_embedding_forward(part.f32(), tokens, wte, vocab_begin(), Vr, B * T, C);
   Tensor x = tp_->exit_forward(std::move(part));  // Σ of the ranks' rows: (N,C) -> (n,C)
-  const int t0 = tp_->seq_shards() > 1 ? tp_->rank() * Tl : 0;  // first position held
-  cpu::position_embedding_forward(x.f32(), wpe, B, Tl, t0, C);
+  cpu::position_embedding_forward(x.f32(), wpe, B, Tl, first_position(T), C);
   return x;
 }
 
@@ -57,8 +56,8 @@ void GPT::embed_backward(const int32_t* tokens, int B, int T, const Tensor& dx,
   check_batch_shape("embed_backward", cfg_, B, T, tp_->seq_shards());
   check_ids("embed_backward", "token", tokens, B, T, cfg_.vocab);
   const int C = cfg_.d, Tl = T / tp_->seq_shards(), Vr = vocab_rows();
-  const int t0 = tp_->seq_shards() > 1 ? tp_->rank() * Tl : 0;
-  cpu::position_embedding_backward(emb_grads + int64_t{Vr} * C, dx.f32(), B, Tl, t0, C);
+  cpu::position_embedding_backward(emb_grads + int64_t{Vr} * C, dx.f32(), B, Tl, first_position(T),
+                                   C);
   const Tensor dfull = tp_->exit_backward(dx);  // (n,C) -> (N,C)
   cpu::token_embedding_backward(emb_grads, dfull.f32(), tokens, vocab_begin(), Vr, B * T, C);
 }

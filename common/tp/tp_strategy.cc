@@ -2,6 +2,8 @@
 #include "common/tp/tp_strategy.h"
 
 #include <cstring>
+#include <utility>
+#include <vector>
 
 #include "common/nn/unit_runner.h"
 #include "common/plan/tp_formulas.h"
@@ -80,11 +82,13 @@ void TensorParallelStrategy::get_state(float* params, float* exp_avg, float* exp
   const int t = tp_.size();
   const GPTConfig& cfg = model_->config();
   const int64_t n = model_->layout().num_params();
+  std::vector<GPTLayout> slices;  // every rank's layout: where its slice goes in the whole model
+  for (int r = 0; r < t; ++r) slices.emplace_back(cfg, t, r);
   Tensor all = Tensor::empty({t * n}, DType::kF32, MemCategory::kCommBuffers);
   for (auto [src, dst] : {std::pair<const Tensor*, float*>{&params_, params},
                           {&opt_->exp_avg(), exp_avg}, {&opt_->exp_avg_sq(), exp_avg_sq}}) {
     tp_.all_gather(*src, all);
-    for (int r = 0; r < t; ++r) GPTLayout(cfg, t, r).copy_to_full(all.f32() + r * n, dst);
+    for (int r = 0; r < t; ++r) slices[r].copy_to_full(all.f32() + r * n, dst);
   }
 }
 

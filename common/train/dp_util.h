@@ -92,7 +92,8 @@ void reduce_scatter_into_shard(ProcessGroup& dp, const ShardLayout& shards, int6
 /// 0 (alive from the tied head to the embedding's backward) and one other unit at a time.
 class ReduceScatterGrads : public GradSink {
  public:
-  /// The references must outlive the sink. grad_shard: S floats, accumulated into (+=).
+  /// The references must outlive the sink. grad_shard: S floats; each unit's part of the shard
+  /// is overwritten by that unit's reduce-scatter, so one walk writes all of it once.
   ReduceScatterGrads(const GPTLayout& layout, ProcessGroup& dp, const ShardLayout& shards,
                      Tensor& grad_shard);
   /// Allocates unit u's gradient (zeros, kGradients) on first use.
