@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <string>
+#include <utility>
 
 #include "common/data/corpus.h"
 #include "common/data/sampler.h"
@@ -107,11 +109,72 @@ ProbeResult probe(const PipelineFactory& make, int m, int steps) {
   r.sim = s->simulated();
   r.stats = s->last_stats();
   r.measured_bubble = s->measured_bubble_fraction();
+  r.executed_bubble = s->executed_bubble_fraction();
+  r.executed_makespan = s->executed_makespan();
   r.bytes = s->last_step_bytes();
   r.expected_bytes = s->expected_bytes_per_step(B, T);
   r.expected_stored = s->expected_activation_bytes(B, T);
   r.rank = pp.rank(), r.p = pp.size(), r.m = m, r.v = s->schedule().v;
   return r;
+}
+
+ProbeResult expect_executed_bubble(const PipelineFactory& make, const std::string& stage, int m,
+                                   double formula, const std::string& formula_text,
+                                   double makespan) {
+  const ProbeResult r = probe(make, m);
+  if (r.rank != 0) return r;  // rank 0 holds the gathered timeline
+  std::printf("%s p=%d m=%d v=%d: executed bubble %.4f, formula %s = %.4f; executed makespan %g "
+              "units, formula %g (simulator with F = B = 1, B-input = W = 1/2: %.4f; wall "
+              "clock %.4f: neither asserted)\n",
+              stage.c_str(), r.p, m, r.v, r.executed_bubble, formula_text.c_str(), formula,
+              r.executed_makespan, makespan, r.sim.bubble_fraction, r.measured_bubble);
+  EXPECT_NEAR(r.executed_bubble, formula, 1e-12) << stage << " p=" << r.p << " m=" << m;
+  EXPECT_NEAR(r.executed_makespan, makespan, 1e-12) << stage << " p=" << r.p << " m=" << m;
+  return r;
+}
+
+void expect_memory_rows_match_partition(const PipelineFactory& make, const std::string& stage,
+                                        int m) {
+  const EquivalenceConfig cfg = pipeline_equivalence_config();
+  const GPT model(equivalence_model(cfg));
+  const Corpus corpus = Corpus::load(cfg.data, cfg.T);
+  ProcessGroup& pp = pipeline_world();
+  std::unique_ptr<PipelineStrategy> s = make(model, pp, cfg.opt, cfg.seed, m);
+  const int B = cfg.global_batch, T = cfg.T;
+  std::vector<int32_t> tok(B * T), tgt(B * T);
+  sample(corpus.train(), cfg.seed, 1, 0, B, T, tok.data(), tgt.data());
+  s->train_step(tok.data(), tgt.data(), B, T, 1);
+
+  // Ψ_r, this rank's share, from what each of its virtual stages computes.
+  const GPTPartition& part = s->partition();
+  const GPTLayout& layout = model.layout();
+  const int r = pp.rank(), L = model.config().layers;
+  int64_t psi_r = 0;
+  for (int c = 0; c < part.v(); ++c) {
+    const VirtualStage vs = part.stage(r, c);
+    if (vs.first) psi_r += layout.unit_numel(0);  // wte, wpe
+    for (int l = vs.first_block; l < vs.first_block + vs.num_blocks; ++l)
+      psi_r += layout.unit_numel(1 + l);
+    if (vs.last) {
+      psi_r += layout.unit_numel(L + 1);                     // ln_f
+      if (r != 0) psi_r += layout.find("wte.weight").numel;  // the tied head's copy of wte
+    }
+  }
+  const std::vector<std::pair<std::string, double>> want = {
+      {"parameters", 4.0 * psi_r}, {"gradients", 4.0 * psi_r}, {"optimizer state", 8.0 * psi_r}};
+  const std::vector<ReportRow> rows = s->report();
+  for (const auto& [what, bytes] : want) {
+    const auto row = std::find_if(rows.begin(), rows.end(),
+                                  [&](const ReportRow& x) { return x.what == what; });
+    ASSERT_NE(row, rows.end()) << stage << ": no report row '" << what << "'";
+    std::printf("%s p=%d m=%d rank %d: %-16s measured %10.0f B, formula %10.0f B (%s), "
+                "Ψ_r = %lld of Ψ = %lld -> %10.0f B\n",
+                stage.c_str(), pp.size(), m, r, what.c_str(), row->measured, row->formula,
+                row->formula_text.c_str(), static_cast<long long>(psi_r),
+                static_cast<long long>(layout.num_params()), bytes);
+    EXPECT_EQ(row->measured, bytes) << stage << " rank " << r << " " << what;
+    EXPECT_EQ(row->formula, bytes) << stage << " rank " << r << " " << what;
+  }
 }
 
 void expect_bytes_match_schedule(const PipelineFactory& make, const std::string& stage, int m) {

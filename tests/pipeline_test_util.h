@@ -1,6 +1,8 @@
 // Test helpers shared by the pipeline stages' tests (gpipe, 1f1b, interleaved_1f1b, zero_bubble,
-// naive_pp): the equivalence run against the single-rank baseline, and a short "probe" run that
-// returns what one step measured (spans, bubble, activation memory, bytes) next to the simulator.
+// naive_pp): the equivalence run against the single-rank baseline, a short "probe" run that
+// returns what one step measured (the executed logical timeline and its bubble, activation
+// memory, bytes; the simulator's replay alongside, for printing), and the memory rows of the
+// report against each rank's share of the model counted from the partition.
 // The expect_* helpers run one of those and check it with gtest's EXPECT (non-fatal).
 //
 // The model: the tiny preset with L = 8 layers, so that p·v = 2, 4 or 8 virtual stages all
@@ -43,9 +45,11 @@ void expect_matches_baseline(const PipelineFactory& make, std::initializer_list<
 
 /// What one rank measured in the last of a few steps of a fresh strategy.
 struct ProbeResult {
-  SimResult sim;                  ///< the schedule with unit costs
+  SimResult sim;                  ///< the schedule with unit costs (printed, not the claim)
   ExecutorStats stats;            ///< this rank's measurements
-  double measured_bubble = 0;     ///< rank 0 only: from the gathered spans
+  double measured_bubble = 0;     ///< rank 0 only: from the gathered wall-clock spans
+  double executed_bubble = 0;     ///< rank 0 only: from the gathered logical spans
+  double executed_makespan = 0;   ///< rank 0 only: logical units (F = 1, B = 2, B = W = 1)
   double bytes = 0;               ///< this rank, last step
   double expected_bytes = 0;      ///< PipelineStrategy::expected_bytes_per_step
   double expected_stored = 0;     ///< PipelineStrategy::expected_activation_bytes
@@ -62,6 +66,23 @@ double state_and_eval_check(const PipelineFactory& make, int m, int steps = 3);
 /// Collective. Trains `steps` steps of a fresh strategy (the pipeline_equivalence_config model)
 /// and returns the last one's figures; rank 0 prints the measured timeline (finish()).
 ProbeResult probe(const PipelineFactory& make, int m, int steps = 2);
+
+/// Collective. probe(make, m); rank 0 prints the executed bubble fraction and makespan (the
+/// logical clock over the executor's real messages, logical_clock.h) next to the paper's
+/// `formula` and `makespan` (logical units) and expects both equal (1e-12); also prints the
+/// simulator's figure for comparison (not asserted). Returns the probe.
+ProbeResult expect_executed_bubble(const PipelineFactory& make, const std::string& stage, int m,
+                                   double formula, const std::string& formula_text,
+                                   double makespan);
+
+/// Collective. One step of a fresh strategy, then its report(): every rank prints its memory
+/// rows and expects parameters = 4Ψ_r, gradients = 4Ψ_r and optimizer state = 8Ψ_r bytes
+/// (measured and formula columns), with Ψ_r counted here from the partition's virtual stages
+/// (embeddings on virtual stage 0, k blocks each, final LayerNorm on the last, plus the wte copy
+/// when the last virtual stage is not on rank 0) and the layout's unit sizes. A rank that
+/// allocates a full-model buffer fails.
+void expect_memory_rows_match_partition(const PipelineFactory& make, const std::string& stage,
+                                        int m);
 
 /// Collective. probe(make, m); every rank prints "<stage> rank r sent X bytes in one step,
 /// formula Y" and expects the bytes it sent in the last step to equal

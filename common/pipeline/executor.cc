@@ -54,7 +54,8 @@ PipelineExecutor::PipelineExecutor(const GPT& model, const GPTPartition& part, P
     : model_(model),
       part_(part),
       schedule_(schedule),
-      link_{pp, schedule, pp.rank()},
+      clock_group_(pp.duplicate()),
+      link_{pp, schedule, pp.rank(), *clock_group_},
       rank_(pp.rank()),
       v_(schedule.v) {
   LLMP_CHECK(schedule.p == pp.size() && schedule.p == part.p() && schedule.v == part.v(),
@@ -84,27 +85,31 @@ double PipelineExecutor::run(const float* params, float* grads, const int32_t* t
   MemoryTracker& mem = MemoryTracker::instance();
   const int64_t act_before = mem.current(MemCategory::kActivations);
   mem.reset_peak();
+  clock_.reset();
   double loss = 0;
 
   for (const Action& a : schedule_.ranks.at(rank_)) {
     const double start = wall_seconds();
     Tape& tp = tape(a);
+    // The op's logical interval (logical_clock.h): compute ops take their cost, a send happens
+    // at the end of the op that produced its tensor, a recv ends at its message's logical time.
+    LogicalInterval logical = is_compute(a.op) ? clock_.compute(a.op) : clock_.send();
     switch (a.op) {
       case Op::kRecvForward:
         tp.x.assign(1, activation(b_, T_, C));
-        recv_forward(link_, a, tp.x[0]);
+        logical = clock_.receive(recv_forward(link_, a, tp.x[0]));
         break;
       case Op::kForward:
         ++in_flight_;
         forward(a, runner, tokens, targets, &loss);
         break;
       case Op::kSendForward:
-        send_forward(link_, a, tp.x.back(), &pending_);
+        send_forward(link_, a, tp.x.back(), clock_.now(), &pending_);
         tp.x.back() = Tensor();  // the output is not needed here any more; pending_ holds it
         break;
       case Op::kRecvBackward:
         tp.dy = activation(b_, T_, C);
-        recv_backward(link_, a, tp.dy);
+        logical = clock_.receive(recv_backward(link_, a, tp.dy));
         break;
       case Op::kBackward:  // dx_j from dx_{j+1} through the blocks in reverse; grads += ...
         stats_.stored_per_forward = std::max(stats_.stored_per_forward, tp.stored_bytes());
@@ -120,12 +125,13 @@ double PipelineExecutor::run(const float* params, float* grads, const int32_t* t
         --in_flight_;
         break;
       case Op::kSendBackward:
-        send_backward(link_, a, tp.dx, &pending_);
+        send_backward(link_, a, tp.dx, clock_.now(), &pending_);
         tp.dx = Tensor();
         break;
     }
     stats_.peak_in_flight = std::max(stats_.peak_in_flight, in_flight_);
     stats_.spans.push_back(make_span(rank_, a, v_, start - t0, wall_seconds() - t0));
+    stats_.logical_spans.push_back(make_span(rank_, a, v_, logical.start, logical.end));
     pending_.poll();
   }
   pending_.wait_all();  // sends complete by the end of the step
@@ -164,10 +170,10 @@ double PipelineExecutor::forward_only(const float* params, const int32_t* tokens
       Tape tp;
       if (!r.embed) {
         tp.x.assign(1, activation(b_, T_, C));
-        recv_forward(link_, {Op::kRecvForward, i, chunk}, tp.x[0]);
+        recv_forward(link_, {Op::kRecvForward, i, chunk}, tp.x[0]);  // no timeline: time unused
       }
       loss += runner.forward(r, tokens + at, targets + at, b_, T_, scale, /*train=*/false, &tp);
-      if (!r.head) send_forward(link_, {Op::kSendForward, i, chunk}, tp.x.back(), &pending_);
+      if (!r.head) send_forward(link_, {Op::kSendForward, i, chunk}, tp.x.back(), 0.0, &pending_);
     }
   }
   pending_.wait_all();

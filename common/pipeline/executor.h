@@ -25,10 +25,12 @@
 // step, the tied-embedding all_reduce and the loss reduction belong to the caller
 // (pipeline_strategy.h); the executor only produces gradients and measurements.
 //
-// Measured per run: one Span per action (seconds from t0), the peak number of (micro-batch,
-// chunk) pairs holding activations, the MemoryTracker's activation peak, and the bytes one
-// forward leaves stored for its backward — which is what lets tests check GPipe's m-fold
-// against 1F1B's p-fold activation memory.
+// Measured per run: one wall-clock Span per action (seconds from t0), one LOGICAL Span per
+// action (logical_clock.h: F = 1, B = 2, zero bubble's B = W = 1, each recv ending at the
+// logical time its message carried — the executed timeline the bubble is measured on), the peak
+// number of (micro-batch, chunk) pairs holding activations, the MemoryTracker's activation
+// peak, and the bytes one forward leaves stored for its backward — which is what lets tests
+// check GPipe's m-fold against 1F1B's p-fold activation memory.
 //
 // Papers: as schedule.h (GPipe, Megatron-LM §2.2, Zero Bubble). Glossary: p pipeline stages,
 // m micro-batches, v chunks per rank, k blocks per chunk, s virtual stage, B global batch,
@@ -36,12 +38,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "common/comm/process_group.h"
 #include "common/nn/gpt.h"
 #include "common/nn/unit_runner.h"
 #include "common/pipeline/gpt_partition.h"
+#include "common/pipeline/logical_clock.h"
 #include "common/pipeline/p2p.h"
 #include "common/pipeline/schedule.h"
 
@@ -49,7 +53,10 @@ namespace llmp {
 
 /// What one run measured on this rank.
 struct ExecutorStats {
-  std::vector<Span> spans;            ///< one per action, seconds since the run's t0
+  std::vector<Span> spans;            ///< one per action, wall clock: seconds since the run's t0
+  /// One per action, in the order run, on the logical clock (logical_clock.h): logical units
+  /// from the step's start (0). The executed timeline: its bubble is the schedule's as run.
+  std::vector<Span> logical_spans;
   int peak_in_flight = 0;             ///< max (micro-batch, chunk) pairs holding activations
   int64_t peak_activation_bytes = 0;  ///< MemoryTracker peak of kActivations during the run
   /// Bytes a (micro-batch, chunk) holds from its forward until its backward: the x_j and
@@ -61,7 +68,8 @@ struct ExecutorStats {
 class PipelineExecutor {
  public:
   /// `schedule` must be valid (simulate() accepted it) and match pp.size() == p and the
-  /// partition's p and v. The references must outlive the executor.
+  /// partition's p and v. The references must outlive the executor. Collective over `pp` (it
+  /// makes the duplicate() the logical times travel on).
   PipelineExecutor(const GPT& model, const GPTPartition& part, ProcessGroup& pp,
                    const Schedule& schedule);
 
@@ -92,7 +100,9 @@ class PipelineExecutor {
   const GPT& model_;
   const GPTPartition& part_;
   const Schedule& schedule_;
+  std::shared_ptr<ProcessGroup> clock_group_;  // duplicate of pp: the messages' logical times
   PipeLink link_;
+  LogicalClock clock_;
   int rank_, v_;
   // Per run:
   int b_ = 0, T_ = 0;

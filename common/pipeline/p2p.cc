@@ -14,6 +14,26 @@ std::pair<int, int> route(const PipeLink& link, const Action& a) {
   return {link.schedule.peer(link.rank, a).rank, link.schedule.message_tag(link.rank, a)};
 }
 
+/// The tensor and, on the clock group, its logical time: same peer, same tag.
+void send_with_time(const PipeLink& link, const Action& a, const Tensor& t, double logical_time,
+                    PendingSends* pending) {
+  const auto [peer, tag] = route(link, a);
+  pending->add(link.pp.isend(t, peer, tag), t);  // counted as "send": 4·b·T·C bytes
+  // A float holds the logical times exactly: sums of F = 1, B = 2, W = 1, far below 2^24.
+  Tensor time = Tensor::empty({1}, DType::kF32, MemCategory::kCommBuffers);
+  time.f32()[0] = static_cast<float>(logical_time);
+  pending->add(link.clock.isend(time, peer, tag), time);  // bookkeeping: not in pp's CommStats
+}
+
+double recv_with_time(const PipeLink& link, const Action& a, Tensor& t) {
+  const auto [peer, tag] = route(link, a);
+  Tensor time = Tensor::empty({1}, DType::kF32, MemCategory::kCommBuffers);
+  std::shared_ptr<Work> data = link.pp.irecv(t, peer, tag);
+  link.clock.irecv(time, peer, tag)->wait();
+  data->wait();
+  return time.f32()[0];
+}
+
 }  // namespace
 
 void PendingSends::poll() {
@@ -27,28 +47,26 @@ void PendingSends::wait_all() {
   sends_.clear();
 }
 
-void send_forward(const PipeLink& link, const Action& a, const Tensor& y, PendingSends* pending) {
+void send_forward(const PipeLink& link, const Action& a, const Tensor& y, double logical_time,
+                  PendingSends* pending) {
   LLMP_CHECK(a.op == Op::kSendForward, to_string(a));
-  const auto [peer, tag] = route(link, a);
-  pending->add(link.pp.isend(y, peer, tag), y);  // counted as "send": 4·b·T·C bytes
+  send_with_time(link, a, y, logical_time, pending);
 }
 
-void recv_forward(const PipeLink& link, const Action& a, Tensor& x) {
+double recv_forward(const PipeLink& link, const Action& a, Tensor& x) {
   LLMP_CHECK(a.op == Op::kRecvForward, to_string(a));
-  const auto [peer, tag] = route(link, a);
-  link.pp.irecv(x, peer, tag)->wait();
+  return recv_with_time(link, a, x);
 }
 
-void send_backward(const PipeLink& link, const Action& a, const Tensor& dx, PendingSends* pending) {
+void send_backward(const PipeLink& link, const Action& a, const Tensor& dx, double logical_time,
+                   PendingSends* pending) {
   LLMP_CHECK(a.op == Op::kSendBackward, to_string(a));
-  const auto [peer, tag] = route(link, a);
-  pending->add(link.pp.isend(dx, peer, tag), dx);  // counted as "send": 4·b·T·C bytes
+  send_with_time(link, a, dx, logical_time, pending);
 }
 
-void recv_backward(const PipeLink& link, const Action& a, Tensor& dy) {
+double recv_backward(const PipeLink& link, const Action& a, Tensor& dy) {
   LLMP_CHECK(a.op == Op::kRecvBackward, to_string(a));
-  const auto [peer, tag] = route(link, a);
-  link.pp.irecv(dy, peer, tag)->wait();
+  return recv_with_time(link, a, dy);
 }
 
 }  // namespace llmp

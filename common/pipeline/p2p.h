@@ -16,6 +16,14 @@
 // it with its Work, and the executor drains the list (test() after each action, wait() at the
 // end of the step: "sends complete by the end of the step").
 //
+// Each message also carries its sender's logical time (logical_clock.h): the send posts a second,
+// one-float message with the same peer and tag on `PipeLink::clock`, a duplicate() of the
+// pipeline group, and the recv takes both. Within one communicator MPI delivers messages of the
+// same (source, tag) in the order they were sent, and each tag names one (direction, virtual
+// stage, micro-batch), so the time taken is the time of the tensor taken. Being on another group,
+// these 4 bytes per message stay out of the pipeline group's CommStats: the technique's bytes
+// per step are exactly the activations and gradients the schedule moves.
+//
 // Glossary: p pipeline stages, m micro-batches, v chunks per rank, s virtual stage, b micro-batch
 // size (sequences), T sequence length, C channels.
 #pragma once
@@ -44,28 +52,36 @@ class PendingSends {
   std::vector<std::pair<std::shared_ptr<Work>, Tensor>> sends_;
 };
 
-/// Where and how a rank talks to its neighbours: the pipeline group and the schedule (peers,
-/// tags). `rank` is this rank in `pp`.
+/// Where and how a rank talks to its neighbours: the pipeline group, the schedule (peers,
+/// tags), and the bookkeeping group the logical times travel on (a duplicate() of `pp`, same
+/// ranks). `rank` is this rank in `pp`.
 struct PipeLink {
   ProcessGroup& pp;
   const Schedule& schedule;
   int rank;
+  ProcessGroup& clock;
 };
 
 /// send_forward(a): isend of the output activations `y` of chunk a.chunk, micro-batch
-/// a.microbatch, to the rank of the next virtual stage. Non-blocking; `y` goes to `pending`.
-void send_forward(const PipeLink& link, const Action& a, const Tensor& y, PendingSends* pending);
+/// a.microbatch, to the rank of the next virtual stage, with the sender's logical time
+/// `logical_time` (logical_clock.h) on link.clock. Non-blocking; both tensors go to `pending`.
+void send_forward(const PipeLink& link, const Action& a, const Tensor& y, double logical_time,
+                  PendingSends* pending);
 
 /// recv_forward(a): blocks until the input activations of (a.microbatch, a.chunk) from the
-/// previous virtual stage are in `x` (preallocated, b·T·C floats).
-void recv_forward(const PipeLink& link, const Action& a, Tensor& x);
+/// previous virtual stage are in `x` (preallocated, b·T·C floats). Returns the logical time
+/// the sender attached.
+double recv_forward(const PipeLink& link, const Action& a, Tensor& x);
 
 /// send_backward(a): isend of the gradient `dx` w.r.t. the input of (a.microbatch, a.chunk) to
-/// the rank of the previous virtual stage. Non-blocking; `dx` goes to `pending`.
-void send_backward(const PipeLink& link, const Action& a, const Tensor& dx, PendingSends* pending);
+/// the rank of the previous virtual stage, with the sender's logical time. Non-blocking; both
+/// tensors go to `pending`.
+void send_backward(const PipeLink& link, const Action& a, const Tensor& dx, double logical_time,
+                   PendingSends* pending);
 
 /// recv_backward(a): blocks until the gradient w.r.t. the output of (a.microbatch, a.chunk) from
-/// the next virtual stage is in `dy` (preallocated, b·T·C floats).
-void recv_backward(const PipeLink& link, const Action& a, Tensor& dy);
+/// the next virtual stage is in `dy` (preallocated, b·T·C floats). Returns the sender's logical
+/// time.
+double recv_backward(const PipeLink& link, const Action& a, Tensor& dy);
 
 }  // namespace llmp

@@ -63,8 +63,13 @@ StageSpec pipeline_stage_spec(const PipelineStageOptions& o) {
     all_ranks_ok(err.empty(), err);
     ProcessGroup& pp = ctx.grid.pp_group();  // every rank of the world, stage s on rank s
     Schedule s = make_schedule(opts->schedule, pp.size(), opts->micro_batches, opts->chunks);
-    return std::make_unique<PipelineStrategy>(ctx.model, pp, ctx.opt, ctx.cfg.seed, std::move(s),
-                                              ctx.cfg.trace);
+    auto strategy = std::make_unique<PipelineStrategy>(ctx.model, pp, ctx.opt, ctx.cfg.seed,
+                                                       std::move(s), ctx.cfg.trace);
+    if (opts->bubble_formula) {
+      const double f = opts->bubble_formula(pp.size(), opts->micro_batches, opts->chunks);
+      if (f >= 0) strategy->set_bubble_formula(f, opts->bubble_formula_text);
+    }
+    return strategy;
   };
   return spec;
 }

@@ -21,6 +21,7 @@
 // Glossary: p pipeline stages, m micro-batches, v chunks per rank, B global batch.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "common/train/train_main.h"
@@ -37,6 +38,11 @@ struct PipelineStageOptions {
   int chunks = 1;         ///< default v
   bool micro_batches_flag = true;  ///< offer --micro_batches (naive_pp fixes m = 1)
   bool chunks_flag = false;        ///< offer --chunks (interleaved only)
+  /// The paper's bubble fraction for (p, m, v), printed by finish() next to the executed one
+  /// (PipelineStrategy::set_bubble_formula); a negative value when it does not apply. Empty:
+  /// none printed.
+  std::function<double(int p, int m, int v)> bubble_formula;
+  std::string bubble_formula_text;  ///< e.g. "(p-1)/(m+p-1)"
 };
 
 /// The first problem with running `schedule` on cfg.world_size ranks with m micro-batches and

@@ -14,15 +14,19 @@
 //                                       sends 2(N-1)/N·4VC = 4VC bytes (N = 2)
 //   4. AdamW on this rank's local parameters only.
 //   5. the global mean loss, summed from the last stage (MetricsReducer: not in CommStats), and
-//      every rank's spans gathered on rank 0 (span_gather.h). Steps 1 and 5 are bookkeeping: they
-//      run on duplicate() groups of pp, so pp's CommStats show the schedule's bytes only.
+//      every rank's spans gathered on rank 0 (span_gather.h), wall-clock and logical. Steps 1
+//      and 5 are bookkeeping: they run on duplicate() groups of pp, so pp's CommStats show the
+//      schedule's bytes only.
 //
 // Traffic per rank and step: 4·b·T·C bytes per send_forward and per send_backward of its
 // schedule (m·v of each, minus the ends of the pipe), plus 4VC on the two embedding ranks.
 //
 // At the end of training (finish(), which train_main calls once, after the report table), rank 0
-// prints the ASCII timeline of the last step as measured, with the measured and simulated bubble
-// fractions, and writes the Chrome trace of the recorded steps when a trace path was given.
+// prints the headline: the ASCII timeline of the last step as EXECUTED on the logical clock
+// (logical_clock.h: F = 1, B = 2, recvs waiting for the logical time their message carried)
+// and its bubble fraction next to the paper's formula; then the same step on the wall clock,
+// labelled as such (ranks outnumber cores here, so wall-clock idle time is not the bubble); and
+// writes the Chrome trace (wall clock) of the recorded steps when a trace path was given.
 //
 // Glossary: p pipeline stages (= ranks), m micro-batches, v chunks per rank, B global batch,
 // b = B/m, T sequence length, C channels, V vocab, Ψ_r parameters held by rank r.
@@ -64,9 +68,16 @@ class PipelineStrategy : public Strategy {
   /// Memory (parameters, gradients, optimizer state, activations per micro-batch) and bytes
   /// sent, next to their closed forms.
   std::vector<ReportRow> report() const override;
-  /// Rank 0 prints the last step's measured timeline, the measured and simulated bubble
-  /// fractions and its activation peak, and writes the trace when a trace path was given.
+  /// Rank 0 prints the last step's executed (logical) timeline and bubble next to the formula,
+  /// then the wall-clock timeline and its activation peak, and writes the trace when a trace
+  /// path was given.
   void finish() override;
+
+  /// The paper's bubble fraction for this schedule, printed by finish() next to the executed
+  /// one: `value`, and `text` such as "(p-1)/(m+p-1)". Set by each stage's factory.
+  void set_bubble_formula(double value, std::string text) {
+    formula_bubble_ = value, formula_text_ = std::move(text);
+  }
 
   const Schedule& schedule() const { return schedule_; }
   const GPTPartition& partition() const { return *part_; }
@@ -76,8 +87,17 @@ class PipelineStrategy : public Strategy {
   const ExecutorStats& last_stats() const { return exec_->stats(); }
   /// Rank 0: every rank's spans of the last step, seconds from rank 0's t0. Empty elsewhere.
   const std::vector<Span>& last_step_spans() const { return last_spans_; }
-  /// Rank 0: bubble fraction of the last step's measured spans (timeline.h's bubble_fraction).
+  /// Rank 0: bubble fraction of the last step's wall-clock spans (timeline.h's
+  /// bubble_fraction). Not the schedule's bubble when ranks share cores (see finish()).
   double measured_bubble_fraction() const;
+  /// Rank 0: every rank's logical spans of the last step (ExecutorStats::logical_spans), in
+  /// logical units. Empty elsewhere.
+  const std::vector<Span>& last_logical_spans() const { return last_logical_; }
+  /// Rank 0: bubble fraction of the last step's executed timeline, Σ_r (T - busy_r) / (p·T)
+  /// over last_logical_spans() (timeline.h's bubble_fraction, the simulator's definition).
+  double executed_bubble_fraction() const;
+  /// Rank 0: makespan T of the last step's executed timeline, logical units (F = 1).
+  double executed_makespan() const;
   /// Bytes this rank sent in the last step (pipeline and embedding groups).
   double last_step_bytes() const { return last_step_bytes_; }
   /// Closed form of last_step_bytes(): this rank's sends in the schedule · 4bTC + 4VC on the
@@ -106,6 +126,9 @@ class PipelineStrategy : public Strategy {
   double last_step_bytes_ = 0;
   int last_B_ = 0, last_T_ = 0;
   std::vector<Span> last_spans_, trace_spans_;  // rank 0
+  std::vector<Span> last_logical_;              // rank 0
+  double formula_bubble_ = -1;                  // < 0: none given
+  std::string formula_text_;
   double first_t0_ = -1;
 };
 

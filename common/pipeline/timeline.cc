@@ -63,7 +63,7 @@ double bubble_fraction(const std::vector<Span>& spans, int num_ranks) {
 }
 
 std::string render_spans(const std::vector<Span>& spans, int num_ranks, int width,
-                         const std::string& title) {
+                         const std::string& title, const std::string& fraction_name) {
   if (width < 1 || num_ranks < 1) {
     throw std::invalid_argument("render_spans: width " + std::to_string(width) + " and ranks " +
                                 std::to_string(num_ranks) + " must be >= 1");
@@ -96,10 +96,10 @@ std::string render_spans(const std::vector<Span>& spans, int num_ranks, int widt
   os << "legend: F3 forward of micro-batch 3, B3 its backward (zero bubble: input gradient), "
         "W3 its weight gradient;\n        lower case: odd model chunk (interleaved), .c suffix: "
         "chunk c (v > 2); '.' idle\n";
-  char line[96];
-  std::snprintf(line, sizeof(line), "bubble fraction %.4f = idle / (p · makespan)\n",
+  char line[48];
+  std::snprintf(line, sizeof(line), " %.4f = idle / (p · makespan)\n",
                 bubble_fraction(spans, num_ranks));
-  os << line;
+  os << fraction_name << line;
   return os.str();
 }
 

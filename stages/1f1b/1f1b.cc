@@ -14,8 +14,10 @@ int one_f_one_b_peak_in_flight(int p, int m, int r) { return std::min(p - r, m);
 std::unique_ptr<PipelineStrategy> make_one_f_one_b(const GPT& model, ProcessGroup& pp,
                                                    AdamWConfig opt, uint64_t seed, int m,
                                                    const std::string& trace) {
-  return std::make_unique<PipelineStrategy>(model, pp, opt, seed, one_f_one_b(pp.size(), m),
-                                            trace);
+  auto s = std::make_unique<PipelineStrategy>(model, pp, opt, seed, one_f_one_b(pp.size(), m),
+                                              trace);
+  s->set_bubble_formula(one_f_one_b_bubble_fraction(pp.size(), m), "(p-1)/(m+p-1)");
+  return s;
 }
 
 }  // namespace llmp

@@ -1,5 +1,5 @@
-// 1F1B against the baseline (p = 2 and 4 ranks; m = 1, 4, 8), its bubble against
-// (p-1)/(m+p-1), and its activation memory: rank r holds min(p-r, m) micro-batches, at most p,
+// 1F1B against the baseline (p = 2 and 4 ranks; m = 1, 4, 8), its executed bubble (logical clock
+// over the real messages) against (p-1)/(m+p-1), its memory rows, and its activation memory: rank r holds min(p-r, m) micro-batches, at most p,
 // whatever m (GPipe: m). Run on 2 and 4 ranks (mpi_test in BUILD).
 #include "stages/1f1b/1f1b.h"
 
@@ -22,16 +22,18 @@ TEST(OneFOneB, MatchesBaselineAfterTenSteps) {
   testing::expect_matches_baseline(make, {1, 4, 8}, /*max_rel=*/1e-5);
 }
 
-TEST(OneFOneB, BubbleIsPMinusOneOverMPlusPMinusOne) {
-  for (int m : {1, 4, 8}) {
-    const testing::ProbeResult r = testing::probe(make, m);
-    const double formula = one_f_one_b_bubble_fraction(r.p, m);
-    if (r.rank == 0)
-      std::printf("1f1b p=%d m=%d: bubble simulated %.4f, formula (p-1)/(m+p-1) = %.4f, "
-                  "measured %.4f (timing, not asserted)\n",
-                  r.p, m, r.sim.bubble_fraction, formula, r.measured_bubble);
-    EXPECT_NEAR(r.sim.bubble_fraction, formula, 1e-12);
-  }
+TEST(OneFOneB, ExecutedBubbleIsPMinusOneOverMPlusPMinusOne) {
+  // The executor's logical timeline (F = 1, B = 2, recvs wait for their message's time):
+  // GPipe's bubble, makespan (m+p-1)(F+B). (A GPipe order passes this too: the in-flight test
+  // below is what tells them apart.)
+  const int p = testing::pipeline_world().size();
+  for (int m : {1, 4, 8})
+    testing::expect_executed_bubble(make, "1f1b", m, one_f_one_b_bubble_fraction(p, m),
+                                    "(p-1)/(m+p-1)", 3.0 * (m + p - 1));
+}
+
+TEST(OneFOneB, MemoryRowsAreThisRanksShare) {
+  testing::expect_memory_rows_match_partition(make, "1f1b", /*m=*/4);
 }
 
 TEST(OneFOneB, ActivationsBoundedByPipelineDepth) {

@@ -2,6 +2,7 @@
 // Flags: bazel run //stages/1f1b:train -- --help   (--micro_batches m, --trace out.json)
 #include "common/pipeline/pipeline_stage.h"
 #include "common/train/train_main.h"
+#include "stages/1f1b/1f1b.h"
 
 int main(int argc, char** argv) {
   llmp::PipelineStageOptions o;
@@ -10,5 +11,7 @@ int main(int argc, char** argv) {
   o.schedule = "1f1b";
   o.default_world_size = 4;
   o.micro_batches = 8;
+  o.bubble_formula = [](int p, int m, int) { return llmp::one_f_one_b_bubble_fraction(p, m); };
+  o.bubble_formula_text = "(p-1)/(m+p-1)";
   return llmp::train_main(argc, argv, llmp::pipeline_stage_spec(o));
 }

@@ -11,7 +11,9 @@ int gpipe_peak_in_flight(int /*p*/, int m, int /*r*/) { return m; }
 
 std::unique_ptr<PipelineStrategy> make_gpipe(const GPT& model, ProcessGroup& pp, AdamWConfig opt,
                                              uint64_t seed, int m, const std::string& trace) {
-  return std::make_unique<PipelineStrategy>(model, pp, opt, seed, gpipe(pp.size(), m), trace);
+  auto s = std::make_unique<PipelineStrategy>(model, pp, opt, seed, gpipe(pp.size(), m), trace);
+  s->set_bubble_formula(gpipe_bubble_fraction(pp.size(), m), "(p-1)/(m+p-1)");
+  return s;
 }
 
 }  // namespace llmp

@@ -1,5 +1,6 @@
-// GPipe against the baseline (p = 2 and 4 ranks; m = 1, 4, 8), its bubble against
-// (p-1)/(m+p-1), its activation memory against "all m micro-batches", bytes per step, and a
+// GPipe against the baseline (p = 2 and 4 ranks; m = 1, 4, 8), its executed bubble (logical
+// clock over the real messages) against (p-1)/(m+p-1), its activation memory against "all m
+// micro-batches", its memory rows against its share of the model, bytes per step, and a
 // schedule whose p does not match the ranks. Run on 1, 2 and 4 ranks (mpi_test in BUILD).
 #include "stages/gpipe/gpipe.h"
 
@@ -26,16 +27,17 @@ TEST(GPipe, MatchesBaselineAfterTenSteps) {
   testing::expect_matches_baseline(make, {1, 4, 8}, /*max_rel=*/1e-5);
 }
 
-TEST(GPipe, BubbleIsPMinusOneOverMPlusPMinusOne) {
-  for (int m : {1, 4, 8}) {
-    const testing::ProbeResult r = testing::probe(make, m);
-    const double formula = gpipe_bubble_fraction(r.p, m);
-    if (r.rank == 0)
-      std::printf("gpipe p=%d m=%d: bubble simulated %.4f, formula (p-1)/(m+p-1) = %.4f, "
-                  "measured %.4f (timing, not asserted)\n",
-                  r.p, m, r.sim.bubble_fraction, formula, r.measured_bubble);
-    EXPECT_NEAR(r.sim.bubble_fraction, formula, 1e-12);
-  }
+TEST(GPipe, ExecutedBubbleIsPMinusOneOverMPlusPMinusOne) {
+  // The executor's logical timeline (F = 1, B = 2, recvs wait for their message's time): the
+  // pipe fills and drains once, makespan (m+p-1)(F+B).
+  const int p = pipeline_world().size();
+  for (int m : {1, 4, 8})
+    testing::expect_executed_bubble(make, "gpipe", m, gpipe_bubble_fraction(p, m),
+                                    "(p-1)/(m+p-1)", 3.0 * (m + p - 1));
+}
+
+TEST(GPipe, MemoryRowsAreThisRanksShare) {
+  testing::expect_memory_rows_match_partition(make, "gpipe", /*m=*/4);
 }
 
 TEST(GPipe, EveryRankHoldsAllMicroBatches) {

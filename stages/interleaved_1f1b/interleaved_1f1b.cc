@@ -19,8 +19,10 @@ int interleaved_peak_in_flight(int p, int m, int v, int r) {
 std::unique_ptr<PipelineStrategy> make_interleaved_1f1b(const GPT& model, ProcessGroup& pp,
                                                         AdamWConfig opt, uint64_t seed, int m,
                                                         int v, const std::string& trace) {
-  return std::make_unique<PipelineStrategy>(model, pp, opt, seed,
-                                            interleaved_1f1b(pp.size(), m, v), trace);
+  auto s = std::make_unique<PipelineStrategy>(model, pp, opt, seed,
+                                              interleaved_1f1b(pp.size(), m, v), trace);
+  s->set_bubble_formula(interleaved_bubble_fraction(pp.size(), m, v), "(p-1)/(v·m+p-1)");
+  return s;
 }
 
 }  // namespace llmp

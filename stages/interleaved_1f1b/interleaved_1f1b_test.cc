@@ -1,6 +1,7 @@
 // Interleaved 1F1B (v = 2) against the baseline (p = 2 and 4 ranks; m = 4, 8 — m = 1 < p is
-// rejected, see BUILD's pipeline_bad_input_test), its bubble against (p-1)/(v·m + p-1), its
-// activation memory against the schedule's warm-up depth. Run on 2 and 4 ranks (L = 8: p·v = 4
+// rejected, see BUILD's pipeline_bad_input_test), its executed bubble (logical clock over the real
+// messages) against (p-1)/(v·m + p-1), its memory rows, its activation memory against the
+// schedule's warm-up depth. Run on 2 and 4 ranks (L = 8: p·v = 4
 // and 8 virtual stages).
 #include "stages/interleaved_1f1b/interleaved_1f1b.h"
 
@@ -31,18 +32,21 @@ TEST(Interleaved1F1B, OneMicroBatchIsRejected) {
                std::invalid_argument);
 }
 
-TEST(Interleaved1F1B, BubbleShrinksByV) {
+TEST(Interleaved1F1B, ExecutedBubbleShrinksByV) {
+  // The executor's logical timeline (every chunk op F = 1, B = 2: a chunk is 1/v of a stage,
+  // which rescales the unit, not the fraction): fill and drain take (p-1)(F+B) of a makespan
+  // (v·m + p-1)(F+B), against 1F1B's (m + p-1)(F+B) in the same unit.
+  const int p = testing::pipeline_world().size();
   for (int m : {4, 8}) {
-    const testing::ProbeResult r = testing::probe(make, m);
-    const double formula = interleaved_bubble_fraction(r.p, m, kChunks);
-    const double plain = (r.p - 1.0) / (m + r.p - 1.0);
-    if (r.rank == 0)
-      std::printf("interleaved p=%d m=%d v=%d: bubble simulated %.4f, formula (p-1)/(v·m+p-1) = "
-                  "%.4f (1F1B: %.4f), measured %.4f (timing, not asserted)\n",
-                  r.p, m, kChunks, r.sim.bubble_fraction, formula, plain, r.measured_bubble);
-    EXPECT_NEAR(r.sim.bubble_fraction, formula, 1e-12);
-    EXPECT_NEAR(r.sim.bubble_ratio, (r.p - 1.0) / (kChunks * m), 1e-12);
+    const testing::ProbeResult r = testing::expect_executed_bubble(
+        make, "interleaved_1f1b", m, interleaved_bubble_fraction(p, m, kChunks),
+        "(p-1)/(v·m+p-1)", 3.0 * (kChunks * m + p - 1));
+    if (r.rank == 0 && p > 1) EXPECT_LT(r.executed_bubble, (p - 1.0) / (m + p - 1.0));
   }
+}
+
+TEST(Interleaved1F1B, MemoryRowsAreThisRanksShare) {
+  testing::expect_memory_rows_match_partition(make, "interleaved_1f1b", /*m=*/4);
 }
 
 TEST(Interleaved1F1B, ActivationsFollowTheWarmUp) {

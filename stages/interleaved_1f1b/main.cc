@@ -5,6 +5,7 @@
 // Flags: bazel run //stages/interleaved_1f1b:train -- --help  (--micro_batches, --chunks, --trace)
 #include "common/pipeline/pipeline_stage.h"
 #include "common/train/train_main.h"
+#include "stages/interleaved_1f1b/interleaved_1f1b.h"
 
 int main(int argc, char** argv) {
   llmp::PipelineStageOptions o;
@@ -16,5 +17,9 @@ int main(int argc, char** argv) {
   o.micro_batches = 8;
   o.chunks = 2;
   o.chunks_flag = true;
+  o.bubble_formula = [](int p, int m, int v) {
+    return llmp::interleaved_bubble_fraction(p, m, v);
+  };
+  o.bubble_formula_text = "(p-1)/(v·m+p-1)";
   return llmp::train_main(argc, argv, llmp::pipeline_stage_spec(o));
 }

@@ -2,6 +2,7 @@
 // one rank busy at a time (mpiexec is started for you). Flags: -- --help  (--trace out.json)
 #include "common/pipeline/pipeline_stage.h"
 #include "common/train/train_main.h"
+#include "stages/naive_pp/naive_pp.h"
 
 int main(int argc, char** argv) {
   llmp::PipelineStageOptions o;
@@ -11,5 +12,7 @@ int main(int argc, char** argv) {
   o.default_world_size = 4;
   o.micro_batches = 1;
   o.micro_batches_flag = false;  // m = 1 is the point: GPipe adds micro-batches
+  o.bubble_formula = [](int p, int, int) { return llmp::naive_pp_bubble_fraction(p); };
+  o.bubble_formula_text = "(p-1)/p";
   return llmp::train_main(argc, argv, llmp::pipeline_stage_spec(o));
 }

@@ -10,7 +10,9 @@ double naive_pp_bubble_fraction(int p) { return (p - 1.0) / p; }
 std::unique_ptr<PipelineStrategy> make_naive_pp(const GPT& model, ProcessGroup& pp,
                                                 AdamWConfig opt, uint64_t seed,
                                                 const std::string& trace) {
-  return std::make_unique<PipelineStrategy>(model, pp, opt, seed, naive(pp.size(), 1), trace);
+  auto s = std::make_unique<PipelineStrategy>(model, pp, opt, seed, naive(pp.size(), 1), trace);
+  s->set_bubble_formula(naive_pp_bubble_fraction(pp.size()), "(p-1)/p");
+  return s;
 }
 
 }  // namespace llmp

@@ -1,5 +1,6 @@
-// The naive pipeline against the baseline (p = 2 and 4 ranks, m = 1), its bubble against
-// (p-1)/p, one batch of activations in flight, bytes per step. Run on 2 and 4 ranks.
+// The naive pipeline against the baseline (p = 2 and 4 ranks, m = 1), its executed bubble
+// (logical clock over the real messages) against (p-1)/p, its memory rows, one batch of
+// activations in flight, bytes per step. Run on 2 and 4 ranks.
 #include "stages/naive_pp/naive_pp.h"
 
 #include <gtest/gtest.h>
@@ -21,13 +22,10 @@ TEST(NaivePP, MatchesBaselineAfterTenSteps) {
 }
 
 TEST(NaivePP, OneRankBusyAtATime) {
-  const testing::ProbeResult r = testing::probe(make, 1);
-  const double formula = naive_pp_bubble_fraction(r.p);
-  if (r.rank == 0)
-    std::printf("naive_pp p=%d: bubble simulated %.4f, formula (p-1)/p = %.4f, measured %.4f "
-                "(timing, not asserted)\n",
-                r.p, r.sim.bubble_fraction, formula, r.measured_bubble);
-  EXPECT_NEAR(r.sim.bubble_fraction, formula, 1e-12);
+  // The executor's logical timeline (F = 1, B = 2): each rank busy 3 of 3p units.
+  const int p = testing::pipeline_world().size();
+  const testing::ProbeResult r = testing::expect_executed_bubble(
+      make, "naive_pp", 1, naive_pp_bubble_fraction(p), "(p-1)/p", 3.0 * p);
   EXPECT_EQ(r.stats.peak_in_flight, 1);
   EXPECT_EQ(static_cast<double>(r.stats.stored_per_forward), r.expected_stored) << "4bTk(16C+HT+4) bytes";
   const double ratio = r.stats.peak_activation_bytes / double(r.stats.stored_per_forward);
@@ -36,6 +34,10 @@ TEST(NaivePP, OneRankBusyAtATime) {
   EXPECT_GE(ratio, 1.0);
   EXPECT_LT(ratio, 2.0);
   EXPECT_DOUBLE_EQ(r.bytes, r.expected_bytes);
+}
+
+TEST(NaivePP, MemoryRowsAreThisRanksShare) {
+  testing::expect_memory_rows_match_partition(make, "naive_pp", /*m=*/1);
 }
 
 }  // namespace

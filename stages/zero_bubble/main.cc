@@ -2,6 +2,7 @@
 // for you). Flags: bazel run //stages/zero_bubble:train -- --help  (--micro_batches, --trace)
 #include "common/pipeline/pipeline_stage.h"
 #include "common/train/train_main.h"
+#include "stages/zero_bubble/zero_bubble.h"
 
 int main(int argc, char** argv) {
   llmp::PipelineStageOptions o;
@@ -10,5 +11,9 @@ int main(int argc, char** argv) {
   o.schedule = "zb_h1";
   o.default_world_size = 4;
   o.micro_batches = 8;
+  o.bubble_formula = [](int p, int m, int) {  // the paper's figure holds for m ≥ p
+    return m >= p ? llmp::zb_h1_bubble_fraction(p, m) : -1.0;
+  };
+  o.bubble_formula_text = "(p-1)/(3m+p-1)";
   return llmp::train_main(argc, argv, llmp::pipeline_stage_spec(o));
 }

@@ -14,7 +14,10 @@ int zb_h1_peak_in_flight(int p, int m, int /*r*/) { return std::min(p, m); }
 std::unique_ptr<PipelineStrategy> make_zero_bubble(const GPT& model, ProcessGroup& pp,
                                                    AdamWConfig opt, uint64_t seed, int m,
                                                    const std::string& trace) {
-  return std::make_unique<PipelineStrategy>(model, pp, opt, seed, zb_h1(pp.size(), m), trace);
+  auto s = std::make_unique<PipelineStrategy>(model, pp, opt, seed, zb_h1(pp.size(), m), trace);
+  // The paper's figure (T_F = T_B = T_W) holds once the steady state exists, m ≥ p.
+  if (m >= pp.size()) s->set_bubble_formula(zb_h1_bubble_fraction(pp.size(), m), "(p-1)/(3m+p-1)");
+  return s;
 }
 
 }  // namespace llmp

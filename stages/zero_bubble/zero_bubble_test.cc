@@ -1,6 +1,6 @@
 // ZB-H1 against the baseline (p = 2 and 4 ranks; m = 1, 4, 8: the B/W split must not change the
-// math), its bubble against (p-1)/(3m + p-1) with T_F = T_B = T_W and against 1F1B's, and its
-// in-flight micro-batches (1F1B's rank-0 peak p on every rank). Run on 2 and 4 ranks.
+// math), its executed bubble (logical clock over the real messages) against (p-1)/(3m + p-1)
+// with T_F = T_B = T_W and against 1F1B's, its memory rows, and its in-flight micro-batches (1F1B's rank-0 peak p on every rank). Run on 2 and 4 ranks.
 #include "stages/zero_bubble/zero_bubble.h"
 
 #include <gtest/gtest.h>
@@ -10,7 +10,6 @@
 
 #include "tests/pipeline_test_util.h"
 #include "common/pipeline/schedule.h"
-#include "common/pipeline/simulator.h"
 
 namespace llmp {
 namespace {
@@ -24,24 +23,26 @@ TEST(ZeroBubble, MatchesBaselineAfterTenSteps) {
   testing::expect_matches_baseline(make, {1, 4, 8}, /*max_rel=*/1e-5);
 }
 
-TEST(ZeroBubble, BubbleIsAThirdOfOneFOneB) {
-  Costs equal;  // the paper's T_F = T_B = T_W
-  equal.forward = 1, equal.backward_input = 1, equal.backward_weight = 1, equal.backward = 2;
+TEST(ZeroBubble, ExecutedBubbleIsAThirdOfOneFOneB) {
+  // The executor's logical timeline with the paper's T_F = T_B = T_W = 1: the bubble per rank
+  // shrinks from 1F1B's (p-1)(T_F+T_B+T_W) to (p-1)(T_F+T_B-T_W), makespan 3m + p-1, once the
+  // steady state exists (m ≥ p); below 1F1B's (p-1)/(m+p-1) for every m.
+  const int p = testing::pipeline_world().size();
   for (int m : {1, 4, 8}) {
-    const testing::ProbeResult r = testing::probe(make, m);
-    const double zb = simulate(zb_h1(r.p, m), equal).bubble_fraction;
-    const double base = simulate(one_f_one_b(r.p, m), equal).bubble_fraction;
-    const double formula = zb_h1_bubble_fraction(r.p, m);
-    if (r.rank == 0)
-      std::printf("zb_h1 p=%d m=%d: bubble simulated %.4f (T_F=T_B=T_W), formula (p-1)/(3m+p-1) = "
-                  "%.4f, 1F1B %.4f; unit costs (F=1, B=W=1/2) %.4f; measured %.4f (timing, not "
-                  "asserted)\n",
-                  r.p, m, zb, formula, base, r.sim.bubble_fraction, r.measured_bubble);
-    if (m >= r.p) {  // the paper's (p-1)(T_F+T_B-T_W) per rank holds once the steady state exists
-      EXPECT_NEAR(zb, formula, 1e-12);
-    }
-    EXPECT_LT(zb, base);
+    const testing::ProbeResult r =
+        m >= p ? testing::expect_executed_bubble(make, "zb_h1", m, zb_h1_bubble_fraction(p, m),
+                                                 "(p-1)/(3m+p-1)", 3.0 * m + p - 1)
+               : testing::probe(make, m);
+    if (r.rank != 0) continue;  // rank 0 holds the gathered timeline
+    const double one_f_one_b = (p - 1.0) / (m + p - 1.0);
+    std::printf("zb_h1 p=%d m=%d: executed bubble %.4f, 1F1B's (p-1)/(m+p-1) = %.4f\n", p, m,
+                r.executed_bubble, one_f_one_b);
+    EXPECT_LT(r.executed_bubble, one_f_one_b);
   }
+}
+
+TEST(ZeroBubble, MemoryRowsAreThisRanksShare) {
+  testing::expect_memory_rows_match_partition(make, "zb_h1", /*m=*/4);
 }
 
 TEST(ZeroBubble, InFlightMicroBatchesAsOneFOneBRankZero) {
