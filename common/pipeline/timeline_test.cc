@@ -55,6 +55,11 @@ TEST(Timeline, MeasuredSpansAreScaledToTheWidth) {
   // Idle over the forward/backward spans: T = 4.5, busy 2 + 2 -> (9 - 4) / 9.
   EXPECT_NEAR(bubble_fraction(spans, 2), 5.0 / 9.0, 1e-12);
   EXPECT_THROW(render_spans(spans, 1, 9), std::invalid_argument);  // rank 1 of 1 rank
+  // The wall-clock timeline of oversubscribed ranks names its fraction for what it is.
+  const std::string wall = render_spans(spans, 2, 9, "wall clock", "wall-clock idle fraction");
+  EXPECT_NE(wall.find("\nwall-clock idle fraction 0.5556 = idle / (p · makespan)\n"),
+            std::string::npos);
+  EXPECT_EQ(wall.find("bubble fraction"), std::string::npos);
 }
 
 TEST(Timeline, BubbleMatchesTheSimulator) {
