@@ -36,7 +36,9 @@ void send_forward(const PipeLink& link, const Action& a, const Tensor& y, Pendin
 void recv_forward(const PipeLink& link, const Action& a, Tensor& x) {
   LLMP_CHECK(a.op == Op::kRecvForward, to_string(a));
   const auto [peer, tag] = route(link, a);
-  link.pp.irecv(x, peer, tag)->wait();
+  auto work = link.pp.irecv(x, peer, tag);
+  work->set_label("recv_forward");  // the watchdog: "timed out ... in recv_forward from rank p"
+  work->wait();
 }
 
 void send_backward(const PipeLink& link, const Action& a, const Tensor& dx, PendingSends* pending) {
@@ -48,7 +50,9 @@ void send_backward(const PipeLink& link, const Action& a, const Tensor& dx, Pend
 void recv_backward(const PipeLink& link, const Action& a, Tensor& dy) {
   LLMP_CHECK(a.op == Op::kRecvBackward, to_string(a));
   const auto [peer, tag] = route(link, a);
-  link.pp.irecv(dy, peer, tag)->wait();
+  auto work = link.pp.irecv(dy, peer, tag);
+  work->set_label("recv_backward");
+  work->wait();
 }
 
 }  // namespace llmp
