@@ -28,6 +28,9 @@ double now_s() {
 // be the process that started this one.
 const pid_t g_parent = getppid();
 
+// When the parent is next checked: process-wide, since most waits end at their first test.
+double g_next_parent_check_s = 0;
+
 int world_rank_of(const WaitSite& s) {
   return s.group ? s.group->world_ranks()[s.group->rank()] : -1;
 }
@@ -73,10 +76,11 @@ WaitWatchdog::WaitWatchdog(const WaitSite& site) : site_(site) {
   const bool watch_parent = started_by_mpiexec();
   idle_ = timeout <= 0 && !watch_parent;
   if (idle_) return;
+  watch_parent_ = watch_parent;
   start_s_ = now_s();
   const int w = std::max(0, world_rank_of(site));
   deadline_s_ = timeout > 0 ? start_s_ + timeout + 0.5 * std::min(w, 8) : 0;
-  next_parent_check_s_ = watch_parent ? start_s_ + 0.1 : 0;
+  check_parent(start_s_);
 }
 
 void WaitWatchdog::poll() {
@@ -87,8 +91,12 @@ void WaitWatchdog::poll() {
                  world_rank_of(site_), seconds(comm_timeout()).c_str(), describe(site_).c_str());
     abort_job(124);
   }
-  if (next_parent_check_s_ > 0 && t > next_parent_check_s_) {
-    next_parent_check_s_ = t + 0.1;
+  check_parent(t);
+}
+
+void WaitWatchdog::check_parent(double t) {
+  if (watch_parent_ && t > g_next_parent_check_s) {
+    g_next_parent_check_s = t + 0.1;
     if (getppid() != g_parent) {
       std::fprintf(stderr,
                    "error: rank %d: the process manager (pid %d) is gone; this rank stops (it "

@@ -43,7 +43,8 @@ std::string describe(const WaitSite& site);
 
 /// One wait's deadline. Construct it when the wait starts, call poll() between tests of the
 /// request; poll() ends the job as described above when the deadline passed or the process
-/// manager is gone. Cheap: a steady-clock read per call, getppid() at most every 100 ms.
+/// manager is gone (checked at construction too). Cheap: a steady-clock read per call,
+/// getppid() at most every 100 ms.
 class WaitWatchdog {
  public:
   explicit WaitWatchdog(const WaitSite& site);
@@ -53,9 +54,12 @@ class WaitWatchdog {
   bool idle() const { return idle_; }
 
  private:
+  /// Ends the process when the parent changed; reads getppid() at most every 100 ms, counted
+  /// over all waits (most end at their first test, so a per-wait timer would never fire).
+  void check_parent(double t);
   const WaitSite& site_;
-  double start_s_ = 0, deadline_s_ = 0, next_parent_check_s_ = 0;
-  bool idle_ = true;
+  double start_s_ = 0, deadline_s_ = 0;
+  bool idle_ = true, watch_parent_ = false;
 };
 
 }  // namespace llmp

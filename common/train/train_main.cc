@@ -17,6 +17,7 @@
 #include "common/runtime/progress.h"
 #include "common/train/checkpoint_io.h"
 #include "common/train/report.h"
+#include "common/train/resources.h"
 
 namespace llmp {
 namespace {
@@ -53,6 +54,12 @@ void validate_before_launch(const TrainConfig& cfg, const StageSpec& spec) {
   GPTConfig mc;
   try {
     mc = model_config(cfg);
+  } catch (const std::exception& e) {
+    user_error(e.what());
+  }
+  // Cores, and memory by common/plan's closed forms, before anything is allocated (resources.h).
+  check_resources(mc, cfg, spec.grid(cfg), spec.name);
+  try {
     Corpus::load(cfg.data, mc.ctx);
   } catch (const std::exception& e) {
     user_error(e.what());
@@ -65,6 +72,7 @@ void validate_before_launch(const TrainConfig& cfg, const StageSpec& spec) {
       user_error(e.what());
     }
   }
+  warn_if_oversubscribed(cfg);  // last: a refused run prints its error line alone
 }
 
 }  // namespace
@@ -93,6 +101,7 @@ int train_main(int argc, char** argv, const StageSpec& spec) {
   // then replaces itself with `mpiexec -n world_size` of the same command (launch.h).
   if (!started_by_mpiexec()) validate_before_launch(cfg, spec);
   launch_or_init(argc, argv, cfg.world_size);
+  set_comm_timeout(cfg.timeout);  // the watchdog of every group's waits (common/comm/watchdog.h)
 
   set_log_quiet(cfg.quiet);
   auto world = ProcessGroup::world();
