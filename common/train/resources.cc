@@ -85,17 +85,20 @@ std::string oversubscription_error(int ranks, int cores, bool oversubscribe) {
          " at most); pass --oversubscribe to run them anyway";
 }
 
+std::string memory_check_error(const GPTConfig& mc, const TrainConfig& cfg, GridShape grid,
+                               const std::string& stage_name, int ranks_here) {
+  const RankMemoryEstimate e = estimate_rank_memory(mc, cfg, grid, dp_stage_of(stage_name));
+  return memory_error(e, mem_available_bytes(), ranks_here,
+                      "--model " + cfg.model +
+                          (cfg.layers > 0 ? " --layers " + std::to_string(cfg.layers) : "") +
+                          " --global_batch " + std::to_string(cfg.global_batch) +
+                          " --world_size " + std::to_string(cfg.world_size));
+}
+
 void check_resources(const GPTConfig& mc, const TrainConfig& cfg, GridShape grid,
                      const std::string& stage_name) {
-  const int cores = usable_cores();
-  std::string err = oversubscription_error(cfg.world_size, cores, cfg.oversubscribe);
-  if (!err.empty()) user_error(err);
-  const RankMemoryEstimate e = estimate_rank_memory(mc, cfg, grid, dp_stage_of(stage_name));
-  err = memory_error(e, mem_available_bytes(), cfg.world_size,
-                     "--model " + cfg.model +
-                         (cfg.layers > 0 ? " --layers " + std::to_string(cfg.layers) : "") +
-                         " --global_batch " + std::to_string(cfg.global_batch) +
-                         " --world_size " + std::to_string(cfg.world_size));
+  std::string err = oversubscription_error(cfg.world_size, usable_cores(), cfg.oversubscribe);
+  if (err.empty()) err = memory_check_error(mc, cfg, grid, stage_name, cfg.world_size);
   if (!err.empty()) user_error(err);
 }
 

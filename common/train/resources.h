@@ -66,7 +66,12 @@ std::string memory_error(const RankMemoryEstimate& e, int64_t available, int ran
 /// line naming both numbers and --oversubscribe.
 std::string oversubscription_error(int ranks, int cores, bool oversubscribe);
 
-/// Before launch: refuses (user_error, exit 2) a run that oversubscribes the cores or cannot fit
+/// memory_error for `mc` trained with `cfg` on `grid` by the stage named `stage_name`, its
+/// `ranks_here` ranks on this machine sharing MemAvailable; the run named by its flags.
+std::string memory_check_error(const GPTConfig& mc, const TrainConfig& cfg, GridShape grid,
+                               const std::string& stage_name, int ranks_here);
+
+/// Before launch (every rank of the job on this machine): refuses (user_error, exit 2) a run that oversubscribes the cores or cannot fit
 /// in memory.
 void check_resources(const GPTConfig& mc, const TrainConfig& cfg, GridShape grid,
                      const std::string& stage_name);

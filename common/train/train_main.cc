@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <stdexcept>
 #include <vector>
 
@@ -108,6 +109,13 @@ int train_main(int argc, char** argv, const StageSpec& spec) {
   // Collective; a shape that does not fit ends every rank with one line (all_ranks_ok, exit 2).
   auto grid = std::make_unique<ProcessGrid>(world, spec.grid(cfg));
 
+  // Ranks started by mpiexec directly skipped validate_before_launch: the memory check again,
+  // before the model is built (MPI_LOCALNRANKS: hydra's count of the ranks on this machine).
+  if (const char* here = std::getenv("MPI_LOCALNRANKS")) {
+    const std::string too_big =
+        memory_check_error(model_config(cfg), cfg, spec.grid(cfg), spec.name, std::atoi(here));
+    all_ranks_ok(too_big.empty(), too_big);
+  }
   const GPT model(model_config(cfg));
   const int T = model.config().ctx, B = cfg.global_batch;
   Corpus corpus;
