@@ -25,6 +25,9 @@ expect2 huge_layers "--layers 1000000 --global_batch 16 --world_size 4: each ran
   -- "$ddp" "${fast[@]}" --layers 1000000
 expect2 huge_global_batch "--global_batch 2147483644 --world_size 4: each rank needs at least" \
   -- "$ddp" "${fast[@]}" --global_batch 2147483644
+# 1M sequences per rank: their tokens (512 MiB) fit, their activations (~2.4 TB) do not.
+expect2 activations_too_big "--global_batch 4000000 --world_size 4: each rank needs at least" \
+  -- "$ddp" "${fast[@]}" --global_batch 4000000
 expect2 huge_layers_pipeline "--layers 1000000" \
   -- "$gpipe" "${fast[@]}" --layers 1000000 --world_size 2
 # Inside the ranks (started by mpiexec directly, the launcher's checks skipped): the same check.
