@@ -18,7 +18,7 @@
 //
 // Test hook (for tests only): LLMP_TEST_STALL=<world rank>:<operation> makes that rank stop
 // itself (SIGSTOP) the first time it waits on that operation, e.g. "1:recv_forward" or
-// "1:all_reduce"; common/train/watchdog_test.sh uses it to stall one rank of a real run.
+// "1:all_reduce"; tests/watchdog_test.sh uses it to stall one rank of a real run.
 //
 // Glossary: w world rank of this process; deadline = start of the wait + comm_timeout().
 #pragma once
