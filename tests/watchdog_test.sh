@@ -51,37 +51,44 @@ stalled collective 1:all_reduce \
   "rank 0: timed out after 3 s in all_reduce over the data-parallel group (world ranks 0,1,2,3)" \
   -- "$ddp" "${run[@]}" --world_size 4 --global_batch 8
 
-# The process manager dies (SIGKILL to hydra's proxy): the ranks, re-parented, must stop.
-"$ddp" "${run[@]}" --world_size 2 --global_batch 8 >"$tmp/out" 2>"$tmp/err" &
-job=$!  # launch_or_init exec()s mpiexec in this process
-proxy="" ranks=""
-for _ in $(seq 300); do
-  proxy=$(pgrep -P "$job" | head -1)
-  [ -n "$proxy" ] && ranks=$(pgrep -P "$proxy" | tr '\n' ' ')
-  [ "$(echo $ranks | wc -w)" -eq 2 ] && break
-  sleep 0.1
-done
-if [ "$(echo $ranks | wc -w)" -ne 2 ]; then
-  fail "headless: could not find the job's proxy and its 2 ranks (proxy '$proxy', ranks '$ranks')"
-else
-  sleep 1  # training
-  kill -KILL "$proxy"
-  left=$ranks
+# headless NAME WHICH: SIGKILL to the job's mpiexec or to hydra's proxy (its child, the ranks'
+# parent) under a running 2-rank DDP job; the ranks must stop within 30 s, not train on headless.
+headless() {
+  local name=$1 which=$2 job proxy="" ranks="" victim left
+  "$ddp" "${run[@]}" --world_size 2 --global_batch 8 >"$tmp/out" 2>"$tmp/err" &
+  job=$!  # launch_or_init exec()s mpiexec in this process
   for _ in $(seq 300); do
-    left=""
-    for r in $ranks; do kill -0 "$r" 2>/dev/null && left+="$r "; done
-    [ -z "$left" ] && break
+    proxy=$(pgrep -P "$job" | head -1)
+    [ -n "$proxy" ] && ranks=$(pgrep -P "$proxy" | tr '\n' ' ')
+    [ "$(echo $ranks | wc -w)" -eq 2 ] && break
     sleep 0.1
   done
-  if [ -n "$left" ]; then
-    fail "headless: ranks $left still running 30 s after their process manager died"
-    kill -KILL $left 2>/dev/null
+  if [ "$(echo $ranks | wc -w)" -ne 2 ]; then
+    fail "$name: could not find the job's proxy and its 2 ranks (proxy '$proxy', ranks '$ranks')"
   else
-    echo "ok   headless: ranks $ranks stopped after their process manager (pid $proxy) died"
+    sleep 1  # training
+    victim=$([ "$which" = proxy ] && echo "$proxy" || echo "$job")
+    kill -KILL "$victim"
+    for _ in $(seq 300); do
+      left=""
+      for r in $ranks; do kill -0 "$r" 2>/dev/null && left+="$r "; done
+      [ -z "$left" ] && break
+      sleep 0.1
+    done
+    if [ -n "$left" ]; then
+      fail "$name: ranks $left still running 30 s after $which (pid $victim) was killed"
+      kill -KILL $left 2>/dev/null
+    else
+      echo "ok   $name: ranks $ranks stopped after $which (pid $victim) was killed"
+    fi
   fi
-fi
-kill -KILL "$job" 2>/dev/null
-wait "$job" 2>/dev/null
+  kill -KILL "$job" "$proxy" 2>/dev/null
+  wait "$job" 2>/dev/null
+}
+# The proxy: the ranks are re-parented, and only the watchdog's getppid() check stops them.
+headless headless_proxy_killed proxy
+# mpiexec: hydra's proxy sees its control socket close and kills the ranks itself.
+headless headless_mpiexec_killed mpiexec
 
 echo "$fails case(s) failed"
 [ "$fails" -eq 0 ]

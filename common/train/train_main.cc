@@ -109,8 +109,9 @@ int train_main(int argc, char** argv, const StageSpec& spec) {
   // Collective; a shape that does not fit ends every rank with one line (all_ranks_ok, exit 2).
   auto grid = std::make_unique<ProcessGrid>(world, spec.grid(cfg));
 
-  // Ranks started by mpiexec directly skipped validate_before_launch: the memory check again,
-  // before the model is built (MPI_LOCALNRANKS: hydra's count of the ranks on this machine).
+  // The memory check again on every rank, for ranks mpiexec started directly (they skipped
+  // validate_before_launch), before the model is built. MPI_LOCALNRANKS: hydra's count of the
+  // ranks on this machine, which share its MemAvailable.
   if (const char* here = std::getenv("MPI_LOCALNRANKS")) {
     const std::string too_big =
         memory_check_error(model_config(cfg), cfg, spec.grid(cfg), spec.name, std::atoi(here));
