@@ -82,6 +82,18 @@ TEST(Resources, AHugeRunIsRefusedWithOneLineNamingBothNumbers) {
   EXPECT_EQ(memory_error(e, -1, 4, "x"), "") << "unknown available memory: no verdict";
 }
 
+TEST(Resources, TokensPerRankMustFitAnInt) {
+  TrainConfig cfg;
+  cfg.global_batch = 2147483644;
+  EXPECT_NE(token_count_error(cfg, 64, {1, 1, 1}).find("--global_batch 2147483644"),
+            std::string::npos);
+  EXPECT_EQ(token_count_error(cfg, 1, {4, 1, 1}), "");  // 536870911 tokens per rank
+  cfg.global_batch = 33554431;                           // 33554431 · 64 = 2^31 - 64
+  EXPECT_EQ(token_count_error(cfg, 64, {1, 1, 1}), "");
+  cfg.global_batch = 33554432;                           // 2^25 · 64 = 2^31
+  EXPECT_NE(token_count_error(cfg, 64, {1, 1, 1}), "");
+}
+
 TEST(Resources, OversubscriptionAboveFourRanksPerCore) {
   EXPECT_EQ(oversubscription_error(8, 2, false), "");
   EXPECT_NE(oversubscription_error(9, 2, false).find("--oversubscribe"), std::string::npos);

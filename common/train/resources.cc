@@ -7,6 +7,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -85,14 +86,27 @@ std::string oversubscription_error(int ranks, int cores, bool oversubscribe) {
          " at most); pass --oversubscribe to run them anyway";
 }
 
+std::string token_count_error(const TrainConfig& cfg, int T, GridShape grid) {
+  // The token and target buffers are indexed with int (num_seqs · T): int64 product, checked.
+  int64_t tokens = 0;
+  const int64_t seqs = cfg.global_batch / std::max(1, grid.dp);
+  if (!__builtin_mul_overflow(seqs, int64_t(T), &tokens) && tokens <= INT32_MAX) return "";
+  return "--global_batch " + std::to_string(cfg.global_batch) + ": " + std::to_string(seqs) +
+         " sequences of T=" + std::to_string(T) + " tokens per rank exceed the 2147483647 "
+         "tokens one rank's batch buffers can index";
+}
+
 std::string memory_check_error(const GPTConfig& mc, const TrainConfig& cfg, GridShape grid,
                                const std::string& stage_name, int ranks_here) {
   const RankMemoryEstimate e = estimate_rank_memory(mc, cfg, grid, dp_stage_of(stage_name));
-  return memory_error(e, mem_available_bytes(), ranks_here,
-                      "--model " + cfg.model +
-                          (cfg.layers > 0 ? " --layers " + std::to_string(cfg.layers) : "") +
-                          " --global_batch " + std::to_string(cfg.global_batch) +
-                          " --world_size " + std::to_string(cfg.world_size));
+  const std::string memory =
+      memory_error(e, mem_available_bytes(), ranks_here,
+                   "--model " + cfg.model +
+                       (cfg.layers > 0 ? " --layers " + std::to_string(cfg.layers) : "") +
+                       " --global_batch " + std::to_string(cfg.global_batch) +
+                       " --world_size " + std::to_string(cfg.world_size));
+  // A machine with the memory for 2^31 tokens per rank still cannot index them with int.
+  return memory.empty() ? token_count_error(cfg, mc.ctx, grid) : memory;
 }
 
 void check_resources(const GPTConfig& mc, const TrainConfig& cfg, GridShape grid,

@@ -14,7 +14,9 @@
 // It leaves out what the table does not know (communication buffers, the allocator's slack), so
 // it is a lower bound: a run it refuses cannot fit; one it accepts may still be tight.
 // Available memory: MemAvailable of /proc/meminfo divided by the ranks on this machine (all of
-// them: train_main launches every rank here).
+// them: train_main launches every rank here). The estimate is computed in double, so no flag
+// value overflows it; the one integer product that could, a rank's tokens (B/dp)·T, which the
+// batch buffers index with int, is an int64 product checked against INT32_MAX.
 //
 // Cores: more ranks than kMaxRanksPerCore (4, common/runtime/flags.h) per core are refused unless
 // --oversubscribe; more ranks than cores print one warning line (the test suite runs 4 ranks on
@@ -66,7 +68,11 @@ std::string memory_error(const RankMemoryEstimate& e, int64_t available, int ran
 /// line naming both numbers and --oversubscribe.
 std::string oversubscription_error(int ranks, int cores, bool oversubscribe);
 
-/// memory_error for `mc` trained with `cfg` on `grid` by the stage named `stage_name`, its
+/// "" when this rank's tokens, (B/dp)·T, fit the int the batch buffers are indexed with (an
+/// int64 product, checked), else one line naming --global_batch.
+std::string token_count_error(const TrainConfig& cfg, int T, GridShape grid);
+
+/// memory_error, then token_count_error, for `mc` trained with `cfg` on `grid` by the stage named `stage_name`, its
 /// `ranks_here` ranks on this machine sharing MemAvailable; the run named by its flags.
 std::string memory_check_error(const GPTConfig& mc, const TrainConfig& cfg, GridShape grid,
                                const std::string& stage_name, int ranks_here);
