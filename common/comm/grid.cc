@@ -43,6 +43,10 @@ ProcessGrid::ProcessGrid(std::shared_ptr<ProcessGroup> world, int dp, int pp, in
   tp_group_ = world_->split(dp_rank_ * pp + pp_rank_, tp_rank_);
   pp_group_ = world_->split(dp_rank_ * tp + tp_rank_, pp_rank_);
   dp_group_ = world_->split(pp_rank_ * tp + tp_rank_, dp_rank_);
+  // What the watchdog's message calls them (common/comm/watchdog.h).
+  tp_group_->set_name("tensor-parallel group");
+  pp_group_->set_name("pipeline group");
+  dp_group_->set_name("data-parallel group");
 }
 
 }  // namespace llmp

@@ -1,5 +1,5 @@
 // MPI plumbing for the ProcessGroup MPI backend: MPI_CHECK's failure path, int counts, dtypes,
-// kAvg's scaling and the yielding wait (see mpi_util.h for why it exists).
+// kAvg's scaling and the yielding wait with the watchdog's poll (see mpi_util.h for why it yields).
 //
 // Glossary: N ranks; count = elements of an MPI datatype; displs = exclusive prefix sums of counts.
 #include "common/comm/mpi_util.h"
@@ -67,8 +67,10 @@ bool mpi_yield_when_waiting() {
   return yield;
 }
 
-void mpi_wait(MPI_Request* request, MPI_Status* status) {
-  if (!mpi_yield_when_waiting()) {
+void mpi_wait(MPI_Request* request, MPI_Status* status, const WaitSite& site) {
+  WaitWatchdog watchdog(site);
+  const bool yield = mpi_yield_when_waiting();
+  if (!yield && watchdog.idle()) {
     MPI_CHECK(MPI_Wait(request, status));
     return;
   }
@@ -76,7 +78,8 @@ void mpi_wait(MPI_Request* request, MPI_Status* status) {
   for (;;) {
     MPI_CHECK(MPI_Test(request, &done, status));
     if (done) return;
-    sched_yield();  // hand the core to a rank that has work; back on the next time slice
+    watchdog.poll();  // past the deadline, or the process manager gone: ends the job
+    if (yield) sched_yield();  // hand the core to a rank that has work; back next time slice
   }
 }
 

@@ -12,6 +12,7 @@
 // sched_yield() between polls hands the core to the rank that has work: 4 ranks on 2 cores,
 // 4 KiB all_reduce 10.7 ms -> 0.2 ms (quiet machine), 3-8x on a loaded one. Alone on its core,
 // sched_yield() returns at once, so the cost there is a syscall per poll (a few µs per call).
+// The same loop runs the watchdog (watchdog.h): a wait past --timeout ends the job (exit 124).
 // Glossary: N ranks in a group; "count" = number of elements of the MPI datatype.
 #pragma once
 
@@ -23,6 +24,7 @@
 #include <vector>
 
 #include "common/comm/process_group.h"
+#include "common/comm/watchdog.h"
 #include "common/tensor/tensor.h"
 
 namespace llmp {
@@ -44,9 +46,12 @@ void mpi_counts_displs(const std::vector<int64_t>& counts, const char* what, std
 /// all_reduce_bench compares against). Read once.
 bool mpi_yield_when_waiting();
 
-/// Completes `request` (MPI_Wait, or MPI_Test + sched_yield() when mpi_yield_when_waiting()).
-/// Every blocking collective of ProcessGroup is its non-blocking form plus this wait.
-void mpi_wait(MPI_Request* request, MPI_Status* status = MPI_STATUS_IGNORE);
+/// Completes `request`: MPI_Test in a loop, with sched_yield() between tests when
+/// mpi_yield_when_waiting(), and the watchdog's poll (watchdog.h) after each test, which ends the
+/// job naming `site` when the wait passes comm_timeout(). Plain MPI_Wait only when neither
+/// yielding nor the watchdog is on. Every blocking collective of ProcessGroup is its
+/// non-blocking form plus this wait.
+void mpi_wait(MPI_Request* request, MPI_Status* status, const WaitSite& site);
 
 /// MPI_SUM for kSum and kAvg (kAvg divides afterwards), MPI_MAX for kMax.
 MPI_Op mpi_op(ReduceOp op);
@@ -69,6 +74,9 @@ class MpiWork final : public Work {
   int ranks = 1;
   int64_t expect_recv = -1;  ///< irecv: elements expected; checked against the status
   std::string what;          ///< irecv: "recv on rank 0 from rank 1 (tag 0)"
+  /// The operation, its group (which must outlive this Work) and peer, for the watchdog;
+  /// site.op is replaced by the caller's set_label() when there is one.
+  WaitSite site;
 
   ~MpiWork() override;
   void wait() override;

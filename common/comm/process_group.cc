@@ -249,6 +249,23 @@ std::shared_ptr<ProcessGroup> ProcessGroup::split(int color, int key) {
   return make_split(color, key);
 }
 
-std::shared_ptr<ProcessGroup> ProcessGroup::duplicate() { return make_duplicate(); }
+std::shared_ptr<ProcessGroup> ProcessGroup::duplicate() {
+  auto dup = make_duplicate();
+  dup->set_name(name_);
+  return dup;
+}
+
+// --- the watchdog's limit ---
+
+namespace {
+double g_comm_timeout_s = 0;  // off until a trainer sets --timeout
+}  // namespace
+
+void set_comm_timeout(double seconds) {
+  LLMP_CHECK(seconds >= 0, "comm timeout " + std::to_string(seconds) + " s must be >= 0");
+  g_comm_timeout_s = seconds;
+}
+
+double comm_timeout() { return g_comm_timeout_s; }
 
 }  // namespace llmp

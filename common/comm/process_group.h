@@ -33,6 +33,15 @@
 // Bookkeeping (metrics, the report table, span gathering) runs on a duplicate() of the group, so
 // the technique's CommStats show only the technique's bytes.
 //
+// The watchdog. A rank that waits in a collective, a send or a receive longer than
+// comm_timeout() seconds ends the whole job with one line naming itself, the operation and the
+// peer or group it waited for, and exit status 124 (as timeout(1)):
+//   error: rank 0: timed out after 5 s in recv_backward from rank 1 (pipeline group); a rank
+//   stopped or hung
+// A stopped or crashed peer then ends the run instead of hanging it. The backend checks the
+// deadline in its wait loop (the MPI one: MPI_Test + sched_yield, mpi_util.h). Off (0) until
+// set_comm_timeout(); the trainers set it from --timeout (default 600 s, common/runtime/flags.h).
+//
 // Glossary: N = size() ranks in the group, r = rank() in the group, S = bytes.
 #pragma once
 
@@ -63,10 +72,23 @@ struct CommStats {
 class Work {
  public:
   virtual ~Work() = default;
+  /// Blocks until the operation completes; past comm_timeout() ends the job (the watchdog).
   virtual void wait() = 0;
   /// Non-blocking completion test (drives the backend's progress).
   virtual bool test() = 0;
+  /// What the caller calls this operation ("recv_forward"), for the watchdog's message; the
+  /// group's operation name ("recv") when unset. `op` must outlive the Work (a string literal).
+  void set_label(const char* op) { label_ = op; }
+
+ protected:
+  const char* label_ = nullptr;
 };
+
+/// The watchdog's limit for every wait of every group, in seconds; 0 turns it off (the default).
+/// Process-wide: one process is one rank. Ends the process (fail_at) on a negative or NaN value.
+void set_comm_timeout(double seconds);
+/// The limit set by set_comm_timeout (0: off).
+double comm_timeout();
 
 class ProcessGroup {
  public:
@@ -85,6 +107,11 @@ class ProcessGroup {
 
   int rank() const { return rank_; }
   int size() const { return size_; }
+  /// What the watchdog's message calls this group: "world" for world(), "group" for a new one
+  /// unless named ("data-parallel group", "pipeline group", ... by ProcessGrid); a duplicate()
+  /// keeps its original's name.
+  const std::string& name() const { return name_; }
+  void set_name(std::string name) { name_ = std::move(name); }
   /// Ranks of the job's world (world()) in this group, in group-rank order.
   const std::vector<int>& world_ranks() const { return world_ranks_; }
   /// Where this backend's tensors live: Device::kCPU for MPI, Device::kCUDA for NCCL. Every
@@ -191,6 +218,7 @@ class ProcessGroup {
   void check_tensor(const Tensor& t, const char* op, bool reduces) const;
   int rank_ = 0, size_ = 1;
   std::vector<int> world_ranks_;
+  std::string name_ = "group";
   CommStats stats_;
 };
 

@@ -42,7 +42,8 @@ MpiWork::~MpiWork() {
 void MpiWork::wait() {
   if (done_) return;
   MPI_Status status;
-  mpi_wait(&request, &status);
+  if (label_) site.op = label_;
+  mpi_wait(&request, &status, site);
   finish(status);
 }
 
@@ -74,6 +75,7 @@ std::shared_ptr<Work> MpiProcessGroup::start_reduce_scatter_v(const Tensor& inpu
                                                               const std::vector<int64_t>& counts,
                                                               ReduceOp op) {
   auto w = mpi_work({input, output}, op, output, size());
+  w->site = {"reduce_scatter_v", this};
   mpi_counts_displs(counts, "reduce_scatter_v", &w->counts, &w->displs);
   MPI_CHECK(MPI_Ireduce_scatter(input.raw(), output.raw(), w->counts.data(),
                                 mpi_datatype(input.dtype()), mpi_op(op), comm_, &w->request));
@@ -84,6 +86,7 @@ std::shared_ptr<Work> MpiProcessGroup::start_all_gather_v(const Tensor& input, T
                                                           const std::vector<int64_t>& counts,
                                                           bool in_place) {
   auto w = mpi_work({input, output});
+  w->site = {"all_gather_v", this};
   mpi_counts_displs(counts, "all_gather_v", &w->counts, &w->displs);
   const MPI_Datatype dt = mpi_datatype(input.dtype());
   MPI_CHECK(MPI_Iallgatherv(in_place ? MPI_IN_PLACE : input.raw(), w->counts[rank()], dt,
@@ -96,6 +99,7 @@ std::shared_ptr<Work> MpiProcessGroup::start_all_gather_v(const Tensor& input, T
 
 std::shared_ptr<Work> MpiProcessGroup::start_send(const Tensor& t, int dst, int tag) {
   auto w = mpi_work({t});
+  w->site = {"send", this, dst, /*peer_is_source=*/false};
   MPI_CHECK(MPI_Isend(t.raw(), mpi_count(t.numel(), "send"), mpi_datatype(t.dtype()), dst, tag,
                       comm_, &w->request));
   return w;
@@ -103,6 +107,7 @@ std::shared_ptr<Work> MpiProcessGroup::start_send(const Tensor& t, int dst, int 
 
 std::shared_ptr<Work> MpiProcessGroup::start_recv(Tensor& t, int src, int tag) {
   auto w = mpi_work({t});
+  w->site = {"recv", this, src, /*peer_is_source=*/true};
   w->expect_recv = t.numel();
   w->what = "recv on rank " + str(rank()) + " from rank " + str(src) + " (tag " + str(tag) + ")";
   MPI_CHECK(MPI_Irecv(t.raw(), mpi_count(t.numel(), "recv"), mpi_datatype(t.dtype()), src, tag,

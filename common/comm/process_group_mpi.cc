@@ -18,7 +18,9 @@ std::shared_ptr<ProcessGroup> ProcessGroup::world() {
   int init = 0;
   MPI_Initialized(&init);
   LLMP_CHECK(init, "MPI is not initialised: call launch_or_init() (common/runtime/launch.h) first");
-  return std::make_shared<MpiProcessGroup>(MPI_COMM_WORLD, /*owns=*/false);
+  auto world = std::make_shared<MpiProcessGroup>(MPI_COMM_WORLD, /*owns=*/false);
+  world->set_name("world");
+  return world;
 }
 
 MpiProcessGroup::Layout MpiProcessGroup::layout_of(MPI_Comm comm) {
@@ -70,6 +72,7 @@ std::shared_ptr<ProcessGroup> MpiProcessGroup::make_duplicate() {
 
 std::shared_ptr<Work> MpiProcessGroup::start_all_reduce(Tensor& t, ReduceOp op) {
   auto w = mpi_work({t}, op, t, size());
+  w->site = {"all_reduce", this};
   MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, t.raw(), mpi_count(t.numel(), "all_reduce"),
                            mpi_datatype(t.dtype()), mpi_op(op), comm_, &w->request));
   return w;
@@ -78,6 +81,7 @@ std::shared_ptr<Work> MpiProcessGroup::start_all_reduce(Tensor& t, ReduceOp op) 
 std::shared_ptr<Work> MpiProcessGroup::start_reduce_scatter(const Tensor& input, Tensor& output,
                                                             ReduceOp op) {
   auto w = mpi_work({input, output}, op, output, size());
+  w->site = {"reduce_scatter", this};
   MPI_CHECK(MPI_Ireduce_scatter_block(input.raw(), output.raw(),
                                       mpi_count(output.numel(), "reduce_scatter"),
                                       mpi_datatype(input.dtype()), mpi_op(op), comm_,
@@ -88,6 +92,7 @@ std::shared_ptr<Work> MpiProcessGroup::start_reduce_scatter(const Tensor& input,
 std::shared_ptr<Work> MpiProcessGroup::start_all_gather(const Tensor& input, Tensor& output,
                                                         bool in_place) {
   auto w = mpi_work({input, output});
+  w->site = {"all_gather", this};
   const int k = mpi_count(input.numel(), "all_gather");
   const MPI_Datatype dt = mpi_datatype(input.dtype());
   MPI_CHECK(MPI_Iallgather(in_place ? MPI_IN_PLACE : input.raw(), k, dt, output.raw(), k, dt,
@@ -97,6 +102,7 @@ std::shared_ptr<Work> MpiProcessGroup::start_all_gather(const Tensor& input, Ten
 
 std::shared_ptr<Work> MpiProcessGroup::start_broadcast(Tensor& t, int root) {
   auto w = mpi_work({t});
+  w->site = {"broadcast", this};
   MPI_CHECK(MPI_Ibcast(t.raw(), mpi_count(t.numel(), "broadcast"), mpi_datatype(t.dtype()), root,
                        comm_, &w->request));
   return w;
@@ -106,6 +112,7 @@ std::shared_ptr<Work> MpiProcessGroup::start_reduce(Tensor& t, int root, ReduceO
   const bool is_root = rank() == root;
   // Only the root's tensor changes, so only the root divides for kAvg.
   auto w = mpi_work({t}, is_root ? op : ReduceOp::kSum, t, size());
+  w->site = {"reduce", this};
   MPI_CHECK(MPI_Ireduce(is_root ? MPI_IN_PLACE : t.raw(), is_root ? t.raw() : nullptr,
                         mpi_count(t.numel(), "reduce"), mpi_datatype(t.dtype()), mpi_op(op), root,
                         comm_, &w->request));
@@ -114,6 +121,7 @@ std::shared_ptr<Work> MpiProcessGroup::start_reduce(Tensor& t, int root, ReduceO
 
 std::shared_ptr<Work> MpiProcessGroup::start_all_to_all(const Tensor& input, Tensor& output) {
   auto w = mpi_work({input, output});
+  w->site = {"all_to_all", this};
   const int k = mpi_count(input.numel() / size(), "all_to_all");
   const MPI_Datatype dt = mpi_datatype(input.dtype());
   MPI_CHECK(MPI_Ialltoall(input.raw(), k, dt, output.raw(), k, dt, comm_, &w->request));
@@ -122,6 +130,7 @@ std::shared_ptr<Work> MpiProcessGroup::start_all_to_all(const Tensor& input, Ten
 
 std::shared_ptr<Work> MpiProcessGroup::start_barrier() {
   auto w = std::make_shared<MpiWork>();
+  w->site = {"barrier", this};
   MPI_CHECK(MPI_Ibarrier(comm_, &w->request));
   return w;
 }

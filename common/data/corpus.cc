@@ -49,11 +49,25 @@ void append_file(const std::string& file, std::vector<uint8_t>* bytes) {
 
 }  // namespace
 
+std::string Corpus::kind_error(const std::string& path) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);  // follows symlinks: what would be read
+  if (!fs::exists(st)) return "no such file or folder";
+  if (fs::is_regular_file(st) || fs::is_directory(st)) return "";
+  const char* what = fs::is_character_file(st) ? "a character device"
+                     : fs::is_block_file(st)   ? "a block device"
+                     : fs::is_fifo(st)         ? "a FIFO"
+                     : fs::is_socket(st)       ? "a socket"
+                                               : "an unknown kind of file";
+  return std::string("not a regular file or directory (") + what + ")";
+}
+
 Corpus Corpus::load(const std::string& path, int T) {
   if (T < 1) throw std::invalid_argument("corpus " + path + ": sequence length T=" +
                                          std::to_string(T) + " must be at least 1");
   std::error_code ec;
-  if (!fs::exists(path, ec)) fail(path, "no such file or folder");
+  const std::string kind = kind_error(path);
+  if (!kind.empty()) fail(path, kind);
 
   Corpus c;
   c.path_ = path;

@@ -5,6 +5,10 @@
 // quotations under /usr/share/games/fortunes), which a ~1M-parameter model starts to imitate
 // within a few hundred steps.
 //
+// Only regular files are read: `path` must be a regular file or a folder (symlinks to either are
+// followed), and anything else (/dev/zero, a FIFO, a socket) is refused by name before a byte is
+// read, since reading it would never end or never start.
+//
 // Loading a folder walks it recursively in sorted path order and concatenates every regular
 // file, skipping symlinks (Debian's `*.u8` links point back at the same files), `.dat` files
 // (strfile's binary index) and `.u8` files. Sorting makes the byte stream, and so every batch,
@@ -49,8 +53,10 @@ class Corpus {
 
   /// Loads `path` (a file, or a folder read recursively; see the file comment for what is
   /// skipped) and splits it 90/10. `T` is the sequence length the corpus will be sampled with.
-  /// Throws std::runtime_error with one line naming the path when the path does not exist,
-  /// holds no bytes, or either split is shorter than T+1 bytes; std::invalid_argument when T < 1.
+  /// Throws std::runtime_error with one line naming the path when the path does not exist, is
+  /// neither a regular file nor a folder ("corpus /dev/zero: not a regular file or directory (a
+  /// character device)"), holds no bytes, or either split is shorter than T+1 bytes;
+  /// std::invalid_argument when T < 1.
   static Corpus load(const std::string& path, int T);
 
   const Split& train() const { return train_; }
@@ -62,6 +68,11 @@ class Corpus {
   /// The files read, in the order they were concatenated.
   const std::vector<std::string>& files() const { return files_; }
   const std::string& path() const { return path_; }
+
+  /// "" when `path` is a regular file or a folder (following symlinks), else what it is instead:
+  /// "not a regular file or directory (a character device)", "... (a FIFO)", "... (a socket)",
+  /// "... (a block device)"; "no such file or folder" when it does not exist.
+  static std::string kind_error(const std::string& path);
 
  private:
   std::string path_;

@@ -3,6 +3,7 @@
 #include "common/data/corpus.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
@@ -97,6 +98,24 @@ TEST(Corpus, EmptyFileAndEmptyFolderAreErrors) {
   // A folder of empty files has files but no bytes.
   msg = error_of([&] { Corpus::load(dir, 8); });
   EXPECT_NE(msg.find("is empty"), std::string::npos) << msg;
+}
+
+TEST(Corpus, OnlyRegularFilesAndFoldersAreRead) {
+  // /dev/zero would be read forever, a FIFO would block on open: refused before reading.
+  try {
+    Corpus::load("/dev/zero", 4);
+    FAIL() << "expected a throw";
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(), "corpus /dev/zero: not a regular file or directory (a character device)");
+  }
+  const std::string fifo = ::testing::TempDir() + "/corpus_test_fifo";
+  fs::remove(fifo);
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_EQ(Corpus::kind_error(fifo), "not a regular file or directory (a FIFO)");
+  EXPECT_THROW(Corpus::load(fifo, 4), std::runtime_error);
+  fs::remove(fifo);
+  EXPECT_EQ(Corpus::kind_error(::testing::TempDir()), "");
+  EXPECT_EQ(Corpus::kind_error("/no/such/corpus"), "no such file or folder");
 }
 
 TEST(Corpus, TooShortForOneSequenceInEitherSplit) {

@@ -25,11 +25,15 @@ void send_with_time(const PipeLink& link, const Action& a, const Tensor& t, doub
   pending->add(link.clock.isend(time, peer, tag), time);  // bookkeeping: not in pp's CommStats
 }
 
-double recv_with_time(const PipeLink& link, const Action& a, Tensor& t) {
+/// `label` names the wait for the watchdog: "timed out ... in recv_forward from rank p".
+double recv_with_time(const PipeLink& link, const Action& a, Tensor& t, const char* label) {
   const auto [peer, tag] = route(link, a);
   Tensor time = Tensor::empty({1}, DType::kF32, MemCategory::kCommBuffers);
   std::shared_ptr<Work> data = link.pp.irecv(t, peer, tag);
-  link.clock.irecv(time, peer, tag)->wait();
+  data->set_label(label);
+  std::shared_ptr<Work> clock = link.clock.irecv(time, peer, tag);
+  clock->set_label(label);
+  clock->wait();
   data->wait();
   return time.f32()[0];
 }
@@ -55,7 +59,7 @@ void send_forward(const PipeLink& link, const Action& a, const Tensor& y, double
 
 double recv_forward(const PipeLink& link, const Action& a, Tensor& x) {
   LLMP_CHECK(a.op == Op::kRecvForward, to_string(a));
-  return recv_with_time(link, a, x);
+  return recv_with_time(link, a, x, "recv_forward");
 }
 
 void send_backward(const PipeLink& link, const Action& a, const Tensor& dx, double logical_time,
@@ -66,7 +70,7 @@ void send_backward(const PipeLink& link, const Action& a, const Tensor& dx, doub
 
 double recv_backward(const PipeLink& link, const Action& a, Tensor& dy) {
   LLMP_CHECK(a.op == Op::kRecvBackward, to_string(a));
-  return recv_with_time(link, a, dy);
+  return recv_with_time(link, a, dy, "recv_backward");
 }
 
 }  // namespace llmp

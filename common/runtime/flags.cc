@@ -89,6 +89,13 @@ void add_train_flags(CLI::App& app, TrainConfig& cfg) {
       ->capture_default_str();
   app.add_option("--trace", cfg.trace, "write a Chrome trace (chrome://tracing, Perfetto) here");
   app.add_flag("--quiet", cfg.quiet, "no progress bar or info lines");
+  app.add_option("--timeout", cfg.timeout,
+                 "seconds a rank may wait in one collective or receive before the job ends "
+                 "(exit 124); 0: never")
+      ->capture_default_str();
+  app.add_flag("--oversubscribe", cfg.oversubscribe,
+               "allow more than " + std::to_string(kMaxRanksPerCore) +
+                   " ranks per CPU core (refused otherwise; more ranks than cores warns)");
 }
 
 void parse_flags_or_exit(CLI::App& app, int argc, char** argv) {
@@ -128,9 +135,13 @@ std::string validation_error(const TrainConfig& cfg, int dp_size) {
   if (cfg.eval_batches < 1) return "eval_batches " + std::to_string(cfg.eval_batches) + " must be at least 1";
   if (cfg.layers < 0) return "layers " + std::to_string(cfg.layers) + " must not be negative";
   if (cfg.log_every < 1) return "log_every " + std::to_string(cfg.log_every) + " must be at least 1";
+  if (!(cfg.timeout >= 0) || !std::isfinite(cfg.timeout))
+    return "timeout " + format_double(cfg.timeout) + " s must be 0 (off) or positive";
   if (!is_known_preset(cfg.model))
     return "unknown model preset '" + cfg.model + "' (expected tiny, mini or gpt2)";
   if (!fs::exists(cfg.data, ec)) return "data path " + cfg.data + " does not exist";
+  const std::string kind = Corpus::kind_error(cfg.data);  // /dev/zero, a FIFO: never read
+  if (!kind.empty()) return "--data " + cfg.data + ": " + kind;
   if (!cfg.load.empty() && !fs::exists(cfg.load, ec))
     return "checkpoint to load " + cfg.load + " does not exist";
   return "";

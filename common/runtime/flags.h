@@ -57,7 +57,17 @@ struct TrainConfig {
   int log_every = 10;          ///< --log_every: a progress line every this many steps (no TTY)
   std::string trace;           ///< --trace: Chrome-trace JSON output path ("" = no trace)
   bool quiet = false;          ///< --quiet: no progress bar or info lines, only warnings/errors
+  /// --timeout: seconds a rank may wait in one collective, send or receive before the watchdog
+  /// ends the job (one line naming rank, operation and peer; exit 124); 0 = off. Generous by
+  /// default (as PyTorch's 10-minute process-group timeout): a step never waits this long.
+  double timeout = 600;
+  /// --oversubscribe: allow more than kMaxRanksPerCore ranks per CPU core (refused otherwise).
+  bool oversubscribe = false;
 };
+
+/// More ranks than this many per core (std::thread::hardware_concurrency, or the CPUs this
+/// process may run on) are refused unless --oversubscribe; more ranks than cores only warn.
+inline constexpr int kMaxRanksPerCore = 4;
 
 /// The model presets the trainers understand: {"tiny", "mini", "gpt2"}. Kept here (and checked
 /// against GPTConfig::preset by common/nn's tests) so flags do not depend on the model library.
@@ -80,8 +90,8 @@ void parse_flags_or_exit(CLI::App& app, int argc, char** argv);
 /// The first thing wrong with `cfg`, as one line without the "error: " prefix, or "" if it is
 /// fine. Checks: world_size ≥ 1, dp_size divides global_batch ("global batch 30 is not
 /// divisible by data-parallel size 4"), steps ≥ 0, lr > 0 and finite, weight_decay ≥ 0,
-/// eval_every ≥ 0, eval_batches ≥ 1, log_every ≥ 1, model is a known preset, data
-/// and (if set) load exist. `dp_size` is the data-parallel size; ≤ 0 means world_size.
+/// eval_every ≥ 0, eval_batches ≥ 1, log_every ≥ 1, timeout ≥ 0 and finite, model is a known
+/// preset, data and (if set) load exist. `dp_size` is the data-parallel size; ≤ 0 means world_size.
 std::string validation_error(const TrainConfig& cfg, int dp_size = 0);
 
 /// Exits with "error: <validation_error>" and status 2 when cfg is invalid, else returns.

@@ -136,6 +136,25 @@ TEST(Flags, ValidationMessages) {
   c = ok;
   c.layers = -2;
   EXPECT_EQ(validation_error(c), "layers -2 must not be negative");
+  c = ok;
+  c.timeout = -1;
+  EXPECT_EQ(validation_error(c), "timeout -1 s must be 0 (off) or positive");
+  c.timeout = 0;
+  EXPECT_EQ(validation_error(c), "") << "0 turns the watchdog off";
+  c = ok;
+  c.data = "/dev/zero";
+  EXPECT_EQ(validation_error(c),
+            "--data /dev/zero: not a regular file or directory (a character device)");
+}
+
+TEST(Flags, WatchdogAndOversubscribeFlags) {
+  Parsed p;
+  parse(&p, {});
+  EXPECT_DOUBLE_EQ(p.cfg.timeout, 600) << "generous by default";
+  EXPECT_FALSE(p.cfg.oversubscribe);
+  parse(&p, {"--timeout", "2.5", "--oversubscribe"});
+  EXPECT_DOUBLE_EQ(p.cfg.timeout, 2.5);
+  EXPECT_TRUE(p.cfg.oversubscribe);
 }
 
 TEST(Flags, KnownPresets) {

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <stdexcept>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "common/runtime/progress.h"
 #include "common/train/checkpoint_io.h"
 #include "common/train/report.h"
+#include "common/train/resources.h"
 
 namespace llmp {
 namespace {
@@ -53,6 +55,12 @@ void validate_before_launch(const TrainConfig& cfg, const StageSpec& spec) {
   GPTConfig mc;
   try {
     mc = model_config(cfg);
+  } catch (const std::exception& e) {
+    user_error(e.what());
+  }
+  // Cores, and memory by common/plan's closed forms, before anything is allocated (resources.h).
+  check_resources(mc, cfg, spec.grid(cfg), spec.name);
+  try {
     Corpus::load(cfg.data, mc.ctx);
   } catch (const std::exception& e) {
     user_error(e.what());
@@ -65,6 +73,7 @@ void validate_before_launch(const TrainConfig& cfg, const StageSpec& spec) {
       user_error(e.what());
     }
   }
+  warn_if_oversubscribed(cfg);  // last: a refused run prints its error line alone
 }
 
 }  // namespace
@@ -93,12 +102,21 @@ int train_main(int argc, char** argv, const StageSpec& spec) {
   // then replaces itself with `mpiexec -n world_size` of the same command (launch.h).
   if (!started_by_mpiexec()) validate_before_launch(cfg, spec);
   launch_or_init(argc, argv, cfg.world_size);
+  set_comm_timeout(cfg.timeout);  // the watchdog of every group's waits (common/comm/watchdog.h)
 
   set_log_quiet(cfg.quiet);
   auto world = ProcessGroup::world();
   // Collective; a shape that does not fit ends every rank with one line (all_ranks_ok, exit 2).
   auto grid = std::make_unique<ProcessGrid>(world, spec.grid(cfg));
 
+  // The memory check again on every rank, for ranks mpiexec started directly (they skipped
+  // validate_before_launch), before the model is built. MPI_LOCALNRANKS: hydra's count of the
+  // ranks on this machine, which share its MemAvailable.
+  if (const char* here = std::getenv("MPI_LOCALNRANKS")) {
+    const std::string too_big =
+        memory_check_error(model_config(cfg), cfg, spec.grid(cfg), spec.name, std::atoi(here));
+    all_ranks_ok(too_big.empty(), too_big);
+  }
   const GPT model(model_config(cfg));
   const int T = model.config().ctx, B = cfg.global_batch;
   Corpus corpus;

@@ -1,0 +1,106 @@
+// The memory estimate that refuses runs before launch (common/train/resources.h) against what a
+// run really allocates: DDP's model states on every rank (MemoryTracker, after two steps) and the
+// peak of its activations during a step. The estimate must be the model states exactly (DDP
+// keeps the whole model on every rank: 16Ψ, not the 16Ψ/N of a shard) and a lower bound of the
+// activations within a factor 2 (it leaves out transient buffers), so a refused run truly cannot
+// fit and an accepted small one is not wildly off. Also: the oversubscription rule, the message
+// of a refused run, and /proc/meminfo. Run on 1 and 2 ranks (mpi_test in BUILD).
+//
+// Glossary: Ψ parameter count, N ranks, B global batch, L layers, T sequence length.
+#include "common/train/resources.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <memory>
+
+#include "common/tensor/memory.h"
+#include "stages/ddp/ddp.h"
+#include "tests/stage_test_util.h"
+
+namespace llmp {
+namespace {
+
+StrategyFactory ddp_on_world() {
+  return [](const GPT& model, AdamWConfig opt, uint64_t seed) {
+    return std::make_unique<DDPStrategy>(model, test_world(), opt, seed, DDPOptions{});
+  };
+}
+
+// mini with 3 blocks (a non-default L) and B = 3 sequences per rank.
+GPTConfig model() {
+  GPTConfig c = GPTConfig::preset("mini");
+  c.layers = 3;
+  return c;
+}
+
+TEST(Resources, EstimateIsWhatDdpAllocatesAndALowerBoundOfItsActivations) {
+  const int N = test_world().size(), B = 3 * N;
+  TrainConfig cfg;
+  cfg.world_size = N;
+  cfg.global_batch = B;
+  const RankMemoryEstimate e = estimate_rank_memory(model(), cfg, {N, 1, 1}, dp_stage_of("ddp"));
+
+  auto& mt = MemoryTracker::instance();
+  const int64_t a0 = mt.current(MemCategory::kActivations);
+  const OneStepMeasurement m = measure_one_step(ddp_on_world(), model(), B, /*seed=*/7, 2);
+  const double states = double(m.params + m.grads + m.optimizer);
+  const double activations = double(mt.peak(MemCategory::kActivations) - a0);  // the last step's
+
+  std::printf("model states: estimate %.0f, measured %.0f bytes; activations: estimate %.0f, "
+              "measured peak %.0f bytes\n", e.model_states, states, e.activations, activations);
+  EXPECT_DOUBLE_EQ(e.params_per_rank, double(m.psi));
+  EXPECT_DOUBLE_EQ(e.model_states, states) << "DDP holds params, grads, m and v of all Ψ";
+  EXPECT_GT(activations, 0);
+  EXPECT_LE(e.activations, activations) << "the estimate must not exceed what a step keeps";
+  EXPECT_GE(e.activations, 0.5 * activations) << "the estimate misses most of the activations";
+}
+
+TEST(Resources, ZeroStagesUseTheirShardedRows) {
+  TrainConfig cfg;
+  cfg.global_batch = 4;
+  const GridShape grid{4, 1, 1};
+  const double full = estimate_rank_memory(model(), cfg, grid, dp_stage_of("ddp")).model_states;
+  const double z3 = estimate_rank_memory(model(), cfg, grid, dp_stage_of("zero3")).model_states;
+  EXPECT_EQ(dp_stage_of("zero3"), DPStage::kZeRO3);
+  EXPECT_EQ(dp_stage_of("gpipe"), DPStage::kBaseline);
+  EXPECT_NEAR(z3, full / 4, 16.0);  // 16⌈Ψ/4⌉ vs 16Ψ/4
+}
+
+TEST(Resources, AHugeRunIsRefusedWithOneLineNamingBothNumbers) {
+  TrainConfig cfg;
+  cfg.world_size = 4;
+  cfg.global_batch = 2147483644;
+  const RankMemoryEstimate e = estimate_rank_memory(model(), cfg, {4, 1, 1}, DPStage::kDDP);
+  EXPECT_GT(e.total(), 1e12);  // B/4 · T · 8 bytes of tokens alone is 275 GB
+  const std::string msg = memory_error(e, int64_t(16) << 30, 4, "--global_batch 2147483644");
+  EXPECT_NE(msg.find("--global_batch 2147483644"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("4.00 GiB is available per rank (MemAvailable 16.00 GiB / 4 ranks)"),
+            std::string::npos)
+      << msg;
+  EXPECT_EQ(msg.find('\n'), std::string::npos);
+  EXPECT_EQ(memory_error(e, -1, 4, "x"), "") << "unknown available memory: no verdict";
+}
+
+TEST(Resources, TokensPerRankMustFitAnInt) {
+  TrainConfig cfg;
+  cfg.global_batch = 2147483644;
+  EXPECT_NE(token_count_error(cfg, 64, {1, 1, 1}).find("--global_batch 2147483644"),
+            std::string::npos);
+  EXPECT_EQ(token_count_error(cfg, 1, {4, 1, 1}), "");  // 536870911 tokens per rank
+  cfg.global_batch = 33554431;                           // 33554431 · 64 = 2^31 - 64
+  EXPECT_EQ(token_count_error(cfg, 64, {1, 1, 1}), "");
+  cfg.global_batch = 33554432;                           // 2^25 · 64 = 2^31
+  EXPECT_NE(token_count_error(cfg, 64, {1, 1, 1}), "");
+}
+
+TEST(Resources, OversubscriptionAboveFourRanksPerCore) {
+  EXPECT_EQ(oversubscription_error(8, 2, false), "");
+  EXPECT_NE(oversubscription_error(9, 2, false).find("--oversubscribe"), std::string::npos);
+  EXPECT_EQ(oversubscription_error(9, 2, true), "");
+  EXPECT_GE(usable_cores(), 1);
+  EXPECT_GT(mem_available_bytes(), 0);
+}
+
+}  // namespace
+}  // namespace llmp
