@@ -3,10 +3,14 @@
 #include "common/runtime/signals.h"
 
 #include <mpi.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <thread>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -25,6 +29,11 @@ volatile sig_atomic_t g_print = 0;
 volatile sig_atomic_t g_step = 0;
 volatile sig_atomic_t g_deferred = 0;
 volatile sig_atomic_t g_pending = 0;  // the first signal seen while deferred
+// Posted by the handler when it defers a signal; the grace thread then gives the step
+// kGraceSeconds to end before it ends the process itself (a rank stuck in a collective would
+// otherwise ignore SIGINT and SIGTERM for ever). sem_post is async-signal-safe.
+constexpr int kGraceSeconds = 10;
+sem_t g_deferred_sem;
 
 // Async-signal-safe string building into a fixed buffer.
 struct Line {
@@ -56,11 +65,8 @@ const char* name_of(int sig) {
   return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal";
 }
 
-void on_signal(int sig) {
-  if (g_deferred) {  // the training loop stops at the end of the step (stop_if_interrupted)
-    if (!g_pending) g_pending = sig;
-    return;
-  }
+// Unlinks the temporary file, prints the line (rank 0), _exits 128 + sig. Async-signal-safe.
+[[noreturn]] void exit_now(int sig, const char* note) {
   const bool removed = g_temp_set && ::unlink(g_temp_path) == 0;
   if (g_print) {
     Line line;
@@ -74,11 +80,34 @@ void on_signal(int sig) {
       line.add("; removed the unfinished ");
       line.add(g_temp_path);
     }
+    if (note) line.add(note);
     line.add("\n");
     ssize_t ignored = ::write(STDERR_FILENO, line.buf, line.n);
     (void)ignored;
   }
   ::_exit(exit_code_of(sig));
+}
+
+void on_signal(int sig) {
+  if (!g_deferred) exit_now(sig, nullptr);
+  // Training: the loop stops at the end of the step (stop_if_interrupted); the grace thread
+  // stops the process if the step does not end.
+  if (!g_pending) {
+    g_pending = sig;
+    ::sem_post(&g_deferred_sem);
+  }
+}
+
+void grace_thread() {
+  sigset_t mine;  // signals go to the main thread; this one only waits
+  sigemptyset(&mine);
+  sigaddset(&mine, SIGINT);
+  sigaddset(&mine, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &mine, nullptr);
+  while (::sem_wait(&g_deferred_sem) != 0 && errno == EINTR) {
+  }
+  std::this_thread::sleep_for(std::chrono::seconds(kGraceSeconds));
+  exit_now(g_pending, " (the step did not end within 10 s of the signal)");
 }
 
 bool mpi_up() {
@@ -92,6 +121,8 @@ bool mpi_up() {
 
 void install_signal_handlers(bool print) {
   g_print = print ? 1 : 0;
+  ::sem_init(&g_deferred_sem, 0, 0);
+  std::thread(grace_thread).detach();
   struct sigaction sa;
   std::memset(&sa, 0, sizeof(sa));
   sa.sa_handler = on_signal;
@@ -106,7 +137,7 @@ void set_step_for_signals(int64_t step) { g_step = static_cast<sig_atomic_t>(ste
 
 void defer_signals(bool on) {
   g_deferred = on ? 1 : 0;
-  if (!on && g_pending) on_signal(g_pending);
+  if (!on && g_pending) exit_now(g_pending, nullptr);
 }
 
 int pending_signal() { return g_pending; }

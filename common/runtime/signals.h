@@ -4,17 +4,21 @@
 // Delivery: Ctrl-C in a terminal signals the whole foreground process group (mpiexec and every
 // rank); `kill -INT <pid of mpiexec>` makes MPICH's hydra forward SIGINT to every rank ("Sending
 // Ctrl-C to processes as requested"), SIGTERM likewise. Hydra passes the ranks' exit status on as
-// its own, so the launched command exits 130 / 143 (check.h, ExitCode). Measured here: 20 of 20
-// runs for Ctrl-C to the process group and for SIGTERM to mpiexec; SIGINT to mpiexec alone made
-// hydra 4.0.2 exit 0 in 1 run of 8 although every rank had exited 130 (hydra's, not ours).
+// its own, so the launched command exits 130 / 143 (check.h, ExitCode) -- when hydra hears of
+// them. Measured here (MPICH 4.0.2): Ctrl-C to the process group, 20 of 20 runs exit 130; SIGTERM
+// to the ranks, 10 of 10 exit 143. But when mpiexec itself gets SIGTERM (sent to the whole group)
+// it exited 0 in 5 of 10 runs, and a signal to mpiexec alone now and then too (1 run in 8), even
+// though every rank printed its line and exited 143 / 130: hydra's proxy dies before reporting the
+// ranks' status, and hydra counts a status it never got as 0. Ours is right; hydra's is not.
 //
 // Two modes:
 //  - During the training loop (defer_signals(true)) the handler only records the signal. At the
 //    end of the step every rank calls stop_if_interrupted(step), one all_reduce(min) of the
 //    recorded signal over the world: if any rank was signalled, rank 0 prints one line
 //    "error: interrupted by SIGINT at step 12" and every rank finalises MPI and exits 128 +
-//    signal: a clean exit the ranks agree on. A step stuck in a collective does not end this
-//    way: press Ctrl-C twice (hydra then aborts the job) or send SIGKILL.
+//    signal: a clean exit the ranks agree on. A step that does not end within 10 s of the signal
+//    (a rank stuck in a collective, a very long step) is cut short: a helper thread, woken by
+//    the handler, then acts as below, adding "(the step did not end within 10 s of the signal)".
 //  - Anywhere else (start-up, the save, the report) the handler acts at once:
 //      1. unlinks the temporary file of a save in progress (the path recorded by
 //         set_temp_file_for_signals; the target, written by rename(2) only when complete, keeps
@@ -35,9 +39,10 @@
 
 namespace llmp {
 
-/// Installs the SIGINT and SIGTERM handlers described above (sigaction). `print` says whether
-/// this process writes the one-line message (world rank 0 does; the others stay silent so a
-/// 4-rank job prints one line, not four). Call once per process, after MPI_Init.
+/// Installs the SIGINT and SIGTERM handlers described above (sigaction) and starts the grace
+/// thread (it waits on a semaphore and never calls MPI). `print` says whether this process writes
+/// the one-line message (world rank 0 does; the others stay silent so a 4-rank job prints one
+/// line, not four). Call once per process, after MPI_Init.
 void install_signal_handlers(bool print);
 
 /// Records the step the run is on, for the message ("at step 12"); 0 = before the first step.
