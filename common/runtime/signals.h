@@ -5,11 +5,11 @@
 // rank); `kill -INT <pid of mpiexec>` makes MPICH's hydra forward SIGINT to every rank ("Sending
 // Ctrl-C to processes as requested"), SIGTERM likewise. Hydra passes the ranks' exit status on as
 // its own, so the launched command exits 130 / 143 (check.h, ExitCode) -- when hydra hears of
-// them. Measured here (MPICH 4.0.2): Ctrl-C to the process group, 20 of 20 runs exit 130; SIGTERM
-// to the ranks, 10 of 10 exit 143. But when mpiexec itself gets SIGTERM (sent to the whole group)
-// it exited 0 in 5 of 10 runs, and a signal to mpiexec alone now and then too (1 run in 8), even
-// though every rank printed its line and exited 143 / 130: hydra's proxy dies before reporting the
-// ranks' status, and hydra counts a status it never got as 0. Ours is right; hydra's is not.
+// them. Measured here (MPICH 4.0.2): a signal to the ranks only, 10 of 10 runs exit 143. When
+// mpiexec itself gets the signal, hydra sometimes exits 0 although every rank printed its line and
+// exited 130 / 143: SIGTERM to the whole process group 5 runs of 10, SIGINT to the group (Ctrl-C)
+// about 1 in 30, SIGINT to mpiexec alone 1 in 8. Hydra's proxy dies before reporting the ranks'
+// status and hydra counts a status it never got as 0; the ranks' status is right.
 //
 // Two modes:
 //  - During the training loop (defer_signals(true)) the handler only records the signal. At the
