@@ -29,7 +29,8 @@ int main(int argc, char** argv) {
   };
   spec.make = [&](const llmp::StageContext& ctx) -> std::unique_ptr<llmp::Strategy> {
     if (ctx.world.rank() == throw_rank) {
-      const std::string what = "safety_probe: thrown on purpose on rank " + std::to_string(throw_rank);
+      const std::string what =
+          "safety_probe: thrown on purpose on rank " + std::to_string(throw_rank);
       if (throw_in == "thread") std::thread([what] { throw std::runtime_error(what); }).join();
       throw std::runtime_error(what);
     }

@@ -85,10 +85,10 @@ unchanged diverged_in_ranks "$tmp/good.safetensors" "$tmp/copy.safetensors"
 mkfifo "$tmp/fifo"
 mkdir "$tmp/folder"
 long=("${small[@]}" --steps 200 --log_every 1)
-run save_missing_dir 2 "^error: --save $tmp/no/dir/x.safetensors: directory $tmp/no/dir does not exist\$" -- \
-  "$bin" "${long[@]}" --save "$tmp/no/dir/x.safetensors"
+missing="^error: --save $tmp/no/dir/x.safetensors: directory $tmp/no/dir does not exist\$"
+run save_missing_dir 2 "$missing" -- "$bin" "${long[@]}" --save "$tmp/no/dir/x.safetensors"
 no_step save_missing_dir
-run save_missing_dir_in_ranks 2 "^error: --save $tmp/no/dir/x.safetensors: directory $tmp/no/dir does not exist\$" -- \
+run save_missing_dir_in_ranks 2 "$missing" -- \
   mpiexec -n 2 "$bin" "${long[@]}" --save "$tmp/no/dir/x.safetensors"
 no_step save_missing_dir_in_ranks
 run save_fifo 2 "^error: --save $tmp/fifo: it is a FIFO, not a regular file\$" -- \
@@ -101,7 +101,8 @@ if [ "$kind" = pipeline ]; then
   run trace_missing_dir 2 "^error: --trace $tmp/no/t.json: directory $tmp/no does not exist\$" -- \
     "$bin" "${long[@]}" --trace "$tmp/no/t.json"
   no_step trace_missing_dir
-  run trace_device_in_ranks 2 "^error: --trace /dev/null: it is a character device, not a regular file\$" -- \
+  run trace_device_in_ranks 2 \
+    "^error: --trace /dev/null: it is a character device, not a regular file\$" -- \
     mpiexec -n 2 "$bin" "${long[@]}" --trace /dev/null
   no_step trace_device_in_ranks
 fi
@@ -159,7 +160,8 @@ if [ "$kind" = pipeline ]; then
   rc=$?
   kill -- -"$watchdog" 2>/dev/null
   wait "$watchdog" 2>/dev/null
-  check trace_dir_removed_during_training "$rc" 1 "^error: rank 0: trace: cannot write $tmp/tracedir/t.json.tmp\$"
+  check trace_dir_removed_during_training "$rc" 1 \
+    "^error: rank 0: trace: cannot write $tmp/tracedir/t.json.tmp\$"
 fi
 
 echo "$fails case(s) failed"

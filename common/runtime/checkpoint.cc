@@ -86,7 +86,8 @@ void remove_stale_temp_files(const std::string& path) {
       removed += (removed.empty() ? "" : ", ") + it->path().string();
   }
   if (!removed.empty())
-    log_warn("removed stale temporary checkpoint file(s) of writers no longer running: {}", removed);
+    log_warn("removed stale temporary checkpoint file(s) of writers no longer running: {}",
+             removed);
 }
 
 }  // namespace

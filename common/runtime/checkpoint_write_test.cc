@@ -10,6 +10,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -80,7 +82,8 @@ TEST(SaveSafetensors, RefusesAFifoByNameAndLeavesIt) {
   struct stat st;
   ASSERT_EQ(::stat(fifo.c_str(), &st), 0);
   EXPECT_TRUE(S_ISFIFO(st.st_mode)) << "the FIFO was replaced";
-  EXPECT_EQ(names_in(d), std::vector<std::string>{"ckpt.safetensors"}) << "a temporary file remains";
+  EXPECT_EQ(names_in(d), std::vector<std::string>{"ckpt.safetensors"})
+      << "a temporary file remains";
 }
 
 TEST(SaveSafetensors, RefusesADirectoryAndADeviceNode) {
