@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <thread>
 
 namespace llmp {
@@ -15,6 +16,26 @@ bool mpi_up() {
   MPI_Initialized(&init);
   MPI_Finalized(&fin);
   return init && !fin;
+}
+
+int world_rank() {
+  int rank = 0;
+  if (mpi_up()) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  return rank;
+}
+
+[[noreturn]] void on_terminate() {
+  std::string what = "terminate called";
+  if (std::exception_ptr e = std::current_exception()) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& ex) {
+      what = ex.what();
+    } catch (...) {
+      what = "an exception that is not a std::exception";
+    }
+  }
+  report_exception(what);
 }
 }  // namespace
 
@@ -31,18 +52,30 @@ void abort_job(int code) {
 
 void fail_at(const char* file, int line, const std::string& msg) {
   std::fprintf(stderr, "%s:%d: %s\n", file, line, msg.c_str());
-  abort_job(1);
+  abort_job(kExitInternal);
 }
 
 void user_error(const std::string& msg) {
   std::fprintf(stderr, "error: %s\n", msg.c_str());
-  abort_job(2);
+  abort_job(kExitBadInput);
 }
 
-void all_ranks_ok(bool ok, const std::string& msg) {
+void report_exception(const std::string& what) {
+  std::string line = what;  // keep the contract of one line
+  for (char& c : line)
+    if (c == '\n' || c == '\r') c = ' ';
+  std::fprintf(stderr, "error: rank %d: %s\n", world_rank(), line.c_str());
+  abort_job(kExitInternal);
+}
+
+void install_terminate_handler() { std::set_terminate(on_terminate); }
+
+void all_ranks_ok(bool ok, const std::string& msg, int code) {
   if (!mpi_up()) {
-    if (!ok) user_error(msg);
-    return;
+    if (ok) return;
+    std::fprintf(stderr, "error: %s\n", msg.c_str());
+    std::fflush(stderr);
+    std::exit(code);
   }
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -55,7 +88,7 @@ void all_ranks_ok(bool ok, const std::string& msg) {
     std::fflush(stderr);
   }
   MPI_Finalize();
-  std::exit(2);
+  std::exit(code);
 }
 
 }  // namespace llmp

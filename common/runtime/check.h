@@ -7,11 +7,26 @@
 //    When the same check runs on every rank, call all_ranks_ok() so exactly one rank prints and
 //    every rank leaves cleanly (no hang, no wall of duplicate messages).
 // MPI_CHECK wraps MPI calls the same way (common/comm/mpi_util.h, in the MPI backend).
+//
+// Exit codes (the README's "Exit codes" table): ExitCode below. Signals and temporary files are
+// common/runtime/signals.h; an uncaught exception on a rank is report_exception below.
 #pragma once
 
 #include <string>
 
 namespace llmp {
+
+/// The exit status of a training run, whatever rank or launcher ends it (mpiexec passes a rank's
+/// status on). Scripts may rely on these; README.md, "Exit codes", is the table users read.
+enum ExitCode : int {
+  kExitOk = 0,            ///< the run finished (or --help)
+  kExitInternal = 1,      ///< a broken invariant (LLMP_CHECK) or an uncaught exception
+  kExitBadInput = 2,      ///< bad flags, data, checkpoint or output path (user_error)
+  kExitDiverged = 3,      ///< the loss became NaN or infinite; nothing saved
+  kExitTimeout = 124,     ///< the --timeout watchdog fired (as timeout(1) does)
+  kExitInterrupted = 130, ///< SIGINT (Ctrl-C): 128 + 2, the shell's convention
+  kExitTerminated = 143,  ///< SIGTERM: 128 + 15
+};
 
 /// Prints "file:line: msg" to stderr and ends every rank. Never returns.
 [[noreturn]] void fail_at(const char* file, int line, const std::string& msg);
@@ -28,8 +43,20 @@ namespace llmp {
 
 /// Collective: every rank of MPI_COMM_WORLD calls it with its own `ok`. If all are ok it returns.
 /// Otherwise the lowest failing rank prints "error: <its msg>", and every rank finalises MPI and
-/// exits with status 2. Without MPI initialised it behaves like `if (!ok) user_error(msg)`.
-void all_ranks_ok(bool ok, const std::string& msg);
+/// exits with status `code` (2, bad input, unless told otherwise). Without MPI initialised it
+/// behaves like `if (!ok) { print "error: msg"; exit(code); }`.
+void all_ranks_ok(bool ok, const std::string& msg, int code = kExitBadInput);
+
+/// For a catch block or a terminate handler: prints the one line "error: rank R: <what>" (R is
+/// this process's rank in MPI_COMM_WORLD, 0 without MPI) and ends the whole job with status 1
+/// (abort_job), so one rank's exception never leaves the others waiting in a collective and
+/// never shows as MPICH's "BAD TERMINATION" banner.
+[[noreturn]] void report_exception(const std::string& what);
+
+/// std::set_terminate handler: an exception nobody caught (thrown from a destructor, a noexcept
+/// function or another thread) ends the job through report_exception; any other terminate prints
+/// "error: rank R: terminate called" and does the same.
+void install_terminate_handler();
 
 }  // namespace llmp
 

@@ -2,6 +2,7 @@
 #include "common/runtime/checkpoint.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,6 +14,10 @@
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
+
+#include "common/runtime/log.h"
+#include "common/runtime/paths.h"
+#include "common/runtime/signals.h"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "safetensors data is little-endian; this code copies host bytes as they are");
@@ -43,18 +48,47 @@ int64_t checked_numel(const std::vector<int64_t>& shape) {
   return n;
 }
 
-// Removes the temporary file when the save does not get as far as the rename.
+// Removes the temporary file when the save does not get as far as the rename. The path is also
+// recorded for the SIGINT / SIGTERM handler (signals.h), which unlinks it if the run is stopped
+// mid-save.
 struct TmpFile {
   std::string path;
   std::FILE* f = nullptr;
   bool committed = false;
+  explicit TmpFile(std::string p) : path(std::move(p)) { set_temp_file_for_signals(path); }
   ~TmpFile() {
     if (f) std::fclose(f);
     if (!committed) std::remove(path.c_str());
+    clear_temp_file_for_signals();
   }
 };
 
 std::string errno_text() { return std::strerror(errno); }
+
+// Removes "<path>.tmp.<pid>" files left by writers that no longer run (killed by SIGKILL, or
+// without signals.h's handlers), and says so in one line. A pid still alive may be a save in
+// progress (or an unrelated process that got the pid back): its file is left alone.
+void remove_stale_temp_files(const std::string& path) {
+  namespace fs = std::filesystem;
+  const std::string dir = parent_directory(path);
+  const std::string prefix = fs::path(path).filename().string() + ".tmp.";
+  std::string removed;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string digits = name.substr(prefix.size());
+    if (digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+    const pid_t pid = static_cast<pid_t>(std::stol(digits));
+    if (pid == ::getpid() || ::kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive or unknown
+    std::error_code rm;
+    if (it->is_regular_file(rm) && fs::remove(it->path(), rm))
+      removed += (removed.empty() ? "" : ", ") + it->path().string();
+  }
+  if (!removed.empty())
+    log_warn("removed stale temporary checkpoint file(s) of writers no longer running: {}",
+             removed);
+}
 
 }  // namespace
 
@@ -142,8 +176,11 @@ void save_safetensors(const std::string& path, const std::vector<CheckpointEntry
   const uint64_t n = text.size();
 
   // 2. Write a temporary file next to the target, flush it to disk, rename it over the target.
-  TmpFile tmp;
-  tmp.path = path + ".tmp." + std::to_string(::getpid());
+  //    rename(2) would replace a FIFO, a device node or an empty folder by a plain file: refuse.
+  const std::string kind = non_regular_kind(path);
+  if (!kind.empty()) fail(path, "it is " + kind + ", not a regular file; refusing to replace it");
+  remove_stale_temp_files(path);
+  TmpFile tmp(path + ".tmp." + std::to_string(::getpid()));
   tmp.f = std::fopen(tmp.path.c_str(), "wb");
   if (!tmp.f) fail(path, "cannot create " + tmp.path + ": " + errno_text());
   bool ok = std::fwrite(&n, 8, 1, tmp.f) == 1 && std::fwrite(text.data(), 1, n, tmp.f) == n;
@@ -157,7 +194,7 @@ void save_safetensors(const std::string& path, const std::vector<CheckpointEntry
   if (rc != 0) fail(path, "cannot write " + tmp.path + ": " + errno_text());
   if (std::rename(tmp.path.c_str(), path.c_str()) != 0)
     fail(path, "cannot rename " + tmp.path + " over it: " + errno_text());
-  tmp.committed = true;
+  tmp.committed = true;  // (the destructor forgets the path for the signal handler)
 
   // 3. Make the rename itself durable (best effort: not every file system lets a folder sync).
   std::string dir = std::filesystem::path(path).parent_path().string();

@@ -12,7 +12,10 @@
 //
 // Atomic save: the bytes go to "<path>.tmp.<pid>", are flushed and fsync'ed, and the file is
 // renamed over <path>. rename(2) is atomic on POSIX file systems, so a crash or an error leaves
-// either the old checkpoint or the new one, never half of one.
+// either the old checkpoint or the new one, never half of one. SIGINT / SIGTERM during the save
+// unlink the temporary file (common/runtime/signals.h); one left by a writer that was killed
+// outright is removed by the next save to the same path, once its pid is gone (one warning line
+// names it).
 //
 // Glossary: numel = product of the shape; dtype sizes F32 4 bytes, F16 and BF16 2 bytes.
 #pragma once
@@ -62,8 +65,11 @@ struct Checkpoint {
 /// Tensors are laid out in the order given. Throws std::runtime_error with one line naming the
 /// path when an entry is invalid (duplicate or empty name, the reserved "__metadata__", a
 /// negative dimension, null data with numel > 0, a dtype checkpoints do not store: f64, u8) or
-/// the file cannot be written; any file
-/// already at `path` is then left untouched and no temporary file remains.
+/// the file cannot be written, or when `path` exists and is not a regular file (a directory, a
+/// FIFO, a device node: "checkpoint /dev/null: it is a character device, not a regular file;
+/// refusing to replace it"); any file already at `path` is then left untouched and no temporary
+/// file remains. Removes stale "<path>.tmp.<pid>" files whose pid no longer runs (a warning line
+/// names them).
 void save_safetensors(const std::string& path, const std::vector<CheckpointEntry>& entries,
                       const std::map<std::string, std::string>& metadata = {});
 

@@ -15,7 +15,9 @@
 #include "common/runtime/check.h"
 #include "common/runtime/launch.h"
 #include "common/runtime/log.h"
+#include "common/runtime/paths.h"
 #include "common/runtime/progress.h"
+#include "common/runtime/signals.h"
 #include "common/train/checkpoint_io.h"
 #include "common/train/report.h"
 #include "common/train/resources.h"
@@ -41,6 +43,16 @@ double validation_loss(Strategy& s, const Corpus& corpus, const TrainConfig& cfg
   return sum / cfg.eval_batches;
 }
 
+/// The first output path (--save, --trace) that cannot be written, as one line, or "".
+std::string output_paths_error(const TrainConfig& cfg) {
+  for (const auto& [flag, path] : {std::pair<const char*, const std::string&>{"--save", cfg.save},
+                                   {"--trace", cfg.trace}}) {
+    const std::string err = output_path_error(flag, path);
+    if (!err.empty()) return err;
+  }
+  return "";
+}
+
 /// Everything that can be checked before any rank starts: one clear line, exit 2.
 void validate_before_launch(const TrainConfig& cfg, const StageSpec& spec) {
   if (cfg.world_size >= 1) {  // else validate() names the world size itself
@@ -51,6 +63,8 @@ void validate_before_launch(const TrainConfig& cfg, const StageSpec& spec) {
   if (!cfg.trace.empty() && !spec.supports_trace)
     user_error("--trace " + cfg.trace + ": " + spec.name +
                " does not write traces (the pipeline stages do)");
+  // Output paths now, not after training: a run must not spend hours to fail at its save.
+  if (const std::string err = output_paths_error(cfg); !err.empty()) user_error(err);
   if (spec.validate) spec.validate(cfg);
   GPTConfig mc;
   try {
@@ -89,7 +103,9 @@ GPTConfig model_config(const TrainConfig& cfg) {
   return mc;
 }
 
-int train_main(int argc, char** argv, const StageSpec& spec) {
+namespace {
+
+int run(int argc, char** argv, const StageSpec& spec) {
   TrainConfig cfg;
   cfg.world_size = spec.default_world_size;
   cfg.layers = spec.default_layers;
@@ -101,10 +117,15 @@ int train_main(int argc, char** argv, const StageSpec& spec) {
   // Under mpiexec every rank re-parses the same argv; only the launching process validates,
   // then replaces itself with `mpiexec -n world_size` of the same command (launch.h).
   if (!started_by_mpiexec()) validate_before_launch(cfg, spec);
-  launch_or_init(argc, argv, cfg.world_size);
+  const int rank = launch_or_init(argc, argv, cfg.world_size);
+  // SIGINT / SIGTERM: exit 130 / 143, one line from rank 0, a save's temporary file unlinked.
+  install_signal_handlers(rank == 0);
   set_comm_timeout(cfg.timeout);  // the watchdog of every group's waits (common/comm/watchdog.h)
 
   set_log_quiet(cfg.quiet);
+  // Again inside the ranks (mpiexec may have started them directly, skipping the launcher).
+  const std::string path_err = output_paths_error(cfg);
+  all_ranks_ok(path_err.empty(), path_err);
   auto world = ProcessGroup::world();
   // Collective; a shape that does not fit ends every rank with one line (all_ranks_ok, exit 2).
   auto grid = std::make_unique<ProcessGrid>(world, spec.grid(cfg));
@@ -159,16 +180,31 @@ int train_main(int argc, char** argv, const StageSpec& spec) {
   double loss = NAN, val = NAN, t_first = 0;
   const int64_t first = step + 1, last = step + cfg.steps;
   const double t_start = now_s();
+  defer_signals(true);  // SIGINT / SIGTERM end the run at the end of a step, on every rank
   for (int64_t s = first; s <= last; ++s) {
+    set_step_for_signals(s);
     sample(corpus.train(), cfg.seed, s, slice.first_seq, slice.num_seqs, T, tok.data(), tgt.data());
     loss = strategy->train_step(tok.data(), tgt.data(), B, T, s);
+    // Divergence: a NaN or infinite loss ends the run on every rank, before anything is saved
+    // (a good checkpoint at --save stays). Collective, so all ranks agree even where the loss is
+    // known on one rank only: all_ranks_ok reduces a flag over the world (one MPI_Allreduce of
+    // an int per step, outside the stage's groups and their byte counts).
+    // fp16 (coming issue): the loss scaler will handle overflowing *gradients* inside
+    // train_step (skip the update, halve the scale) instead of ending the run; a loss that is
+    // itself non-finite still ends it here.
+    all_ranks_ok(std::isfinite(loss),
+                 fmt::format("step {}: loss is {} (diverged; try a smaller --lr)", s,
+                             std::isnan(loss) ? std::string("nan") : fmt::format("{}", loss)),
+                 kExitDiverged);
     if (s == first) t_first = now_s();
     progress.update(s, loss);
     if (cfg.eval_every > 0 && (s % cfg.eval_every == 0 || s == last)) {
       val = validation_loss(*strategy, corpus, cfg, T);
       progress.print(fmt::format("step {} | train loss {:.4f} | val loss {:.4f}", s, loss, val));
     }
+    stop_if_interrupted(s);  // collective: exit 130 / 143 on every rank when one was signalled
   }
+  defer_signals(false);
   const double t_end = now_s();
   progress.finish();
 
@@ -200,7 +236,23 @@ int train_main(int argc, char** argv, const StageSpec& spec) {
   grid.reset();
   world.reset();
   shutdown();
-  return 0;
+  return kExitOk;
+}
+
+}  // namespace
+
+int train_main(int argc, char** argv, const StageSpec& spec) {
+  // An exception on any rank ends the whole job with "error: rank R: <what>" and exit 1, not
+  // MPICH's banner: caught here, or (thrown from a thread, a destructor or a noexcept function)
+  // by the terminate handler.
+  install_terminate_handler();
+  try {
+    return run(argc, argv, spec);
+  } catch (const std::exception& e) {
+    report_exception(e.what());
+  } catch (...) {
+    report_exception("an exception that is not a std::exception");
+  }
 }
 
 }  // namespace llmp

@@ -12,13 +12,19 @@
 //     return llmp::train_main(argc, argv, spec);
 //   }
 //
-// What it does: parse and validate flags (one-line errors, exit 2, before any rank starts);
+// What it does: parse and validate flags and the output paths --save and --trace (one-line
+// errors, exit 2, before any rank starts, and again inside the ranks);
 // start `--world_size` ranks under mpiexec (the binary relaunches itself); cut the stage's
 // dp × pp × tp grid out of the world (StageSpec::grid); load the corpus; build the model and the
 // strategy; optionally --load a checkpoint; train with a progress bar (loss,
 // tokens/s, ETA) and periodic validation loss; optionally --save; and print, per rank, the
 // measured memory and bytes sent per step next to their closed forms (Strategy::report()), then
 // let the stage add what the table cannot show (Strategy::finish()).
+//
+// Safety nets (exit codes: README.md, "Exit codes"; check.h, ExitCode): a NaN or infinite loss
+// ends every rank at that step with "error: step N: loss is nan (diverged; ...)", exit 3, nothing
+// saved; SIGINT / SIGTERM end every rank at the end of the step, exit 130 / 143
+// (common/runtime/signals.h); an exception on any rank becomes "error: rank R: <what>", exit 1.
 #pragma once
 
 #include <functional>
