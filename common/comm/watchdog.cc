@@ -89,7 +89,7 @@ void WaitWatchdog::poll() {
   if (deadline_s_ > 0 && t > deadline_s_) {
     std::fprintf(stderr, "error: rank %d: timed out after %s s in %s; a rank stopped or hung\n",
                  world_rank_of(site_), seconds(comm_timeout()).c_str(), describe(site_).c_str());
-    abort_job(124);
+    abort_job(kExitTimeout);
   }
   check_parent(t);
 }
@@ -103,7 +103,7 @@ void WaitWatchdog::check_parent(double t) {
                    "was waiting in %s)\n",
                    world_rank_of(site_), static_cast<int>(g_parent), describe(site_).c_str());
       std::fflush(stderr);
-      std::_Exit(124);  // no MPI_Abort: there is no process manager left to carry it out
+      std::_Exit(kExitTimeout);  // no MPI_Abort: there is no process manager left to carry it out
     }
   }
 }
