@@ -113,6 +113,7 @@ int train_main(int argc, char** argv, const StageSpec& spec) {
   AdamWConfig opt;
   opt.lr = static_cast<float>(cfg.lr);
   opt.weight_decay = static_cast<float>(cfg.weight_decay);
+  opt.decay = cfg.decay_all ? DecayRule::kAll : DecayRule::kMatrices;
   std::unique_ptr<Strategy> strategy = spec.make(StageContext{model, *world, *grid, cfg, opt});
 
   int64_t step = 0;
