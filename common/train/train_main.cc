@@ -60,7 +60,7 @@ void validate_before_launch(const TrainConfig& cfg, const StageSpec& spec) {
   if (!cfg.load.empty()) {
     try {
       const GPT model(mc);
-      read_checkpoint(cfg.load, model);  // parse and check shapes; the ranks read it again
+      read_checkpoint(cfg.load, model);  // parse and check it all; the ranks read it again
     } catch (const std::exception& e) {
       user_error(e.what());
     }
@@ -167,7 +167,7 @@ int train_main(int argc, char** argv, const StageSpec& spec) {
 
   if (!cfg.save.empty()) {
     try {
-      save_from(cfg.save, model, *strategy, last, spec.name, world->rank() == 0);
+      save_from(cfg.save, model, *strategy, opt, last, spec.name, world->rank() == 0);
     } catch (const std::exception& e) {
       err = e.what();
     }
