@@ -4,7 +4,12 @@
 // Loshchilov & Hutter 2019, "Decoupled Weight Decay Regularization", Algorithm 2:
 //   m ← β1·m + (1-β1)·g            v ← β2·v + (1-β2)·g²
 //   m̂ = m / (1-β1^t)               v̂ = v / (1-β2^t)
-//   p ← p - lr·( m̂ / (√v̂ + ε) + λ·p )
+//   p ← p - lr·( m̂ / (√v̂ + ε) + λ_i·p )
+// λ_i = λ for the elements inside the decay ranges, 0 elsewhere. GPT-2 practice (nanoGPT's
+// configure_optimizers, minGPT): decay every tensor with 2 or more dimensions (the weight
+// matrices and the embeddings wte, wpe), not biases and LayerNorm parameters (DecayRule::kMatrices;
+// the ranges of a GPT come from common/optim/decay_mask.h). DecayRule::kAll (--decay_all) decays
+// every element, the behaviour before.
 // State: m and v, 8 bytes per element (K = 8 for fp32 training; with fp32 master weights for
 // 16-bit parameters K = 12, the figure of the ZeRO paper).
 //
@@ -12,23 +17,44 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "common/tensor/tensor.h"
 
 namespace llmp {
+
+/// Which tensors weight decay applies to.
+enum class DecayRule {
+  kMatrices,  ///< tensors with ≥ 2 dimensions (nanoGPT): weights and embeddings, no biases/LN
+  kAll,       ///< every element (--decay_all)
+};
+
+/// "dim>=2" or "all": the name a checkpoint's metadata records.
+const char* decay_rule_name(DecayRule r);
+
+/// Elements [begin, end) of the flat buffer AdamW updates.
+struct ElementRange {
+  int64_t begin = 0, end = 0;
+  bool operator==(const ElementRange& o) const { return begin == o.begin && end == o.end; }
+};
 
 struct AdamWConfig {
   float lr = 1e-3f;
   float beta1 = 0.9f;
   float beta2 = 0.95f;
   float eps = 1e-8f;
-  float weight_decay = 0.0f;  ///< λ, applied to every element (decoupled)
+  float weight_decay = 0.0f;  ///< λ, applied (decoupled) to the elements of the decay ranges
+  DecayRule decay = DecayRule::kMatrices;  ///< how a stage builds the ranges (decay_mask.h)
 };
 
 class AdamW {
  public:
-  /// Allocates m and v (n floats each, zero) counted as optimizer state.
-  AdamW(int64_t n, AdamWConfig cfg);
+  /// Allocates m and v (n floats each, zero) counted as optimizer state. `decay`: the elements
+  /// λ applies to, sorted, disjoint, inside [0, n); the others are updated with λ = 0. Throws
+  /// std::invalid_argument naming the range when the ranges are unsorted, overlap or leave [0, n).
+  /// There is no default: a stage states which of its elements are decayed ({{0, n}}: all).
+  AdamW(int64_t n, AdamWConfig cfg, std::vector<ElementRange> decay);
 
   /// One update of params[0..n) from grads[0..n) at step t ≥ 1. n defaults to size(); a smaller
   /// n updates only the valid part of a padded shard (ZeRO's last rank).
@@ -38,11 +64,13 @@ class AdamW {
   Tensor& exp_avg() { return m_; }     ///< m, n floats
   Tensor& exp_avg_sq() { return v_; }  ///< v, n floats
   const AdamWConfig& config() const { return cfg_; }
+  const std::vector<ElementRange>& decay_ranges() const { return decay_; }
   void set_lr(float lr) { cfg_.lr = lr; }
 
  private:
   int64_t n_;
   AdamWConfig cfg_;
+  std::vector<ElementRange> decay_;
   Tensor m_, v_;
 };
 

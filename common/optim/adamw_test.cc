@@ -13,7 +13,7 @@ TEST(AdamW, MatchesTheAlgorithmForTwoSteps) {
   AdamWConfig cfg;
   cfg.lr = 0.1f;
   cfg.weight_decay = 0.01f;
-  AdamW opt(2, cfg);
+  AdamW opt(2, cfg, {{0, 2}});
   std::vector<float> p = {1.0f, -2.0f};
   const std::vector<std::vector<float>> g = {{0.5f, -1.0f}, {0.25f, 3.0f}};
   std::vector<double> rp = {1.0, -2.0}, m(2, 0.0), v(2, 0.0);
@@ -36,7 +36,7 @@ TEST(AdamW, ShardUpdateEqualsSliceOfWholeUpdate) {
   std::vector<float> whole(10), shard, grads(10);
   for (int i = 0; i < 10; ++i) whole[i] = 0.1f * i, grads[i] = 0.3f - 0.07f * i;
   shard.assign(whole.begin() + 4, whole.begin() + 7);
-  AdamW all(10, cfg), part(3, cfg);
+  AdamW all(10, cfg, {{0, 10}}), part(3, cfg, {{0, 3}});
   for (int t = 1; t <= 3; ++t) {
     all.step(whole.data(), grads.data(), t);
     part.step(shard.data(), grads.data() + 4, t);
@@ -48,7 +48,7 @@ TEST(AdamW, StateIsCountedAsOptimizerState) {
   auto& mt = MemoryTracker::instance();
   const int64_t before = mt.current(MemCategory::kOptimizerState);
   {
-    AdamW opt(1000, AdamWConfig{});
+    AdamW opt(1000, AdamWConfig{}, {{0, 1000}});
     EXPECT_EQ(mt.current(MemCategory::kOptimizerState) - before, 8000);  // K = 8 bytes/element
   }
   EXPECT_EQ(mt.current(MemCategory::kOptimizerState), before);

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "common/optim/decay_mask.h"
 #include "common/pipeline/span_gather.h"
 #include "common/pipeline/timeline.h"
 #include "common/pipeline/trace.h"
@@ -51,7 +52,14 @@ PipelineStrategy::PipelineStrategy(const GPT& model, ProcessGroup& pp, AdamWConf
   const int64_t n = part_->local_numel(r);
   params_ = Tensor::empty({n}, DType::kF32, MemCategory::kParameters);
   grads_ = Tensor::zeros({n}, DType::kF32, MemCategory::kGradients);
-  opt_ = std::make_unique<AdamW>(n, opt);
+  {  // the whole model's decay ranges, segment by segment (the wte copy decays as wte does)
+    const std::vector<ElementRange> whole = decay_ranges(model.layout(), opt.decay);
+    std::vector<ElementRange> mine;
+    for (const ParamSegment& s : part_->segments(r))
+      for (const ElementRange& e : slice_ranges(whole, s.global_offset, s.numel, s.local_offset))
+        mine.push_back(e);
+    opt_ = std::make_unique<AdamW>(n, opt, std::move(mine));
+  }
   {  // the same full initialisation on every rank (same seed), then keep this rank's segments
     std::vector<float> full(model.layout().num_params());
     model.init_params(full.data(), seed);

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -330,6 +331,18 @@ void check_tensors(const Checkpoint& ckpt, const std::vector<ExpectedTensor>& ex
   }
   for (const LoadedTensor& t : ckpt.tensors)
     if (!wanted.count(t.name)) fail(ckpt.path, "unexpected tensor " + t.name);
+}
+
+void check_finite(const Checkpoint& ckpt) {
+  for (const LoadedTensor& t : ckpt.tensors) {
+    if (t.dtype != DType::kF32) continue;
+    const float* x = t.f32();
+    for (int64_t i = 0, n = t.numel(); i < n; ++i)
+      if (!std::isfinite(x[i]))
+        fail(ckpt.path, t.name + " holds " +
+                            (std::isnan(x[i]) ? "a nan" : x[i] > 0 ? "an inf" : "a -inf") +
+                            " at element " + std::to_string(i));
+  }
 }
 
 }  // namespace llmp

@@ -93,6 +93,11 @@ struct ExpectedTensor {
 /// "... h.0.ln_1.weight has dtype BF16, expected F32", "... unexpected tensor lm_head.weight".
 void check_tensors(const Checkpoint& ckpt, const std::vector<ExpectedTensor>& expected);
 
+/// Checks that every F32 tensor of `ckpt` is finite. Throws std::runtime_error naming the first
+/// NaN or Inf by tensor and element (row-major index): "checkpoint x.safetensors:
+/// h.0.ln_1.weight holds a nan at element 5" ("an inf", "a -inf"). F16 and BF16 are not read.
+void check_finite(const Checkpoint& ckpt);
+
 /// "(32, 96)"; "()" for a scalar.
 std::string format_shape(const std::vector<int64_t>& shape);
 

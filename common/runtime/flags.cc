@@ -79,6 +79,8 @@ void add_train_flags(CLI::App& app, TrainConfig& cfg) {
   app.add_option("--lr", cfg.lr, "AdamW learning rate")->capture_default_str();
   app.add_option("--weight_decay", cfg.weight_decay, "AdamW decoupled weight decay")
       ->capture_default_str();
+  app.add_flag("--decay_all", cfg.decay_all,
+               "decay every tensor (default: only those with >= 2 dims, as GPT-2/nanoGPT)");
   app.add_option("--eval_every", cfg.eval_every, "validation loss every this many steps (0: never)")
       ->capture_default_str();
   app.add_option("--eval_batches", cfg.eval_batches, "global batches per validation loss")

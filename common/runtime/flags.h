@@ -50,6 +50,10 @@ struct TrainConfig {
   /// --weight_decay: decoupled AdamW decay. 0.01 is torch.optim.AdamW's default; non-zero so
   /// every equivalence test also exercises the decay term.
   double weight_decay = 0.01;
+  /// --decay_all: decay every tensor, biases and LayerNorm included (the old behaviour); by
+  /// default only tensors with ≥ 2 dimensions are decayed, as GPT-2/nanoGPT do
+  /// (common/optim/decay_mask.h).
+  bool decay_all = false;
   int eval_every = 50;         ///< --eval_every: validation loss every this many steps; 0 = never
   int eval_batches = 4;        ///< --eval_batches: global batches averaged per validation loss
   std::string save;            ///< --save: write a safetensors checkpoint here at the end ("" = no)

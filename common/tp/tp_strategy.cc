@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/nn/unit_runner.h"
+#include "common/optim/decay_mask.h"
 #include "common/plan/tp_formulas.h"
 #include "common/tensor/memory.h"
 
@@ -24,7 +25,7 @@ TensorParallelStrategy::TensorParallelStrategy(const GPTConfig& cfg, ProcessGrou
   const int64_t n = model_->layout().num_params();
   params_ = Tensor::empty({n}, DType::kF32, MemCategory::kParameters);
   grads_ = Tensor::zeros({n}, DType::kF32, MemCategory::kGradients);
-  opt_ = std::make_unique<AdamW>(n, opt);
+  opt_ = std::make_unique<AdamW>(n, opt, decay_ranges(model_->layout(), opt.decay));  // its slices' dims
   model_->init_params(params_.f32(), seed);  // this rank's slice of the whole initialisation
 }
 

@@ -6,28 +6,78 @@
 //   <name>                          the parameter, e.g. "h.0.attn.c_attn.weight" (C, 3C)
 //   optimizer.exp_avg.<name>        AdamW's first moment m, same shape
 //   optimizer.exp_avg_sq.<name>     AdamW's second moment v, same shape
-// Metadata (strings): format "llmp-gpt-v1", model (preset), step (the last step taken), stage.
+// Metadata (strings):
+//   format "pt"                     what transformers' from_pretrained requires of a safetensors file
+//   llmp_format "llmp-gpt-v2"       this project's layout
+//   model, n_layer, n_head, n_embd, vocab_size, n_positions, n_ctx    the model (gpt2_config.h)
+//   optimizer "adamw", lr, beta1, beta2, eps, weight_decay, decay ("dim>=2" or "all")
+//   step (the last step taken), stage (the stage that wrote it)
+//
+// --load reads (read_checkpoint):
+//   llmp-gpt-v2     the configuration is compared with the run's first, field by field;
+//   llmp-gpt-v1     (format "llmp-gpt-v1", before the configuration was recorded) still accepted:
+//                   its model preset name must be the run's, as v1 checked;
+//   foreign         format "pt" or no metadata: files of safetensors' own writers and of
+//                   save_pretrained. Names may carry the "transformer." prefix; HF's attention
+//                   buffers h.<l>.attn.bias / attn.masked_bias are ignored by name; lm_head.weight,
+//                   when present, must equal wte.weight (the head is tied); without optimizer
+//                   tensors AdamW's m and v start at zero; the configuration comes from the
+//                   metadata, config.json beside the file or the shapes (gpt2_config.h), and a
+//                   log line says which. HF's Conv1D stores GPT-2's weights (in, out), as here.
+// Every tensor must be finite: a NaN or Inf is refused by name and element.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/nn/gpt.h"
+#include "common/optim/adamw.h"
 #include "common/runtime/checkpoint.h"
 #include "common/train/strategy.h"
 
 namespace llmp {
 
-/// Reads `path` and checks it holds exactly this model's tensors and metadata. Throws
-/// std::runtime_error with one line naming the path and the problem (corrupt file, other
-/// model preset, missing tensor, wrong shape, missing or bad step).
-Checkpoint read_checkpoint(const std::string& path, const GPT& model);
+/// What read_checkpoint found.
+struct ModelCheckpoint {
+  Checkpoint file;
+  std::string origin;              ///< "llmp-gpt-v2", "llmp-gpt-v1" or "foreign"
+  std::string prefix;              ///< "" or "transformer.", before every parameter's name
+  GPTConfig config;                ///< the model the file holds
+  bool has_optimizer = false;      ///< AdamW's m and v are in the file
+  int64_t step = 0;                ///< the last step taken (0 when a foreign file does not say)
+  std::vector<std::string> notes;  ///< what was inferred or defaulted: one log line each
 
-/// Collective: every rank reads `path` and the strategy keeps its part. Returns the step saved.
+  /// The F32 data of parameter `name` (GPT-2 name, no prefix).
+  const float* param(const std::string& name) const { return file.at(prefix + name).f32(); }
+};
+
+/// Reads `path` and checks it against the run's `model`: the configuration (one line naming the
+/// first differing field: "checkpoint x: n_head is 4, this run has 8"), the tensors (missing,
+/// unexpected, shape, dtype), every value finite ("checkpoint x: h.0.ln_1.weight holds a nan at
+/// element 5"), the step. Throws std::runtime_error with that one line.
+ModelCheckpoint read_checkpoint(const std::string& path, const GPT& model);
+
+/// The same without a run: the configuration comes from the file alone (tools/export_hf). Throws
+/// when the file does not tell the head count.
+ModelCheckpoint read_checkpoint(const std::string& path);
+
+/// The whole model's state (Ψ floats each, GPTLayout order) from a checkpoint read for `model`;
+/// m and v are zeros when the file holds none.
+void unpack_state(const ModelCheckpoint& ckpt, const GPT& model, float* params, float* exp_avg,
+                  float* exp_avg_sq);
+
+/// Collective: every rank reads `path` and the strategy keeps its part. Logs the checkpoint's
+/// notes (rank 0). Returns the step saved.
 int64_t load_into(const std::string& path, const GPT& model, Strategy& strategy);
 
+/// Writes the whole state (Ψ floats each) with the metadata above, atomically.
+void write_checkpoint(const std::string& path, const GPT& model, const AdamWConfig& opt,
+                      const float* params, const float* exp_avg, const float* exp_avg_sq,
+                      int64_t step, const std::string& stage);
+
 /// Collective (gathers the full state); the rank with `write` true writes `path` atomically.
-void save_from(const std::string& path, const GPT& model, Strategy& strategy, int64_t step,
-               const std::string& stage, bool write);
+void save_from(const std::string& path, const GPT& model, Strategy& strategy,
+               const AdamWConfig& opt, int64_t step, const std::string& stage, bool write);
 
 }  // namespace llmp

@@ -82,7 +82,7 @@ void validate_before_launch(const TrainConfig& cfg, const StageSpec& spec) {
   if (!cfg.load.empty()) {
     try {
       const GPT model(mc);
-      read_checkpoint(cfg.load, model);  // parse and check shapes; the ranks read it again
+      read_checkpoint(cfg.load, model);  // parse and check it all; the ranks read it again
     } catch (const std::exception& e) {
       user_error(e.what());
     }
@@ -152,6 +152,7 @@ int run(int argc, char** argv, const StageSpec& spec) {
   AdamWConfig opt;
   opt.lr = static_cast<float>(cfg.lr);
   opt.weight_decay = static_cast<float>(cfg.weight_decay);
+  opt.decay = cfg.decay_all ? DecayRule::kAll : DecayRule::kMatrices;
   std::unique_ptr<Strategy> strategy = spec.make(StageContext{model, *world, *grid, cfg, opt});
 
   int64_t step = 0;
@@ -220,7 +221,7 @@ int run(int argc, char** argv, const StageSpec& spec) {
 
   if (!cfg.save.empty()) {
     try {
-      save_from(cfg.save, model, *strategy, last, spec.name, world->rank() == 0);
+      save_from(cfg.save, model, *strategy, opt, last, spec.name, world->rank() == 0);
     } catch (const std::exception& e) {
       err = e.what();
     }

@@ -68,7 +68,7 @@ struct StageContext {
   ProcessGroup& world;     ///< all ranks of the run (the report table gathers over it)
   ProcessGrid& grid;       ///< dp × pp × tp groups cut from `world` in StageSpec::grid's shape
   const TrainConfig& cfg;  ///< parsed common flags
-  AdamWConfig opt;         ///< from --lr, --weight_decay
+  AdamWConfig opt;         ///< from --lr, --weight_decay, --decay_all
 };
 
 /// The default grid: every rank a data-parallel replica, dp = cfg.world_size, pp = tp = 1.

@@ -1,6 +1,7 @@
 #include "stages/baseline/baseline.h"
 
 #include "common/nn/unit_runner.h"
+#include "common/optim/decay_mask.h"
 #include "common/train/dp_util.h"
 
 namespace llmp {
@@ -9,7 +10,7 @@ BaselineStrategy::BaselineStrategy(const GPT& model, AdamWConfig opt, uint64_t s
     : model_(model),
       params_(Tensor::empty({model.layout().num_params()}, DType::kF32, MemCategory::kParameters)),
       grads_(Tensor::zeros({model.layout().num_params()}, DType::kF32, MemCategory::kGradients)),
-      opt_(model.layout().num_params(), opt) {
+      opt_(model.layout().num_params(), opt, decay_ranges(model.layout(), opt.decay)) {
   model_.init_params(params_.f32(), seed);
 }
 

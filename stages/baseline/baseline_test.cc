@@ -55,7 +55,7 @@ TEST(Baseline, CheckpointResumesExactly) {
   BaselineStrategy straight(run.model, AdamWConfig{}, 9), first_half(run.model, AdamWConfig{}, 9);
   for (int t = 1; t <= 10; ++t) run.step(straight, t);
   for (int t = 1; t <= 5; ++t) run.step(first_half, t);
-  save_from(path, run.model, first_half, 5, "baseline", /*write=*/true);
+  save_from(path, run.model, first_half, AdamWConfig{}, 5, "baseline", /*write=*/true);
 
   BaselineStrategy resumed(run.model, AdamWConfig{}, 12345);  // other init: the load must win
   EXPECT_EQ(load_into(path, run.model, resumed), 5);
@@ -69,7 +69,7 @@ TEST(Baseline, CheckpointOfAnotherModelIsRefused) {
   Trainer run;
   const std::string path = "/tmp/llmp_baseline_mismatch_" + std::to_string(getpid()) + ".safetensors";
   BaselineStrategy s(run.model, AdamWConfig{}, 1);
-  save_from(path, run.model, s, 0, "baseline", true);
+  save_from(path, run.model, s, AdamWConfig{}, 0, "baseline", true);
   const GPT mini(GPTConfig::preset("mini"));
   try {
     read_checkpoint(path, mini);

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "common/nn/unit_runner.h"
+#include "common/optim/decay_mask.h"
 #include "common/runtime/log.h"
 
 namespace llmp {
@@ -35,7 +36,7 @@ DDPStrategy::DDPStrategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt, ui
       options_(checked(options)),
       params_(Tensor::empty({model.layout().num_params()}, DType::kF32, MemCategory::kParameters)),
       grads_(Tensor::zeros({model.layout().num_params()}, DType::kF32, MemCategory::kGradients)),
-      opt_(model.layout().num_params(), opt),
+      opt_(model.layout().num_params(), opt, decay_ranges(model.layout(), opt.decay)),
       metrics_(dp),
       buckets_(make_buckets(model.layout(), options_.bucket_mb * 1024 * 1024)),
       launch_at_(launch_unit_table(buckets_, model.layout().num_units())) {

@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "common/nn/unit_runner.h"
+#include "common/optim/decay_mask.h"
 #include "common/runtime/log.h"
 
 namespace llmp {
@@ -13,7 +14,7 @@ NaiveDPStrategy::NaiveDPStrategy(const GPT& model, ProcessGroup& dp, AdamWConfig
       dp_(dp),
       params_(Tensor::empty({model.layout().num_params()}, DType::kF32, MemCategory::kParameters)),
       grads_(Tensor::zeros({model.layout().num_params()}, DType::kF32, MemCategory::kGradients)),
-      opt_(model.layout().num_params(), opt),
+      opt_(model.layout().num_params(), opt, decay_ranges(model.layout(), opt.decay)),
       metrics_(dp) {
   model_.init_params(params_.f32(), seed);  // same seed on every rank: same replicas
 }

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "common/nn/unit_runner.h"
+#include "common/optim/decay_mask.h"
 
 namespace llmp {
 
@@ -12,7 +13,9 @@ Zero1Strategy::Zero1Strategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt
       shards_(model.layout().num_params(), dp.size()),
       params_(Tensor::empty({model.layout().num_params()}, DType::kF32, MemCategory::kParameters)),
       grads_(Tensor::zeros({model.layout().num_params()}, DType::kF32, MemCategory::kGradients)),
-      opt_(shards_.padded, opt),  // m, v: ⌈Ψ/N⌉ each, the only sharded state
+      opt_(shards_.padded, opt,
+           slice_ranges(decay_ranges(model.layout(), opt.decay), shards_.begin[dp.rank()],
+                        shards_.count[dp.rank()])),  // m, v: ⌈Ψ/N⌉ each, the only sharded state
       metrics_(dp) {
   model_.init_params(params_.f32(), seed);  // same seed on every rank: same replicas
 }

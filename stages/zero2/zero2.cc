@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "common/nn/unit_runner.h"
+#include "common/optim/decay_mask.h"
 
 namespace llmp {
 
@@ -13,7 +14,9 @@ Zero2Strategy::Zero2Strategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt
       shards_(model.layout().num_params(), dp.size()),
       params_(Tensor::empty({model.layout().num_params()}, DType::kF32, MemCategory::kParameters)),
       grad_shard_(Tensor::zeros({shards_.padded}, DType::kF32, MemCategory::kGradients)),
-      opt_(shards_.padded, opt),
+      opt_(shards_.padded, opt,
+           slice_ranges(decay_ranges(model.layout(), opt.decay), shards_.begin[dp.rank()],
+                        shards_.count[dp.rank()])),
       metrics_(dp) {
   model_.init_params(params_.f32(), seed);  // same seed on every rank: same replicas
 }

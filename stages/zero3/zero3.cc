@@ -5,6 +5,7 @@
 
 #include "common/nn/unit_runner.h"
 
+#include "common/optim/decay_mask.h"
 #include "common/runtime/check.h"
 #include "stages/zero3/unit_gatherer.h"
 
@@ -31,7 +32,9 @@ Zero3Strategy::Zero3Strategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt
       shards_(model.layout().num_params(), dp.size()),
       param_shard_(Tensor::zeros({shards_.padded}, DType::kF32, MemCategory::kParameters)),
       grad_shard_(Tensor::zeros({shards_.padded}, DType::kF32, MemCategory::kGradients)),
-      opt_(shards_.padded, opt),
+      opt_(shards_.padded, opt,
+           slice_ranges(decay_ranges(model.layout(), opt.decay), shards_.begin[dp.rank()],
+                        shards_.count[dp.rank()])),
       metrics_(dp) {
   LLMP_CHECK(model.config().layers >= 1, "ZeRO-3 needs at least one block");
   // Every rank builds the same full initialisation (same seed) once and keeps only its shard.
