@@ -69,7 +69,9 @@ TEST(Sampler, RowsAreContiguousWindowsAndTargetsAreShiftedByOne) {
     for (int t = 0; t < T; ++t) {
       ASSERT_EQ(b.x[j * T + t], s.bytes[o + t]) << "seq " << j << " t " << t;
       ASSERT_EQ(b.y[j * T + t], s.bytes[o + t + 1]) << "seq " << j << " t " << t;
-      if (t + 1 < T) ASSERT_EQ(b.y[j * T + t], b.x[j * T + t + 1]);
+      if (t + 1 < T) {
+        ASSERT_EQ(b.y[j * T + t], b.x[j * T + t + 1]);
+      }
     }
   }
   // Distinct sequences of one step start at distinct offsets (with overwhelming probability).

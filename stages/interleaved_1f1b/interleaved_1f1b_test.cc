@@ -41,7 +41,9 @@ TEST(Interleaved1F1B, ExecutedBubbleShrinksByV) {
     const testing::ProbeResult r = testing::expect_executed_bubble(
         make, "interleaved_1f1b", m, interleaved_bubble_fraction(p, m, kChunks),
         "(p-1)/(v·m+p-1)", 3.0 * (kChunks * m + p - 1));
-    if (r.rank == 0 && p > 1) EXPECT_LT(r.executed_bubble, (p - 1.0) / (m + p - 1.0));
+    if (r.rank == 0 && p > 1) {
+      EXPECT_LT(r.executed_bubble, (p - 1.0) / (m + p - 1.0));
+    }
   }
 }
 
