@@ -3,11 +3,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <memory>
 #include <stdexcept>
 
 #include "common/data/corpus.h"
 #include "common/data/sampler.h"
+#include "common/nn/unit_runner.h"
 #include "common/tensor/memory.h"
 
 namespace llmp {
@@ -34,7 +37,7 @@ OneStepMeasurement measure_one_step(const StrategyFactory& make, GPTConfig confi
   auto& mt = MemoryTracker::instance();
   const GPT model(config);
   const int64_t p0 = mt.current(MemCategory::kParameters), g0 = mt.current(MemCategory::kGradients),
-                o0 = mt.current(MemCategory::kOptimizerState);
+                o0 = mt.current(MemCategory::kOptimizerState), total0 = mt.current_total();
   std::unique_ptr<Strategy> s = make(model, AdamWConfig{}, seed);
   const Corpus corpus = Corpus::load("/usr/share/games/fortunes", model.config().ctx);
   const int B = global_batch, T = model.config().ctx;
@@ -52,10 +55,54 @@ OneStepMeasurement measure_one_step(const StrategyFactory& make, GPTConfig confi
   m.optimizer = mt.current(MemCategory::kOptimizerState) - o0;
   m.grads_peak = mt.peak(MemCategory::kGradients) - g0;
   m.params_before = p0;
+  m.total_peak = mt.peak_total() - total0;
+  m.local_batch = sl.num_seqs;
   m.rows = s->report();
   s->finish();
   if (inspect) inspect(*s, model);
   return m;
+}
+
+int64_t largest_unit_after_embeddings(const GPTLayout& layout) {
+  int64_t largest = 0;
+  for (int u = 1; u < layout.num_units(); ++u) largest = std::max(largest, layout.unit_numel(u));
+  return largest;
+}
+
+int64_t walk_peak_bytes(const GPTConfig& config, int B) {
+  auto& mt = MemoryTracker::instance();
+  const GPT model(config);
+  const int T = config.ctx;
+  const int64_t psi = model.layout().num_params();
+  Tensor params = Tensor::empty({psi}, DType::kF32, MemCategory::kParameters);
+  Tensor grads = Tensor::zeros({psi}, DType::kF32, MemCategory::kGradients);
+  model.init_params(params.f32(), /*seed=*/1);
+  std::vector<int32_t> tok(B * T), tgt(B * T);
+  for (int i = 0; i < B * T; ++i) tok[i] = i % 251, tgt[i] = (i + 1) % 251;
+  const int64_t before = mt.current_total();
+  mt.reset_peak();
+  forward_backward(model, params.f32(), grads.f32(), tok.data(), tgt.data(), B, T, 1.0f);
+  return mt.peak_total() - before;
+}
+
+void expect_total_peak_within_plan(const OneStepMeasurement& m, DPStage stage,
+                                   const GPTConfig& config, int64_t transient_bytes,
+                                   const std::string& transient_text) {
+  const int N = test_world().size();
+  const MemoryPlan plan =
+      plan_memory(stage, static_cast<double>(m.psi), N, Precision::fp32(), /*padded=*/true);
+  const int64_t walk = walk_peak_bytes(config, m.local_batch);
+  const double bound = plan.total() + walk + transient_bytes;
+  const double slack = bound - m.total_peak, full = 4.0 * m.psi;
+  std::printf("%s, N = %d, rank %d: total peak %lld B <= model states %.0f B (%s, ZeRO Table 1, padded) + "
+              "walk %lld B (B/N = %d, measured alone) + %s %lld B = %.0f B; slack %.0f B, 4Ψ = "
+              "%.0f B\n",
+              to_string(stage), N, test_world().rank(), static_cast<long long>(m.total_peak), plan.total(),
+              to_string(stage), static_cast<long long>(walk), m.local_batch,
+              transient_text.c_str(), static_cast<long long>(transient_bytes), bound, slack, full);
+  EXPECT_LE(m.total_peak, bound) << "a buffer beyond the model states, the walk and the "
+                                 << transient_text << " is alive at the peak";
+  EXPECT_LT(slack, full) << "the bound is too loose to catch a hidden full-Ψ buffer";
 }
 
 }  // namespace llmp

@@ -14,6 +14,7 @@
 
 #include "common/comm/process_group.h"
 #include "common/nn/gpt.h"
+#include "common/plan/memory_planner.h"
 #include "common/train/strategy.h"
 #include "tests/equivalence.h"
 
@@ -42,6 +43,11 @@ struct OneStepMeasurement {
   int64_t optimizer = 0;      ///< kOptimizerState bytes added (AdamW's m and v)
   int64_t grads_peak = 0;     ///< peak kGradients during the last step, less the bytes before
   int64_t params_before = 0;  ///< kParameters bytes before the strategy was built
+  /// Peak of ALL categories together during the last step (MemoryTracker::peak_total), less the
+  /// total before the strategy was built: everything the strategy and its walk held at the worst
+  /// moment, whatever category a buffer was booked under.
+  int64_t total_peak = 0;
+  int local_batch = 0;        ///< this rank's sequences per step (batch_slice(B).num_seqs)
   std::vector<ReportRow> rows;  ///< the strategy's report() after the last step
 };
 
@@ -59,6 +65,26 @@ using StrategyInspector = std::function<void(Strategy& strategy, const GPT& mode
 OneStepMeasurement measure_one_step(const StrategyFactory& make, GPTConfig config,
                                     int global_batch, uint64_t seed, int steps = 1,
                                     const StrategyInspector& inspect = {});
+
+/// Bytes the walk itself needs: the peak of all MemoryTracker categories together during one
+/// plain forward_backward (common/nn/unit_runner.h, no stage involved) of `B` sequences of
+/// config.ctx tokens, with its parameter and gradient buffers allocated beforehand, less the
+/// bytes before: activations and the walk's scratch. The part of a data-parallel rank's peak that
+/// the ZeRO paper's model-state table leaves out.
+int64_t walk_peak_bytes(const GPTConfig& config, int B);
+
+/// Elements of the largest of units 1..L+1 (every unit but the embeddings).
+int64_t largest_unit_after_embeddings(const GPTLayout& layout);
+
+/// Expects (gtest EXPECT) the total per-rank peak of `m` (all categories) to be at most
+///   plan_memory(stage, Ψ, N, fp32, padded).total()   the model states (ZeRO Table 1)
+///   + walk_peak_bytes(config, m.local_batch)          the walk's activations, measured alone
+///   + transient_bytes                                 what the stage states it holds in flight
+/// and the slack left under that bound to be less than 4Ψ, so that one hidden full-Ψ fp32 buffer,
+/// in any category, fails the test. Prints every term. `transient_text` names the transient.
+void expect_total_peak_within_plan(const OneStepMeasurement& m, DPStage stage,
+                                   const GPTConfig& config, int64_t transient_bytes,
+                                   const std::string& transient_text);
 
 /// measure_one_step of a ZeRO stage, with its shard size.
 struct ShardedStepMeasurement : OneStepMeasurement {

@@ -83,6 +83,13 @@ TEST(DDP, PerRankMemoryEqualsTheFormulaInBytes) {
     EXPECT_EQ(report_row(s.rows, what).formula, report_row(s.rows, what).measured) << what;
 }
 
+// Every category together: buckets are views of the gradient buffer, so nothing is in flight
+// beyond the model states and the walk; a bucket copied out (or any hidden buffer) shows here.
+TEST(DDP, TotalPeakIsTheModelStatesPlusTheWalk) {
+  const OneStep s = one_step({kSmallBucketMb, 1});
+  expect_total_peak_within_plan(s, DPStage::kDDP, GPTConfig::preset("tiny"), 0, "nothing");
+}
+
 TEST(DDP, BytesSentPerStepEqualOneAllReduceWhateverTheBuckets) {
   const int N = test_world().size();
   for (double mb : {DDPOptions{}.bucket_mb, kSmallBucketMb, 1e-6}) {

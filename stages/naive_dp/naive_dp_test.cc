@@ -50,6 +50,13 @@ TEST(NaiveDP, PerRankMemoryEqualsTheFormulaInBytes) {
     EXPECT_EQ(report_row(s.rows, what).formula, report_row(s.rows, what).measured) << what;
 }
 
+// Every category together: the all_reduce works in place on the gradient buffer, so nothing is
+// held beyond the model states and the walk; a hidden buffer (any category) shows here.
+TEST(NaiveDP, TotalPeakIsTheModelStatesPlusTheWalk) {
+  expect_total_peak_within_plan(one_step(), DPStage::kNaiveDP, GPTConfig::preset("tiny"), 0,
+                                "nothing");
+}
+
 TEST(NaiveDP, BytesSentPerStepEqualOneAllReduceOfTheGradients) {
   const OneStepMeasurement s = one_step();
   const int N = test_world().size();

@@ -51,6 +51,23 @@ TEST(Zero2, PerRankMemoryEqualsTheFormulaInBytes) {
   }
 }
 
+// Every category together: a full-Ψ buffer booked as communication scratch (or anything else)
+// would not show in the per-category rows above, but it does here.
+TEST(Zero2, TotalPeakIsTheModelStatesPlusTheWalk) {
+  for (int vocab : {256, 257}) {
+    GPTConfig mc = GPTConfig::preset("tiny");
+    mc.vocab = vocab;
+    const ShardedStepMeasurement s = measure_sharded_step<Zero2Strategy>(
+        zero2_on_world(), mc, /*global_batch=*/12, /*seed=*/7, /*steps=*/2);
+    const GPT model(mc);
+    const GPTLayout& lay = model.layout();
+    // ReduceScatterGrads (zero2.h): unit 0's full gradient and one other unit's at a time.
+    expect_total_peak_within_plan(
+        s, DPStage::kZeRO2, mc, 4 * (lay.unit_numel(0) + largest_unit_after_embeddings(lay)),
+        "unit gradients in flight 4(n_0 + largest unit)");
+  }
+}
+
 TEST(Zero2, BytesSentPerStepEqualOneAllReduce) {
   const ShardedStepMeasurement s = one_step(257);
   const int N = test_world().size();
