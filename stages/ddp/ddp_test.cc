@@ -37,6 +37,15 @@ TEST(DDP, MatchesBaselineWithSeveralBuckets) {
                     /*max_rel=*/1e-5);
 }
 
+// Non-default learning rate and weight decay (baseline with the same): a stage that dropped
+// either would drift from the baseline by about lr·λ per step.
+TEST(DDP, MatchesBaselineWithNonDefaultHyperparameters) {
+  EquivalenceConfig cfg = non_default_hyperparameters();
+  cfg.steps = 6;
+  expect_equivalent(run_against_baseline(ddp_on_world({kSmallBucketMb, 1}), test_world(), cfg),
+                    /*max_rel=*/1e-5);
+}
+
 TEST(DDP, MatchesBaselineWithGradientAccumulation) {
   EquivalenceConfig cfg;
   cfg.global_batch = 24;  // N·K = 2, 4, 6, 8 all divide 24 (12 is not divisible by 4·2)

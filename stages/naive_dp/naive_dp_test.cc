@@ -27,6 +27,14 @@ TEST(NaiveDP, MatchesBaselineAfterTenSteps) {
   expect_equivalent(run_against_baseline(naive_dp_on_world(), test_world()), /*max_rel=*/1e-5);
 }
 
+// Non-default learning rate and weight decay (baseline with the same): a stage that dropped
+// either would drift from the baseline by about lr·λ per step.
+TEST(NaiveDP, MatchesBaselineWithNonDefaultHyperparameters) {
+  EquivalenceConfig cfg = non_default_hyperparameters();
+  cfg.steps = 6;
+  expect_equivalent(run_against_baseline(naive_dp_on_world(), test_world(), cfg), /*max_rel=*/1e-5);
+}
+
 // One training step of a fresh NaiveDPStrategy on the tiny model: the model-state bytes it
 // added to this process (deltas around its construction) and its report.
 OneStepMeasurement one_step() {
