@@ -34,6 +34,13 @@ void expect_equivalent(const EquivalenceResult& r, double max_rel);
 /// Throws std::runtime_error("no report row <what>") when there is none.
 const ReportRow& report_row(const std::vector<ReportRow>& rows, const std::string& what);
 
+/// Expects (gtest EXPECT) each row of a data-parallel report() to hold what was recorded, not its
+/// formula: "parameters", "gradients", "optimizer state" = MemoryTracker::current of that
+/// category now; "parameters, peak in step", "gradients, peak in step" = its peak since the last
+/// step began; "sent per step" = `sent`, the bytes test_world()'s CommStats counted in the last
+/// step. At least four such rows must be there. measure_one_step calls it on every report.
+void expect_report_is_measured(const std::vector<ReportRow>& rows, double sent);
+
 /// What measure_one_step measured. Bytes are this process's MemoryTracker figures after the last
 /// step, less those before the strategy was built: what the strategy itself holds.
 struct OneStepMeasurement {
@@ -59,8 +66,9 @@ using StrategyInspector = std::function<void(Strategy& strategy, const GPT& mode
 /// `make` (default AdamWConfig, `seed`), trains it for `steps` steps (step s on training batch s
 /// of /usr/share/games/fortunes sampled with `seed`; B = global_batch, T = config.ctx, this
 /// rank's batch_slice), and returns the bytes of the three model-state categories it added, its
-/// report() and Ψ. Then, as train_main ends a run, it calls finish() (a stage's end-of-run lines
-/// land in the test log), and last `inspect` when given. steps > 1 measures a step that runs with
+/// report() (its rows checked by expect_report_is_measured) and Ψ. Then, as train_main ends a
+/// run, it calls finish() (a stage's end-of-run lines land in the test log), and last `inspect`
+/// when given. steps > 1 measures a step that runs with
 /// the optimizer state already allocated.
 OneStepMeasurement measure_one_step(const StrategyFactory& make, GPTConfig config,
                                     int global_batch, uint64_t seed, int steps = 1,
