@@ -38,7 +38,7 @@ const ReportRow& report_row(const std::vector<ReportRow>& rows, const std::strin
 /// formula: "parameters", "gradients", "optimizer state" = MemoryTracker::current of that
 /// category now; "parameters, peak in step", "gradients, peak in step" = its peak since the last
 /// step began; "sent per step" = `sent`, the bytes test_world()'s CommStats counted in the last
-/// step. At least four such rows must be there. measure_one_step calls it on every report.
+/// step. At least the three memory rows must be there. measure_one_step calls it on every report.
 void expect_report_is_measured(const std::vector<ReportRow>& rows, double sent);
 
 /// What measure_one_step measured. Bytes are this process's MemoryTracker figures after the last
