@@ -1,8 +1,10 @@
 // Test helpers shared by the data-parallel stages' tests (naive_dp, ddp, zero1, zero2, zero3):
 // one world group for the whole test binary, the check of an equivalence run, a report row by
 // name, and a short training run of a fresh strategy that measures the model-state bytes it adds
-// to this process (MemoryTracker) next to what its report() says. The pipeline stages have their
-// own: tests/pipeline_test_util.h.
+// to this process (MemoryTracker) next to what its report() says, that report's rows checked
+// against what MemoryTracker and CommStats recorded, and the bound on the total per-rank peak over
+// every memory category (ZeRO's Table 1 + the walk measured alone + a stated in-flight term). The
+// pipeline stages have their own: tests/pipeline_test_util.h.
 //
 // Glossary: Ψ parameter count, B global batch (sequences), T sequence length (the preset's ctx).
 #pragma once
