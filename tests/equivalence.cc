@@ -35,7 +35,21 @@ GPTConfig equivalence_model(const EquivalenceConfig& cfg) {
   if (cfg.vocab > 0) m.vocab = cfg.vocab;
   if (cfg.layers > 0) m.layers = cfg.layers;
   if (cfg.heads > 0) m.heads = cfg.heads;
+  if (cfg.channels > 0) m.d = cfg.channels;
   return m;
+}
+
+EquivalenceConfig non_default_hyperparameters(EquivalenceConfig cfg) {
+  cfg.opt.lr = 3e-3f;
+  cfg.opt.weight_decay = 0.1f;
+  return cfg;
+}
+
+EquivalenceConfig padded_model(EquivalenceConfig cfg) {
+  cfg.channels = 35;
+  cfg.heads = 5;
+  cfg.vocab = 267;
+  return cfg;
 }
 
 EquivalenceResult run_against_baseline(const StrategyFactory& make, ProcessGroup& group,

@@ -33,6 +33,7 @@ struct EquivalenceConfig {
   int vocab = 0;   ///< > 0 overrides the preset's V (e.g. 257 makes Ψ indivisible by 3: padding)
   int layers = 0;  ///< > 0 overrides the preset's L (pipelines need L divisible by p·v)
   int heads = 0;   ///< > 0 overrides the preset's H (tensor parallelism needs t | H)
+  int channels = 0;  ///< > 0 overrides the preset's C (an odd C makes Ψ odd: see padded_model())
   int steps = 10;
   int global_batch = 12;  ///< divisible by 1, 2, 3 and 4
   int T = 16;
@@ -55,6 +56,17 @@ using StrategyFactory =
 
 /// The model the harness builds: the preset with the overrides applied.
 GPTConfig equivalence_model(const EquivalenceConfig& cfg);
+
+/// cfg with a learning rate of 3e-3 (default 1e-3) and weight decay 0.1 (default 0): baseline and
+/// stage both train with them, so a stage that drops --lr or --weight_decay drifts from the
+/// baseline by about lr·λ per step, far above the tolerance.
+EquivalenceConfig non_default_hyperparameters(EquivalenceConfig cfg = {});
+
+/// A model whose Ψ leaves the most padding there can be at every N in {2, 3, 4}: tiny with
+/// C = 35, H = 5 (hs 7) and V = 267 has Ψ = 35·(267 + 16) + 2·(12·35² + 13·35) + 2·35 = 40,285
+/// ≡ 1 (mod 12), so ⌈Ψ/N⌉·N - Ψ = 1, 2, 3 padded elements on the last rank at N = 2, 3, 4
+/// (N = 2 cannot pad more than one). Its config: cfg with channels, heads and vocab set.
+EquivalenceConfig padded_model(EquivalenceConfig cfg = {});
 
 /// Collective over `group` (every rank calls it). Prints one line per step and a summary on
 /// rank 0 of the group.

@@ -1,8 +1,10 @@
 // Test helpers shared by the data-parallel stages' tests (naive_dp, ddp, zero1, zero2, zero3):
 // one world group for the whole test binary, the check of an equivalence run, a report row by
 // name, and a short training run of a fresh strategy that measures the model-state bytes it adds
-// to this process (MemoryTracker) next to what its report() says. The pipeline stages have their
-// own: tests/pipeline_test_util.h.
+// to this process (MemoryTracker) next to what its report() says, that report's rows checked
+// against what MemoryTracker and CommStats recorded, and the bound on the total per-rank peak over
+// every memory category (ZeRO's Table 1 + the walk measured alone + a stated in-flight term). The
+// pipeline stages have their own: tests/pipeline_test_util.h.
 //
 // Glossary: Ψ parameter count, B global batch (sequences), T sequence length (the preset's ctx).
 #pragma once
@@ -14,6 +16,7 @@
 
 #include "common/comm/process_group.h"
 #include "common/nn/gpt.h"
+#include "common/plan/memory_planner.h"
 #include "common/train/strategy.h"
 #include "tests/equivalence.h"
 
@@ -33,6 +36,13 @@ void expect_equivalent(const EquivalenceResult& r, double max_rel);
 /// Throws std::runtime_error("no report row <what>") when there is none.
 const ReportRow& report_row(const std::vector<ReportRow>& rows, const std::string& what);
 
+/// Expects (gtest EXPECT) each row of a data-parallel report() to hold what was recorded, not its
+/// formula: "parameters", "gradients", "optimizer state" = MemoryTracker::current of that
+/// category now; "parameters, peak in step", "gradients, peak in step" = its peak since the last
+/// step began; "sent per step" = `sent`, the bytes test_world()'s CommStats counted in the last
+/// step. At least the three memory rows must be there. measure_one_step calls it on every report.
+void expect_report_is_measured(const std::vector<ReportRow>& rows, double sent);
+
 /// What measure_one_step measured. Bytes are this process's MemoryTracker figures after the last
 /// step, less those before the strategy was built: what the strategy itself holds.
 struct OneStepMeasurement {
@@ -42,6 +52,11 @@ struct OneStepMeasurement {
   int64_t optimizer = 0;      ///< kOptimizerState bytes added (AdamW's m and v)
   int64_t grads_peak = 0;     ///< peak kGradients during the last step, less the bytes before
   int64_t params_before = 0;  ///< kParameters bytes before the strategy was built
+  /// Peak of ALL categories together during the last step (MemoryTracker::peak_total), less the
+  /// total before the strategy was built: everything the strategy and its walk held at the worst
+  /// moment, whatever category a buffer was booked under.
+  int64_t total_peak = 0;
+  int local_batch = 0;        ///< this rank's sequences per step (batch_slice(B).num_seqs)
   std::vector<ReportRow> rows;  ///< the strategy's report() after the last step
 };
 
@@ -53,12 +68,33 @@ using StrategyInspector = std::function<void(Strategy& strategy, const GPT& mode
 /// `make` (default AdamWConfig, `seed`), trains it for `steps` steps (step s on training batch s
 /// of /usr/share/games/fortunes sampled with `seed`; B = global_batch, T = config.ctx, this
 /// rank's batch_slice), and returns the bytes of the three model-state categories it added, its
-/// report() and Ψ. Then, as train_main ends a run, it calls finish() (a stage's end-of-run lines
-/// land in the test log), and last `inspect` when given. steps > 1 measures a step that runs with
+/// report() (its rows checked by expect_report_is_measured) and Ψ. Then, as train_main ends a
+/// run, it calls finish() (a stage's end-of-run lines land in the test log), and last `inspect`
+/// when given. steps > 1 measures a step that runs with
 /// the optimizer state already allocated.
 OneStepMeasurement measure_one_step(const StrategyFactory& make, GPTConfig config,
                                     int global_batch, uint64_t seed, int steps = 1,
                                     const StrategyInspector& inspect = {});
+
+/// Bytes the walk itself needs: the peak of all MemoryTracker categories together during one
+/// plain forward_backward (common/nn/unit_runner.h, no stage involved) of `B` sequences of
+/// config.ctx tokens, with its parameter and gradient buffers allocated beforehand, less the
+/// bytes before: activations and the walk's scratch. The part of a data-parallel rank's peak that
+/// the ZeRO paper's model-state table leaves out.
+int64_t walk_peak_bytes(const GPTConfig& config, int B);
+
+/// Elements of the largest of units 1..L+1 (every unit but the embeddings).
+int64_t largest_unit_after_embeddings(const GPTLayout& layout);
+
+/// Expects (gtest EXPECT) the total per-rank peak of `m` (all categories) to be at most
+///   plan_memory(stage, Ψ, N, fp32, padded).total()   the model states (ZeRO Table 1)
+///   + walk_peak_bytes(config, m.local_batch)          the walk's activations, measured alone
+///   + transient_bytes                                 what the stage states it holds in flight
+/// and the slack left under that bound to be less than 4Ψ, so that one hidden full-Ψ fp32 buffer,
+/// in any category, fails the test. Prints every term. `transient_text` names the transient.
+void expect_total_peak_within_plan(const OneStepMeasurement& m, DPStage stage,
+                                   const GPTConfig& config, int64_t transient_bytes,
+                                   const std::string& transient_text);
 
 /// measure_one_step of a ZeRO stage, with its shard size.
 struct ShardedStepMeasurement : OneStepMeasurement {

@@ -5,6 +5,10 @@
 #include <sstream>
 #include <stdexcept>
 
+#ifdef __SANITIZE_ADDRESS__
+#include <sanitizer/asan_interface.h>  // --config=asan (.bazelrc)
+#endif
+
 namespace llmp {
 
 int64_t dtype_size(DType t) {
@@ -45,11 +49,22 @@ class CpuAllocator : public Allocator {
  public:
   void* allocate(int64_t bytes) override {
     // 64-byte alignment: whole cache lines, and what AVX-512 loads like.
-    void* p = std::aligned_alloc(64, ((bytes + 63) / 64) * 64 + 64);
+    const int64_t size = ((bytes + 63) / 64) * 64 + 64;
+    void* p = std::aligned_alloc(64, size);
     if (!p) throw std::bad_alloc();
+#ifdef __SANITIZE_ADDRESS__
+    // --config=asan: the rounding and the spare line are not the tensor's; poisoned, so that an
+    // access one element past `bytes` (a loop running to n + 1) is reported, not silently allowed.
+    ASAN_POISON_MEMORY_REGION(static_cast<char*>(p) + bytes, size - bytes);
+#endif
     return p;
   }
-  void deallocate(void* p, int64_t) override { std::free(p); }
+  void deallocate(void* p, int64_t bytes) override {
+#ifdef __SANITIZE_ADDRESS__
+    ASAN_UNPOISON_MEMORY_REGION(p, ((bytes + 63) / 64) * 64 + 64);
+#endif
+    std::free(p);
+  }
 };
 
 Allocator*& slot(Device d) {

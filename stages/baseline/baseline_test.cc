@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -47,6 +48,47 @@ TEST(Baseline, SameSeedSameRun) {
   for (int t = 1; t <= 3; ++t) EXPECT_EQ(run.step(a, t), run.step(b, t));
   const int64_t psi = run.model.layout().num_params();
   for (int64_t i = 0; i < psi; ++i) ASSERT_EQ(a.params()[i], b.params()[i]) << i;
+}
+
+// The baseline is every equivalence test's reference, so it must honour --lr and --weight_decay
+// itself: checked against Adam's first step in closed form, not against another run of AdamW.
+// On step 1, m̂ = g and v̂ = g², so p1 = p0 - lr·(g/(|g| + ε) + λ·p0): doubling lr doubles the
+// step (λ = 0), and λ > 0 moves each decayed element by exactly -lr·λ·p0 more.
+TEST(Baseline, HonoursLearningRateAndWeightDecay) {
+  Trainer run;
+  const int64_t psi = run.model.layout().num_params();
+  auto after_one_step = [&](float lr, float wd) {
+    AdamWConfig opt;
+    opt.lr = lr;
+    opt.weight_decay = wd;
+    BaselineStrategy s(run.model, opt, 3);
+    run.step(s, 1);
+    return std::vector<float>(s.params(), s.params() + psi);
+  };
+  const BaselineStrategy init(run.model, AdamWConfig{}, 3);
+  const std::vector<float> p0(init.params(), init.params() + psi);
+  const std::vector<float> a = after_one_step(1e-3f, 0), b = after_one_step(2e-3f, 0),
+                           c = after_one_step(2e-3f, 0.1f);
+  double worst_lr = 0, step = 0;
+  int64_t decayed = 0, other = 0;
+  for (int64_t i = 0; i < psi; ++i) {
+    const double da = a[i] - p0[i], db = b[i] - p0[i], wd = c[i] - b[i];
+    step = std::max(step, std::fabs(db));
+    worst_lr = std::max(worst_lr, std::fabs(db - 2 * da));
+    const double expected = -2e-3 * 0.1 * p0[i];  // -lr·λ·p0
+    if (std::fabs(wd - expected) <= 1e-9 + 1e-3 * std::fabs(expected) && expected != 0)
+      ++decayed;
+    else if (std::fabs(wd) > 1e-9)
+      ++other;  // neither decayed by -lr·λ·p0 nor left alone (exempt tensors: biases, LayerNorm)
+  }
+  std::printf("lr 2e-3 vs 1e-3: largest |Δ(2lr) - 2Δ(lr)| %.3g (step %.3g); weight decay 0.1: "
+              "%lld of %lld elements moved by -lr·λ·p0, %lld otherwise\n",
+              worst_lr, step, static_cast<long long>(decayed), static_cast<long long>(psi),
+              static_cast<long long>(other));
+  EXPECT_GT(step, 1.5e-3) << "a step of about lr per element";
+  EXPECT_LE(worst_lr, 1e-3 * step) << "the step is not proportional to --lr";
+  EXPECT_EQ(other, 0) << "elements moved by weight decay other than -lr·λ·p0";
+  EXPECT_GE(decayed, psi / 2) << "--weight_decay ignored (the weight matrices hold most of Ψ)";
 }
 
 TEST(Baseline, CheckpointResumesExactly) {

@@ -52,6 +52,7 @@ void DDPStrategy::launch(int b) {
   Tensor bucket = grads_.narrow(buckets_[b].offset, buckets_[b].numel);  // a view, no copy
   work_[b] = dp_.all_reduce_async(bucket, ReduceOp::kSum);  // sends 2(N-1)/N·4·numel(b)
   meter_.launched(b);
+  events_.push_back({DDPEvent::kBucketLaunched, b});
   meter_.add_in_mpi(OverlapMeter::ms(t0, OverlapMeter::Clock::now()));
 }
 
@@ -63,6 +64,7 @@ void DDPStrategy::poll() {
 }
 
 void DDPStrategy::on_unit_ready(int u) {
+  events_.push_back({DDPEvent::kUnitFinal, u});
   poll();  // progress the buckets already in flight (MPI moves bytes only inside MPI calls)
   if (launch_at_[u] >= 0) launch(launch_at_[u]);  // u completes this bucket: start it now
 }
@@ -101,6 +103,7 @@ double DDPStrategy::train_step(const int32_t* tokens, const int32_t* targets, in
     const int64_t off = static_cast<int64_t>(k) * micro * T;  // micro-batch k: (micro, T)
     if (sync) {
       work_.assign(buckets_.size(), nullptr);
+      events_.clear();
       meter_.begin_step(static_cast<int>(buckets_.size()));
     }
     local_loss += forward_backward(model_, params_.f32(), grads_.f32(), tokens + off,
@@ -108,6 +111,7 @@ double DDPStrategy::train_step(const int32_t* tokens, const int32_t* targets, in
                                           sync ? hook : std::function<void(int)>());
     if (sync) {
       meter_.backward_done();
+      events_.push_back({DDPEvent::kBackwardDone, -1});
       wait_all();  // every bucket summed over ranks: grads_ is the global gradient
       meter_.end_step();
     }

@@ -47,6 +47,21 @@ struct DDPOptions {
   int grad_accum = 1;
 };
 
+/// One entry of DDPStrategy's event log: what happened during the synchronising micro-step, in
+/// the order it happened on this rank. A logical record (no clock), so tests can assert the
+/// order deterministically: no bucket before all its gradients are final, and some bucket while
+/// backward still has units to finish.
+struct DDPEvent {
+  enum Kind {
+    kUnitFinal,       ///< the walk announced unit `index`'s gradients final (on_unit_ready)
+    kBucketLaunched,  ///< bucket `index`'s all_reduce_async was issued
+    kBackwardDone,    ///< forward_backward returned (index -1)
+  };
+  Kind kind;
+  int index;
+  bool operator==(const DDPEvent& o) const { return kind == o.kind && index == o.index; }
+};
+
 class DDPStrategy : public Strategy {
  public:
   /// Collective over `dp`. Every rank initialises the same parameters from `seed`.
@@ -77,6 +92,8 @@ class DDPStrategy : public Strategy {
   const std::vector<int64_t>& last_micro_step_calls() const { return micro_calls_; }
   double last_step_bytes() const { return last_step_bytes_; }
   const OverlapMeter& overlap() const { return meter_; }
+  /// The event log of the last step's synchronising micro-step (see DDPEvent).
+  const std::vector<DDPEvent>& last_step_events() const { return events_; }
 
  private:
   /// The backward hook (forward_backward's on_unit_ready, unit_runner.h) of the last micro-step.
@@ -99,6 +116,7 @@ class DDPStrategy : public Strategy {
   std::vector<int64_t> micro_calls_;
   double last_step_bytes_ = 0;
   OverlapMeter meter_;
+  std::vector<DDPEvent> events_;
 };
 
 }  // namespace llmp

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The test suite under AddressSanitizer + UndefinedBehaviorSanitizer (.bazelrc's --config=asan).
+#
+#   tools/asan.sh                      every test: bazel test --config=asan //...
+#   tools/asan.sh //stages/zero2:all   the targets given
+#   tools/asan.sh --ci                 the subset .ci/run runs (ASAN_CI_TARGETS below)
+#
+# What it finds that the normal build cannot: a loop running past the end of a tensor (Tensor's
+# CPU allocator poisons its rounding and spare line under ASan, so one element past the end is
+# reported), use after free, signed overflow and other undefined behaviour. Multi-rank tests run
+# their ranks under hydra's mpiexec: every rank is the instrumented binary (mpiexec itself is
+# not), ASAN_OPTIONS/UBSAN_OPTIONS reach it through the test environment, and a report ends that
+# rank with a non-zero status, which fails the job. CUDA: the .cu files are compiled by nvcc
+# without instrumentation and linked into instrumented binaries (the host code is checked);
+# without a toolkit those targets do not exist. Outputs live apart from the normal build's
+# (--platform_suffix=asan), so neither invalidates the other.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+# The CI subset (~1/3 of the suite): the shared layer's unit tests, ZeRO-1/2/3 (the sharded
+# AdamW ranges and padding) and one pipeline stage.
+ASAN_CI_TARGETS=(//common/... //stages/zero1:all //stages/zero2:all //stages/zero3:all
+                 //stages/1f1b:all)
+
+targets=("$@")
+if [ "${1:-}" = "--ci" ]; then
+  targets=("${ASAN_CI_TARGETS[@]}")
+elif [ ${#targets[@]} -eq 0 ]; then
+  targets=(//...)
+fi
+exec bazel test --config=asan --color=no --curses=no "${targets[@]}"
