@@ -1,6 +1,7 @@
 // Tests for Corpus::load: file and folder loading, what a folder walk skips, the 90/10 split,
 // and the one-line errors for missing, empty and too-short inputs.
 #include "common/data/corpus.h"
+#include "common/testing/files.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -13,15 +14,10 @@
 namespace llmp {
 namespace {
 
-namespace fs = std::filesystem;
+using testing::fresh_dir;
+using testing::error_of;
 
-// A fresh folder under the test's temporary directory.
-std::string fresh_dir(const std::string& name) {
-  const fs::path p = fs::path(::testing::TempDir()) / ("corpus_test_" + name);
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p.string();
-}
+namespace fs = std::filesystem;
 
 void write_file(const std::string& path, const std::string& bytes) {
   fs::create_directories(fs::path(path).parent_path());
@@ -29,17 +25,6 @@ void write_file(const std::string& path, const std::string& bytes) {
 }
 
 std::string as_string(const Corpus::Split& s) { return std::string(s.bytes.begin(), s.bytes.end()); }
-
-// The message of the std::runtime_error that `f` throws ("" if it throws none).
-template <typename F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const std::runtime_error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 TEST(Corpus, FileIsSplitNinetyTen) {
   const std::string dir = fresh_dir("file");

@@ -3,6 +3,7 @@
 //
 // Glossary: p pipeline stages, m micro-batches, v model chunks per rank.
 #include "common/pipeline/schedule.h"
+#include "common/testing/files.h"
 
 #include <set>
 #include <stdexcept>
@@ -13,6 +14,8 @@
 namespace llmp {
 namespace {
 
+using testing::error_of;
+
 // Rank r's compute actions as labels, e.g. "F0 F1 B0 F2 B1 B2".
 std::string compute_order(const Schedule& s, int r) {
   std::string out;
@@ -20,17 +23,6 @@ std::string compute_order(const Schedule& s, int r) {
     if (is_compute(a.op)) out += (out.empty() ? "" : " ") + action_label(a, s.v);
   }
   return out;
-}
-
-// The message of `what()` of the exception `f` throws, or "" if it throws nothing.
-template <class F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const std::invalid_argument& e) {
-    return e.what();
-  }
-  return "";
 }
 
 TEST(Schedule, OneFOneBPhasesOnEveryRank) {

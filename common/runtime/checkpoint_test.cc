@@ -1,6 +1,7 @@
 // Tests for safetensors checkpoints: round trip, the byte layout of the format, atomic
 // replacement, and one clear message per kind of corruption.
 #include "common/runtime/checkpoint.h"
+#include "common/testing/files.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -17,19 +18,11 @@
 namespace llmp {
 namespace {
 
+using testing::fresh_dir;
+using testing::read_bytes;
+using testing::error_of;
+
 namespace fs = std::filesystem;
-
-std::string fresh_dir(const std::string& name) {
-  const fs::path p = fs::path(::testing::TempDir()) / ("checkpoint_test_" + name);
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p.string();
-}
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
 
 void write_bytes(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary) << bytes;
@@ -40,16 +33,6 @@ std::string raw_file(const std::string& header, const std::string& data) {
   const uint64_t n = header.size();
   std::string s(reinterpret_cast<const char*>(&n), 8);
   return s + header + data;
-}
-
-template <typename F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const std::runtime_error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 // A small model-like set: two f32 matrices, a bf16 vector, a scalar.

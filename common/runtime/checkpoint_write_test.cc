@@ -23,23 +23,16 @@
 
 #include "common/runtime/checkpoint.h"
 #include "common/runtime/signals.h"
+#include "common/testing/files.h"
 
 namespace llmp {
 namespace {
 
+using testing::fresh_dir;
+using testing::read_bytes;
+using testing::error_of;
+
 namespace fs = std::filesystem;
-
-std::string fresh_dir(const std::string& name) {
-  const fs::path p = fs::path(::testing::TempDir()) / ("checkpoint_write_test_" + name);
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p.string();
-}
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
 
 std::vector<std::string> names_in(const std::string& dir) {
   std::vector<std::string> out;
@@ -61,16 +54,6 @@ pid_t dead_pid() {
   int status = 0;
   ::waitpid(pid, &status, 0);
   return pid;
-}
-
-template <typename F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const std::runtime_error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 TEST(SaveSafetensors, RefusesAFifoByNameAndLeavesIt) {
@@ -109,9 +92,9 @@ TEST(SaveSafetensors, RemovesStaleTempFilesOfWritersNoLongerRunning) {
   const std::string alive = target + ".tmp." + std::to_string(::getppid());  // a running writer
   const std::string other = d + "/other.safetensors.tmp." + std::to_string(dead_pid());
   for (const std::string& p : {dead, alive, other}) std::ofstream(p) << "half a checkpoint";
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   save_small(target);
-  const std::string err = testing::internal::GetCapturedStderr();
+  const std::string err = ::testing::internal::GetCapturedStderr();
   EXPECT_FALSE(fs::exists(dead)) << "the dead writer's file remains";
   EXPECT_TRUE(fs::exists(alive)) << "a running writer's file was removed";
   EXPECT_TRUE(fs::exists(other)) << "another checkpoint's temporary file was removed";

@@ -1,6 +1,7 @@
 // output_path_error and non_regular_kind against real files, folders, a FIFO and a device node:
 // each refusal names the flag, the path and what is wrong.
 #include "common/runtime/paths.h"
+#include "common/testing/files.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -13,14 +14,9 @@
 namespace llmp {
 namespace {
 
-namespace fs = std::filesystem;
+using testing::fresh_dir;
 
-std::string fresh_dir(const std::string& name) {
-  const fs::path p = fs::path(::testing::TempDir()) / ("paths_test_" + name);
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p.string();
-}
+namespace fs = std::filesystem;
 
 TEST(ParentDirectory, FolderPartOrDot) {
   EXPECT_EQ(parent_directory("/x/y"), "/x");
