@@ -5,15 +5,20 @@
 //   --throw_rank R        the rank that throws (default 1)
 //   --throw_in make       throws from the factory (caught by train_main's catch)
 //   --throw_in thread     throws from a std::thread (std::terminate: the terminate handler)
+//   --throw_in stall      throws nothing: the rank stops itself (SIGSTOP) while the others wait
+//                         in all_ranks_ok, a world-wide agreement outside every ProcessGroup;
+//                         the watchdog (--timeout) must end the job with exit status 124
 //
 // Glossary: R world rank.
 #include <CLI/CLI.hpp>
+#include <signal.h>
 
 #include <memory>
 #include <stdexcept>
 #include <string>
 #include <thread>
 
+#include "common/runtime/check.h"
 #include "common/train/train_main.h"
 
 int main(int argc, char** argv) {
@@ -25,9 +30,14 @@ int main(int argc, char** argv) {
   spec.default_world_size = 2;
   spec.add_flags = [&](CLI::App& app) {
     app.add_option("--throw_rank", throw_rank, "the rank that throws");
-    app.add_option("--throw_in", throw_in, "make or thread");
+    app.add_option("--throw_in", throw_in, "make, thread or stall");
   };
   spec.make = [&](const llmp::StageContext& ctx) -> std::unique_ptr<llmp::Strategy> {
+    if (throw_in == "stall") {
+      if (ctx.world.rank() == throw_rank) raise(SIGSTOP);
+      llmp::all_ranks_ok(true, "unused");  // never completes while throw_rank is stopped
+      throw std::logic_error("safety_probe: all_ranks_ok returned");
+    }
     if (ctx.world.rank() == throw_rank) {
       const std::string what =
           "safety_probe: thrown on purpose on rank " + std::to_string(throw_rank);

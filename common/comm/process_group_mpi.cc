@@ -10,9 +10,22 @@
 // Glossary: N = size(), r = rank(), k = elements per rank's chunk.
 #include "common/comm/mpi_process_group.h"
 
+#include "common/comm/mpi_util.h"
+#include "common/comm/watchdog.h"
 #include "common/runtime/check.h"
 
 namespace llmp {
+namespace {
+
+/// check.h's world-wide agreements (all_ranks_ok, stop_if_interrupted) wait like every wait of
+/// this backend: polled, under the watchdog (a site without a group is named as the world).
+void watched_world_wait(void* request, const char* op) {
+  WaitSite site;
+  site.op = op;
+  mpi_wait(static_cast<MPI_Request*>(request), MPI_STATUS_IGNORE, site);
+}
+
+}  // namespace
 
 std::shared_ptr<ProcessGroup> ProcessGroup::world() {
   int init = 0;
@@ -20,6 +33,7 @@ std::shared_ptr<ProcessGroup> ProcessGroup::world() {
   LLMP_CHECK(init, "MPI is not initialised: call launch_or_init() (common/runtime/launch.h) first");
   auto world = std::make_shared<MpiProcessGroup>(MPI_COMM_WORLD, /*owns=*/false);
   world->set_name("world");
+  set_world_wait(watched_world_wait);
   return world;
 }
 

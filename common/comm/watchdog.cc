@@ -5,6 +5,7 @@
 #include "common/comm/watchdog.h"
 
 #include <signal.h>
+#include <mpi.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -32,7 +33,12 @@ const pid_t g_parent = getppid();
 double g_next_parent_check_s = 0;
 
 int world_rank_of(const WaitSite& s) {
-  return s.group ? s.group->world_ranks()[s.group->rank()] : -1;
+  if (s.group) return s.group->world_ranks()[s.group->rank()];
+  int rank = -1, init = 0, fin = 0;  // a site without a group: the world (check.h's agreements)
+  MPI_Initialized(&init);
+  MPI_Finalized(&fin);
+  if (init && !fin) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  return rank;
 }
 
 // LLMP_TEST_STALL=<w>:<op>: rank w stops itself the first time it waits on `op`.
@@ -58,7 +64,7 @@ std::string seconds(double s) {
 
 std::string describe(const WaitSite& s) {
   std::string out = s.op;
-  if (!s.group) return out;
+  if (!s.group) return out + " over the world (every rank)";
   const std::vector<int>& w = s.group->world_ranks();
   if (s.peer >= 0 && s.peer < static_cast<int>(w.size())) {
     out += (s.peer_is_source ? " from rank " : " to rank ") + std::to_string(w[s.peer]) + " (" +

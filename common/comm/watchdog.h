@@ -32,7 +32,7 @@ namespace llmp {
 /// What a wait is for: the operation, its group, and for point to point the other end.
 struct WaitSite {
   const char* op = "wait";              ///< "all_reduce", "recv", or the caller's label
-  const ProcessGroup* group = nullptr;  ///< the group the operation runs over
+  const ProcessGroup* group = nullptr;  ///< the group it runs over; null: MPI_COMM_WORLD itself
   int peer = -1;                        ///< group rank of the other end (send, recv); -1: none
   bool peer_is_source = true;           ///< recv: "from rank p"; send: "to rank p"
 };

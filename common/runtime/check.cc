@@ -70,6 +70,23 @@ void report_exception(const std::string& what) {
 
 void install_terminate_handler() { std::set_terminate(on_terminate); }
 
+namespace {
+void mpi_wait_plain(void* request, const char*) {
+  MPI_Wait(static_cast<MPI_Request*>(request), MPI_STATUS_IGNORE);
+}
+WorldWait g_world_wait = mpi_wait_plain;
+}  // namespace
+
+void set_world_wait(WorldWait wait) { g_world_wait = wait ? wait : mpi_wait_plain; }
+
+int world_min(int mine, const char* op) {
+  int out = mine;
+  MPI_Request request;
+  MPI_Iallreduce(&mine, &out, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, &request);
+  g_world_wait(&request, op);
+  return out;
+}
+
 void all_ranks_ok(bool ok, const std::string& msg, int code) {
   if (!mpi_up()) {
     if (ok) return;
@@ -80,8 +97,7 @@ void all_ranks_ok(bool ok, const std::string& msg, int code) {
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   // The lowest failing rank (or INT_MAX when none fails) is found with one all_reduce(min).
-  int mine = ok ? 0x7fffffff : rank, first = 0;
-  MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  const int first = world_min(ok ? 0x7fffffff : rank, "all_ranks_ok");
   if (first == 0x7fffffff) return;
   if (rank == first) {
     std::fprintf(stderr, "error: %s\n", msg.c_str());

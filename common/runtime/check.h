@@ -41,6 +41,19 @@ enum ExitCode : int {
 /// (seen here under load: the job failed with no message). Without MPI: exit(code).
 [[noreturn]] void abort_job(int code);
 
+/// How this layer's world-wide agreements (all_ranks_ok below, stop_if_interrupted in
+/// signals.h: one small all_reduce each, every step of a training run) wait for their
+/// MPI_Iallreduce. `request` is the MPI_Request*, `op` names the agreement for a message. The
+/// default is MPI_Wait. The comm layer installs its watchdog's wait (common/comm/watchdog.h)
+/// when --timeout is set, so a rank stopped between two steps (say, in its optimizer step) ends
+/// the job after --timeout seconds instead of leaving every other rank waiting here for ever.
+using WorldWait = void (*)(void* request, const char* op);
+void set_world_wait(WorldWait wait);
+
+/// Collective over MPI_COMM_WORLD (MPI must be up): the minimum of every rank's `mine`, one
+/// MPI_Iallreduce completed by the installed WorldWait. `op` names it ("all_ranks_ok").
+int world_min(int mine, const char* op);
+
 /// Collective: every rank of MPI_COMM_WORLD calls it with its own `ok`. If all are ok it returns.
 /// Otherwise the lowest failing rank prints "error: <its msg>", and every rank finalises MPI and
 /// exits with status `code` (2, bad input, unless told otherwise). Without MPI initialised it

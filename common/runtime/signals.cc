@@ -147,7 +147,7 @@ void stop_if_interrupted(int64_t step) {
   // ranks that saw one": 0 stands for none by mapping it above both.
   constexpr int kNone = 1 << 30;
   int mine = g_pending ? static_cast<int>(g_pending) : kNone, sig = mine;
-  if (mpi_up()) MPI_Allreduce(&mine, &sig, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (mpi_up()) sig = world_min(mine, "stop_if_interrupted");
   if (sig == kNone) return;
   if (g_print) {
     std::fprintf(stderr, "error: interrupted by %s at step %lld\n", name_of(sig),
