@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/runtime/signals.h"
+
 namespace llmp {
 
 using nlohmann::json;
@@ -51,15 +53,19 @@ void write_trace(const std::string& path, const std::vector<Span>& spans, int nu
                  const TraceOptions& options) {
   const std::string text = trace_json(spans, num_ranks, options);
   const std::string tmp = path + ".tmp";
+  set_temp_file_for_signals(tmp);  // SIGINT / SIGTERM while writing: the handler unlinks it
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     out << text << "\n";
-    if (!out.flush()) throw std::runtime_error("trace: cannot write " + tmp);
+    if (!out.flush()) {
+      clear_temp_file_for_signals();
+      throw std::runtime_error("trace: cannot write " + tmp);
+    }
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw std::runtime_error("trace: cannot rename " + tmp + " to " + path);
-  }
+  const bool renamed = std::rename(tmp.c_str(), path.c_str()) == 0;
+  if (!renamed) std::remove(tmp.c_str());
+  clear_temp_file_for_signals();
+  if (!renamed) throw std::runtime_error("trace: cannot rename " + tmp + " to " + path);
 }
 
 std::string spans_to_string(const std::vector<Span>& spans) {
