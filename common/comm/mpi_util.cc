@@ -19,11 +19,8 @@ void mpi_fail(const char* file, int line, const char* call, int rc) {
   char err[MPI_MAX_ERROR_STRING] = "unknown MPI error";
   int len = 0;
   MPI_Error_string(rc, err, &len);
-  int init = 0, fin = 0, rank = -1;
-  MPI_Initialized(&init);
-  MPI_Finalized(&fin);
-  if (init && !fin) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  std::fprintf(stderr, "%s:%d: [rank %d] %s failed: %s\n", file, line, rank, call, err);
+  std::fprintf(stderr, "%s:%d: [rank %d] %s failed: %s\n", file, line, world_rank(-1), call,
+               err);
   abort_job(1);
 }
 

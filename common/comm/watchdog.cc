@@ -5,7 +5,6 @@
 #include "common/comm/watchdog.h"
 
 #include <signal.h>
-#include <mpi.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -34,11 +33,7 @@ double g_next_parent_check_s = 0;
 
 int world_rank_of(const WaitSite& s) {
   if (s.group) return s.group->world_ranks()[s.group->rank()];
-  int rank = -1, init = 0, fin = 0;  // a site without a group: the world (check.h's agreements)
-  MPI_Initialized(&init);
-  MPI_Finalized(&fin);
-  if (init && !fin) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  return rank;
+  return world_rank(-1);  // a site without a group: the world (check.h's agreements)
 }
 
 // LLMP_TEST_STALL=<w>:<op>: rank w stops itself the first time it waits on `op`.

@@ -10,7 +10,6 @@
 
 namespace llmp {
 
-namespace {
 bool mpi_up() {
   int init = 0, fin = 0;
   MPI_Initialized(&init);
@@ -18,11 +17,13 @@ bool mpi_up() {
   return init && !fin;
 }
 
-int world_rank() {
-  int rank = 0;
+int world_rank(int when_mpi_is_down) {
+  int rank = when_mpi_is_down;
   if (mpi_up()) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   return rank;
 }
+
+namespace {
 
 [[noreturn]] void on_terminate() {
   std::string what = "terminate called";
@@ -94,8 +95,7 @@ void all_ranks_ok(bool ok, const std::string& msg, int code) {
     std::fflush(stderr);
     std::exit(code);
   }
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const int rank = world_rank();
   // The lowest failing rank (or INT_MAX when none fails) is found with one all_reduce(min).
   const int first = world_min(ok ? 0x7fffffff : rank, "all_ranks_ok");
   if (first == 0x7fffffff) return;

@@ -28,6 +28,12 @@ enum ExitCode : int {
   kExitTerminated = 143,  ///< SIGTERM: 128 + 15
 };
 
+/// True between MPI_Init and MPI_Finalize.
+bool mpi_up();
+
+/// This process's rank in MPI_COMM_WORLD while MPI is up; `when_mpi_is_down` otherwise.
+int world_rank(int when_mpi_is_down = 0);
+
 /// Prints "file:line: msg" to stderr and ends every rank. Never returns.
 [[noreturn]] void fail_at(const char* file, int line, const std::string& msg);
 

@@ -15,19 +15,6 @@ namespace llmp {
 
 namespace {
 
-bool mpi_up() {
-  int init = 0, fin = 0;
-  MPI_Initialized(&init);
-  MPI_Finalized(&fin);
-  return init && !fin;
-}
-
-int world_rank() {
-  int r = 0;
-  if (mpi_up()) MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-
 // CLI11 messages are one line already; make sure of it (a stray newline would break the
 // "exactly one line" contract that scripts and tests rely on).
 std::string one_line(std::string s) {

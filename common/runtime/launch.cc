@@ -111,10 +111,7 @@ int launch_or_init(int& argc, char**& argv, int world_size) {
 }
 
 void shutdown() {
-  int init = 0, fin = 0;
-  MPI_Initialized(&init);
-  MPI_Finalized(&fin);
-  if (init && !fin) MPI_Finalize();
+  if (mpi_up()) MPI_Finalize();
 }
 
 }  // namespace llmp

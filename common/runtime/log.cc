@@ -1,13 +1,13 @@
 // Rank-aware logging on spdlog. See log.h.
 #include "common/runtime/log.h"
 
-#include <mpi.h>
-
 #include <atomic>
 #include <memory>
 
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
+
+#include "common/runtime/check.h"
 
 namespace llmp {
 
@@ -42,13 +42,7 @@ spdlog::logger& err() {
 
 }  // namespace
 
-int log_rank() {
-  int init = 0, fin = 0, rank = 0;
-  MPI_Initialized(&init);
-  MPI_Finalized(&fin);
-  if (init && !fin) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  return rank;
-}
+int log_rank() { return world_rank(); }
 
 void set_log_quiet(bool quiet) { g_quiet = quiet; }
 bool log_quiet() { return g_quiet; }

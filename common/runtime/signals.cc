@@ -110,13 +110,6 @@ void grace_thread() {
   exit_now(g_pending, " (the step did not end within 10 s of the signal)");
 }
 
-bool mpi_up() {
-  int init = 0, fin = 0;
-  MPI_Initialized(&init);
-  MPI_Finalized(&fin);
-  return init && !fin;
-}
-
 }  // namespace
 
 void install_signal_handlers(bool print) {
