@@ -133,12 +133,13 @@ int run(int argc, char** argv, const StageSpec& spec) {
   // The memory check again on every rank, for ranks mpiexec started directly (they skipped
   // validate_before_launch), before the model is built. MPI_LOCALNRANKS: hydra's count of the
   // ranks on this machine, which share its MemAvailable.
+  const GPTConfig mc = model_config(cfg);
   if (const char* here = std::getenv("MPI_LOCALNRANKS")) {
     const std::string too_big =
-        memory_check_error(model_config(cfg), cfg, spec.grid(cfg), spec.name, std::atoi(here));
+        memory_check_error(mc, cfg, spec.grid(cfg), spec.name, std::atoi(here));
     all_ranks_ok(too_big.empty(), too_big);
   }
-  const GPT model(model_config(cfg));
+  const GPT model(mc);
   const int T = model.config().ctx, B = cfg.global_batch;
   Corpus corpus;
   std::string err;
