@@ -13,6 +13,7 @@
 #include "common/data/sampler.h"
 #include "common/nn/unit_runner.h"
 #include "stages/baseline/baseline.h"
+#include "tests/stage_test_util.h"
 
 namespace llmp {
 namespace testing {
@@ -164,9 +165,7 @@ void expect_memory_rows_match_partition(const PipelineFactory& make, const std::
       {"parameters", 4.0 * psi_r}, {"gradients", 4.0 * psi_r}, {"optimizer state", 8.0 * psi_r}};
   const std::vector<ReportRow> rows = s->report();
   for (const auto& [what, bytes] : want) {
-    const auto row = std::find_if(rows.begin(), rows.end(),
-                                  [&](const ReportRow& x) { return x.what == what; });
-    ASSERT_NE(row, rows.end()) << stage << ": no report row '" << what << "'";
+    const ReportRow* row = &report_row(rows, what);  // throws (the test fails) when missing
     std::printf("%s p=%d m=%d rank %d: %-16s measured %10.0f B, formula %10.0f B (%s), "
                 "Ψ_r = %lld of Ψ = %lld -> %10.0f B\n",
                 stage.c_str(), pp.size(), m, r, what.c_str(), row->measured, row->formula,
