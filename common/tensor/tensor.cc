@@ -173,6 +173,10 @@ Tensor Tensor::narrow(int64_t offset, int64_t count) const {
 
 void Tensor::fill(float value) {
   if (device() != Device::kCPU) throw std::runtime_error("Tensor::fill is host only");
+  if (value == 0.0f) {  // all-zero bits are 0 in every dtype: a 16-bit gradient buffer's reset
+    std::memset(raw(), 0, nbytes());
+    return;
+  }
   if (dtype_ != DType::kF32) throw std::runtime_error("Tensor::fill supports f32 only");
   float* p = f32();
   for (int64_t i = 0; i < numel_; ++i) p[i] = value;

@@ -102,7 +102,7 @@ class Tensor {
   /// This is how a rank addresses its shard of a flat parameter or gradient buffer.
   Tensor narrow(int64_t offset, int64_t count) const;
 
-  /// Fill every element with `value` (host only).
+  /// Fill every element with `value` (host only): f32 any value; 0 for every dtype.
   void fill(float value);
   /// Copy all elements from `src` (same numel and dtype; host only).
   void copy_from(const Tensor& src);
