@@ -25,13 +25,18 @@
 // MemCategory::kActivations. Radford et al. 2019; llm.c.
 //
 // Glossary: B batch, T sequence, C channels, V vocab, ctx max T, L layers, hs = C/H, Ψ parameters.
+#include <stdexcept>
 #include "common/nn/gpt.h"
 
 #include <utility>
 
 namespace llmp {
 
-GPT::GPT(GPTConfig cfg, TpComm& tp)
-    : cfg_(std::move(cfg)), tp_(&tp), layout_(cfg_, tp.size(), tp.rank()) {}
+GPT::GPT(GPTConfig cfg, TpComm& tp, DType activations)
+    : cfg_(std::move(cfg)), tp_(&tp), layout_(cfg_, tp.size(), tp.rank()), act_dtype_(activations) {
+  if (activations != DType::kF32 && activations != DType::kF16 && activations != DType::kBF16)
+    throw std::invalid_argument(std::string("GPT: activations in ") + to_string(activations) +
+                                " (expected f32, f16 or bf16)");
+}
 
 }  // namespace llmp

@@ -141,10 +141,15 @@ class GPT {
  public:
   /// The whole model (tp = TpComm::none()), or this rank's tensor-parallel slice of it. `tp` must
   /// outlive the GPT. Throws std::invalid_argument as GPTLayout does.
-  explicit GPT(GPTConfig cfg, TpComm& tp = TpComm::none());
+  /// `activations`: the dtype the activations are stored in, f32 (the default) or, for mixed
+  /// precision, f16 / bf16 (computed in fp32, stored rounded: f32_view.h); throws
+  /// std::invalid_argument for another.
+  explicit GPT(GPTConfig cfg, TpComm& tp = TpComm::none(), DType activations = DType::kF32);
   const GPTConfig& config() const { return cfg_; }
   const GPTLayout& layout() const { return layout_; }
   const BlockShape& block_shape() const { return layout_.block_shape(); }
+  /// The activations' storage dtype (f32, f16 or bf16).
+  DType activation_dtype() const { return act_dtype_; }
   /// First row of wte this rank holds, and how many (0 and V on one rank).
   int vocab_begin() const { return layout_.tp_rank() * vocab_rows(); }
   int vocab_rows() const { return cfg_.vocab / layout_.tp_size(); }
@@ -198,6 +203,7 @@ class GPT {
   GPTConfig cfg_;
   TpComm* tp_;
   GPTLayout layout_;
+  DType act_dtype_ = DType::kF32;
 };
 
 }  // namespace llmp

@@ -23,6 +23,7 @@
 #include <string>
 
 #include "common/nn/checks.h"
+#include "common/nn/f32_view.h"
 #include "common/nn/gpt.h"
 #include "common/nn/sublayer.h"
 #include "kernels/cpu/cross_entropy.h"
@@ -44,10 +45,11 @@ Tensor GPT::embed_forward(const float* emb_params, const int32_t* tokens, int B,
   const int C = cfg_.d, Tl = T / tp_->seq_shards(), Vr = vocab_rows();
   const float* wte = emb_params;                            // (V/t,C)
   const float* wpe = emb_params + int64_t{Vr} * C;          // (ctx,C)
-  Tensor part = activation({B, T, C});
-  cpu::token_embedding_forward(part.f32(), tokens, wte, vocab_begin(), Vr, B * T, C);
+  // The residual stream starts here, in the run's activation dtype (f32, or 16-bit: f32_view.h).
+  Tensor part = activation({B, T, C}, act_dtype_);
+  cpu::token_embedding_forward(F32Out(part), tokens, wte, vocab_begin(), Vr, B * T, C);
   Tensor x = tp_->exit_forward(std::move(part));  // Σ of the ranks' rows: (N,C) -> (n,C)
-  cpu::position_embedding_forward(x.f32(), wpe, B, Tl, first_position(T), C);
+  cpu::position_embedding_forward(F32Out(x, /*load=*/true), wpe, B, Tl, first_position(T), C);
   return x;
 }
 
@@ -56,10 +58,10 @@ void GPT::embed_backward(const int32_t* tokens, int B, int T, const Tensor& dx,
   check_batch_shape("embed_backward", cfg_, B, T, tp_->seq_shards());
   check_ids("embed_backward", "token", tokens, B, T, cfg_.vocab);
   const int C = cfg_.d, Tl = T / tp_->seq_shards(), Vr = vocab_rows();
-  cpu::position_embedding_backward(emb_grads + int64_t{Vr} * C, dx.f32(), B, Tl, first_position(T),
-                                   C);
+  cpu::position_embedding_backward(emb_grads + int64_t{Vr} * C, F32In(dx), B, Tl,
+                                   first_position(T), C);
   const Tensor dfull = tp_->exit_backward(dx);  // (n,C) -> (N,C)
-  cpu::token_embedding_backward(emb_grads, dfull.f32(), tokens, vocab_begin(), Vr, B * T, C);
+  cpu::token_embedding_backward(emb_grads, F32In(dfull), tokens, vocab_begin(), Vr, B * T, C);
 }
 
 double GPT::head_forward_backward(const float* lnf_params, const float* wte, const Tensor& x,
@@ -74,19 +76,24 @@ double GPT::head_forward_backward(const float* lnf_params, const float* wte, con
   const float* lnf_b = lnf_params + C;
 
   // h = LN(x; ln_f)  (n,C), then the whole rows the vocab-parallel product needs (N,C)
-  Tensor h = activation(x.shape()), mean = activation({n}), rstd = activation({n});
-  cpu::layernorm_forward(h.f32(), mean.f32(), rstd.f32(), x.f32(), lnf_w, lnf_b, n, C);
+  // Under mixed precision h and dh are 16-bit like every activation; the logits chunk, its
+  // softmax and the loss stay fp32 (f32_view.h).
+  const DType dt = x.dtype();
+  Tensor h = activation(x.shape(), dt), mean = statistic({n}), rstd = statistic({n});
+  cpu::layernorm_forward(F32Out(h), mean.f32(), rstd.f32(), F32In(x), lnf_w, lnf_b, n, C);
   const Tensor hf = tp_->enter_forward(h);
+  const F32In hf32(hf);
 
   const int rows = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(N, kLogitsChunk / Vr)));
-  Tensor logits = activation({rows, Vr}), m = activation({rows}), sums = activation({2 * rows});
+  Tensor logits = statistic({rows, Vr}), m = statistic({rows}), sums = statistic({2 * rows});
   Tensor dh;
-  if (backward) dh = activation({B, T, C});
+  if (backward) dh = activation({B, T, C}, dt);
+  F32Out dh32(dh);
 
   double total = 0.0;
   for (int r0 = 0; r0 < N; r0 += rows) {
     const int k = std::min(rows, N - r0);
-    const float* hc = hf.f32() + int64_t{r0} * C;
+    const float* hc = hf32.get() + int64_t{r0} * C;
     const int32_t* y = targets + r0;
     cpu::matmul_nt_forward(logits.f32(), hc, wte, k, C, Vr);  // (k,C) @ (C,V/t) -> (k,V/t)
     cpu::cross_entropy_row_max(m.f32(), logits.f32(), k, Vr);
@@ -98,14 +105,15 @@ double GPT::head_forward_backward(const float* lnf_params, const float* wte, con
     total += cpu::cross_entropy_loss(logits.f32(), y, v0, k, Vr, m.f32(), sums.f32(), loss_scale,
                                      backward);
     if (backward)  // dh (k,C) = dlogits @ wte_r (partial);  dwte_r (V/t,C) += dlogitsᵀ @ h
-      cpu::matmul_nt_backward(dh.f32() + int64_t{r0} * C, wte_grads, logits.f32(), hc, wte, k, C,
+      cpu::matmul_nt_backward(dh32.get() + int64_t{r0} * C, wte_grads, logits.f32(), hc, wte, k, C,
                               Vr);
   }
   if (backward) {  // dx (n,C) = LNᵀ(Σ_ranks dh); layernorm_backward accumulates, so start from 0
+    dh32.store();
     const Tensor dhs = tp_->enter_backward(std::move(dh));
-    *dx = Tensor::zeros(x.shape(), DType::kF32, MemCategory::kActivations);
-    cpu::layernorm_backward(dx->f32(), lnf_grads, lnf_grads + C, dhs.f32(), x.f32(), lnf_w,
-                            mean.f32(), rstd.f32(), n, C);
+    *dx = Tensor::zeros(x.shape(), dt, MemCategory::kActivations);
+    cpu::layernorm_backward(F32Out(*dx, /*load=*/true), lnf_grads, lnf_grads + C, F32In(dhs),
+                            F32In(x), lnf_w, mean.f32(), rstd.f32(), n, C);
   }
   return static_cast<double>(loss_scale) * total;
 }

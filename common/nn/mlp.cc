@@ -14,6 +14,7 @@
 // Glossary: B batch, T sequence, Tl rows of a sequence held, C channels, ffn = 4C/t, LN LayerNorm.
 #include <cstring>
 
+#include "common/nn/f32_view.h"
 #include "common/nn/sublayer.h"
 #include "kernels/cpu/gelu.h"
 #include "kernels/cpu/layernorm.h"
@@ -26,23 +27,27 @@ Tensor mlp_forward(const BlockShape& s, TpComm& tp, const BlockParams<const floa
                    const Tensor& res1, int B, int T, MlpCache* c) {
   const int C = s.C, Tl = static_cast<int>(res1.dim(1));
   const long n = static_cast<long>(B) * Tl, N = static_cast<long>(B) * T;
+  const DType dt = res1.dtype();  // f32, or mixed precision's 16-bit storage (f32_view.h)
   *c = MlpCache{};
-  c->ln2 = activation({B, Tl, C});
-  c->ln2_mean = activation({B, Tl});
-  c->ln2_rstd = activation({B, Tl});
-  cpu::layernorm_forward(c->ln2.f32(), c->ln2_mean.f32(), c->ln2_rstd.f32(), res1.f32(), p.ln2_w,
-                         p.ln2_b, n, C);
+  c->ln2 = activation({B, Tl, C}, dt);
+  c->ln2_mean = statistic({B, Tl});
+  c->ln2_rstd = statistic({B, Tl});
+  cpu::layernorm_forward(F32Out(c->ln2), c->ln2_mean.f32(), c->ln2_rstd.f32(), F32In(res1),
+                         p.ln2_w, p.ln2_b, n, C);
   {
     const Tensor ln2f = tp.enter_forward(c->ln2);  // f: (n,C) -> (N,C)
-    c->fch = activation({B, T, s.ffn});
-    cpu::matmul_forward(c->fch.f32(), ln2f.f32(), p.fc_w, p.fc_b, N, C, s.ffn);  // (N,ffn)
+    c->fch = activation({B, T, s.ffn}, dt);
+    cpu::matmul_forward(F32Out(c->fch), F32In(ln2f), p.fc_w, p.fc_b, N, C, s.ffn);  // (N,ffn)
   }
-  c->fch_gelu = activation({B, T, s.ffn});
-  cpu::gelu_forward(c->fch_gelu.f32(), c->fch.f32(), N * s.ffn);
-  Tensor y = activation({B, T, C});
-  cpu::matmul_forward(y.f32(), c->fch_gelu.f32(), p.fcproj_w, nullptr, N, s.ffn, C);  // partial
+  c->fch_gelu = activation({B, T, s.ffn}, dt);
+  cpu::gelu_forward(F32Out(c->fch_gelu), F32In(c->fch), N * s.ffn);
+  Tensor y = activation({B, T, C}, dt);
+  cpu::matmul_forward(F32Out(y), F32In(c->fch_gelu), p.fcproj_w, nullptr, N, s.ffn, C);  // partial
   y = tp.exit_forward(std::move(y));  // g: Σ over the tp ranks, (N,C) -> (n,C)
-  cpu::residual_bias_add(y.f32(), res1.f32(), y.f32(), p.fcproj_b, n, C);  // out = res1 + y + b
+  {
+    F32Out out(y, /*load=*/true);
+    cpu::residual_bias_add(out, F32In(res1), out, p.fcproj_b, n, C);  // out = res1 + y + b
+  }
   return y;
 }
 
@@ -51,21 +56,26 @@ Tensor mlp_backward_input(const BlockShape& s, TpComm& tp, const BlockParams<con
                           SublayerGrads* keep) {
   const int C = s.C, B = static_cast<int>(c->fch.dim(0)), T = static_cast<int>(c->fch.dim(1));
   const long n = dout.numel() / C, N = static_cast<long>(B) * T;
+  const DType dt = res1.dtype();
   keep->dy = dout;                         // c_proj's bias gradient (this rank's rows)
   keep->dy_full = tp.exit_backward(dout);  // g's backward: (n,C) -> (N,C)
-  keep->dhidden = activation({B, T, s.ffn});
-  float* dfch = keep->dhidden.f32();
-  cpu::matmul_backward_input(dfch, keep->dy_full.f32(), p.fcproj_w, N, s.ffn, C);  // dfch_gelu
-  cpu::gelu_backward(dfch, c->fch.f32(), dfch, N * s.ffn);                          // dfch
+  keep->dhidden = activation({B, T, s.ffn}, dt);
+  {
+    F32Out dfch(keep->dhidden);
+    cpu::matmul_backward_input(dfch, F32In(keep->dy_full), p.fcproj_w, N, s.ffn, C);  // dfch_gelu
+    cpu::gelu_backward(dfch, F32In(c->fch), dfch, N * s.ffn);                         // dfch
+  }
   c->fch = Tensor();  // W needs only GELU's output
-  Tensor dln2 = activation({B, T, C});
-  cpu::matmul_backward_input(dln2.f32(), dfch, p.fc_w, N, C, s.ffn);
+  Tensor dln2 = activation({B, T, C}, dt);
+  cpu::matmul_backward_input(F32Out(dln2), F32In(keep->dhidden), p.fc_w, N, C, s.ffn);
   keep->dln = tp.enter_backward(std::move(dln2));  // f's backward: Σ over ranks, -> (n,C)
   // dres1 = dout (residual path) + LN2ᵀ(dln2).
-  Tensor dres1 = activation(res1.shape());
-  std::memcpy(dres1.f32(), dout.f32(), dres1.nbytes());
-  cpu::layernorm_backward(dres1.f32(), nullptr, nullptr, keep->dln.f32(), res1.f32(), p.ln2_w,
+  Tensor dres1 = activation(res1.shape(), dt);
+  F32Out d(dres1);
+  cpu::widen(dout.raw(), dt, d, dres1.numel());
+  cpu::layernorm_backward(d, nullptr, nullptr, F32In(keep->dln), F32In(res1), p.ln2_w,
                           c->ln2_mean.f32(), c->ln2_rstd.f32(), n, C);
+  d.store();
   return dres1;
 }
 
@@ -74,13 +84,13 @@ void mlp_backward_weight(const BlockShape& s, TpComm& tp, const Tensor& res1, co
   const int C = s.C;
   const long n = res1.numel() / C, N = keep.dy_full.numel() / C;
   // mlp.c_proj: dW (ffn,C) += fch_geluᵀ @ dy_full; b (C) += Σ dy over this rank's rows.
-  cpu::matmul_backward_weight(g.fcproj_w, nullptr, keep.dy_full.f32(), c.fch_gelu.f32(), N, s.ffn,
-                              C);
-  cpu::residual_bias_backward(g.fcproj_b, keep.dy.f32(), n, C);
+  cpu::matmul_backward_weight(g.fcproj_w, nullptr, F32In(keep.dy_full), F32In(c.fch_gelu), N,
+                              s.ffn, C);
+  cpu::residual_bias_backward(g.fcproj_b, F32In(keep.dy), n, C);
   // c_fc: dW (C,ffn) += ln2fᵀ @ dfch, db (ffn) += Σ dfch (ln2f all-gathered again under SP).
   const Tensor ln2f = tp.regather(c.ln2);
-  cpu::matmul_backward_weight(g.fc_w, g.fc_b, keep.dhidden.f32(), ln2f.f32(), N, C, s.ffn);
-  cpu::layernorm_backward_weight(g.ln2_w, g.ln2_b, keep.dln.f32(), res1.f32(), c.ln2_mean.f32(),
+  cpu::matmul_backward_weight(g.fc_w, g.fc_b, F32In(keep.dhidden), F32In(ln2f), N, C, s.ffn);
+  cpu::layernorm_backward_weight(g.ln2_w, g.ln2_b, F32In(keep.dln), F32In(res1), c.ln2_mean.f32(),
                                  c.ln2_rstd.f32(), n, C);
 }
 

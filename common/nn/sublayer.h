@@ -30,8 +30,11 @@
 
 namespace llmp {
 
-/// A fresh f32 activation tensor (MemCategory::kActivations).
-Tensor activation(std::vector<int64_t> shape);
+/// A fresh activation tensor (MemCategory::kActivations) in `dtype`: f32, or the 16-bit storage
+/// of mixed precision (the block input's dtype decides; f32_view.h).
+Tensor activation(std::vector<int64_t> shape, DType dtype);
+/// A fresh f32 activation tensor whatever the precision: LayerNorm's mean and rstd, scratch.
+Tensor statistic(std::vector<int64_t> shape);
 
 /// res1 (B,Tl,C) = x + attention(ln_1(x)); fills `c` anew.
 Tensor attention_forward(const BlockShape& s, TpComm& tp, const BlockParams<const float>& p,

@@ -30,6 +30,67 @@ int64_t Tape::stored_bytes() const {
   return n;
 }
 
+FlatParams::FlatParams(const GPTLayout& layout, const Tensor& flat) : layout_(layout) {
+  if (flat.numel() != layout.num_params())
+    throw std::invalid_argument("FlatParams: " + flat.describe() + " for " +
+                                std::to_string(layout.num_params()) + " parameters");
+  if (flat.dtype() == DType::kF32) {
+    base_ = flat.f32();
+  } else {
+    flat16_ = flat;
+    widened_.resize(layout.num_units());
+  }
+}
+
+const float* FlatParams::get(int u) {
+  if (base_) return base_ + layout_.unit_offset(u);
+  Tensor& w = widened_.at(u);
+  if (!w.defined()) {  // exact: every 16-bit value is an fp32 value
+    const int64_t n = layout_.unit_numel(u);
+    w = Tensor::empty({n}, DType::kF32, MemCategory::kOther);
+    cpu::widen(flat16_.narrow(layout_.unit_offset(u), n).raw(), flat16_.dtype(), w.f32(), n);
+  }
+  return w.f32();
+}
+
+void FlatParams::after_step(const std::vector<WalkStep>& steps, size_t k) {
+  (void)steps, (void)k;
+  for (Tensor& w : widened_) w = Tensor();
+}
+
+FlatGrads::FlatGrads(const GPTLayout& layout, const Tensor& flat, std::function<void(int)> on_ready,
+                     cpu::RoundStats* stats)
+    : layout_(layout), on_ready_(std::move(on_ready)), stats_(stats) {
+  if (flat.numel() != layout.num_params())
+    throw std::invalid_argument("FlatGrads: " + flat.describe() + " for " +
+                                std::to_string(layout.num_params()) + " parameters");
+  if (flat.dtype() == DType::kF32) {
+    base_ = flat.f32();
+  } else {
+    flat16_ = flat;
+    acc_.resize(layout.num_units());
+  }
+}
+
+float* FlatGrads::get(int u) {
+  if (base_) return base_ + layout_.unit_offset(u);
+  Tensor& a = acc_.at(u);
+  if (!a.defined()) a = Tensor::zeros({layout_.unit_numel(u)}, DType::kF32, MemCategory::kOther);
+  return a.f32();
+}
+
+void FlatGrads::ready(int u) {
+  if (!base_) {
+    Tensor& a = acc_.at(u);
+    if (a.defined()) {  // round once into the 16-bit buffer, then free the fp32 accumulator
+      cpu::accumulate_to(a.f32(), flat16_.narrow(layout_.unit_offset(u), a.numel()).raw(),
+                         flat16_.dtype(), a.numel(), stats_);
+      a = Tensor();
+    }
+  }
+  if (on_ready_) on_ready_(u);
+}
+
 UnitRunner::UnitRunner(const GPT& model, ParamSource& params, GradSink* grads)
     : model_(model), params_(params), grads_(grads) {}
 

@@ -36,6 +36,7 @@
 
 #include "common/nn/gpt.h"
 #include "common/tensor/tensor.h"
+#include "kernels/cpu/convert.h"
 
 namespace llmp {
 
@@ -83,31 +84,49 @@ class GradSink {
   virtual void ready(int unit) { (void)unit; }
 };
 
-/// The parameters in one flat buffer of the layout.
+/// The parameters in one flat buffer of the layout: f32, or the 16-bit working copy of mixed
+/// precision. A 16-bit unit is widened to an fp32 copy when a walk step reads it (exact), and the
+/// copies are freed after the step (MemCategory::kOther, "conversion scratch": where a GPU's
+/// tensor cores widen 16-bit tiles in registers; f32_view.h).
 class FlatParams : public ParamSource {
  public:
   FlatParams(const GPTLayout& layout, const float* base) : layout_(layout), base_(base) {}
-  const float* get(int u) override { return base_ + layout_.unit_offset(u); }
+  /// `flat`: layout.num_params() elements of f32, f16 or bf16. Must outlive the source.
+  FlatParams(const GPTLayout& layout, const Tensor& flat);
+  const float* get(int u) override;
+  void after_step(const std::vector<WalkStep>& steps, size_t k) override;
 
  private:
   const GPTLayout& layout_;
-  const float* base_;
+  const float* base_ = nullptr;  // f32
+  Tensor flat16_;                // 16-bit
+  std::vector<Tensor> widened_;  // per unit, while a step reads it
 };
 
 /// The gradients in one flat buffer of the layout; `on_ready(u)` when unit u is final.
+///
+/// With a 16-bit buffer (mixed precision) the walk accumulates unit u's gradients in an fp32
+/// buffer of the unit's size (MemCategory::kOther: a GEMM's fp32 accumulator), and ready(u)
+/// rounds it INTO the 16-bit buffer (g16 = round(g16 + g32): accumulation over micro-batches
+/// rounds once per walk), frees it, and then calls on_ready(u). `stats` (optional) counts what
+/// that rounding did: underflows to zero, overflows to inf (kernels/cpu/convert.h).
 class FlatGrads : public GradSink {
  public:
   FlatGrads(const GPTLayout& layout, float* base, std::function<void(int)> on_ready = {})
       : layout_(layout), base_(base), on_ready_(std::move(on_ready)) {}
-  float* get(int u) override { return base_ + layout_.unit_offset(u); }
-  void ready(int u) override {
-    if (on_ready_) on_ready_(u);
-  }
+  /// `flat`: layout.num_params() elements of f32, f16 or bf16. Must outlive the sink.
+  FlatGrads(const GPTLayout& layout, const Tensor& flat, std::function<void(int)> on_ready = {},
+            cpu::RoundStats* stats = nullptr);
+  float* get(int u) override;
+  void ready(int u) override;
 
  private:
   const GPTLayout& layout_;
-  float* base_;
+  float* base_ = nullptr;  // f32
+  Tensor flat16_;          // 16-bit
   std::function<void(int)> on_ready_;
+  cpu::RoundStats* stats_ = nullptr;
+  std::vector<Tensor> acc_;  // per unit, fp32, from its first += to ready
 };
 
 /// What a range's forward keeps for its backward (one micro-batch). All kActivations.

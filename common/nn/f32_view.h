@@ -1,0 +1,77 @@
+// fp32 views of activations for the kernels: how the model computes in fp32 on 16-bit storage.
+//
+// Under mixed precision (common/tensor/precision.h) every activation a layer keeps is stored in
+// 16 bits, and every kernel computes in fp32: it widens its 16-bit inputs, computes, and rounds
+// its output once (what a GPU's tensor cores do tile by tile in registers: 16-bit operands, fp32
+// accumulation, a rounded result; Micikevicius et al. 2018, §3). The kernels (kernels/cpu) take
+// float pointers, so a layer hands them
+//
+//   F32In  in(x);       const float*: x's own floats when x is f32, else a widened fp32 copy
+//   F32Out out(y);      float*: y's own floats when y is f32, else an fp32 scratch rounded into y
+//                       by store() (or the destructor); F32Out(y, /*load=*/true) widens y first,
+//                       for kernels that accumulate into or update their output in place
+//
+// For f32 tensors both are the plain pointer, so fp32 training runs exactly the code it ran
+// before. The fp32 copies are temporaries, counted under MemCategory::kOther (a CPU's
+// "conversion scratch", where a GPU uses registers) and freed with the view; the activations the
+// model keeps are the 16-bit tensors.
+//
+// Glossary: "16-bit" is f16 or bf16.
+#pragma once
+
+#include "common/tensor/tensor.h"
+#include "kernels/cpu/convert.h"
+
+namespace llmp {
+
+/// A kernel's fp32 input (see above). Keep it alive while the kernel runs.
+class F32In {
+ public:
+  explicit F32In(const Tensor& t) {
+    if (t.dtype() == DType::kF32) {
+      p_ = t.f32();
+      return;
+    }
+    tmp_ = Tensor::empty(t.shape(), DType::kF32, MemCategory::kOther);
+    cpu::widen(t.raw(), t.dtype(), tmp_.f32(), t.numel());
+    p_ = tmp_.f32();
+  }
+  operator const float*() const { return p_; }  // NOLINT: reads as the pointer it stands for
+  const float* get() const { return p_; }
+
+ private:
+  Tensor tmp_;
+  const float* p_ = nullptr;
+};
+
+/// A kernel's fp32 output into `t` (see above); rounded into t by store() or the destructor.
+class F32Out {
+ public:
+  explicit F32Out(const Tensor& t, bool load = false) : t_(t) {
+    if (t.dtype() == DType::kF32) {
+      p_ = t.f32();
+      return;
+    }
+    tmp_ = Tensor::empty(t.shape(), DType::kF32, MemCategory::kOther);
+    if (load) cpu::widen(t.raw(), t.dtype(), tmp_.f32(), t.numel());
+    p_ = tmp_.f32();
+  }
+  ~F32Out() { store(); }
+  F32Out(const F32Out&) = delete;
+  F32Out& operator=(const F32Out&) = delete;
+  operator float*() const { return p_; }  // NOLINT
+  float* get() const { return p_; }
+  /// Rounds the fp32 result into the 16-bit tensor (once; later calls do nothing).
+  void store() {
+    if (!tmp_.defined()) return;
+    cpu::round_to(tmp_.f32(), t_.raw(), t_.dtype(), t_.numel());
+    tmp_ = Tensor();
+  }
+
+ private:
+  Tensor t_;
+  Tensor tmp_;
+  float* p_ = nullptr;
+};
+
+}  // namespace llmp
