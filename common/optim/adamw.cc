@@ -1,13 +1,17 @@
 #include "common/optim/adamw.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <string>
+
+#include "kernels/cpu/convert.h"
 
 namespace llmp {
 
 const char* decay_rule_name(DecayRule r) { return r == DecayRule::kAll ? "all" : "dim>=2"; }
 
-AdamW::AdamW(int64_t n, AdamWConfig cfg, std::vector<ElementRange> decay)
+AdamW::AdamW(int64_t n, AdamWConfig cfg, std::vector<ElementRange> decay, DType param_dtype)
     : n_(n),
       cfg_(cfg),
       decay_(std::move(decay)),
@@ -21,20 +25,53 @@ AdamW::AdamW(int64_t n, AdamWConfig cfg, std::vector<ElementRange> decay)
                                   std::to_string(n) + ")");
     else
       prev = r.end;
+  if (param_dtype == DType::kF16 || param_dtype == DType::kBF16) {
+    master_ = Tensor::zeros({n}, DType::kF32, MemCategory::kOptimizerState);
+    master_dtype_ = param_dtype;
+  } else if (param_dtype != DType::kF32) {
+    throw std::invalid_argument(std::string("AdamW: parameters in ") + to_string(param_dtype) +
+                                " (expected f32, f16 or bf16)");
+  }
 }
 
 void AdamW::step(float* params, const float* grads, int64_t t, int64_t n) {
   if (n < 0 || n > n_) n = n_;
+  update(params, grads, 0, n, t);
+}
+
+void AdamW::step_mixed(const Tensor& params16, const Tensor& grads16, float grad_scale, int64_t t,
+                       int64_t n) {
+  if (!master_.defined()) throw std::logic_error("AdamW::step_mixed without master weights");
+  if (n < 0 || n > n_) n = n_;
+  if (params16.dtype() != master_dtype_ || params16.numel() < n || grads16.numel() < n)
+    throw std::invalid_argument("AdamW::step_mixed: parameters " + params16.describe() +
+                                ", gradients " + grads16.describe() + " for " + std::to_string(n) +
+                                " elements");
+  // Chunk by chunk: widen and unscale the gradients, update the master copy, round it back.
+  constexpr int64_t kChunk = 4096;
+  float g[kChunk];
+  float* master = master_.f32();
+  for (int64_t i0 = 0; i0 < n; i0 += kChunk) {
+    const int64_t k = std::min(kChunk, n - i0);
+    cpu::widen(grads16.narrow(i0, k).raw(), grads16.dtype(), g, k);
+    for (int64_t i = 0; i < k; ++i) g[i] *= grad_scale;
+    update(master + i0, g, i0, k, t);
+    cpu::round_to(master + i0, params16.narrow(i0, k).raw(), params16.dtype(), k);
+  }
+}
+
+void AdamW::update(float* params, const float* grads, int64_t i0, int64_t count, int64_t t) {
   const float b1 = cfg_.beta1, b2 = cfg_.beta2;
   const float c1 = 1.0f / (1.0f - static_cast<float>(std::pow(b1, t)));  // bias corrections
   const float c2 = 1.0f / (1.0f - static_cast<float>(std::pow(b2, t)));
   const float lr = cfg_.lr, eps = cfg_.eps;
-  float* m = m_.f32();
-  float* v = v_.f32();
-  size_t k = 0;  // the first decay range that does not end before element i
-  for (int64_t i = 0; i < n; ++i) {
-    while (k < decay_.size() && decay_[k].end <= i) ++k;
-    const float wd = k < decay_.size() && decay_[k].begin <= i ? cfg_.weight_decay : 0.0f;
+  float* m = m_.f32() + i0;
+  float* v = v_.f32() + i0;
+  size_t k = 0;  // the first decay range that does not end before element i0 + i
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t e = i0 + i;
+    while (k < decay_.size() && decay_[k].end <= e) ++k;
+    const float wd = k < decay_.size() && decay_[k].begin <= e ? cfg_.weight_decay : 0.0f;
     const float g = grads[i];
     m[i] = b1 * m[i] + (1.0f - b1) * g;
     v[i] = b2 * v[i] + (1.0f - b2) * g * g;

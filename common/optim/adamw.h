@@ -10,8 +10,9 @@
 // matrices and the embeddings wte, wpe), not biases and LayerNorm parameters (DecayRule::kMatrices;
 // the ranges of a GPT come from common/optim/decay_mask.h). DecayRule::kAll (--decay_all) decays
 // every element, the behaviour before.
-// State: m and v, 8 bytes per element (K = 8 for fp32 training; with fp32 master weights for
-// 16-bit parameters K = 12, the figure of the ZeRO paper).
+// State: m and v, 8 bytes per element (K = 8 for fp32 training); with 16-bit parameters AdamW
+// also keeps the fp32 master weights and updates those (step_mixed): K = 12, the ZeRO paper's
+// figure for mixed-precision Adam (§3.1).
 //
 // Glossary: n elements updated, t step (1-based), λ weight decay.
 #pragma once
@@ -54,15 +55,31 @@ class AdamW {
   /// λ applies to, sorted, disjoint, inside [0, n); the others are updated with λ = 0. Throws
   /// std::invalid_argument naming the range when the ranges are unsorted, overlap or leave [0, n).
   /// There is no default: a stage states which of its elements are decayed ({{0, n}}: all).
-  AdamW(int64_t n, AdamWConfig cfg, std::vector<ElementRange> decay);
+  /// `param_dtype`: the dtype of the parameters it updates. f32 (the default): step() updates
+  /// them in place. f16 or bf16 (mixed precision, Micikevicius et al. 2018 §3.1): AdamW also owns
+  /// an fp32 MASTER copy of them (n floats, optimizer state: K = 12 bytes per parameter with m
+  /// and v), set by master() before the first step, and step_mixed() updates the master copy and
+  /// rounds it into the 16-bit parameters. Throws std::invalid_argument for another dtype.
+  AdamW(int64_t n, AdamWConfig cfg, std::vector<ElementRange> decay,
+        DType param_dtype = DType::kF32);
 
   /// One update of params[0..n) from grads[0..n) at step t ≥ 1. n defaults to size(); a smaller
   /// n updates only the valid part of a padded shard (ZeRO's last rank).
   void step(float* params, const float* grads, int64_t t, int64_t n = -1);
 
+  /// Mixed precision: one update of the master copy from the 16-bit (or f32) gradients times
+  /// `grad_scale` (1/S: the loss scaler's unscaling, exact for S a power of two), then
+  /// params16[i] = round(master[i]). params16 and grads16: ≥ n elements, params16 in the
+  /// constructor's param_dtype. Throws std::logic_error without master weights.
+  void step_mixed(const Tensor& params16, const Tensor& grads16, float grad_scale, int64_t t,
+                  int64_t n = -1);
+
   int64_t size() const { return n_; }
   Tensor& exp_avg() { return m_; }     ///< m, n floats
   Tensor& exp_avg_sq() { return v_; }  ///< v, n floats
+  /// The fp32 master weights (n floats; undefined for fp32 parameters).
+  Tensor& master() { return master_; }
+  bool has_master_weights() const { return master_.defined(); }
   const AdamWConfig& config() const { return cfg_; }
   const std::vector<ElementRange>& decay_ranges() const { return decay_; }
   void set_lr(float lr) { cfg_.lr = lr; }
@@ -70,8 +87,13 @@ class AdamW {
  private:
   int64_t n_;
   AdamWConfig cfg_;
+  /// The update of elements [i0, i0 + count) of the buffer: p and g point at element i0.
+  void update(float* p, const float* g, int64_t i0, int64_t count, int64_t t);
+
   std::vector<ElementRange> decay_;
   Tensor m_, v_;
+  Tensor master_;  // mixed precision only
+  DType master_dtype_ = DType::kF32;  // the 16-bit parameters' dtype
 };
 
 }  // namespace llmp
