@@ -64,6 +64,20 @@ void add_train_flags(CLI::App& app, TrainConfig& cfg) {
           ""))
       ->capture_default_str();
   app.add_option("--lr", cfg.lr, "AdamW learning rate")->capture_default_str();
+  app.add_option("--precision", cfg.precision,
+                 "fp32, or mixed precision: bf16 or fp16 (16-bit parameters, gradients and "
+                 "activations, fp32 master weights)")
+      ->capture_default_str();
+  app.add_option("--loss_scale", cfg.loss_scale,
+                 "fp16: static loss scale S (0: dynamic; 1: no scaling)")
+      ->capture_default_str();
+  app.add_option("--initial_loss_scale", cfg.initial_loss_scale, "fp16: dynamic S at the start")
+      ->capture_default_str();
+  app.add_option("--loss_scale_window", cfg.loss_scale_window,
+                 "fp16: clean steps in a row before the dynamic S doubles")
+      ->capture_default_str();
+  app.add_option("--min_loss_scale", cfg.min_loss_scale, "fp16: the dynamic S never goes below")
+      ->capture_default_str();
   app.add_option("--weight_decay", cfg.weight_decay, "AdamW decoupled weight decay")
       ->capture_default_str();
   app.add_flag("--decay_all", cfg.decay_all,
@@ -126,6 +140,28 @@ std::string validation_error(const TrainConfig& cfg, int dp_size) {
   if (cfg.log_every < 1) return "log_every " + std::to_string(cfg.log_every) + " must be at least 1";
   if (!(cfg.timeout >= 0) || !std::isfinite(cfg.timeout))
     return "timeout " + format_double(cfg.timeout) + " s must be 0 (off) or positive";
+  if (cfg.precision != "fp32" && cfg.precision != "bf16" && cfg.precision != "fp16")
+    return "unknown precision '" + cfg.precision + "' (expected fp32, bf16 or fp16)";
+  if (!(cfg.loss_scale >= 0) || !std::isfinite(cfg.loss_scale))
+    return "loss scale " + format_double(cfg.loss_scale) + " must be 0 (dynamic) or positive";
+  if (!(cfg.initial_loss_scale > 0) || !std::isfinite(cfg.initial_loss_scale))
+    return "initial loss scale " + format_double(cfg.initial_loss_scale) + " must be positive";
+  if (!(cfg.min_loss_scale > 0) || !std::isfinite(cfg.min_loss_scale))
+    return "min loss scale " + format_double(cfg.min_loss_scale) + " must be positive";
+  if (cfg.loss_scale_window < 1)
+    return "loss_scale_window " + std::to_string(cfg.loss_scale_window) + " must be at least 1";
+  if (cfg.precision != "fp16") {
+    const TrainConfig d;
+    for (const auto& [flag, set] :
+         {std::pair<const char*, bool>{"--loss_scale", cfg.loss_scale != d.loss_scale},
+          {"--initial_loss_scale", cfg.initial_loss_scale != d.initial_loss_scale},
+          {"--loss_scale_window", cfg.loss_scale_window != d.loss_scale_window},
+          {"--min_loss_scale", cfg.min_loss_scale != d.min_loss_scale}})
+      if (set)
+        return std::string(flag) + " applies to --precision fp16 only (" + cfg.precision +
+               (cfg.precision == "bf16" ? " keeps fp32's exponent range: no scaling needed)"
+                                        : " needs no scaling)");
+  }
   if (!is_known_preset(cfg.model))
     return "unknown model preset '" + cfg.model + "' (expected tiny, mini or gpt2)";
   if (!fs::exists(cfg.data, ec)) return "data path " + cfg.data + " does not exist";

@@ -67,6 +67,16 @@ struct TrainConfig {
   double timeout = 600;
   /// --oversubscribe: allow more than kMaxRanksPerCore ranks per CPU core (refused otherwise).
   bool oversubscribe = false;
+
+  // Mixed precision (common/tensor/precision.h; the stages that take it set
+  // StageSpec::supports_precision). Loss-scaler flags follow Megatron-LM's and DeepSpeed's.
+  std::string precision = "fp32";  ///< --precision: fp32, bf16 or fp16
+  /// --loss_scale: fp16's static loss scale S > 0; 0 (the default) = dynamic scaling
+  /// (DeepSpeed's "loss_scale: 0"). --loss_scale 1 is fp16 without scaling.
+  double loss_scale = 0;
+  double initial_loss_scale = 65536;  ///< --initial_loss_scale: dynamic S at step 1 (2^16)
+  int loss_scale_window = 1000;       ///< --loss_scale_window: clean steps before S doubles
+  double min_loss_scale = 1;          ///< --min_loss_scale: S never backs off below this
 };
 
 /// More ranks than this many per core (std::thread::hardware_concurrency, or the CPUs this
@@ -95,7 +105,9 @@ void parse_flags_or_exit(CLI::App& app, int argc, char** argv);
 /// fine. Checks: world_size ≥ 1, dp_size divides global_batch ("global batch 30 is not
 /// divisible by data-parallel size 4"), steps ≥ 0, lr > 0 and finite, weight_decay ≥ 0,
 /// eval_every ≥ 0, eval_batches ≥ 1, log_every ≥ 1, timeout ≥ 0 and finite, model is a known
-/// preset, data and (if set) load exist. `dp_size` is the data-parallel size; ≤ 0 means world_size.
+/// preset, data and (if set) load exist, precision is fp32/bf16/fp16, the loss-scale flags are
+/// positive (loss_scale ≥ 0) and set only with fp16 ("--loss_scale 128 applies to --precision
+/// fp16 only (bf16 keeps fp32's exponent range)"). `dp_size` is the data-parallel size; ≤ 0 means world_size.
 std::string validation_error(const TrainConfig& cfg, int dp_size = 0);
 
 /// Exits with "error: <validation_error>" and status 2 when cfg is invalid, else returns.

@@ -86,14 +86,16 @@ void Progress::update(int64_t step, double loss, double elapsed_s) {
   const double eta = done > 0 ? double(total_ - step) * elapsed_s / double(done) : NAN;
   if (mode_ == Mode::kPlain) {
     if (step % log_every_ != 0 && step != total_) return;
-    std::fprintf(out_, "%s\n", format_plain_line(step, total_, loss, tps, eta).c_str());
+    std::fprintf(out_, "%s%s\n", format_plain_line(step, total_, loss, tps, eta).c_str(),
+                 note_.c_str());
     std::fflush(out_);
     return;
   }
   // kBar: \r returns to the line start, ESC[K clears what a longer previous line left behind.
   if (step != total_ && last_draw_s_ >= 0 && elapsed_s - last_draw_s_ < kRedrawInterval) return;
   last_draw_s_ = elapsed_s;
-  std::fprintf(out_, "\r%s\x1b[K", format_bar_line(step, total_, loss, tps, eta).c_str());
+  std::fprintf(out_, "\r%s%s\x1b[K", format_bar_line(step, total_, loss, tps, eta).c_str(),
+               note_.c_str());
   std::fflush(out_);
   bar_open_ = true;
 }

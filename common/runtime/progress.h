@@ -56,6 +56,10 @@ class Progress {
   /// The same with the elapsed seconds since the start given explicitly (tests, replay).
   void update(int64_t step, double loss, double elapsed_s);
 
+  /// Text appended to the following lines (" | loss scale 32768 | skipped 1": the fp16 loss
+  /// scaler's state); "" for none.
+  void set_note(std::string note) { note_ = std::move(note); }
+
   /// Prints one full line (e.g. "val loss 2.1") without tearing the bar: clears the bar, prints,
   /// and the next update redraws it. Does nothing when the mode is off.
   void print(const std::string& line);
@@ -73,6 +77,7 @@ class Progress {
   std::chrono::steady_clock::time_point start_;
   double last_draw_s_ = -1;  // elapsed time of the last bar redraw (throttling)
   bool bar_open_ = false;    // a bar line is on screen without its newline
+  std::string note_;         // set_note
 };
 
 }  // namespace llmp

@@ -53,6 +53,10 @@ class Strategy {
   /// during the last step).
   virtual std::vector<ReportRow> report() const = 0;
 
+  /// What the progress line adds after the loss for the last step, e.g. " | loss scale 32768 |
+  /// skipped 1" (the fp16 loss scaler's state, the same on every rank). Default: nothing.
+  virtual std::string step_note() const { return ""; }
+
   /// Collective. Called once after training (after the report table); a stage prints what the
   /// table cannot show (DDP's hidden-communication line, a pipeline's measured timeline) or
   /// writes files (--trace). Default: nothing.

@@ -13,6 +13,7 @@
 #include "common/data/corpus.h"
 #include "common/data/sampler.h"
 #include "common/runtime/check.h"
+#include "common/tensor/precision.h"
 #include "common/runtime/launch.h"
 #include "common/runtime/log.h"
 #include "common/runtime/paths.h"
@@ -63,6 +64,10 @@ void validate_before_launch(const TrainConfig& cfg, const StageSpec& spec) {
   if (!cfg.trace.empty() && !spec.supports_trace)
     user_error("--trace " + cfg.trace + ": " + spec.name +
                " does not write traces (the pipeline stages do)");
+  if (cfg.precision != "fp32" && !spec.supports_precision)
+    user_error("--precision " + cfg.precision + ": " + spec.name +
+               " trains in fp32 only (mixed precision: baseline, naive_dp, ddp, zero1, zero2, "
+               "zero3, mixed_precision)");
   // Output paths now, not after training: a run must not spend hours to fail at its save.
   if (const std::string err = output_paths_error(cfg); !err.empty()) user_error(err);
   if (spec.validate) spec.validate(cfg);
@@ -139,7 +144,9 @@ int run(int argc, char** argv, const StageSpec& spec) {
         memory_check_error(mc, cfg, spec.grid(cfg), spec.name, std::atoi(here));
     all_ranks_ok(too_big.empty(), too_big);
   }
-  const GPT model(mc);
+  // Under --precision bf16 / fp16 the activations are stored in 16 bits (common/nn/f32_view.h);
+  // the stage keeps its parameters and gradients in the same dtype.
+  const GPT model(mc, TpComm::none(), storage_dtype(parse_precision(cfg.precision)));
   const int T = model.config().ctx, B = cfg.global_batch;
   Corpus corpus;
   std::string err;
@@ -191,14 +198,14 @@ int run(int argc, char** argv, const StageSpec& spec) {
     // (a good checkpoint at --save stays). Collective, so all ranks agree even where the loss is
     // known on one rank only: all_ranks_ok reduces a flag over the world (one MPI_Allreduce of
     // an int per step, outside the stage's groups and their byte counts).
-    // fp16 (coming issue): the loss scaler will handle overflowing *gradients* inside
-    // train_step (skip the update, halve the scale) instead of ending the run; a loss that is
-    // itself non-finite still ends it here.
+    // fp16: the loss scaler handles overflowing *gradients* inside train_step (skip the update,
+    // halve the scale) instead of ending the run; a loss that is itself non-finite ends it here.
     all_ranks_ok(std::isfinite(loss),
                  fmt::format("step {}: loss is {} (diverged; try a smaller --lr)", s,
                              std::isnan(loss) ? std::string("nan") : fmt::format("{}", loss)),
                  kExitDiverged);
     if (s == first) t_first = now_s();
+    progress.set_note(strategy->step_note());
     progress.update(s, loss);
     if (cfg.eval_every > 0 && (s % cfg.eval_every == 0 || s == last)) {
       val = validation_loss(*strategy, corpus, cfg, T);
