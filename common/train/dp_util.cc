@@ -4,6 +4,8 @@
 // Glossary: Ψ parameter count, N ranks, S = ⌈Ψ/N⌉ shard size.
 #include "common/train/dp_util.h"
 
+#include "kernels/cpu/convert.h"
+
 #include <algorithm>
 #include <cstring>
 
@@ -61,16 +63,25 @@ double dp_eval_loss(const GPT& model, const float* params, const int32_t* tokens
 
 void copy_replicated_state_out(const Tensor& params, AdamW& opt, float* params_out, float* m_out,
                                float* v_out) {
-  std::memcpy(params_out, params.f32(), params.nbytes());
-  std::memcpy(m_out, opt.exp_avg().f32(), params.nbytes());
-  std::memcpy(v_out, opt.exp_avg_sq().f32(), params.nbytes());
+  const int64_t bytes = params.numel() * static_cast<int64_t>(sizeof(float));
+  // Mixed precision: the full-precision state is the fp32 master copy, not the 16-bit one.
+  const Tensor& full = opt.has_master_weights() ? opt.master() : params;
+  std::memcpy(params_out, full.f32(), bytes);
+  std::memcpy(m_out, opt.exp_avg().f32(), bytes);
+  std::memcpy(v_out, opt.exp_avg_sq().f32(), bytes);
 }
 
 void copy_replicated_state_in(Tensor& params, AdamW& opt, const float* params_in,
                               const float* m_in, const float* v_in) {
-  std::memcpy(params.f32(), params_in, params.nbytes());
-  std::memcpy(opt.exp_avg().f32(), m_in, params.nbytes());
-  std::memcpy(opt.exp_avg_sq().f32(), v_in, params.nbytes());
+  const int64_t n = params.numel(), bytes = n * static_cast<int64_t>(sizeof(float));
+  if (opt.has_master_weights()) {  // the master copy, and the 16-bit working copy rounded from it
+    std::memcpy(opt.master().f32(), params_in, bytes);
+    cpu::round_to(params_in, params.raw(), params.dtype(), n);
+  } else {
+    std::memcpy(params.f32(), params_in, bytes);
+  }
+  std::memcpy(opt.exp_avg().f32(), m_in, bytes);
+  std::memcpy(opt.exp_avg_sq().f32(), v_in, bytes);
 }
 
 void gather_shards_out(ProcessGroup& dp, const ShardLayout& shards,

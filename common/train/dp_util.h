@@ -61,10 +61,12 @@ double dp_eval_loss(const GPT& model, const float* params, const int32_t* tokens
                     MetricsReducer& metrics);
 
 /// Replicated model state (baseline, naive DP, DDP): this rank's copy is the full state. Copies
-/// the Ψ parameters and AdamW's m and v (Ψ floats each) out to the caller's buffers.
+/// the Ψ parameters and AdamW's m and v (Ψ floats each) out to the caller's buffers. Under mixed
+/// precision the parameters copied are the fp32 master weights (the full-precision state).
 void copy_replicated_state_out(const Tensor& params, AdamW& opt, float* params_out, float* m_out,
                                float* v_out);
-/// The reverse: overwrites the parameters, m and v with the caller's full state (Ψ floats each).
+/// The reverse: overwrites the parameters, m and v with the caller's full state (Ψ floats each);
+/// under mixed precision the master weights, and the 16-bit parameters rounded from them.
 void copy_replicated_state_in(Tensor& params, AdamW& opt, const float* params_in,
                               const float* m_in, const float* v_in);
 

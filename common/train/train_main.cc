@@ -161,7 +161,8 @@ int run(int argc, char** argv, const StageSpec& spec) {
   opt.lr = static_cast<float>(cfg.lr);
   opt.weight_decay = static_cast<float>(cfg.weight_decay);
   opt.decay = cfg.decay_all ? DecayRule::kAll : DecayRule::kMatrices;
-  std::unique_ptr<Strategy> strategy = spec.make(StageContext{model, *world, *grid, cfg, opt});
+  std::unique_ptr<Strategy> strategy =
+      spec.make(StageContext{model, *world, *grid, cfg, opt, mixed_precision_config(cfg)});
 
   int64_t step = 0;
   if (!cfg.load.empty()) {

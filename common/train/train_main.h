@@ -36,6 +36,7 @@
 #include "common/nn/gpt.h"
 #include "common/optim/adamw.h"
 #include "common/runtime/flags.h"
+#include "common/train/mixed_precision.h"
 #include "common/train/strategy.h"
 
 namespace CLI {
@@ -69,6 +70,8 @@ struct StageContext {
   ProcessGrid& grid;       ///< dp × pp × tp groups cut from `world` in StageSpec::grid's shape
   const TrainConfig& cfg;  ///< parsed common flags
   AdamWConfig opt;         ///< from --lr, --weight_decay, --decay_all
+  /// From --precision and the loss-scale flags (fp32 unless StageSpec::supports_precision).
+  MixedPrecisionConfig mp;
 };
 
 /// The default grid: every rank a data-parallel replica, dp = cfg.world_size, pp = tp = 1.

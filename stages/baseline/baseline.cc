@@ -6,27 +6,36 @@
 
 namespace llmp {
 
-BaselineStrategy::BaselineStrategy(const GPT& model, AdamWConfig opt, uint64_t seed)
+BaselineStrategy::BaselineStrategy(const GPT& model, AdamWConfig opt, uint64_t seed,
+                                   MixedPrecisionConfig mp)
     : model_(model),
-      params_(Tensor::empty({model.layout().num_params()}, DType::kF32, MemCategory::kParameters)),
-      grads_(Tensor::zeros({model.layout().num_params()}, DType::kF32, MemCategory::kGradients)),
-      opt_(model.layout().num_params(), opt, decay_ranges(model.layout(), opt.decay)) {
-  model_.init_params(params_.f32(), seed);
+      mp_(model, mp, /*dp=*/nullptr),
+      params_(mp_.new_buffer(model.layout().num_params(), MemCategory::kParameters)),
+      grads_(mp_.new_buffer(model.layout().num_params(), MemCategory::kGradients)),
+      opt_(model.layout().num_params(), opt, decay_ranges(model.layout(), opt.decay),
+           mp_.dtype()) {
+  mp_.init(seed, params_, opt_);
 }
 
 double BaselineStrategy::train_step(const int32_t* tokens, const int32_t* targets,
                                     int global_batch, int T, int64_t step) {
   grads_.fill(0.0f);
-  // loss_scale 1/(B·T): the gradient of the mean loss over the whole batch.
-  const double loss = forward_backward(model_, params_.f32(), grads_.f32(), tokens, targets,
-                                              global_batch, T, 1.0f / (global_batch * T));
-  opt_.step(params_.f32(), grads_.f32(), step);
-  return loss;
+  mp_.begin_step();
+  // loss_scale 1/(B·T): the gradient of the mean loss over the whole batch (times fp16's S).
+  const float mean = 1.0f / (global_batch * T);
+  FlatParams params(model_.layout(), params_);
+  FlatGrads grads(model_.layout(), grads_, {}, mp_.round_stats());
+  const double loss = UnitRunner(model_, params, &grads)
+                          .forward_backward(tokens, targets, global_batch, T,
+                                            mp_.walk_loss_scale(mean, step));
+  mp_.optimizer_step(opt_, params_, grads_, step);  // fp16: skipped on an overflow
+  return mp_.unscale_loss(loss, mean, step);
 }
 
 double BaselineStrategy::eval_loss(const int32_t* tokens, const int32_t* targets,
                                    int global_batch, int T) {
-  return forward_loss(model_, params_.f32(), tokens, targets, global_batch, T);
+  FlatParams params(model_.layout(), params_);
+  return UnitRunner(model_, params).forward_loss(tokens, targets, global_batch, T);
 }
 
 void BaselineStrategy::get_state(float* params, float* exp_avg, float* exp_avg_sq) {
@@ -40,8 +49,11 @@ void BaselineStrategy::set_state(const float* params, const float* exp_avg,
 
 std::vector<ReportRow> BaselineStrategy::report() const {
   const double psi = static_cast<double>(params_.numel());
-  auto rows = memory_rows(plan_memory(DPStage::kBaseline, psi, 1, Precision::fp32()), "4Ψ", "4Ψ",
-                          "8Ψ");
+  auto rows = mp_.mixed()
+                  ? memory_rows(plan_memory(DPStage::kBaseline, psi, 1, mp_.plan()), "2Ψ", "2Ψ",
+                                "12Ψ")
+                  : memory_rows(plan_memory(DPStage::kBaseline, psi, 1, mp_.plan()), "4Ψ", "4Ψ",
+                                "8Ψ");
   rows.push_back({"sent per step", 0.0, 0.0, "0"});
   return rows;
 }

@@ -10,13 +10,14 @@ int main(int argc, char** argv) {
   spec.name = "baseline";
   spec.summary = "the single-rank reference trainer every stage is checked against";
   spec.default_world_size = 1;
+  spec.supports_precision = true;
   spec.validate = [](const llmp::TrainConfig& cfg) {
     if (cfg.world_size != 1)
       llmp::user_error("the baseline runs on one rank, not --world_size " +
                        std::to_string(cfg.world_size));
   };
   spec.make = [](const llmp::StageContext& ctx) -> std::unique_ptr<llmp::Strategy> {
-    return std::make_unique<llmp::BaselineStrategy>(ctx.model, ctx.opt, ctx.cfg.seed);
+    return std::make_unique<llmp::BaselineStrategy>(ctx.model, ctx.opt, ctx.cfg.seed, ctx.mp);
   };
   return llmp::train_main(argc, argv, spec);
 }

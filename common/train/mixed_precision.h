@@ -1,0 +1,115 @@
+// Mixed-precision training for the data-parallel stages: what --precision bf16 / fp16 changes in
+// a step, in one place, so that the baseline, naive DP, DDP and ZeRO-1/2/3 each add a few lines.
+//
+// Micikevicius et al. 2018, "Mixed Precision Training":
+//
+//   1. parameters, gradients and activations are stored in 16 bits (2Ψ + 2Ψ bytes); an fp32
+//      MASTER copy of the weights lives in the optimizer with Adam's m and v (K = 12, §3.1);
+//   2. the forward and backward compute in fp32 on 16-bit inputs and round their outputs
+//      (common/nn/f32_view.h, FlatParams / FlatGrads in common/nn/unit_runner.h);
+//   3. fp16 only: the loss is multiplied by S before the backward so that small gradients do not
+//      underflow to zero (§3.2); after the backward, if any rank's gradients (its shard, under
+//      ZeRO) hold an inf or nan, EVERY rank skips the step and S halves; after a window of clean
+//      steps S doubles (the dynamic scaler of Megatron-LM and DeepSpeed: common/optim/loss_scaler.h).
+//      The optimizer unscales by 1/S (exact: S is a power of two);
+//   4. the optimizer updates the master copy and rounds it into the 16-bit parameters.
+//
+// bf16 keeps fp32's 8 exponent bits: no underflow at gradient magnitudes, no scaling (S = 1).
+// fp32 runs exactly the code it ran before this existed (every call below is then a no-op or
+// the plain fp32 call).
+//
+// Test hook: LLMP_TEST_OVERFLOW_STEP=k multiplies step k's loss scale by 2^64 (on the ranks
+// listed in LLMP_TEST_OVERFLOW_RANKS=0,2, or all when unset), which makes fp16 gradients overflow
+// to inf: the step must be skipped on every rank with the parameters and optimizer state left
+// bit-identical.
+//
+// Glossary: Ψ parameters, S loss scale, B global batch, T sequence length.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "common/comm/process_group.h"
+#include "common/nn/gpt.h"
+#include "common/optim/adamw.h"
+#include "common/optim/loss_scaler.h"
+#include "common/plan/memory_planner.h"
+#include "common/runtime/flags.h"
+#include "common/tensor/precision.h"
+#include "kernels/cpu/convert.h"
+
+namespace llmp {
+
+struct MixedPrecisionConfig {
+  TrainPrecision precision = TrainPrecision::kFP32;
+  LossScalerConfig scaler;  ///< used with fp16 only
+};
+
+/// From --precision, --loss_scale (0: dynamic), --initial_loss_scale, --loss_scale_window and
+/// --min_loss_scale. Throws std::invalid_argument for an unknown precision.
+MixedPrecisionConfig mixed_precision_config(const TrainConfig& cfg);
+
+class MixedPrecision {
+ public:
+  /// `dp`: the data-parallel group whose ranks must agree on skipping a step (nullptr: one rank).
+  /// Collective over dp (the agreement duplicates it). Throws std::invalid_argument when the
+  /// model's activation dtype is not the precision's storage dtype.
+  MixedPrecision(const GPT& model, MixedPrecisionConfig cfg, ProcessGroup* dp);
+
+  TrainPrecision precision() const { return cfg_.precision; }
+  bool mixed() const { return is_mixed(cfg_.precision); }
+  /// The dtype of the parameters and gradients: f32, bf16 or f16.
+  DType dtype() const { return storage_dtype(cfg_.precision); }
+  /// Bytes per parameter for the memory planner: {4, 4, 8} (fp32) or {2, 2, 12} (mixed).
+  Precision plan() const { return mixed() ? Precision::mixed_adam() : Precision::fp32(); }
+  /// A Ψ-element tensor in dtype() (parameters or gradients, by `category`).
+  Tensor new_buffer(int64_t n, MemCategory category) const;
+
+  /// GPT initialisation from `seed` into the working copy `params` (all Ψ, rounded when 16-bit)
+  /// and, with master weights, elements [master_begin, master_begin + opt.size()) (clamped to
+  /// Ψ) of it in fp32 into opt.master(): a replica's, or a ZeRO shard's, master copy.
+  void init(uint64_t seed, const Tensor& params, AdamW& opt, int64_t master_begin = 0) const;
+
+  /// The loss_scale argument of this step's walk: mean_scale (1/(B·T)) times S (fp16's scale,
+  /// 1 otherwise; times 2^64 on the test hook's step).
+  float walk_loss_scale(float mean_scale, int64_t step) const;
+  /// The walk's returned loss divided by the S it used (the true mean loss).
+  double unscale_loss(double walk_loss, float mean_scale, int64_t step) const;
+
+  /// After the gradients are final and reduced: fp16 agrees over the group whether any rank's
+  /// `grads` (its whole gradient, or its shard) holds an inf or nan; if so every rank skips the
+  /// step and S backs off, else AdamW updates elements [0, n) (fp32: in place; mixed: the master
+  /// copy, rounded into `params`). Returns whether the step was applied. Collective over dp for
+  /// fp16.
+  bool optimizer_step(AdamW& opt, const Tensor& params, const Tensor& grads, int64_t t,
+                      int64_t n = -1);
+
+  /// What rounding the gradients to 16 bits did this step (FlatGrads counts into it; reset by
+  /// begin_step). Null for fp32: nothing is rounded.
+  cpu::RoundStats* round_stats() { return mixed() ? &stats_ : nullptr; }
+  void begin_step() { stats_ = {}; }
+  /// Of this rank's last step's gradient elements that were nonzero in fp32, the fraction that
+  /// rounding to 16 bits flushed to zero (0 for fp32).
+  double underflow_fraction() const;
+  const cpu::RoundStats& last_round_stats() const { return stats_; }
+
+  /// " | loss scale 32768 | skipped 2" for fp16, "" otherwise (the progress line).
+  std::string step_note() const;
+  float loss_scale() const { return scaler_ ? scaler_->scale() : 1.0f; }
+  int64_t skipped_steps() const { return scaler_ ? scaler_->skipped_steps() : 0; }
+  LossScaler* scaler() { return scaler_.get(); }
+
+ private:
+  bool overflow_injected(int64_t step) const;
+
+  const GPT& model_;
+  MixedPrecisionConfig cfg_;
+  std::unique_ptr<LossScaler> scaler_;          // fp16 only
+  std::unique_ptr<OverflowAgreement> agree_;    // fp16 with a group
+  cpu::RoundStats stats_;
+  int64_t inject_step_ = -1;
+  bool inject_here_ = false;
+};
+
+}  // namespace llmp
