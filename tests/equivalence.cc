@@ -54,14 +54,16 @@ EquivalenceConfig padded_model(EquivalenceConfig cfg) {
 
 EquivalenceResult run_against_baseline(const StrategyFactory& make, ProcessGroup& group,
                                        const EquivalenceConfig& cfg) {
-  const GPT model(equivalence_model(cfg));
+  // Mixed precision: the model stores its activations in the precision's 16-bit dtype, and the
+  // stage's factory must pass cfg.mp to the stage as the baseline gets it here.
+  const GPT model(equivalence_model(cfg), TpComm::none(), storage_dtype(cfg.mp.precision));
   const Corpus corpus = Corpus::load(cfg.data, cfg.T);
   const int B = cfg.global_batch, T = cfg.T;
   const bool print = group.rank() == 0;
   EquivalenceResult res;
 
   // 1. The reference: the whole global batch on this rank alone.
-  BaselineStrategy base(model, cfg.opt, cfg.seed);
+  BaselineStrategy base(model, cfg.opt, cfg.seed, cfg.mp);
   std::vector<int32_t> tokens(B * T), targets(B * T);
   for (int s = 1; s <= cfg.steps; ++s) {
     sample(corpus.train(), cfg.seed, s, 0, B, T, tokens.data(), targets.data());
@@ -86,11 +88,15 @@ EquivalenceResult run_against_baseline(const StrategyFactory& make, ProcessGroup
 
   // 3. Final parameters: the model-wide relative difference, and tensor by tensor.
   const int64_t psi = model.layout().num_params();
-  std::vector<float> params(psi), m(psi), v(psi);
-  stage->get_state(params.data(), m.data(), v.data());
+  std::vector<float> params(psi), m(psi), v(psi), base_params(psi);
+  stage->get_state(params.data(), m.data(), v.data());  // fp32 (mixed: the master weights)
+  {
+    std::vector<float> bm(psi), bv(psi);
+    base.get_state(base_params.data(), bm.data(), bv.data());
+  }
   Diff all{-1, 0};  // over every tensor: the tensors cover the Ψ parameters
   for (const ParamSpec& p : model.layout().params()) {
-    const Diff d = diff_of(params.data() + p.offset, base.params() + p.offset, p.numel);
+    const Diff d = diff_of(params.data() + p.offset, base_params.data() + p.offset, p.numel);
     if (d.diff > all.diff) all.diff = d.diff, res.worst_param = p.name;
     all.scale = std::max(all.scale, d.scale);
     if (d.rel() >= res.max_tensor_rel) res.max_tensor_rel = d.rel(), res.worst_tensor = p.name;

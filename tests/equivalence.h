@@ -24,6 +24,7 @@
 #include "common/comm/process_group.h"
 #include "common/nn/gpt.h"
 #include "common/optim/adamw.h"
+#include "common/train/mixed_precision.h"
 #include "common/train/strategy.h"
 
 namespace llmp {
@@ -40,6 +41,9 @@ struct EquivalenceConfig {
   uint64_t seed = 1234;
   AdamWConfig opt{};
   std::string data = "/usr/share/games/fortunes";
+  /// The precision of baseline and stage (fp32 by default). With bf16 / fp16 the parameters
+  /// compared are both sides' fp32 master weights (Strategy::get_state).
+  MixedPrecisionConfig mp{};
 };
 
 struct EquivalenceResult {
