@@ -25,6 +25,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,8 @@ struct Format {
   DType dtype;
   float u;  // ulp(1)
 };
+
+void PrintTo(const Format& f, std::ostream* os) { *os << to_string(f.dtype); }
 
 std::string format_name(const ::testing::TestParamInfo<Format>& info) {
   return to_string(info.param.dtype);
