@@ -4,13 +4,15 @@
 // Host tensors (Device::kCPU) over one MPI communicator per group. Every operation is issued in
 // its non-blocking form (MPI_Iallreduce, MPI_Isend, ...) and returned as an MpiWork; the blocking
 // forms of ProcessGroup wait on it with mpi_wait(), which yields the core while polling when
-// ranks oversubscribe it (mpi_util.h). kAvg is MPI_SUM on the wire, divided by N on completion.
+// ranks oversubscribe it (mpi_util.h). kAvg is a sum on the wire, divided by N on completion.
+// f16 and bf16 are reduced by user-defined MPI ops that add each pair in f32 and round it back
+// (mpi_float16.h), so 16-bit gradients travel as 2 bytes per element.
 // split() is MPI_Comm_split (kNoColor -> MPI_UNDEFINED), duplicate() is MPI_Comm_dup.
 //
 // Files: process_group_mpi.cc (construction, world(), split, duplicate, the even collectives),
 // process_group_async.cc (MpiWork, the v-collectives, send and recv), mpi_util.h (MPI_CHECK,
-// counts, datatypes, the yielding wait). Nothing outside these files and common/runtime calls
-// MPI: stages and shared code see only ProcessGroup.
+// counts, datatypes, the yielding wait), mpi_float16.h (the 16-bit sum and max ops). Nothing
+// outside these files and common/runtime calls MPI: stages and shared code see only ProcessGroup.
 //
 // Glossary: N ranks in the group, r this rank; comm = the group's MPI communicator.
 #pragma once

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "common/comm/mpi_float16.h"
 #include "common/runtime/check.h"
 
 namespace llmp {
@@ -80,9 +81,14 @@ void mpi_wait(MPI_Request* request, MPI_Status* status, const WaitSite& site) {
   }
 }
 
-MPI_Op mpi_op(ReduceOp op) { return op == ReduceOp::kMax ? MPI_MAX : MPI_SUM; }
+MPI_Op mpi_op(ReduceOp op, DType t) {
+  if (t == DType::kF16 || t == DType::kBF16) return mpi_float16_op(t, op);
+  return op == ReduceOp::kMax ? MPI_MAX : MPI_SUM;
+}
 
 void scale(Tensor& t, double s) {
+  if (t.dtype() == DType::kF16 || t.dtype() == DType::kBF16)
+    return scale_float16(t, static_cast<float>(s));
   if (t.dtype() == DType::kF64) {
     double* p = t.f64();
     for (int64_t i = 0; i < t.numel(); ++i) p[i] *= s;

@@ -30,8 +30,8 @@
 namespace llmp {
 
 /// MPI datatype of one element: MPI_FLOAT for f32, MPI_DOUBLE for f64, MPI_UINT8_T for u8,
-/// MPI_UINT16_T for f16 and bf16 (those are only moved, never added, so a 16-bit integer type
-/// carries them bit for bit).
+/// MPI_UINT16_T for f16 and bf16 (a 16-bit integer type carries them bit for bit; they are added
+/// only by the user-defined ops of mpi_float16.h, never by MPI's predefined ones).
 MPI_Datatype mpi_datatype(DType t);
 
 /// `n` as an MPI count (int). Ends every rank with "<what>: count n does not fit MPI's int count
@@ -53,10 +53,13 @@ bool mpi_yield_when_waiting();
 /// non-blocking form plus this wait.
 void mpi_wait(MPI_Request* request, MPI_Status* status, const WaitSite& site);
 
-/// MPI_SUM for kSum and kAvg (kAvg divides afterwards), MPI_MAX for kMax.
-MPI_Op mpi_op(ReduceOp op);
+/// The reduction of elements of dtype `t`: for f32 and f64, MPI_SUM for kSum and kAvg (kAvg
+/// divides afterwards) and MPI_MAX for kMax; for f16 and bf16 the user-defined ops of
+/// mpi_float16.h (each pairwise sum widened to f32 and rounded back, or the max).
+MPI_Op mpi_op(ReduceOp op, DType t);
 
-/// t *= s, element-wise on a host f32 or f64 tensor (kAvg's division by N).
+/// t *= s, element-wise on a host f32, f64, f16 or bf16 tensor (kAvg's division by N). f32 and
+/// 16-bit multiply by float(s), 16-bit in f32 on widened elements rounded back.
 void scale(Tensor& t, double s);
 
 /// One MPI request and everything MPI may still read or write until it completes: the tensors

@@ -72,9 +72,9 @@ void ProcessGroup::check_tensor(const Tensor& t, const char* op, bool reduces) c
     fail_at(__FILE__, __LINE__,
             std::string(op) + ": this group's backend takes " + to_string(device()) +
                 " tensors, got " + t.describe());
-  if (reduces && t.dtype() != DType::kF32 && t.dtype() != DType::kF64)
+  if (reduces && t.dtype() == DType::kU8)
     fail_at(__FILE__, __LINE__,
-            std::string(op) + " adds elements and takes f32 or f64 tensors only, got " +
+            std::string(op) + " adds elements and takes f32, f64, f16 or bf16 tensors only, got " +
                 t.describe());
 }
 

@@ -119,9 +119,19 @@ class ProcessGroup {
   virtual Device device() const = 0;
 
   // --- collectives (blocking). Operations that add or compare elements (all_reduce,
-  // reduce_scatter, reduce) take f32 or f64; the others move bytes and also take f16, bf16 and
-  // u8. A wrong dtype, size or root ends every rank with the operation's name and the tensors'
-  // descriptions (file:line, common/runtime/check.h). ---
+  // reduce_scatter, reduce_scatter_v, reduce and their async forms) take f32, f64, f16 and bf16;
+  // the others move bytes and also take u8. A wrong dtype, size or root ends every rank with the
+  // operation's name and the tensors' descriptions (file:line, common/runtime/check.h).
+  //
+  // 16-bit reductions (f16, bf16) travel as 2 bytes per element (the byte counts use 2-byte
+  // elements) and round at every pairwise addition: each pair is widened to f32, added and
+  // rounded back to nearest even, as NCCL's 16-bit all_reduce does. A reduction over N ranks
+  // therefore rounds N - 1 times, in the order the backend's algorithm picks (MPICH's, by
+  // message size and N), and is not bit-identical to rounding the f32 sum once (rank values
+  // 1, 1/8 + u/2, u/64 with u = ulp(1): 1.125 per pair, 1.125 + u rounded once). Every rank of
+  // an all_reduce gets the same bits. f16 overflow gives inf (65504 + 65504), not an error: a
+  // loss scaler looks for it. kMax returns one of the inputs, bit for bit (NaN if any is NaN);
+  // kAvg widens the sum, multiplies by 1/N and rounds. ---
 
   /// In place. kAvg divides the sum by N.
   void all_reduce(Tensor& t, ReduceOp op = ReduceOp::kSum);

@@ -78,7 +78,8 @@ std::shared_ptr<Work> MpiProcessGroup::start_reduce_scatter_v(const Tensor& inpu
   w->site = {"reduce_scatter_v", this};
   mpi_counts_displs(counts, "reduce_scatter_v", &w->counts, &w->displs);
   MPI_CHECK(MPI_Ireduce_scatter(input.raw(), output.raw(), w->counts.data(),
-                                mpi_datatype(input.dtype()), mpi_op(op), comm_, &w->request));
+                                mpi_datatype(input.dtype()), mpi_op(op, input.dtype()), comm_,
+                                &w->request));
   return w;
 }
 

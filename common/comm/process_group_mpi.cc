@@ -4,8 +4,9 @@
 // v-collectives, send and recv live in process_group_async.cc.
 //
 // The hooks run after ProcessGroup has checked the arguments, counted the bytes and handled the
-// one-rank group (process_group.cc), so each one only issues the MPI call. kAvg is MPI_SUM here;
-// the MpiWork divides by N when it completes.
+// one-rank group (process_group.cc), so each one only issues the MPI call. kAvg is a sum here
+// (MPI_SUM, or the 16-bit sum of mpi_float16.h: mpi_op); the MpiWork divides by N when it
+// completes.
 //
 // Glossary: N = size(), r = rank(), k = elements per rank's chunk.
 #include "common/comm/mpi_process_group.h"
@@ -88,7 +89,8 @@ std::shared_ptr<Work> MpiProcessGroup::start_all_reduce(Tensor& t, ReduceOp op) 
   auto w = mpi_work({t}, op, t, size());
   w->site = {"all_reduce", this};
   MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, t.raw(), mpi_count(t.numel(), "all_reduce"),
-                           mpi_datatype(t.dtype()), mpi_op(op), comm_, &w->request));
+                           mpi_datatype(t.dtype()), mpi_op(op, t.dtype()), comm_,
+                           &w->request));
   return w;
 }
 
@@ -98,7 +100,7 @@ std::shared_ptr<Work> MpiProcessGroup::start_reduce_scatter(const Tensor& input,
   w->site = {"reduce_scatter", this};
   MPI_CHECK(MPI_Ireduce_scatter_block(input.raw(), output.raw(),
                                       mpi_count(output.numel(), "reduce_scatter"),
-                                      mpi_datatype(input.dtype()), mpi_op(op), comm_,
+                                      mpi_datatype(input.dtype()), mpi_op(op, input.dtype()), comm_,
                                       &w->request));
   return w;
 }
@@ -128,8 +130,8 @@ std::shared_ptr<Work> MpiProcessGroup::start_reduce(Tensor& t, int root, ReduceO
   auto w = mpi_work({t}, is_root ? op : ReduceOp::kSum, t, size());
   w->site = {"reduce", this};
   MPI_CHECK(MPI_Ireduce(is_root ? MPI_IN_PLACE : t.raw(), is_root ? t.raw() : nullptr,
-                        mpi_count(t.numel(), "reduce"), mpi_datatype(t.dtype()), mpi_op(op), root,
-                        comm_, &w->request));
+                        mpi_count(t.numel(), "reduce"), mpi_datatype(t.dtype()),
+                        mpi_op(op, t.dtype()), root, comm_, &w->request));
   return w;
 }
 
