@@ -72,7 +72,8 @@ std::string wrong(const Tensor& t, F want) {
   std::ostringstream first;
   for (int64_t i = 0; i < t.numel(); ++i) {
     if (t.f32()[i] == want(i)) continue;
-    if (++bad <= 3) first << "\n    element " << i << " = " << t.f32()[i] << ", expected " << want(i);
+    if (++bad <= 3)
+      first << "\n    element " << i << " = " << t.f32()[i] << ", expected " << want(i);
   }
   return bad ? std::to_string(bad) + " of " + std::to_string(t.numel()) + " wrong" + first.str()
              : "";
@@ -118,8 +119,8 @@ TEST(LossScalerLab, OneRankAloneOverflowsAndEveryRankSkips) {
       Tensor g16 = shard16(r, n, 2, st.scale, r == q ? bad : Bad::kNone);
       Tensor g32 = sentinel32(n);
       const bool applied = loss_scaler_step(*g, g16, g32, st, ScalerConfig{});
-      const std::string where = "rank " + std::to_string(q) + " alone saw " +
-                                (bad == Bad::kInf ? "inf" : bad == Bad::kMinusInf ? "-inf" : "nan") +
+      const char* what = bad == Bad::kInf ? "inf" : bad == Bad::kMinusInf ? "-inf" : "nan";
+      const std::string where = "rank " + std::to_string(q) + " alone saw " + what +
                                 "; this is rank " + std::to_string(r);
       EXPECT_FALSE(applied) << where << ": every rank must skip (agree over the group)";
       EXPECT_EQ(st.scale, 512.0f) << where << ": S must halve on every rank";
