@@ -2,12 +2,13 @@
 // agreement of that check over the ranks.
 //
 // Micikevicius et al. 2018, "Mixed Precision Training", §3.2: many activation gradients of a
-// network are smaller than fp16's smallest subnormal (2^-24 ≈ 6e-8) and flush to zero. Multiplying
-// the loss by S before the backward multiplies every gradient by S (the chain rule is linear), which
-// shifts them up into fp16's range; the optimizer multiplies the fp32 copy of the gradients by 1/S
-// before the update, so the update is unchanged. With S a power of two both products are exact
-// (only the exponent changes). Too large an S makes a gradient overflow fp16's largest finite value
-// (65504) to inf (or a product to nan): that step's gradients are garbage, so the step is skipped.
+// network are smaller than fp16's smallest subnormal (2^-24 ≈ 6e-8) and flush to zero.
+// Multiplying the loss by S before the backward multiplies every gradient by S (the chain rule is
+// linear), which shifts them up into fp16's range; the optimizer multiplies the fp32 copy of the
+// gradients by 1/S before the update, so the update is unchanged. With S a power of two both
+// products are exact (only the exponent changes). Too large an S makes a gradient overflow fp16's
+// largest finite value (65504) to inf (or a product to nan): that step's gradients are garbage,
+// so the step is skipped.
 //
 // The dynamic scaler (Megatron-LM megatron/core/optimizer/grad_scaler.py DynamicGradScaler, without
 // its hysteresis; DeepSpeed runtime/fp16/loss_scaler.py DynamicLossScaler; torch.amp.GradScaler):
@@ -100,7 +101,8 @@ class OverflowAgreement {
   /// Collective over `g` (it duplicates it).
   explicit OverflowAgreement(ProcessGroup& g);
   /// Collective: every rank of the group calls it with its own flag; returns the logical OR of
-  /// them on every rank. One all_reduce (kMax) of one f32 on the duplicate: sends 2(N-1)/N·4 bytes.
+  /// them on every rank. One all_reduce (kMax) of one f32 on the duplicate:
+  ///                                                                   sends 2(N-1)/N·4 bytes
   bool any(bool local_found_inf);
 
  private:
