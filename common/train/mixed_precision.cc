@@ -193,7 +193,7 @@ std::string MixedPrecision::set_checkpoint_state(const std::map<std::string, std
   const int64_t clean = c.dynamic ? std::min<int64_t>(st.clean_steps, c.growth_interval - 1)
                                   : st.clean_steps;
   scaler_->set_state(scale, clean, st.skipped_steps);
-  return fmt::format("loss scaler restored: scale {:g}{}, {} clean steps in a row, {} skipped",
+  return fmt::format("loss scaler restored: scale {:g}{}, clean steps in a row {}, skipped {}",
                      scale, c.dynamic || scale == st.loss_scale
                                 ? std::string()
                                 : fmt::format(" (--loss_scale; the checkpoint's was {:g})",
