@@ -1,18 +1,23 @@
 #!/usr/bin/env bash
 # Bad input to a stage's train binary: each case must end every rank with a non-zero exit and
 # print exactly one line "error: ..." that names the offending value. A hang is a failure
-# (timeout). Usage: bad_input_test.sh path/to/train [--skip=CASE ...]
+# (timeout). Usage: bad_input_test.sh path/to/train [--skip=CASE ...] [--fp32_only]
 # --skip names a case that does not apply to the stage (naive_pp takes any global batch: m = 1).
+# --fp32_only: the stage does not take --precision bf16 / fp16 (StageSpec::supports_precision),
+# so --precision bf16 must be refused by name; without it that case is skipped.
 set -u
 bin=$1
 shift
 skip=" "
+fp32_only=0
 for a in "$@"; do
   case "$a" in
     --skip=*) skip+="${a#--skip=} " ;;
+    --fp32_only) fp32_only=1 ;;
     *) echo "unknown argument $a"; exit 2 ;;
   esac
 done
+[ "$fp32_only" -eq 1 ] || skip+="precision_refused "
 source "${TEST_SRCDIR:+$TEST_SRCDIR/$TEST_WORKSPACE/}common/testing/expect_error.sh"  # expect, finish
 tmp=$expect_tmp
 
@@ -31,6 +36,26 @@ expect indivisible_batch "global batch 30 is not divisible by" -- \
   "$bin" --global_batch 30 --world_size 4
 expect unknown_preset "gpt5" -- "$bin" --model gpt5
 expect corrupt_checkpoint "$tmp/corrupt.safetensors" -- "$bin" --load "$tmp/corrupt.safetensors"
+
+# Refused before any rank starts: expect's one line, and exit status 2 (user_error).
+expect_before_launch() {
+  local name=$1
+  expect "$@"
+  [[ "$skip" == *" $name "* ]] && return
+  shift 3
+  timeout 120 "$@" >/dev/null 2>&1
+  local rc=$?
+  if [ "$rc" -ne 2 ]; then
+    echo "FAIL $name: exit status $rc, expected 2 (refused before launch)"; fails=$((fails + 1))
+  fi
+}
+# Mixed precision (common/tensor/precision.h): the precision, the loss scale, the stage.
+expect_before_launch unknown_precision "unknown precision 'fp8'" -- "$bin" --precision fp8
+expect_before_launch negative_loss_scale "loss scale -1" -- \
+  "$bin" --precision fp16 --loss_scale -1
+expect_before_launch loss_scale_without_fp16 "--loss_scale 128" -- \
+  "$bin" --precision bf16 --loss_scale 128
+expect_before_launch precision_refused "--precision bf16" -- "$bin" --precision bf16
 
 # A real checkpoint of the tiny model, then loaded into mini: mismatched.
 if timeout 120 "$bin" --model tiny --world_size 1 "${fast[@]}" --save "$tmp/tiny.safetensors" \

@@ -9,10 +9,12 @@ every stage can run at its default world size (2 layers cannot be cut into 4 pip
 2 heads cannot be split over 4 tensor-parallel ranks); so they run through a wrapper that adds
 each flag of `shared_defaults` the command line does not set (e.g. --world_size 2). `skip` names
 cases that do not apply to the stage (a stage that does not split the batch over its ranks takes
-any global batch).
+any global batch). `takes_precision` False (every stage using this macro: the pipelines, tensor
+and sequence parallelism) adds the case that --precision bf16 is refused by name; the stages that
+train in mixed precision declare their sh_test without --fp32_only.
 """
 
-def bad_input_test(shared_defaults = {}, skip = []):
+def bad_input_test(shared_defaults = {}, skip = [], takes_precision = False):
     lines = [
         "cat > $@ <<'EOF'",
         "#!/usr/bin/env bash",
@@ -39,6 +41,7 @@ def bad_input_test(shared_defaults = {}, skip = []):
         name = "bad_input_test",
         size = "medium",
         srcs = ["//tests:bad_input_test.sh"],
-        args = ["$(location :train_with_defaults.sh)"] + ["--skip=" + s for s in skip],
+        args = ["$(location :train_with_defaults.sh)"] + ["--skip=" + s for s in skip] +
+               ([] if takes_precision else ["--fp32_only"]),
         data = ["//common/testing:expect_error.sh", ":train", ":train_with_defaults.sh"],
     )

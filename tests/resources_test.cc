@@ -4,7 +4,9 @@
 // keeps the whole model on every rank: 16Ψ, not the 16Ψ/N of a shard) and a lower bound of the
 // activations within a factor 2 (it leaves out transient buffers), so a refused run truly cannot
 // fit and an accepted small one is not wildly off. Also: the oversubscription rule, the message
-// of a refused run, and /proc/meminfo. Run on 1 and 2 ranks (mpi_test in BUILD).
+// of a refused run, and /proc/meminfo. Run on 1 and 2 ranks (mpi_test in BUILD). Under
+// --precision bf16 / fp16 the same against the baseline trained in bf16: (2 + 2 + 12)Ψ of model
+// states exactly, 2-byte activations within the same factor.
 //
 // Glossary: Ψ parameter count, N ranks, B global batch, L layers, T sequence length.
 #include "common/train/resources.h"
@@ -12,9 +14,14 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <stdexcept>
+#include <vector>
 #include <memory>
 
+#include "common/data/corpus.h"
+#include "common/data/sampler.h"
 #include "common/tensor/memory.h"
+#include "stages/baseline/baseline.h"
 #include "stages/ddp/ddp.h"
 #include "tests/stage_test_util.h"
 
@@ -54,6 +61,73 @@ TEST(Resources, EstimateIsWhatDdpAllocatesAndALowerBoundOfItsActivations) {
   EXPECT_GT(activations, 0);
   EXPECT_LE(e.activations, activations) << "the estimate must not exceed what a step keeps";
   EXPECT_GE(e.activations, 0.5 * activations) << "the estimate misses most of the activations";
+}
+
+// Mixed precision: the baseline in bf16 (one rank's whole model, as every rank of DDP) holds
+// 2Ψ + 2Ψ + 12Ψ, measured by MemoryTracker; its activations are stored in 2 bytes, so the
+// estimate falls to about half of fp32's and stays a lower bound within a factor 2.
+TEST(Resources, Bf16EstimateIsWhatTheBaselineAllocates) {
+  const int B = 3;
+  TrainConfig cfg;
+  cfg.global_batch = B;
+  cfg.precision = "bf16";
+  const RankMemoryEstimate e = estimate_rank_memory(model(), cfg, {1, 1, 1}, DPStage::kBaseline);
+  cfg.precision = "fp32";
+  const RankMemoryEstimate e32 = estimate_rank_memory(model(), cfg, {1, 1, 1}, DPStage::kBaseline);
+
+  auto& mt = MemoryTracker::instance();
+  const GPT gpt(model(), TpComm::none(), DType::kBF16);
+  const Corpus corpus = Corpus::load("/usr/share/games/fortunes", gpt.config().ctx);
+  const int64_t p0 = mt.current(MemCategory::kParameters), g0 = mt.current(MemCategory::kGradients),
+                o0 = mt.current(MemCategory::kOptimizerState);
+  MixedPrecisionConfig mp;
+  mp.precision = TrainPrecision::kBF16;
+  BaselineStrategy s(gpt, AdamWConfig{}, 7, mp);
+  const int T = gpt.config().ctx;
+  std::vector<int32_t> tok(B * T), tgt(B * T);
+  const int64_t a0 = mt.current(MemCategory::kActivations);
+  for (int step = 1; step <= 2; ++step) {
+    sample(corpus.train(), 7, step, 0, B, T, tok.data(), tgt.data());
+    if (step == 2) mt.reset_peak();
+    s.train_step(tok.data(), tgt.data(), B, T, step);
+  }
+  const double psi = double(gpt.layout().num_params());
+  const double states = double(mt.current(MemCategory::kParameters) - p0 +
+                               mt.current(MemCategory::kGradients) - g0 +
+                               mt.current(MemCategory::kOptimizerState) - o0);
+  const double activations = double(mt.peak(MemCategory::kActivations) - a0);
+  std::printf("bf16 model states: estimate %.0f, measured %.0f bytes (16Ψ = %.0f); activations: "
+              "estimate %.0f (fp32 %.0f), measured peak %.0f bytes\n",
+              e.model_states, states, 16 * psi, e.activations, e32.activations, activations);
+  EXPECT_DOUBLE_EQ(e.params_per_rank, psi);
+  EXPECT_DOUBLE_EQ(e.model_states, states) << "(2 + 2 + 12)Ψ";
+  EXPECT_DOUBLE_EQ(e.model_states, 16 * psi);
+  EXPECT_DOUBLE_EQ(e.batch, e32.batch) << "token ids do not change with the precision";
+  EXPECT_LT(e.activations, 0.6 * e32.activations) << "2-byte activations";
+  EXPECT_GT(activations, 0);
+  EXPECT_LE(e.activations, activations) << "the estimate must not exceed what a step keeps";
+  EXPECT_GE(e.activations, 0.5 * activations) << "the estimate misses most of the activations";
+}
+
+// ZeRO-3 in bf16: (2 + 2 + 12)Ψ/N (the estimate is unpadded), not fp32's (4 + 4 + 8); ZeRO-1 keeps 2Ψ + 2Ψ whole and
+// shards the 12Ψ: the K = 12 rows, where fp32's K = 8 rows differ.
+TEST(Resources, MixedPrecisionUsesTheKEquals12Rows) {
+  TrainConfig cfg;
+  cfg.global_batch = 4;
+  const GridShape grid{4, 1, 1};
+  const double psi = estimate_rank_memory(model(), cfg, grid, DPStage::kZeRO1).params_per_rank;
+  const double shard = psi / 4;
+  const double z1_32 = estimate_rank_memory(model(), cfg, grid, DPStage::kZeRO1).model_states;
+  for (const char* p : {"bf16", "fp16"}) {
+    cfg.precision = p;
+    EXPECT_DOUBLE_EQ(estimate_rank_memory(model(), cfg, grid, DPStage::kZeRO3).model_states,
+                     16 * shard) << p;
+    EXPECT_DOUBLE_EQ(estimate_rank_memory(model(), cfg, grid, DPStage::kZeRO1).model_states,
+                     4 * psi + 12 * shard) << p;
+  }
+  EXPECT_DOUBLE_EQ(z1_32, 8 * psi + 8 * shard);
+  cfg.precision = "fp8";
+  EXPECT_THROW(estimate_rank_memory(model(), cfg, grid, DPStage::kZeRO1), std::invalid_argument);
 }
 
 TEST(Resources, ZeroStagesUseTheirShardedRows) {

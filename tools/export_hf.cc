@@ -7,6 +7,8 @@
 // eval.json: B validation sequences of the --data corpus (tokens and targets, (B, T), T the
 // model's ctx) and this project's mean cross-entropy on them (forward_loss), which
 // tools/hf_check.py compares with transformers' loss on the same tokens.
+// A mixed-precision (bf16 / fp16) checkpoint exports as it is: its parameters are the fp32 master
+// weights, and the loss here and in transformers is computed in fp32.
 // Bad input prints one line "error: ..." and exits 2.
 //
 // Glossary: B sequences, T tokens per sequence, V vocab.

@@ -14,6 +14,8 @@ more than --tol (relative).
 read: DIR/pretrained/ (save_pretrained: model.safetensors + config.json) and
 DIR/state_dict.safetensors (safetensors.torch.save_file of the state_dict, lm_head included).
 
+A checkpoint of a --precision bf16 / fp16 run works the same: it holds the fp32 master weights.
+
 Not a dependency of the build or of CI: needs torch, transformers and safetensors
 (e.g. Debian's python3-torch and `pip install 'transformers<4.40' safetensors`).
 """

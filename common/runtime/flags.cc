@@ -152,13 +152,19 @@ std::string validation_error(const TrainConfig& cfg, int dp_size) {
     return "loss_scale_window " + std::to_string(cfg.loss_scale_window) + " must be at least 1";
   if (cfg.precision != "fp16") {
     const TrainConfig d;
-    for (const auto& [flag, set] :
-         {std::pair<const char*, bool>{"--loss_scale", cfg.loss_scale != d.loss_scale},
-          {"--initial_loss_scale", cfg.initial_loss_scale != d.initial_loss_scale},
-          {"--loss_scale_window", cfg.loss_scale_window != d.loss_scale_window},
-          {"--min_loss_scale", cfg.min_loss_scale != d.min_loss_scale}})
-      if (set)
-        return std::string(flag) + " applies to --precision fp16 only (" + cfg.precision +
+    // Each names its value: "--loss_scale 128 applies to --precision fp16 only (...)".
+    struct Set { const char* flag; bool set; std::string value; };
+    for (const Set& f :
+         {Set{"--loss_scale", cfg.loss_scale != d.loss_scale, format_double(cfg.loss_scale)},
+          Set{"--initial_loss_scale", cfg.initial_loss_scale != d.initial_loss_scale,
+              format_double(cfg.initial_loss_scale)},
+          Set{"--loss_scale_window", cfg.loss_scale_window != d.loss_scale_window,
+              std::to_string(cfg.loss_scale_window)},
+          Set{"--min_loss_scale", cfg.min_loss_scale != d.min_loss_scale,
+              format_double(cfg.min_loss_scale)}})
+      if (f.set)
+        return std::string(f.flag) + " " + f.value + " applies to --precision fp16 only (" +
+               cfg.precision +
                (cfg.precision == "bf16" ? " keeps fp32's exponent range: no scaling needed)"
                                         : " needs no scaling)");
   }

@@ -147,6 +147,57 @@ TEST(Flags, ValidationMessages) {
             "--data /dev/zero: not a regular file or directory (a character device)");
 }
 
+// --precision and the loss-scale flags: an unknown precision, a negative scale, and a scaling
+// flag without fp16 are each one line naming the value.
+TEST(Flags, PrecisionAndLossScaleFlags) {
+  Parsed p;
+  parse(&p, {});
+  EXPECT_EQ(p.cfg.precision, "fp32");
+  EXPECT_EQ(p.cfg.loss_scale, 0) << "0: dynamic";
+  parse(&p, {"--precision", "fp16", "--loss_scale", "128", "--loss_scale_window", "7"});
+  EXPECT_EQ(p.cfg.precision, "fp16");
+  EXPECT_DOUBLE_EQ(p.cfg.loss_scale, 128);
+  EXPECT_EQ(p.cfg.loss_scale_window, 7);
+
+  TrainConfig ok;
+  ok.data = ::testing::TempDir();
+  TrainConfig c = ok;
+  for (const char* good : {"fp32", "bf16", "fp16"}) {
+    c.precision = good;
+    EXPECT_EQ(validation_error(c), "") << good;
+  }
+  for (const char* bad : {"fp8", "FP16", "bfloat16", ""}) {
+    c.precision = bad;
+    EXPECT_EQ(validation_error(c),
+              "unknown precision '" + std::string(bad) + "' (expected fp32, bf16 or fp16)");
+  }
+  c = ok;
+  c.precision = "fp16";
+  c.loss_scale = -1;
+  EXPECT_EQ(validation_error(c), "loss scale -1 must be 0 (dynamic) or positive");
+  c.loss_scale = 128;
+  EXPECT_EQ(validation_error(c), "") << "a static scale with fp16";
+  c.precision = "bf16";
+  EXPECT_EQ(validation_error(c), "--loss_scale 128 applies to --precision fp16 only (bf16 keeps "
+                                 "fp32's exponent range: no scaling needed)");
+  c = ok;
+  c.loss_scale_window = 10;
+  EXPECT_EQ(validation_error(c),
+            "--loss_scale_window 10 applies to --precision fp16 only (fp32 needs no scaling)");
+  c = ok;
+  c.precision = "fp16";
+  c.initial_loss_scale = 0;
+  EXPECT_EQ(validation_error(c), "initial loss scale 0 must be positive");
+}
+
+TEST(FlagsDeathTest, UnknownPrecisionExitsTwoWithOneLine) {
+  TrainConfig c;
+  c.data = ::testing::TempDir();
+  c.precision = "fp8";
+  EXPECT_EXIT(validate(c), ::testing::ExitedWithCode(2),
+              "^error: unknown precision 'fp8' \\(expected fp32, bf16 or fp16\\)\n$");
+}
+
 TEST(Flags, WatchdogAndOversubscribeFlags) {
   Parsed p;
   parse(&p, {});

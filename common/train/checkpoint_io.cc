@@ -130,9 +130,14 @@ ModelCheckpoint read(const std::string& path, const GPTConfig* run) {
     ck.notes.push_back("checkpoint " + path + ": no optimizer state in the file; AdamW's m and v "
                        "start at zero");
 
-  // 3. The step.
+  // 3. The step, and the precision it was saved in (the tensors are fp32 whatever it was).
   const std::string step = meta(f, "step");
   if (ck.origin != "foreign" || !step.empty()) ck.step = parse_step(path, step);
+  try {
+    ck.precision = parse_precision_state(f.metadata);
+  } catch (const std::invalid_argument& e) {
+    throw bad(path, std::string("metadata ") + e.what());
+  }
   return ck;
 }
 
@@ -165,12 +170,25 @@ int64_t load_into(const std::string& path, const GPT& model, Strategy& strategy)
   std::vector<float> params(psi), m(psi), v(psi);
   unpack_state(ck, model, params.data(), m.data(), v.data());
   strategy.set_state(params.data(), m.data(), v.data());
+  // Another precision's file: the master weights, m and v are fp32 in every precision, so it
+  // loads; the 16-bit working copy was just rounded from them (set_state).
+  const std::map<std::string, std::string> run = strategy.extra_state();
+  const auto it = run.find("precision");
+  const std::string mine = it == run.end() ? "fp32" : it->second;
+  const std::string theirs = to_string(ck.precision.precision);
+  auto article = [](const std::string& p) { return (p == "bf16" ? "a " : "an ") + p; };
+  if (theirs != mine)
+    log_info("loaded {} checkpoint into {} run ({}: fp32 master weights, m and v; the working "
+             "copy is rounded from them)", article(theirs), article(mine), path);
+  const std::string note = strategy.set_extra_state(ck.file.metadata);
+  if (!note.empty()) log_info("{}", note);
   return ck.step;
 }
 
 void write_checkpoint(const std::string& path, const GPT& model, const AdamWConfig& opt,
                       const float* params, const float* exp_avg, const float* exp_avg_sq,
-                      int64_t step, const std::string& stage) {
+                      int64_t step, const std::string& stage,
+                      const std::map<std::string, std::string>& extra) {
   std::vector<CheckpointEntry> entries;
   const std::vector<ParamSpec>& ps = model.layout().params();
   for (const ParamSpec& p : ps) entries.push_back({p.name, p.shape, params + p.offset});
@@ -190,7 +208,14 @@ void write_checkpoint(const std::string& path, const GPT& model, const AdamWConf
              {"weight_decay", num(opt.weight_decay)},
              {"decay", decay_rule_name(opt.decay)},
              {"step", std::to_string(step)},
-             {"stage", stage}});
+             {"stage", stage},
+             {"precision", "fp32"}});
+  for (const auto& [key, value] : extra) {
+    if (key != "precision" && md.count(key))
+      throw std::invalid_argument("write_checkpoint: extra metadata '" + key +
+                                  "' would replace the checkpoint's own");
+    md[key] = value;
+  }
   save_safetensors(path, entries, md);
 }
 
@@ -199,7 +224,9 @@ void save_from(const std::string& path, const GPT& model, Strategy& strategy,
   const int64_t psi = model.layout().num_params();
   std::vector<float> params(psi), m(psi), v(psi);
   strategy.get_state(params.data(), m.data(), v.data());
-  if (write) write_checkpoint(path, model, opt, params.data(), m.data(), v.data(), step, stage);
+  if (write)
+    write_checkpoint(path, model, opt, params.data(), m.data(), v.data(), step, stage,
+                     strategy.extra_state());
 }
 
 }  // namespace llmp

@@ -12,6 +12,15 @@
 //   model, n_layer, n_head, n_embd, vocab_size, n_positions, n_ctx    the model (gpt2_config.h)
 //   optimizer "adamw", lr, beta1, beta2, eps, weight_decay, decay ("dim>=2" or "all")
 //   step (the last step taken), stage (the stage that wrote it)
+//   precision "fp32", "bf16" or "fp16" (Strategy::extra_state; "fp32" when the stage says
+//                                   nothing); fp16 adds loss_scale, loss_scale_clean_steps and
+//                                   loss_scale_skipped_steps (common/train/mixed_precision.h)
+// Under mixed precision the parameters saved are the fp32 MASTER weights (Strategy::get_state),
+// with m and v: the full-precision state. The 16-bit working copy is not saved: set_state
+// rounds it from the master weights on load, and an fp16 run's loss scaler resumes with its
+// scale (Strategy::set_extra_state). A file of one precision loads into a run of another (the
+// state is fp32 either way); load_into then logs one line ("loaded a bf16 checkpoint into an
+// fp32 run"). A file without "precision" (older runs, foreign files) is fp32.
 //
 // --load reads (read_checkpoint):
 //   llmp-gpt-v2     the configuration is compared with the run's first, field by field;
@@ -28,12 +37,14 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "common/nn/gpt.h"
 #include "common/optim/adamw.h"
 #include "common/runtime/checkpoint.h"
+#include "common/train/mixed_precision.h"
 #include "common/train/strategy.h"
 
 namespace llmp {
@@ -46,6 +57,7 @@ struct ModelCheckpoint {
   GPTConfig config;                ///< the model the file holds
   bool has_optimizer = false;      ///< AdamW's m and v are in the file
   int64_t step = 0;                ///< the last step taken (0 when a foreign file does not say)
+  PrecisionCheckpointState precision;  ///< the precision it was saved in (fp32 when unrecorded)
   std::vector<std::string> notes;  ///< what was inferred or defaulted: one log line each
 
   /// The F32 data of parameter `name` (GPT-2 name, no prefix).
@@ -67,16 +79,22 @@ ModelCheckpoint read_checkpoint(const std::string& path);
 void unpack_state(const ModelCheckpoint& ckpt, const GPT& model, float* params, float* exp_avg,
                   float* exp_avg_sq);
 
-/// Collective: every rank reads `path` and the strategy keeps its part. Logs the checkpoint's
-/// notes (rank 0). Returns the step saved.
+/// Collective: every rank reads `path` and the strategy keeps its part (set_state, then
+/// set_extra_state with the file's metadata). Logs the checkpoint's notes (rank 0), a line when
+/// the file's precision is not the run's (Strategy::extra_state's "precision", fp32 when it
+/// says nothing) and the strategy's set_extra_state line. Returns the step saved.
 int64_t load_into(const std::string& path, const GPT& model, Strategy& strategy);
 
-/// Writes the whole state (Ψ floats each) with the metadata above, atomically.
+/// Writes the whole state (Ψ floats each) with the metadata above, atomically. `extra`: more
+/// metadata (Strategy::extra_state); it may set "precision" (default "fp32") but no other key
+/// this function writes (std::invalid_argument naming it).
 void write_checkpoint(const std::string& path, const GPT& model, const AdamWConfig& opt,
                       const float* params, const float* exp_avg, const float* exp_avg_sq,
-                      int64_t step, const std::string& stage);
+                      int64_t step, const std::string& stage,
+                      const std::map<std::string, std::string>& extra = {});
 
-/// Collective (gathers the full state); the rank with `write` true writes `path` atomically.
+/// Collective (gathers the full state); the rank with `write` true writes `path` atomically,
+/// with the strategy's extra_state in the metadata.
 void save_from(const std::string& path, const GPT& model, Strategy& strategy,
                const AdamWConfig& opt, int64_t step, const std::string& stage, bool write);
 

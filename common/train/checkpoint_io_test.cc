@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -90,6 +92,29 @@ void write_hf_file(const std::string& path, const GPTConfig& c, const std::vecto
   save_safetensors(path, e, metadata);
 }
 
+// A stage's extra_state (mixed precision: the precision, fp16's scaler) goes into the metadata;
+// it may set "precision" but not replace a key of the file's own.
+TEST(CheckpointIo, ExtraStateIsRecordedAndCannotReplaceTheFilesOwnKeys) {
+  TmpDir tmp;
+  const GPT model(tiny());
+  State s(model);
+  const std::map<std::string, std::string> fp16 = {{"precision", "fp16"},
+                                                   {"loss_scale", "512"},
+                                                   {"loss_scale_clean_steps", "2"},
+                                                   {"loss_scale_skipped_steps", "1"}};
+  write_checkpoint(tmp / "a.safetensors", model, AdamWConfig{}, s.p.data(), s.m.data(),
+                   s.v.data(), 7, "baseline", fp16);
+  const ModelCheckpoint ck = read_checkpoint(tmp / "a.safetensors", model);
+  for (const auto& [key, value] : fp16) EXPECT_EQ(ck.file.metadata.at(key), value) << key;
+  EXPECT_EQ(ck.precision.precision, TrainPrecision::kFP16);
+  EXPECT_EQ(ck.precision.loss_scale, 512.0f);
+  EXPECT_EQ(ck.precision.clean_steps, 2);
+  EXPECT_EQ(ck.precision.skipped_steps, 1);
+  EXPECT_THROW(write_checkpoint(tmp / "b.safetensors", model, AdamWConfig{}, s.p.data(),
+                                s.m.data(), s.v.data(), 7, "baseline", {{"step", "99"}}),
+               std::invalid_argument);
+}
+
 TEST(CheckpointIo, OwnFileRecordsFormatConfigurationAndOptimizer) {
   TmpDir tmp;
   const GPT model(tiny());
@@ -103,7 +128,7 @@ TEST(CheckpointIo, OwnFileRecordsFormatConfigurationAndOptimizer) {
       {"n_head", "2"}, {"n_embd", "32"}, {"vocab_size", "256"}, {"n_positions", "16"},
       {"n_ctx", "16"}, {"optimizer", "adamw"}, {"lr", "0.0003"}, {"beta1", "0.9"},
       {"beta2", "0.95"}, {"eps", "1e-08"}, {"weight_decay", "0.1"}, {"decay", "all"},
-      {"step", "7"}, {"stage", "zero2"}};
+      {"step", "7"}, {"stage", "zero2"}, {"precision", "fp32"}};
   EXPECT_EQ(raw.metadata, want);
 
   const ModelCheckpoint ck = read_checkpoint(tmp / "a.safetensors", model);

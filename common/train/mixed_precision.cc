@@ -1,6 +1,7 @@
 // Mixed precision for the data-parallel stages (mixed_precision.h).
 #include "common/train/mixed_precision.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <sstream>
@@ -101,6 +102,103 @@ bool MixedPrecision::optimizer_step(AdamW& opt, const Tensor& params, const Tens
 
 double MixedPrecision::underflow_fraction() const {
   return stats_.nonzero > 0 ? static_cast<double>(stats_.underflow) / stats_.nonzero : 0.0;
+}
+
+namespace {
+
+const char* kPrecisionKey = "precision";
+const char* kScaleKey = "loss_scale";
+const char* kCleanKey = "loss_scale_clean_steps";
+const char* kSkippedKey = "loss_scale_skipped_steps";
+
+[[noreturn]] void bad_state(const std::string& key, const std::string& value,
+                            const std::string& what) {
+  throw std::invalid_argument(key + " '" + value + "' " + what);
+}
+
+int64_t parse_count(const std::string& key, const std::string& value) {
+  try {
+    size_t used = 0;
+    const long long v = std::stoll(value, &used);
+    if (v >= 0 && used == value.size()) return v;
+  } catch (const std::exception&) {
+  }
+  bad_state(key, value, "is not a non-negative integer");
+}
+
+float parse_scale(const std::string& value) {
+  try {
+    size_t used = 0;
+    const float v = std::stof(value, &used);
+    if (std::isfinite(v) && v > 0 && used == value.size()) return v;
+  } catch (const std::exception&) {
+  }
+  bad_state(kScaleKey, value, "is not a finite number > 0");
+}
+
+// "a bf16", "an fp16", "an fp32" (a log line's words).
+std::string with_article(TrainPrecision p) {
+  return std::string(p == TrainPrecision::kBF16 ? "a " : "an ") + to_string(p);
+}
+
+}  // namespace
+
+PrecisionCheckpointState parse_precision_state(const std::map<std::string, std::string>& md) {
+  PrecisionCheckpointState st;
+  if (auto it = md.find(kPrecisionKey); it != md.end()) {
+    try {
+      st.precision = parse_precision(it->second);
+    } catch (const std::exception&) {
+      bad_state(kPrecisionKey, it->second, "is not fp32, bf16 or fp16");
+    }
+  }
+  int found = 0;
+  for (const char* key : {kScaleKey, kCleanKey, kSkippedKey}) found += md.count(key);
+  const bool fp16 = st.precision == TrainPrecision::kFP16;
+  if (!fp16 && found > 0)
+    bad_state(kPrecisionKey, to_string(st.precision), "comes with loss-scaler state (fp16 only)");
+  if (fp16 && found < 3)
+    bad_state(kPrecisionKey, "fp16", "needs loss_scale, loss_scale_clean_steps and "
+                                     "loss_scale_skipped_steps in the metadata");
+  if (fp16) {
+    st.has_scaler = true;
+    st.loss_scale = parse_scale(md.at(kScaleKey));
+    st.clean_steps = parse_count(kCleanKey, md.at(kCleanKey));
+    st.skipped_steps = parse_count(kSkippedKey, md.at(kSkippedKey));
+  }
+  return st;
+}
+
+std::map<std::string, std::string> MixedPrecision::checkpoint_state() const {
+  std::map<std::string, std::string> md{{kPrecisionKey, to_string(cfg_.precision)}};
+  if (scaler_) {
+    md[kScaleKey] = fmt::format("{}", scaler_->scale());  // shortest round-trip form
+    md[kCleanKey] = std::to_string(scaler_->clean_steps_in_a_row());
+    md[kSkippedKey] = std::to_string(scaler_->skipped_steps());
+  }
+  return md;
+}
+
+std::string MixedPrecision::set_checkpoint_state(const std::map<std::string, std::string>& md) {
+  const PrecisionCheckpointState st = parse_precision_state(md);
+  if (!scaler_)
+    return st.has_scaler ? fmt::format("the checkpoint's fp16 loss scale {:g} is not used by {} "
+                                       "run", st.loss_scale, with_article(cfg_.precision))
+                         : "";
+  if (!st.has_scaler)
+    return fmt::format("{} checkpoint holds no loss-scaler state: the scale starts at {:g}",
+                       with_article(st.precision), scaler_->scale());
+  const LossScalerConfig& c = scaler_->config();
+  const float scale = c.dynamic ? st.loss_scale : scaler_->scale();  // a static S is a flag
+  const int64_t clean = c.dynamic ? std::min<int64_t>(st.clean_steps, c.growth_interval - 1)
+                                  : st.clean_steps;
+  scaler_->set_state(scale, clean, st.skipped_steps);
+  return fmt::format("loss scaler restored: scale {:g}{}, clean steps in a row {}, skipped {}",
+                     scale, c.dynamic || scale == st.loss_scale
+                                ? std::string()
+                                : fmt::format(" (--loss_scale; the checkpoint's was {:g})",
+                                              st.loss_scale),
+                     clean, st.skipped_steps);
 }
 
 std::string MixedPrecision::step_note() const {

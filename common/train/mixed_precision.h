@@ -27,6 +27,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -49,6 +50,25 @@ struct MixedPrecisionConfig {
 /// From --precision, --loss_scale (0: dynamic), --initial_loss_scale, --loss_scale_window and
 /// --min_loss_scale. Throws std::invalid_argument for an unknown precision.
 MixedPrecisionConfig mixed_precision_config(const TrainConfig& cfg);
+
+/// What a checkpoint's metadata records about precision (MixedPrecision::checkpoint_state): the
+/// run's precision and, for fp16, the loss scaler's state, so that a resumed fp16 run goes on
+/// with the scale it had rather than starting again at --initial_loss_scale.
+struct PrecisionCheckpointState {
+  TrainPrecision precision = TrainPrecision::kFP32;  ///< fp32 when the file does not say
+  bool has_scaler = false;                           ///< fp16 files: the three fields below
+  float loss_scale = 0;                              ///< S when saved
+  int64_t clean_steps = 0;                           ///< clean steps in a row when saved
+  int64_t skipped_steps = 0;                         ///< steps skipped up to the save
+};
+
+/// Metadata keys (strings): "precision" ("fp32", "bf16", "fp16"); fp16 only: "loss_scale" (S,
+/// shortest round-trip decimal), "loss_scale_clean_steps", "loss_scale_skipped_steps".
+/// Parses them from a checkpoint's metadata. Throws std::invalid_argument naming the key and
+/// its value: an unknown precision ("precision 'fp8' ..."), a scale that is not a finite number
+/// > 0, a counter that is not a non-negative integer, an fp16 file missing one of the three or
+/// another precision carrying them.
+PrecisionCheckpointState parse_precision_state(const std::map<std::string, std::string>& md);
 
 class MixedPrecision {
  public:
@@ -99,6 +119,16 @@ class MixedPrecision {
   float loss_scale() const { return scaler_ ? scaler_->scale() : 1.0f; }
   int64_t skipped_steps() const { return scaler_ ? scaler_->skipped_steps() : 0; }
   LossScaler* scaler() { return scaler_.get(); }
+
+  /// Checkpoint metadata (keys above): {"precision": "bf16"}; fp16 adds the scaler's state.
+  std::map<std::string, std::string> checkpoint_state() const;
+  /// After the Ψ-sized state is loaded: an fp16 run restores its scaler from an fp16 file's
+  /// state. A dynamic scaler takes S, both counters (clean steps clamped below this run's
+  /// --loss_scale_window, so that the next clean step can still grow S); a static one keeps its
+  /// --loss_scale S and takes the counters. Returns a log line ("" none): what was restored, or
+  /// that a file of another precision leaves the scaler at its flags (or carries a scale this
+  /// run does not use). Throws std::invalid_argument as parse_precision_state.
+  std::string set_checkpoint_state(const std::map<std::string, std::string>& metadata);
 
  private:
   bool overflow_injected(int64_t step) const;

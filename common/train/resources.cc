@@ -17,6 +17,7 @@
 #include "common/plan/tp_formulas.h"
 #include "common/runtime/check.h"
 #include "common/tensor/memory.h"
+#include "common/tensor/precision.h"
 
 namespace llmp {
 
@@ -26,14 +27,22 @@ RankMemoryEstimate estimate_rank_memory(const GPTConfig& mc, const TrainConfig& 
   const double blocks = std::ceil(double(mc.layers) / std::max(1, grid.pp));
   const TpModelDims dims{mc.vocab, mc.ctx, static_cast<int64_t>(blocks), mc.d, mc.heads};
   const int t = std::max(1, grid.tp), dp = std::max(1, grid.dp);
+  // --precision bf16 / fp16: 2-byte parameters and gradients, K = 12, 2-byte activations.
+  const bool mixed = is_mixed(parse_precision(cfg.precision));
   RankMemoryEstimate e;
   e.params_per_rank = tp_params_per_rank(dims, t);
-  e.model_states = plan_memory(stage, e.params_per_rank, dp, Precision::fp32()).total();
+  e.model_states =
+      plan_memory(stage, e.params_per_rank, dp, mixed ? Precision::mixed_adam() : Precision::fp32())
+          .total();
   const double T = mc.ctx, seqs = double(cfg.global_batch) / dp;
   const double b = grid.pp > 1 ? 1.0 : seqs;
-  // tp_activation_bytes_per_block is linear in its batch argument: one sequence, times b.
-  e.activations = b * (blocks * tp_activation_bytes_per_block(dims, 1, mc.ctx, t, false) +
-                       4.0 * T * mc.vocab / t);
+  // tp_activation_bytes_per_block is linear in its batch argument: one sequence, times b. Its
+  // 16sb term is the LayerNorm statistics, fp32 in every precision; the rest is 4-byte elements,
+  // stored in 2 bytes under mixed precision. The logits stay fp32 (4TV/t per sequence).
+  const double stats = 16.0 * T;
+  const double stored = tp_activation_bytes_per_block(dims, 1, mc.ctx, t, false) - stats;
+  e.activations =
+      b * (blocks * ((mixed ? 0.5 : 1.0) * stored + stats) + 4.0 * T * mc.vocab / t);
   e.batch = 2.0 * 4.0 * seqs * T;
   return e;
 }

@@ -3,11 +3,17 @@
 // must end with one line and exit 2 before anything is allocated, never with std::bad_alloc, a
 // std::length_error, the kernel's OOM killer or hours of swapping.
 //
-// The estimate is the project's own closed forms (common/plan), per rank, in bytes, fp32:
-//   model states  plan_memory(stage, Ψ_r, dp) : 16Ψ_r (every rank holds its part whole:
-//                 baseline, DDP, naive DP, pipelines, TP), or ZeRO-1/2/3's sharded rows;
+// The estimate is the project's own closed forms (common/plan), per rank, in bytes, by
+// --precision (fp32: 4-byte parameters, gradients and activations, K = 8; bf16 / fp16: 2-byte
+// ones and K = 12, Precision::mixed_adam()):
+//   model states  plan_memory(stage, Ψ_r, dp, precision): (4+4+8)Ψ_r = 16Ψ_r or (2+2+12)Ψ_r =
+//                 16Ψ_r (every rank holds its part whole: baseline, DDP, naive DP, pipelines,
+//                 TP), or ZeRO-1/2/3's sharded rows (e.g. ZeRO-3 (2+2+12)⌈Ψ/N⌉);
 //                 Ψ_r = tp_params_per_rank with ⌈L/pp⌉ blocks (the rank with the embeddings).
-//   activations   ⌈L/pp⌉ · tp_activation_bytes_per_block(b, T, t) + 4·b·T·V/t (the logits),
+//   activations   ⌈L/pp⌉ · A_block + 4·b·T·V/t (the logits, fp32 in every precision), where
+//                 A_block = tp_activation_bytes_per_block(b, T, t) = (4-byte elements) + 16bT
+//                 (the LayerNorm statistics); mixed precision stores the elements in 2 bytes
+//                 (common/nn/f32_view.h) and keeps the statistics fp32: A_block/2 + 8bT.
 //                 b = B/dp sequences when pp = 1; a pipeline rank keeps at least one sequence
 //                 (how many micro-batches it keeps is its schedule's), so b = 1 there.
 //   batch         2 · 4 · (B/dp) · T: the token and target buffers train_main fills each step.
@@ -43,8 +49,9 @@ struct RankMemoryEstimate {
   double total() const { return model_states + activations + batch; }
 };
 
-/// The estimate for `mc` trained with `cfg` on `grid`, the model states by the `stage` row of
-/// common/plan/memory_planner.h (kBaseline for every stage that is not a ZeRO stage).
+/// The estimate for `mc` trained with `cfg` (its --precision included) on `grid`, the model
+/// states by the `stage` row of common/plan/memory_planner.h (kBaseline for every stage that is
+/// not a ZeRO stage). Throws std::invalid_argument for a precision other than fp32, bf16, fp16.
 RankMemoryEstimate estimate_rank_memory(const GPTConfig& mc, const TrainConfig& cfg,
                                         GridShape grid, DPStage stage);
 

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,20 @@ class Strategy {
   virtual void get_state(float* params, float* exp_avg, float* exp_avg_sq) = 0;
   /// Collective. Takes the full model state (the same on every rank) and keeps its part.
   virtual void set_state(const float* params, const float* exp_avg, const float* exp_avg_sq) = 0;
+
+  /// What a checkpoint records about the run besides the Ψ-sized state, as metadata strings
+  /// (common/train/checkpoint_io.h): the precision ("precision": "bf16") and, for fp16, the loss
+  /// scaler's state (MixedPrecision::checkpoint_state). The same on every rank. Default: nothing
+  /// (the checkpoint then records "precision": "fp32").
+  virtual std::map<std::string, std::string> extra_state() const { return {}; }
+  /// Collective-safe (no communication). Restores what extra_state wrote from a checkpoint's
+  /// whole metadata (keys may be absent: older or foreign files), after set_state. Returns log
+  /// lines ("" none) saying what was restored or not. Throws std::invalid_argument naming a key
+  /// and its value. Default: nothing.
+  virtual std::string set_extra_state(const std::map<std::string, std::string>& metadata) {
+    (void)metadata;
+    return "";
+  }
 
   /// This rank's measured bytes next to the closed forms (memory after a step, and bytes sent
   /// during the last step).

@@ -31,6 +31,13 @@ class BaselineStrategy : public Strategy {
   void set_state(const float* params, const float* exp_avg, const float* exp_avg_sq) override;
   std::vector<ReportRow> report() const override;
   std::string step_note() const override { return mp_.step_note(); }
+  /// The precision and fp16's loss-scaler state, for checkpoints (MixedPrecision).
+  std::map<std::string, std::string> extra_state() const override {
+    return mp_.checkpoint_state();
+  }
+  std::string set_extra_state(const std::map<std::string, std::string>& md) override {
+    return mp_.set_checkpoint_state(md);
+  }
 
   /// The fp32 parameters (throws std::runtime_error under mixed precision: see params_tensor()).
   const float* params() const { return params_.f32(); }
