@@ -55,9 +55,10 @@ class Strategy {
   /// scaler's state (MixedPrecision::checkpoint_state). The same on every rank. Default: nothing
   /// (the checkpoint then records "precision": "fp32").
   virtual std::map<std::string, std::string> extra_state() const { return {}; }
-  /// Collective-safe (no communication). Restores what extra_state wrote from a checkpoint's
-  /// whole metadata (keys may be absent: older or foreign files), after set_state. Returns log
-  /// lines ("" none) saying what was restored or not. Throws std::invalid_argument naming a key
+  /// Not collective (no communication; every rank calls it with the same metadata). Restores
+  /// what extra_state wrote from a checkpoint's whole metadata (keys may be absent: older or
+  /// foreign files), after set_state. Returns one log line ("" for none) saying what was
+  /// restored or not. Throws std::invalid_argument naming a key
   /// and its value. Default: nothing.
   virtual std::string set_extra_state(const std::map<std::string, std::string>& metadata) {
     (void)metadata;
