@@ -54,9 +54,9 @@ void expect_report_is_measured(const std::vector<ReportRow>& rows, double sent) 
 
 OneStepMeasurement measure_one_step(const StrategyFactory& make, GPTConfig config,
                                     int global_batch, uint64_t seed, int steps,
-                                    const StrategyInspector& inspect) {
+                                    const StrategyInspector& inspect, DType activations) {
   auto& mt = MemoryTracker::instance();
-  const GPT model(config);
+  const GPT model(config, TpComm::none(), activations);
   const int64_t p0 = mt.current(MemCategory::kParameters), g0 = mt.current(MemCategory::kGradients),
                 o0 = mt.current(MemCategory::kOptimizerState), total0 = mt.current_total();
   std::unique_ptr<Strategy> s = make(model, AdamWConfig{}, seed);

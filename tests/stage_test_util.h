@@ -71,10 +71,12 @@ using StrategyInspector = std::function<void(Strategy& strategy, const GPT& mode
 /// report() (its rows checked by expect_report_is_measured) and Ψ. Then, as train_main ends a
 /// run, it calls finish() (a stage's end-of-run lines land in the test log), and last `inspect`
 /// when given. steps > 1 measures a step that runs with
-/// the optimizer state already allocated.
+/// the optimizer state already allocated. `activations`: the GPT's activation dtype, the storage
+/// dtype of the precision the factory's strategy trains in (bf16 / f16 for mixed precision).
 OneStepMeasurement measure_one_step(const StrategyFactory& make, GPTConfig config,
                                     int global_batch, uint64_t seed, int steps = 1,
-                                    const StrategyInspector& inspect = {});
+                                    const StrategyInspector& inspect = {},
+                                    DType activations = DType::kF32);
 
 /// Bytes the walk itself needs: the peak of all MemoryTracker categories together during one
 /// plain forward_backward (common/nn/unit_runner.h, no stage involved) of `B` sequences of

@@ -1,5 +1,6 @@
 #include "stages/ddp/ddp.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <stdexcept>
 #include <string>
@@ -7,6 +8,7 @@
 #include "common/nn/unit_runner.h"
 #include "common/optim/decay_mask.h"
 #include "common/runtime/log.h"
+#include "kernels/cpu/convert.h"
 
 namespace llmp {
 namespace {
@@ -27,20 +29,39 @@ DDPOptions checked(DDPOptions o) {
   return o;
 }
 
+// Σ of the elements of `t` (f32, f16 or bf16), widened and summed in f64, through a small stack
+// buffer: no allocation of the tensor's size.
+double widened_sum(const Tensor& t) {
+  constexpr int64_t kChunk = 256;
+  float buf[kChunk];
+  double sum = 0;
+  for (int64_t i = 0; i < t.numel(); i += kChunk) {
+    const int64_t n = std::min(kChunk, t.numel() - i);
+    cpu::widen(t.narrow(i, n).raw(), t.dtype(), buf, n);
+    for (int64_t j = 0; j < n; ++j) sum += buf[j];
+  }
+  return sum;
+}
+
 }  // namespace
 
 DDPStrategy::DDPStrategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt, uint64_t seed,
-                         DDPOptions options)
+                         DDPOptions options, MixedPrecisionConfig mp)
     : model_(model),
       dp_(dp),
       options_(checked(options)),
-      params_(Tensor::empty({model.layout().num_params()}, DType::kF32, MemCategory::kParameters)),
-      grads_(Tensor::zeros({model.layout().num_params()}, DType::kF32, MemCategory::kGradients)),
-      opt_(model.layout().num_params(), opt, decay_ranges(model.layout(), opt.decay)),
+      mp_(model, mp, &dp),
+      params_(mp_.new_buffer(model.layout().num_params(), MemCategory::kParameters)),
+      grads_(mp_.new_buffer(model.layout().num_params(), MemCategory::kGradients)),
+      opt_(model.layout().num_params(), opt, decay_ranges(model.layout(), opt.decay),
+           mp_.dtype()),
       metrics_(dp),
-      buckets_(make_buckets(model.layout(), options_.bucket_mb * 1024 * 1024)),
+      // --bucket_mb is a capacity in bytes (PyTorch's bucket_cap_mb): with 2-byte gradients a
+      // bucket holds twice the elements.
+      buckets_(make_buckets(model.layout(), options_.bucket_mb * 1024 * 1024,
+                            static_cast<int>(dtype_size(mp_.dtype())))),
       launch_at_(launch_unit_table(buckets_, model.layout().num_units())) {
-  model_.init_params(params_.f32(), seed);  // same seed on every rank: same replicas
+  mp_.init(seed, params_, opt_);  // same seed on every rank: same replicas (and master copies)
 }
 
 BatchSlice DDPStrategy::batch_slice(int global_batch) const {
@@ -48,9 +69,11 @@ BatchSlice DDPStrategy::batch_slice(int global_batch) const {
 }
 
 void DDPStrategy::launch(int b) {
-  const auto t0 = OverlapMeter::Clock::now();
   Tensor bucket = grads_.narrow(buckets_[b].offset, buckets_[b].numel);  // a view, no copy
-  work_[b] = dp_.all_reduce_async(bucket, ReduceOp::kSum);  // sends 2(N-1)/N·4·numel(b)
+  launch_sums_[b] = widened_sum(bucket);  // what is about to be sent (outside the MPI time)
+  const auto t0 = OverlapMeter::Clock::now();
+  // In the gradients' dtype: sends 2(N-1)/N·4·numel(b) in fp32, 2(N-1)/N·2·numel(b) in 16 bits.
+  work_[b] = dp_.all_reduce_async(bucket, ReduceOp::kSum);
   meter_.launched(b);
   events_.push_back({DDPEvent::kBucketLaunched, b});
   meter_.add_in_mpi(OverlapMeter::ms(t0, OverlapMeter::Clock::now()));
@@ -93,6 +116,8 @@ double DDPStrategy::train_step(const int32_t* tokens, const int32_t* targets, in
   const std::function<void(int)> hook = [this](int u) { on_unit_ready(u); };
 
   grads_.fill(0.0f);
+  mp_.begin_step();  // the 16-bit rounding counts of this step's K walks
+  const float walk_scale = mp_.walk_loss_scale(scale, step);  // times fp16's S
   micro_bytes_.assign(K, 0.0);
   micro_calls_.assign(K, 0);
   double local_loss = 0;
@@ -105,10 +130,15 @@ double DDPStrategy::train_step(const int32_t* tokens, const int32_t* targets, in
       work_.assign(buckets_.size(), nullptr);
       events_.clear();
       meter_.begin_step(static_cast<int>(buckets_.size()));
+      launch_sums_.assign(buckets_.size(), 0.0);
     }
-    local_loss += forward_backward(model_, params_.f32(), grads_.f32(), tokens + off,
-                                          targets + off, micro, T, scale,
-                                          sync ? hook : std::function<void(int)>());
+    // 16-bit: each unit accumulates in fp32 and is rounded INTO grads_ (+=) when final, and only
+    // then does the hook fire: a bucket launched from it sends final 16-bit values.
+    FlatParams params(model_.layout(), params_);
+    FlatGrads grads(model_.layout(), grads_, sync ? hook : std::function<void(int)>(),
+                    mp_.round_stats());
+    local_loss += UnitRunner(model_, params, &grads)
+                      .forward_backward(tokens + off, targets + off, micro, T, walk_scale);
     if (sync) {
       meter_.backward_done();
       events_.push_back({DDPEvent::kBackwardDone, -1});
@@ -119,16 +149,25 @@ double DDPStrategy::train_step(const int32_t* tokens, const int32_t* targets, in
     micro_calls_[k] = all_reduce_calls(dp_) - calls0;
   }
 
-  opt_.step(params_.f32(), grads_.f32(), step);  // the same update on every rank
+  // The same update on every rank; fp16 skips it on every rank when any summed gradient is inf
+  // or nan (agreed over dp_).
+  mp_.optimizer_step(opt_, params_, grads_, step);
 
   last_step_bytes_ = 0;
   for (double b : micro_bytes_) last_step_bytes_ += b;
-  return metrics_.sum(local_loss);  // Σ_r of the local parts of the global mean
+  // Σ_r of the local parts of the global mean (fp16: divided by the S the walks used).
+  return metrics_.sum(mp_.unscale_loss(local_loss, scale, step));
 }
 
 double DDPStrategy::eval_loss(const int32_t* tokens, const int32_t* targets, int global_batch,
                               int T) {
-  return dp_eval_loss(model_, params_.f32(), tokens, targets, global_batch, T, dp_, metrics_);
+  if (!mp_.mixed())
+    return dp_eval_loss(model_, params_.f32(), tokens, targets, global_batch, T, dp_, metrics_);
+  // 16-bit parameters: the same mean of the ranks' local means, each unit widened as it is read.
+  FlatParams params(model_.layout(), params_);
+  const double local_mean = UnitRunner(model_, params)
+                                .forward_loss(tokens, targets, global_batch / dp_.size(), T);
+  return metrics_.sum(local_mean) / dp_.size();
 }
 
 void DDPStrategy::get_state(float* params, float* exp_avg, float* exp_avg_sq) {
@@ -142,10 +181,12 @@ void DDPStrategy::set_state(const float* params, const float* exp_avg, const flo
 std::vector<ReportRow> DDPStrategy::report() const {
   const double psi = static_cast<double>(params_.numel());
   const int N = dp_.size();
-  auto rows =
-      memory_rows(plan_memory(DPStage::kDDP, psi, N, Precision::fp32()), "4Ψ", "4Ψ", "8Ψ");
+  const MemoryPlan plan = plan_memory(DPStage::kDDP, psi, N, mp_.plan());
+  const bool mixed = mp_.mixed();
+  auto rows = mixed ? memory_rows(plan, "2Ψ", "2Ψ", "12Ψ") : memory_rows(plan, "4Ψ", "4Ψ", "8Ψ");
   rows.push_back({"sent per step", last_step_bytes_,
-                  plan_bytes_per_step(DPStage::kDDP, psi, N, 4.0), "2(N-1)/N·4Ψ"});
+                  plan_bytes_per_step(DPStage::kDDP, psi, N, mp_.plan().grad_bytes),
+                  mixed ? "2(N-1)/N·2Ψ" : "2(N-1)/N·4Ψ"});
   return rows;
 }
 

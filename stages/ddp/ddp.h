@@ -20,6 +20,13 @@
 // Σ_ranks Σ_micro-steps of the gradients is exactly the gradient of the global mean loss:
 // accumulation changes nothing but the order of the additions.
 //
+// With --precision bf16 / fp16 (common/train/mixed_precision.h): 16-bit parameters and gradients
+// (2Ψ + 2Ψ), AdamW's fp32 master copy with m and v (12Ψ), K = 12. The buckets are views of the
+// 16-bit gradient buffer, so they carry 2 bytes per element (sends 2(N-1)/N·2Ψ per step), and
+// --bucket_mb stays a capacity in BYTES (as PyTorch's bucket_cap_mb): a bucket holds twice the
+// elements of an fp32 one. A unit's gradients are rounded into the 16-bit buffer (FlatGrads::ready)
+// BEFORE the hook fires, so a bucket launched from the hook sends final 16-bit values.
+//
 // Glossary: B global batch (sequences), T sequence length, N ranks, K micro-steps per optimizer
 // step, Ψ parameter count, L layers.
 #pragma once
@@ -27,12 +34,14 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "common/comm/process_group.h"
 #include "common/nn/gpt.h"
 #include "common/optim/adamw.h"
 #include "common/train/dp_util.h"
+#include "common/train/mixed_precision.h"
 #include "common/train/strategy.h"
 #include "stages/ddp/bucketer.h"
 #include "stages/ddp/overlap_meter.h"
@@ -65,9 +74,11 @@ struct DDPEvent {
 class DDPStrategy : public Strategy {
  public:
   /// Collective over `dp`. Every rank initialises the same parameters from `seed`.
-  /// Throws std::invalid_argument when bucket_mb ≤ 0 or grad_accum < 1.
+  /// Throws std::invalid_argument when bucket_mb ≤ 0 or grad_accum < 1, or when the model's
+  /// activation dtype is not `mp`'s storage dtype. Buckets hold ≥ bucket_mb MiB of gradients in
+  /// the precision's dtype (4 bytes per element in fp32, 2 in bf16 / fp16).
   DDPStrategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt, uint64_t seed,
-              DDPOptions options = {});
+              DDPOptions options = {}, MixedPrecisionConfig mp = {});
 
   /// Rank r reads sequences [r·B/N, (r+1)·B/N).
   BatchSlice batch_slice(int global_batch) const override;
@@ -79,8 +90,11 @@ class DDPStrategy : public Strategy {
                    int T) override;
   void get_state(float* params, float* exp_avg, float* exp_avg_sq) override;
   void set_state(const float* params, const float* exp_avg, const float* exp_avg_sq) override;
-  /// Memory rows (4Ψ, 4Ψ, 8Ψ) and bytes sent in the last step against 2(N-1)/N·4Ψ.
+  /// Memory rows (4Ψ, 4Ψ, 8Ψ; mixed: 2Ψ, 2Ψ, 12Ψ) and bytes sent in the last step against
+  /// 2(N-1)/N·4Ψ (mixed: 2(N-1)/N·2Ψ, the sum over the buckets).
   std::vector<ReportRow> report() const override;
+  /// fp16: " | loss scale S | skipped k" on the progress line; "" otherwise.
+  std::string step_note() const override { return mp_.step_note(); }
   /// Prints, on every rank, the OverlapMeter summary ("hidden communication: X% of Y ms"): the
   /// table has bytes columns only.
   void finish() override;
@@ -94,20 +108,28 @@ class DDPStrategy : public Strategy {
   const OverlapMeter& overlap() const { return meter_; }
   /// The event log of the last step's synchronising micro-step (see DDPEvent).
   const std::vector<DDPEvent>& last_step_events() const { return events_; }
+  /// For each bucket, Σ of its gradient elements (widened to f32, summed in f64) on this rank at
+  /// the moment its all_reduce was issued in the last step: what the bucket sent, as a
+  /// fingerprint a test can recompute from a walk of its own (16-bit: the rounded values).
+  const std::vector<double>& last_launch_sums() const { return launch_sums_; }
+  /// The working copy of the parameters: Ψ elements, f32 or 16-bit.
+  const Tensor& params_tensor() const { return params_; }
+  MixedPrecision& mixed_precision() { return mp_; }
 
  private:
   /// The backward hook (forward_backward's on_unit_ready, unit_runner.h) of the last micro-step.
   void on_unit_ready(int u);
-  void launch(int b);  // all_reduce_async of bucket b        sends 2(N-1)/N·4·numel(b)
+  void launch(int b);  // all_reduce_async of bucket b   sends 2(N-1)/N·(4 or 2)·numel(b)
   void poll();         // test() every in-flight bucket: drives MPI's progress engine
   void wait_all();     // the exposed part: wait for every bucket
 
   const GPT& model_;
   ProcessGroup& dp_;
   DDPOptions options_;
-  Tensor params_;  // Ψ, replicated
-  Tensor grads_;   // Ψ, replicated after the sync; the buckets are views of it
-  AdamW opt_;      // m, v: Ψ each, replicated
+  MixedPrecision mp_;
+  Tensor params_;  // Ψ, replicated, in mp_.dtype()
+  Tensor grads_;   // Ψ, replicated after the sync, in mp_.dtype(); the buckets are views of it
+  AdamW opt_;      // m, v (and the fp32 master weights when 16-bit): Ψ each, replicated
   MetricsReducer metrics_;
   std::vector<Bucket> buckets_;
   std::vector<int> launch_at_;                // unit -> bucket launched when it is ready, or -1
@@ -117,6 +139,7 @@ class DDPStrategy : public Strategy {
   double last_step_bytes_ = 0;
   OverlapMeter meter_;
   std::vector<DDPEvent> events_;
+  std::vector<double> launch_sums_;  // per bucket, the last step's
 };
 
 }  // namespace llmp

@@ -1,5 +1,6 @@
 // DDP against the baseline (one bucket, several buckets, gradient accumulation), and its memory
-// and traffic against the closed forms. Run on 1, 2, 3 and 4 ranks (mpi_test in BUILD).
+// and traffic against the closed forms, in fp32. Run on 1, 2, 3 and 4 ranks (mpi_test in BUILD).
+// The same under --precision bf16 / fp16: ddp_mixed_precision_test.cc.
 //
 // Glossary: N ranks, Ψ parameter count, B global batch, T sequence length, K micro-steps.
 #include "stages/ddp/ddp.h"
@@ -28,6 +29,7 @@ StrategyFactory ddp_on_world(DDPOptions o) {
     return std::make_unique<DDPStrategy>(model, test_world(), opt, seed, o);
   };
 }
+
 
 TEST(DDP, MatchesBaselineAfterTenSteps) {
   // Default buckets: tiny (137 KB of gradients) fits in one 0.5 MiB bucket.

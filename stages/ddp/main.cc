@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   spec.summary = "PyTorch-style DDP: bucketed all_reduce overlapped with backward, "
                  "gradient accumulation without communication (no_sync)";
   spec.default_world_size = 4;
+  spec.supports_precision = true;  // --precision fp32|bf16|fp16
   spec.add_flags = [&options](CLI::App& app) {
     app.add_option("--bucket_mb", options.bucket_mb,
                    "gradient bucket capacity in MiB (PyTorch's bucket_cap_mb)")
@@ -47,7 +48,7 @@ int main(int argc, char** argv) {
   };
   spec.make = [&options](const llmp::StageContext& ctx) -> std::unique_ptr<llmp::Strategy> {
     return std::make_unique<llmp::DDPStrategy>(ctx.model, ctx.grid.dp_group(), ctx.opt,
-                                               ctx.cfg.seed, options);
+                                               ctx.cfg.seed, options, ctx.mp);
   };
   return llmp::train_main(argc, argv, spec);
 }

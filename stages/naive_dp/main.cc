@@ -11,9 +11,10 @@ int main(int argc, char** argv) {
   spec.summary = "naive data parallelism: full replicas, one all_reduce of all gradients after "
                  "backward";
   spec.default_world_size = 4;
+  spec.supports_precision = true;  // --precision fp32|bf16|fp16
   spec.make = [](const llmp::StageContext& ctx) -> std::unique_ptr<llmp::Strategy> {
     return std::make_unique<llmp::NaiveDPStrategy>(ctx.model, ctx.grid.dp_group(), ctx.opt,
-                                                   ctx.cfg.seed);
+                                                   ctx.cfg.seed, ctx.mp);
   };
   return llmp::train_main(argc, argv, spec);
 }

@@ -9,14 +9,16 @@
 namespace llmp {
 
 NaiveDPStrategy::NaiveDPStrategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt,
-                                 uint64_t seed)
+                                 uint64_t seed, MixedPrecisionConfig mp)
     : model_(model),
       dp_(dp),
-      params_(Tensor::empty({model.layout().num_params()}, DType::kF32, MemCategory::kParameters)),
-      grads_(Tensor::zeros({model.layout().num_params()}, DType::kF32, MemCategory::kGradients)),
-      opt_(model.layout().num_params(), opt, decay_ranges(model.layout(), opt.decay)),
+      mp_(model, mp, &dp),
+      params_(mp_.new_buffer(model.layout().num_params(), MemCategory::kParameters)),
+      grads_(mp_.new_buffer(model.layout().num_params(), MemCategory::kGradients)),
+      opt_(model.layout().num_params(), opt, decay_ranges(model.layout(), opt.decay),
+           mp_.dtype()),
       metrics_(dp) {
-  model_.init_params(params_.f32(), seed);  // same seed on every rank: same replicas
+  mp_.init(seed, params_, opt_);  // same seed on every rank: same replicas (and master copies)
 }
 
 BatchSlice NaiveDPStrategy::batch_slice(int global_batch) const {
@@ -31,29 +33,44 @@ double NaiveDPStrategy::train_step(const int32_t* tokens, const int32_t* targets
   const float scale = 1.0f / (static_cast<float>(global_batch) * T);
   const double bytes_before = dp_.stats().total_bytes();
 
-  // 1. Forward and backward over the local slice: (B/N, T) tokens -> Ψ gradients.
+  // 1. Forward and backward over the local slice: (B/N, T) tokens -> Ψ gradients. Mixed
+  //    precision: each unit's gradients are accumulated in fp32 and rounded into the 16-bit
+  //    buffer once final (FlatGrads); fp16 scales the loss by S.
   grads_.fill(0.0f);
-  const double local_loss =
-      forward_backward(model_, params_.f32(), grads_.f32(), tokens, targets, B, T, scale);
+  mp_.begin_step();
+  FlatParams params(model_.layout(), params_);
+  FlatGrads grads(model_.layout(), grads_, {}, mp_.round_stats());
+  const double local_loss = UnitRunner(model_, params, &grads)
+                                .forward_backward(tokens, targets, B, T,
+                                                  mp_.walk_loss_scale(scale, step));
 
   // 2. Only now, with the whole backward done, sum the gradients over ranks: one all_reduce of
-  //    the flat Ψ-element buffer, in place.                     sends 2(N-1)/N·4Ψ
+  //    the flat Ψ-element buffer, in place, in its own dtype (16-bit: 2 bytes per element, each
+  //    pairwise addition in fp32, rounded).             sends 2(N-1)/N·4Ψ (mixed: 2(N-1)/N·2Ψ)
   const auto t0 = std::chrono::steady_clock::now();
   dp_.all_reduce(grads_, ReduceOp::kSum);
   all_reduce_ms_ +=
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   ++steps_;
 
-  // 3. The same AdamW update on every rank (same params, same summed grads: same result).
-  opt_.step(params_.f32(), grads_.f32(), step);
+  // 3. The same AdamW update on every rank (same params, same summed grads: same result);
+  //    fp16 skips it on every rank when any summed gradient is inf or nan (agreed over dp_).
+  mp_.optimizer_step(opt_, params_, grads_, step);
 
   last_step_bytes_ = dp_.stats().total_bytes() - bytes_before;
-  return metrics_.sum(local_loss);  // Σ_r of the local parts of the global mean
+  // Σ_r of the local parts of the global mean (fp16: divided by the S the walk used).
+  return metrics_.sum(mp_.unscale_loss(local_loss, scale, step));
 }
 
 double NaiveDPStrategy::eval_loss(const int32_t* tokens, const int32_t* targets,
                                   int global_batch, int T) {
-  return dp_eval_loss(model_, params_.f32(), tokens, targets, global_batch, T, dp_, metrics_);
+  if (!mp_.mixed())
+    return dp_eval_loss(model_, params_.f32(), tokens, targets, global_batch, T, dp_, metrics_);
+  // 16-bit parameters: the same mean of the ranks' local means, each unit widened as it is read.
+  FlatParams params(model_.layout(), params_);
+  const double local_mean = UnitRunner(model_, params)
+                                .forward_loss(tokens, targets, global_batch / dp_.size(), T);
+  return metrics_.sum(local_mean) / dp_.size();
 }
 
 void NaiveDPStrategy::get_state(float* params, float* exp_avg, float* exp_avg_sq) {
@@ -69,10 +86,12 @@ void NaiveDPStrategy::set_state(const float* params, const float* exp_avg,
 std::vector<ReportRow> NaiveDPStrategy::report() const {
   const double psi = static_cast<double>(params_.numel());
   const int N = dp_.size();
-  auto rows = memory_rows(plan_memory(DPStage::kNaiveDP, psi, N, Precision::fp32()), "4Ψ", "4Ψ",
-                          "8Ψ");
+  const MemoryPlan plan = plan_memory(DPStage::kNaiveDP, psi, N, mp_.plan());
+  const bool mixed = mp_.mixed();
+  auto rows = mixed ? memory_rows(plan, "2Ψ", "2Ψ", "12Ψ") : memory_rows(plan, "4Ψ", "4Ψ", "8Ψ");
   rows.push_back({"sent per step", last_step_bytes_,
-                  plan_bytes_per_step(DPStage::kNaiveDP, psi, N, 4.0), "2(N-1)/N·4Ψ"});
+                  plan_bytes_per_step(DPStage::kNaiveDP, psi, N, mp_.plan().grad_bytes),
+                  mixed ? "2(N-1)/N·2Ψ" : "2(N-1)/N·4Ψ"});
   return rows;
 }
 
