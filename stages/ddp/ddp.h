@@ -31,6 +31,9 @@
 // step, Ψ parameter count, L layers.
 #pragma once
 
+#include <map>
+#include <string>
+
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -95,6 +98,13 @@ class DDPStrategy : public Strategy {
   std::vector<ReportRow> report() const override;
   /// fp16: " | loss scale S | skipped k" on the progress line; "" otherwise.
   std::string step_note() const override { return mp_.step_note(); }
+  /// The precision and fp16's loss-scaler state, for checkpoints (MixedPrecision).
+  std::map<std::string, std::string> extra_state() const override {
+    return mp_.checkpoint_state();
+  }
+  std::string set_extra_state(const std::map<std::string, std::string>& md) override {
+    return mp_.set_checkpoint_state(md);
+  }
   /// Prints, on every rank, the OverlapMeter summary ("hidden communication: X% of Y ms"): the
   /// table has bytes columns only.
   void finish() override;

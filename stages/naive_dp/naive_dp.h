@@ -26,6 +26,9 @@
 // K optimizer bytes per parameter (8 in fp32: m and v; 12 mixed: master, m and v).
 #pragma once
 
+#include <map>
+#include <string>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -60,6 +63,13 @@ class NaiveDPStrategy : public Strategy {
   std::vector<ReportRow> report() const override;
   /// fp16: " | loss scale S | skipped k" on the progress line; "" otherwise.
   std::string step_note() const override { return mp_.step_note(); }
+  /// The precision and fp16's loss-scaler state, for checkpoints (MixedPrecision).
+  std::map<std::string, std::string> extra_state() const override {
+    return mp_.checkpoint_state();
+  }
+  std::string set_extra_state(const std::map<std::string, std::string>& md) override {
+    return mp_.set_checkpoint_state(md);
+  }
   /// Prints, on every rank, the mean wall time of the blocking all_reduce (all of it exposed:
   /// nothing runs beside it).
   void finish() override;
