@@ -67,8 +67,10 @@ double PrecisionStrategy::train_step(const int32_t* tokens, const int32_t* targe
   const double loss = UnitRunner(model_, params, &grads)
                           .forward_backward(tokens, targets, global_batch, T,
                                             mp_.walk_loss_scale(mean, step));
-  mp_.optimizer_step(opt_, params_, grads_, step);  // fp16: skipped on an overflow
+  // Unscaled with the S this step's walk used: before optimizer_step, which may halve or double
+  // it (after it, a growth step would report half the loss, a backoff step twice it).
   last_loss_ = mp_.unscale_loss(loss, mean, step);
+  mp_.optimizer_step(opt_, params_, grads_, step);  // fp16: skipped on an overflow
   underflow_sum_ += mp_.underflow_fraction();
   if (++steps_ > 1) {  // the first step pays for first-touch page faults: not timed
     timed_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
