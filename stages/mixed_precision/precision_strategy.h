@@ -73,6 +73,8 @@ class PrecisionStrategy : public Strategy {
   PrecisionSummary summary() const;
   /// The working copy of the parameters: Ψ elements, f32 or 16-bit.
   const Tensor& params_tensor() const { return params_; }
+  /// The last step's gradients: Ψ elements, f32 or 16-bit (times S under fp16).
+  const Tensor& grads_tensor() const { return grads_; }
   MixedPrecision& mixed_precision() { return mp_; }
 
  private:

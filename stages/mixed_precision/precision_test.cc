@@ -6,6 +6,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <cmath>
+#include <utility>
 #include <vector>
 
 #include "stages/mixed_precision/precision_test_util.h"
@@ -54,6 +57,39 @@ TEST(MixedPrecisionUnderflow, Bf16NeedsNoScaling) {
     EXPECT_GT(bf.mp().last_round_stats().nonzero, 0);
   }
   EXPECT_EQ(bf.mp().loss_scale(), 1.0f);
+}
+
+// The gradient magnitudes behind the underflow, measured in fp32 on step 1: a histogram of
+// log2 |g| (the README's table), and the count of nonzero |g| below 2^-25 (they round to 0 in
+// fp16) next to what RoundStats counted when the fp16 S = 1 run rounded its own step-1
+// gradients. Not equal, and not meant to be: the fp16 run's gradients come from fp16-rounded
+// parameters and activations, and fp32's smallest ones (2^-45 .. 2^-39 on tiny: cancellation
+// noise) are exact zeros there.
+TEST(MixedPrecisionUnderflow, Fp32GradientMagnitudesExplainTheUnderflow) {
+  for (const auto& [preset, B] : {std::pair<const char*, int>{"mini", 16}, {"tiny", kUnderflowBatch}}) {
+    PrecisionRunner f32(preset, B, precision_config("fp32"));
+    PrecisionRunner f16(preset, B, precision_config("fp16", 1));
+    f32.step(1);
+    f16.step(1);
+    const Tensor& g = f32.strategy->grads_tensor();
+    std::map<int, int64_t> histogram;  // floor(log2 |g|) -> count
+    int64_t nonzero = 0, below = 0;
+    for (int64_t i = 0; i < g.numel(); ++i) {
+      const float a = std::fabs(g.f32()[i]);
+      if (a == 0) continue;
+      ++nonzero;
+      below += a < std::ldexp(1.0f, -25);
+      ++histogram[std::ilogb(a)];
+    }
+    std::printf("%s, B = %d, step 1, fp32 |g|: %lld nonzero\n", preset, B, (long long)nonzero);
+    for (const auto& [e, n] : histogram)
+      std::printf("  [2^%d, 2^%d): %lld (%.3f%%)\n", e, e + 1, (long long)n, 100.0 * n / nonzero);
+    const int64_t flushed = f16.mp().last_round_stats().underflow;
+    std::printf("  below 2^-25 in fp32: %lld; flushed by fp16 S = 1: %lld\n", (long long)below,
+                (long long)flushed);
+    EXPECT_GT(below, 0) << preset;
+    EXPECT_GT(flushed, 0) << preset;
+  }
 }
 
 struct State {
