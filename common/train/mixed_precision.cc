@@ -96,7 +96,11 @@ bool MixedPrecision::optimizer_step(AdamW& opt, const Tensor& params, const Tens
     if (agree_) found_inf = agree_->any(found_inf);  // every rank skips the same step
     if (!scaler_->update(found_inf)) return false;
   }
-  opt.step_mixed(params, grads, inv_scale, t, n);
+  // AdamW's bias corrections count the updates applied, not the steps run: a skipped step never
+  // reached the optimizer (torch's GradScaler, Megatron and DeepSpeed skip optimizer.step()
+  // itself). Counting it would shrink every later update: the first real one at t = 5 after four
+  // skips would move by m̂/√v̂ ≈ 0.5 instead of 1.
+  opt.step_mixed(params, grads, inv_scale, t - skipped_steps(), n);
   return true;
 }
 

@@ -100,8 +100,9 @@ class MixedPrecision {
   /// After the gradients are final and reduced: fp16 agrees over the group whether any rank's
   /// `grads` (its whole gradient, or its shard) holds an inf or nan; if so every rank skips the
   /// step and S backs off, else AdamW updates elements [0, n) (fp32: in place; mixed: the master
-  /// copy, rounded into `params`). Returns whether the step was applied. Collective over dp for
-  /// fp16.
+  /// copy, rounded into `params`). Returns whether the step was applied. AdamW's step number is
+  /// t less the steps skipped so far (its bias corrections count applied updates). Collective
+  /// over dp for fp16.
   bool optimizer_step(AdamW& opt, const Tensor& params, const Tensor& grads, int64_t t,
                       int64_t n = -1);
 
