@@ -98,6 +98,11 @@ void copy_shard_in(const ShardLayout& shards, int rank, const float* full, Tenso
   std::memcpy(shard.f32(), full + shards.begin[rank], shards.count[rank] * sizeof(float));
 }
 
+void copy_shard_in(const ShardLayout& shards, int rank, const Tensor& full, Tensor& shard) {
+  const int64_t count = shards.count[rank];
+  shard.narrow(0, count).copy_from(full.narrow(shards.begin[rank], count));
+}
+
 void reduce_scatter_into_shard(ProcessGroup& dp, const ShardLayout& shards, int64_t a,
                                const Tensor& g, Tensor& grad_shard) {
   const int64_t b = a + g.numel();
@@ -106,24 +111,32 @@ void reduce_scatter_into_shard(ProcessGroup& dp, const ShardLayout& shards, int6
   // Where this rank's part of [a, b) lands inside its shard (nothing when the range misses it).
   const int64_t at = counts[r] > 0 ? std::max(a, shards.begin[r]) - shards.begin[r] : 0;
   Tensor out = grad_shard.narrow(at, counts[r]);
-  dp.reduce_scatter_v(g, out, counts, ReduceOp::kSum);  // sends (N-1)/N · 4·(b - a)
+  dp.reduce_scatter_v(g, out, counts, ReduceOp::kSum);  // sends (N-1)/N · bytes(g)
 }
 
 ReduceScatterGrads::ReduceScatterGrads(const GPTLayout& layout, ProcessGroup& dp,
-                                       const ShardLayout& shards, Tensor& grad_shard)
-    : layout_(layout), dp_(dp), shards_(shards), grad_shard_(grad_shard),
+                                       const ShardLayout& shards, Tensor& grad_shard,
+                                       cpu::RoundStats* stats)
+    : layout_(layout), dp_(dp), shards_(shards), grad_shard_(grad_shard), stats_(stats),
       unit_(layout.num_units()) {}
 
 float* ReduceScatterGrads::get(int u) {
-  if (!unit_[u].defined())
-    unit_[u] = Tensor::zeros({layout_.unit_numel(u)}, DType::kF32, MemCategory::kGradients);
+  // f32: the unit's gradient itself; 16-bit: the fp32 accumulator it is rounded from when final.
+  const MemCategory cat =
+      grad_shard_.dtype() == DType::kF32 ? MemCategory::kGradients : MemCategory::kOther;
+  if (!unit_[u].defined()) unit_[u] = Tensor::zeros({layout_.unit_numel(u)}, DType::kF32, cat);
   return unit_[u].f32();
 }
 
 void ReduceScatterGrads::ready(int u) {
-  // Σ_ranks of unit u's gradient; this rank keeps its shard's part. sends (N-1)/N · 4·numel(u)
-  reduce_scatter_into_shard(dp_, shards_, layout_.unit_offset(u), unit_[u], grad_shard_);
-  unit_[u] = Tensor();  // only the shard's part of it remains, inside grad_shard
-}
+  Tensor g = std::move(unit_[u]);  // freed at the end of this call
+  if (grad_shard_.dtype() != DType::kF32) {  // round once to 16 bits: what travels
+    Tensor g16 = Tensor::empty({g.numel()}, grad_shard_.dtype(), MemCategory::kGradients);
+    cpu::round_to(g.f32(), g16.raw(), g16.dtype(), g.numel(), stats_);
+    g = std::move(g16);  // the fp32 accumulator is freed here
+  }
+  // Σ_ranks of unit u's gradient; this rank keeps its shard's part. sends (N-1)/N · bytes(g)
+  reduce_scatter_into_shard(dp_, shards_, layout_.unit_offset(u), g, grad_shard_);
+}  // only the shard's part of it remains, inside grad_shard
 
 }  // namespace llmp

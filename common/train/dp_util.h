@@ -18,6 +18,7 @@
 #include "common/optim/adamw.h"
 #include "common/plan/memory_planner.h"
 #include "common/train/strategy.h"
+#include "kernels/cpu/convert.h"
 
 namespace llmp {
 
@@ -79,12 +80,17 @@ void gather_shards_out(ProcessGroup& dp, const ShardLayout& shards,
 /// The reverse, for one rank: copies this rank's valid part of the full Ψ floats at `full`
 /// ([begin(r), begin(r) + count(r))) to the start of its shard tensor `shard` (S floats).
 void copy_shard_in(const ShardLayout& shards, int rank, const float* full, Tensor& shard);
+/// The same for a full Ψ-element tensor of any dtype into a shard of that dtype (ZeRO-3's 16-bit
+/// parameter shard cut from the 16-bit initialisation). Throws std::invalid_argument (copy_from)
+/// when the dtypes differ.
+void copy_shard_in(const ShardLayout& shards, int rank, const Tensor& full, Tensor& shard);
 
 /// The gradient `g` of the elements [a, a + numel(g)) of the flat Ψ buffer, summed over the
 /// ranks of `dp` with each rank receiving only the part inside its own shard, written at its
-/// place in `grad_shard` (S floats); nothing when the range misses the shard. Collective over
-/// `dp` (ZeRO-2/3: one call per unit as soon as its gradient is final).
-///                                                             sends (N-1)/N · 4·numel(g)
+/// place in `grad_shard` (S elements of g's dtype: f32, or 16-bit under mixed precision, summed
+/// then in fp32 pair by pair and rounded); nothing when the range misses the shard. Collective
+/// over `dp` (ZeRO-2/3: one call per unit as soon as its gradient is final).
+///                                     sends (N-1)/N · b·numel(g), b = 4 (f32) or 2 (16-bit)
 void reduce_scatter_into_shard(ProcessGroup& dp, const ShardLayout& shards, int64_t a,
                                const Tensor& g, Tensor& grad_shard);
 
@@ -92,15 +98,24 @@ void reduce_scatter_into_shard(ProcessGroup& dp, const ShardLayout& shards, int6
 /// the walk's first "+=" into it until it is final; then it is reduce-scattered into this rank's
 /// shard (reduce_scatter_into_shard) and freed. So the full Ψ gradient never exists: at most unit
 /// 0 (alive from the tied head to the embedding's backward) and one other unit at a time.
+///
+/// Mixed precision (a 16-bit grad_shard, Micikevicius et al. 2018): the walk accumulates unit u
+/// in an fp32 buffer (MemCategory::kOther, the GEMM's accumulator, as FlatGrads does); when it is
+/// final it is rounded once into a 16-bit unit gradient (kGradients, 2·n_u bytes), which is what
+/// travels (2 bytes per element) and is freed right after. kGradients then peaks at
+/// 2(S + n_u) for the largest unit, the fp32 accumulators (unit 0 and one other) are kOther.
 class ReduceScatterGrads : public GradSink {
  public:
-  /// The references must outlive the sink. grad_shard: S floats; each unit's part of the shard
-  /// is overwritten by that unit's reduce-scatter, so one walk writes all of it once.
+  /// The references must outlive the sink. grad_shard: S elements, f32 or 16-bit (f16, bf16);
+  /// each unit's part of the shard is overwritten by that unit's reduce-scatter, so one walk
+  /// writes all of it once. `stats` (optional, 16-bit only): counts what rounding the unit
+  /// gradients did (underflows, overflows; kernels/cpu/convert.h).
   ReduceScatterGrads(const GPTLayout& layout, ProcessGroup& dp, const ShardLayout& shards,
-                     Tensor& grad_shard);
-  /// Allocates unit u's gradient (zeros, kGradients) on first use.
+                     Tensor& grad_shard, cpu::RoundStats* stats = nullptr);
+  /// Allocates unit u's gradient (zeros; f32 kGradients, or the fp32 kOther accumulator of a
+  /// 16-bit shard) on first use.
   float* get(int unit) override;
-  /// Collective over dp: sends (N-1)/N · 4·numel(u); then frees unit u's gradient.
+  /// Collective over dp: sends (N-1)/N · b·numel(u) (b = 4 or 2); then frees unit u's gradient.
   void ready(int unit) override;
 
  private:
@@ -108,7 +123,8 @@ class ReduceScatterGrads : public GradSink {
   ProcessGroup& dp_;
   const ShardLayout& shards_;
   Tensor& grad_shard_;
-  std::vector<Tensor> unit_;
+  cpu::RoundStats* stats_;
+  std::vector<Tensor> unit_;  // f32: the gradient; 16-bit shard: the fp32 accumulator
 };
 
 }  // namespace llmp

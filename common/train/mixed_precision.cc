@@ -77,11 +77,13 @@ bool MixedPrecision::overflow_injected(int64_t step) const {
 float MixedPrecision::walk_loss_scale(float mean_scale, int64_t step) const {
   float s = mean_scale * loss_scale();
   if (overflow_injected(step)) s *= std::ldexp(1.0f, 64);
+  walk_scale_ = s;  // optimizer_step may change S before the caller unscales this walk's loss
   return s;
 }
 
 double MixedPrecision::unscale_loss(double walk_loss, float mean_scale, int64_t step) const {
-  return walk_loss * mean_scale / walk_loss_scale(mean_scale, step);
+  // Not walk_loss_scale() again: after a skipped step S is already halved (the loss would double).
+  return walk_loss * mean_scale / (walk_scale_ > 0 ? walk_scale_ : walk_loss_scale(mean_scale, step));
 }
 
 bool MixedPrecision::optimizer_step(AdamW& opt, const Tensor& params, const Tensor& grads,

@@ -94,7 +94,8 @@ class MixedPrecision {
   /// The loss_scale argument of this step's walk: mean_scale (1/(B·T)) times S (fp16's scale,
   /// 1 otherwise; times 2^64 on the test hook's step).
   float walk_loss_scale(float mean_scale, int64_t step) const;
-  /// The walk's returned loss divided by the S it used (the true mean loss).
+  /// The walk's returned loss divided by the S it used (the true mean loss): the S of the last
+  /// walk_loss_scale() call, so also after an overflowed step's optimizer_step halved S.
   double unscale_loss(double walk_loss, float mean_scale, int64_t step) const;
 
   /// After the gradients are final and reduced: fp16 agrees over the group whether any rank's
@@ -140,6 +141,7 @@ class MixedPrecision {
   std::unique_ptr<OverflowAgreement> agree_;    // fp16 with a group
   cpu::RoundStats stats_;
   int64_t inject_step_ = -1;
+  mutable float walk_scale_ = 0;  // what walk_loss_scale last returned (0: never called)
   bool inject_here_ = false;
 };
 

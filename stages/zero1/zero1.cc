@@ -4,20 +4,25 @@
 
 #include "common/nn/unit_runner.h"
 #include "common/optim/decay_mask.h"
+#include "kernels/cpu/convert.h"
 
 namespace llmp {
 
-Zero1Strategy::Zero1Strategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt, uint64_t seed)
+Zero1Strategy::Zero1Strategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt, uint64_t seed,
+                             MixedPrecisionConfig mp)
     : model_(model),
       dp_(dp),
+      mp_(model, mp, &dp),
       shards_(model.layout().num_params(), dp.size()),
-      params_(Tensor::empty({model.layout().num_params()}, DType::kF32, MemCategory::kParameters)),
-      grads_(Tensor::zeros({model.layout().num_params()}, DType::kF32, MemCategory::kGradients)),
+      params_(mp_.new_buffer(model.layout().num_params(), MemCategory::kParameters)),
+      grads_(mp_.new_buffer(model.layout().num_params(), MemCategory::kGradients)),
       opt_(shards_.padded, opt,
            slice_ranges(decay_ranges(model.layout(), opt.decay), shards_.begin[dp.rank()],
-                        shards_.count[dp.rank()])),  // m, v: ⌈Ψ/N⌉ each, the only sharded state
+                        shards_.count[dp.rank()]),
+           mp_.dtype()),  // m, v (mixed: and the master weights): ⌈Ψ/N⌉ each, the only shards
       metrics_(dp) {
-  model_.init_params(params_.f32(), seed);  // same seed on every rank: same replicas
+  // Same seed on every rank: same replicas; the master shard is this rank's slice of them.
+  mp_.init(seed, params_, opt_, shards_.begin[dp.rank()]);
 }
 
 BatchSlice Zero1Strategy::batch_slice(int global_batch) const {
@@ -33,53 +38,81 @@ double Zero1Strategy::train_step(const int32_t* tokens, const int32_t* targets, 
   const int64_t begin = shards_.begin[r], count = shards_.count[r];
 
   // 1. Forward and backward on the local (B/N, T) slice into the full gradient buffer (Ψ).
-  //    With loss_scale 1/(B·T), the sum over ranks is the gradient of the global mean loss.
+  //    With loss_scale 1/(B·T), the sum over ranks is the gradient of the global mean loss
+  //    (fp16: times the loss scale S).
   grads_.fill(0.0f);
-  const double local_loss =
-      forward_backward(model_, params_.f32(), grads_.f32(), tokens, targets, B, T, scale);
+  mp_.begin_step();
+  FlatParams params(model_.layout(), params_);
+  FlatGrads grads(model_.layout(), grads_, {}, mp_.round_stats());
+  const double local_loss = UnitRunner(model_, params, &grads)
+                                .forward_backward(tokens, targets, B, T,
+                                                  mp_.walk_loss_scale(scale, step));
 
   // 2. Reduce-scatter: this rank receives Σ_ranks grads[begin, begin + count), its shard only.
-  //    sends (N-1)/N · 4Ψ. The receive buffer is communication scratch, freed after step 3.
-  Tensor grad_shard = Tensor::empty({count}, DType::kF32, MemCategory::kCommBuffers);
+  //    sends (N-1)/N · b·Ψ (b = 4, or 2 for 16-bit gradients). The receive buffer is
+  //    communication scratch, freed after step 3.
+  Tensor grad_shard = Tensor::empty({count}, grads_.dtype(), MemCategory::kCommBuffers);
   dp_.reduce_scatter_v(grads_, grad_shard, shards_.count, ReduceOp::kSum);
 
-  // 3. AdamW on this rank's shard only: params[begin, begin + count) with m, v of size S.
-  opt_.step(params_.f32() + begin, grad_shard.f32(), step, count);
+  // 3. AdamW on this rank's shard only: params[begin, begin + count) with m, v of size S
+  //    (mixed: the master shard, rounded into the 16-bit slice; fp16 skips an overflowed step on
+  //    every rank together).
+  mp_.optimizer_step(opt_, params_.narrow(begin, count), grad_shard, step, count);
   grad_shard = Tensor();
 
   // 4. All-gather the updated shards into the full parameters on every rank.
-  //    sends (N-1)/N · 4Ψ. The input is this rank's slice of the output: gathered in place.
+  //    sends (N-1)/N · b·Ψ. The input is this rank's slice of the output: gathered in place.
   dp_.all_gather_v(params_.narrow(begin, count), params_, shards_.count);
 
   last_step_bytes_ = dp_.stats().total_bytes() - bytes_before;
-  return metrics_.sum(local_loss);
+  return metrics_.sum(mp_.mixed() ? mp_.unscale_loss(local_loss, scale, step) : local_loss);
 }
 
 double Zero1Strategy::eval_loss(const int32_t* tokens, const int32_t* targets, int global_batch,
                                 int T) {
-  return dp_eval_loss(model_, params_.f32(), tokens, targets, global_batch, T, dp_, metrics_);
+  if (!mp_.mixed())
+    return dp_eval_loss(model_, params_.f32(), tokens, targets, global_batch, T, dp_, metrics_);
+  FlatParams params(model_.layout(), params_);  // 16-bit: widened unit by unit
+  const double local_mean =
+      UnitRunner(model_, params).forward_loss(tokens, targets, global_batch / dp_.size(), T);
+  return metrics_.sum(local_mean) / dp_.size();  // equal slices: the mean of the means
 }
 
 void Zero1Strategy::get_state(float* params, float* exp_avg, float* exp_avg_sq) {
-  std::memcpy(params, params_.f32(), shards_.psi * sizeof(float));
   // Adam's m and v are sharded: gather them (sends (N-1)/N · 4Ψ each; not part of a step).
+  // Mixed precision: so are the fp32 master weights, the parameters' full-precision state.
+  if (mp_.mixed()) {
+    gather_shards_out(dp_, shards_, {{&opt_.master(), params},
+                                     {&opt_.exp_avg(), exp_avg},
+                                     {&opt_.exp_avg_sq(), exp_avg_sq}});
+    return;
+  }
+  std::memcpy(params, params_.f32(), shards_.psi * sizeof(float));
   gather_shards_out(dp_, shards_, {{&opt_.exp_avg(), exp_avg}, {&opt_.exp_avg_sq(), exp_avg_sq}});
 }
 
 void Zero1Strategy::set_state(const float* params, const float* exp_avg,
                               const float* exp_avg_sq) {
-  std::memcpy(params_.f32(), params, shards_.psi * sizeof(float));  // replicated
-  copy_shard_in(shards_, dp_.rank(), exp_avg, opt_.exp_avg());          // sharded: keep my part
+  if (mp_.mixed()) {  // the master shard, and the replicated 16-bit copy rounded from all of it
+    copy_shard_in(shards_, dp_.rank(), params, opt_.master());
+    cpu::round_to(params, params_.raw(), params_.dtype(), shards_.psi);
+  } else {
+    std::memcpy(params_.f32(), params, shards_.psi * sizeof(float));  // replicated
+  }
+  copy_shard_in(shards_, dp_.rank(), exp_avg, opt_.exp_avg());  // sharded: keep my part
   copy_shard_in(shards_, dp_.rank(), exp_avg_sq, opt_.exp_avg_sq());
 }
 
 std::vector<ReportRow> Zero1Strategy::report() const {
   const double psi = static_cast<double>(shards_.psi);
   const int N = dp_.size();
-  auto rows = memory_rows(plan_memory(DPStage::kZeRO1, psi, N, Precision::fp32(), /*padded=*/true),
-                          "4Ψ", "4Ψ", "8⌈Ψ/N⌉");
+  const MemoryPlan plan = plan_memory(DPStage::kZeRO1, psi, N, mp_.plan(), /*padded=*/true);
+  const bool mixed = mp_.mixed();
+  auto rows = mixed ? memory_rows(plan, "2Ψ", "2Ψ", "12⌈Ψ/N⌉")
+                    : memory_rows(plan, "4Ψ", "4Ψ", "8⌈Ψ/N⌉");
   rows.push_back({"sent per step", last_step_bytes_,
-                  plan_bytes_per_step(DPStage::kZeRO1, psi, N, 4.0), "2(N-1)/N·4Ψ"});
+                  plan_bytes_per_step(DPStage::kZeRO1, psi, N, mixed ? 2.0 : 4.0),
+                  mixed ? "2(N-1)/N·2Ψ" : "2(N-1)/N·4Ψ"});
   return rows;
 }
 

@@ -15,6 +15,13 @@
 // exactly one all_reduce's worth (§7): the memory saving is free. Shards are S = ⌈Ψ/N⌉ elements;
 // the last rank's is padded (its optimizer updates only its count(r) valid elements).
 //
+// Mixed precision (--precision bf16 | fp16, common/train/mixed_precision.h): parameters and
+// gradients are 16-bit (2Ψ + 2Ψ, the gradients reduce-scattered as 2 bytes per element) and the
+// optimizer shard holds the fp32 master weights with m and v: 12⌈Ψ/N⌉ (K = 12, the paper's
+// Table 1). Step 3 updates the master shard and rounds it into this rank's slice of the 16-bit
+// parameters, which step 4 all-gathers; fp16's overflow check sees only this rank's gradient
+// shard, so the skip is agreed over the group. Traffic 2(N-1)/N·2Ψ.
+//
 // What ZeRO-2 adds on top (stages/zero2): the full gradient never exists, each unit's gradients
 // are reduce-scattered as soon as backward has produced them.
 //
@@ -26,40 +33,52 @@
 #include "common/nn/gpt.h"
 #include "common/optim/adamw.h"
 #include "common/train/dp_util.h"
+#include "common/train/mixed_precision.h"
 #include "common/train/strategy.h"
 
 namespace llmp {
 
 /// ZeRO-1 data parallelism over the group `dp`: replicated parameters and gradients, sharded
-/// AdamW state. Memory per rank (fp32): 4Ψ + 4Ψ + 8⌈Ψ/N⌉ bytes
-/// (plan_memory(DPStage::kZeRO1, Ψ, N, Precision::fp32(), /*padded=*/true)).
+/// AdamW state. Memory per rank (fp32): 4Ψ + 4Ψ + 8⌈Ψ/N⌉ bytes; mixed: 2Ψ + 2Ψ + 12⌈Ψ/N⌉
+/// (plan_memory(DPStage::kZeRO1, Ψ, N, mp.plan(), /*padded=*/true)).
 class Zero1Strategy : public Strategy {
  public:
-  /// Collective over `dp`. Every rank initialises the same parameters from `seed`.
-  Zero1Strategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt, uint64_t seed);
+  /// Collective over `dp`. Every rank initialises the same parameters from `seed`. `mp`: the
+  /// precision (the model's activation dtype must match it).
+  Zero1Strategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt, uint64_t seed,
+                MixedPrecisionConfig mp = {});
 
   BatchSlice batch_slice(int global_batch) const override;
-  /// Collective. tokens/targets: (B/N, T) for this rank. Sends 2(N-1)/N·4Ψ bytes.
+  /// Collective. tokens/targets: (B/N, T) for this rank. Sends 2(N-1)/N·4Ψ bytes (mixed: ·2Ψ).
   double train_step(const int32_t* tokens, const int32_t* targets, int global_batch, int T,
                     int64_t step) override;
   double eval_loss(const int32_t* tokens, const int32_t* targets, int global_batch,
                    int T) override;
+  /// Collective. Mixed precision: `params` are the fp32 master weights (gathered from the shards).
   void get_state(float* params, float* exp_avg, float* exp_avg_sq) override;
+  /// Mixed precision: the master shard from `params`, the 16-bit copy rounded from all of it.
   void set_state(const float* params, const float* exp_avg, const float* exp_avg_sq) override;
-  /// Parameters 4Ψ, gradients 4Ψ, optimizer 8⌈Ψ/N⌉, sent per step 2(N-1)/N·4Ψ.
+  /// Parameters 4Ψ, gradients 4Ψ, optimizer 8⌈Ψ/N⌉, sent per step 2(N-1)/N·4Ψ (mixed: 2Ψ, 2Ψ,
+  /// 12⌈Ψ/N⌉, 2(N-1)/N·2Ψ).
   std::vector<ReportRow> report() const override;
+  std::string step_note() const override { return mp_.step_note(); }
 
   const ShardLayout& shards() const { return shards_; }
+  /// The working copy of the parameters: Ψ elements, f32 or 16-bit.
+  const Tensor& params_tensor() const { return params_; }
+  AdamW& optimizer() { return opt_; }
+  MixedPrecision& mixed_precision() { return mp_; }
   /// Bytes this rank sent during the last train_step.
   double last_step_bytes() const { return last_step_bytes_; }
 
  private:
   const GPT& model_;
   ProcessGroup& dp_;
+  MixedPrecision mp_;
   ShardLayout shards_;
-  Tensor params_;  // Ψ, replicated
+  Tensor params_;  // Ψ, replicated, in mp_.dtype()
   Tensor grads_;   // Ψ, replicated: this rank's local gradients before the reduce-scatter
-  AdamW opt_;      // m, v: S each
+  AdamW opt_;      // m, v (and the fp32 master weights when 16-bit): S each
   MetricsReducer metrics_;
   double last_step_bytes_ = 0;
 };

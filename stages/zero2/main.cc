@@ -10,9 +10,10 @@ int main(int argc, char** argv) {
   spec.name = "zero2";
   spec.summary = "ZeRO stage 2: gradients and optimizer state sharded over data-parallel ranks";
   spec.default_world_size = 4;
+  spec.supports_precision = true;
   spec.make = [](const llmp::StageContext& ctx) -> std::unique_ptr<llmp::Strategy> {
     return std::make_unique<llmp::Zero2Strategy>(ctx.model, ctx.grid.dp_group(), ctx.opt,
-                                                 ctx.cfg.seed);
+                                                 ctx.cfg.seed, ctx.mp);
   };
   return llmp::train_main(argc, argv, spec);
 }

@@ -5,20 +5,25 @@
 
 #include "common/nn/unit_runner.h"
 #include "common/optim/decay_mask.h"
+#include "kernels/cpu/convert.h"
 
 namespace llmp {
 
-Zero2Strategy::Zero2Strategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt, uint64_t seed)
+Zero2Strategy::Zero2Strategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt, uint64_t seed,
+                             MixedPrecisionConfig mp)
     : model_(model),
       dp_(dp),
+      mp_(model, mp, &dp),
       shards_(model.layout().num_params(), dp.size()),
-      params_(Tensor::empty({model.layout().num_params()}, DType::kF32, MemCategory::kParameters)),
-      grad_shard_(Tensor::zeros({shards_.padded}, DType::kF32, MemCategory::kGradients)),
+      params_(mp_.new_buffer(model.layout().num_params(), MemCategory::kParameters)),
+      grad_shard_(mp_.new_buffer(shards_.padded, MemCategory::kGradients)),
       opt_(shards_.padded, opt,
            slice_ranges(decay_ranges(model.layout(), opt.decay), shards_.begin[dp.rank()],
-                        shards_.count[dp.rank()])),
+                        shards_.count[dp.rank()]),
+           mp_.dtype()),
       metrics_(dp) {
-  model_.init_params(params_.f32(), seed);  // same seed on every rank: same replicas
+  // Same seed on every rank: same replicas; the master shard is this rank's slice of them.
+  mp_.init(seed, params_, opt_, shards_.begin[dp.rank()]);
 }
 
 BatchSlice Zero2Strategy::batch_slice(int global_batch) const {
@@ -31,42 +36,64 @@ double Zero2Strategy::train_step(const int32_t* tokens, const int32_t* targets, 
   const float scale = 1.0f / (static_cast<float>(global_batch) * T);  // global mean
   const double bytes_before = dp_.stats().total_bytes();
   MemoryTracker::instance().reset_peak();
+  mp_.begin_step();
 
   // 1-2. Forward with the full parameters; backward unit by unit, each unit's gradient
-  // reduce-scattered into grad_shard_ as soon as it is final, then freed (ReduceScatterGrads).
-  FlatParams params(model_.layout(), params_.f32());
-  ReduceScatterGrads grads(model_.layout(), dp_, shards_, grad_shard_);
-  const double local_loss = UnitRunner(model_, params, &grads).forward_backward(tokens, targets,
-                                                                                B, T, scale);
+  // reduce-scattered into grad_shard_ as soon as it is final, then freed (ReduceScatterGrads;
+  // 16-bit: rounded once from its fp32 accumulator, sent as 2 bytes per element).
+  FlatParams params(model_.layout(), params_);
+  ReduceScatterGrads grads(model_.layout(), dp_, shards_, grad_shard_, mp_.round_stats());
+  const double local_loss =
+      UnitRunner(model_, params, &grads)
+          .forward_backward(tokens, targets, B, T, mp_.walk_loss_scale(scale, step));
   last_step_peak_grads_ = MemoryTracker::instance().peak(MemCategory::kGradients);
 
-  // 3. AdamW on this rank's shard only (the valid part of a padded shard).
+  // 3. AdamW on this rank's shard only (the valid part of a padded shard). Mixed: the master
+  //    shard, rounded into the 16-bit slice; fp16 skips an overflowed step on every rank together.
   const int r = dp_.rank();
   const int64_t begin = shards_.begin[r], count = shards_.count[r];
-  opt_.step(params_.f32() + begin, grad_shard_.f32(), step, count);
+  mp_.optimizer_step(opt_, params_.narrow(begin, count), grad_shard_, step, count);
 
   // 4. All-gather the updated shards into the full parameters on every rank.
-  //    sends (N-1)/N · 4Ψ. The input is this rank's slice of the output: gathered in place.
+  //    sends (N-1)/N · b·Ψ (b = 4, or 2 for 16-bit). The input is this rank's slice of the
+  //    output: gathered in place.
   dp_.all_gather_v(params_.narrow(begin, count), params_, shards_.count);
 
   last_step_bytes_ = dp_.stats().total_bytes() - bytes_before;
-  return metrics_.sum(local_loss);
+  return metrics_.sum(mp_.mixed() ? mp_.unscale_loss(local_loss, scale, step) : local_loss);
 }
 
 double Zero2Strategy::eval_loss(const int32_t* tokens, const int32_t* targets, int global_batch,
                                 int T) {
-  return dp_eval_loss(model_, params_.f32(), tokens, targets, global_batch, T, dp_, metrics_);
+  if (!mp_.mixed())
+    return dp_eval_loss(model_, params_.f32(), tokens, targets, global_batch, T, dp_, metrics_);
+  FlatParams params(model_.layout(), params_);  // 16-bit: widened unit by unit
+  const double local_mean =
+      UnitRunner(model_, params).forward_loss(tokens, targets, global_batch / dp_.size(), T);
+  return metrics_.sum(local_mean) / dp_.size();  // equal slices: the mean of the means
 }
 
 void Zero2Strategy::get_state(float* params, float* exp_avg, float* exp_avg_sq) {
-  std::memcpy(params, params_.f32(), shards_.psi * sizeof(float));
   // Adam's m and v are sharded: gather them (sends (N-1)/N · 4Ψ each; not part of a step).
+  // Mixed precision: so are the fp32 master weights, the parameters' full-precision state.
+  if (mp_.mixed()) {
+    gather_shards_out(dp_, shards_, {{&opt_.master(), params},
+                                     {&opt_.exp_avg(), exp_avg},
+                                     {&opt_.exp_avg_sq(), exp_avg_sq}});
+    return;
+  }
+  std::memcpy(params, params_.f32(), shards_.psi * sizeof(float));
   gather_shards_out(dp_, shards_, {{&opt_.exp_avg(), exp_avg}, {&opt_.exp_avg_sq(), exp_avg_sq}});
 }
 
 void Zero2Strategy::set_state(const float* params, const float* exp_avg,
                               const float* exp_avg_sq) {
-  std::memcpy(params_.f32(), params, shards_.psi * sizeof(float));  // replicated
+  if (mp_.mixed()) {  // the master shard, and the replicated 16-bit copy rounded from all of it
+    copy_shard_in(shards_, dp_.rank(), params, opt_.master());
+    cpu::round_to(params, params_.raw(), params_.dtype(), shards_.psi);
+  } else {
+    std::memcpy(params_.f32(), params, shards_.psi * sizeof(float));  // replicated
+  }
   copy_shard_in(shards_, dp_.rank(), exp_avg, opt_.exp_avg());          // sharded: keep my part
   copy_shard_in(shards_, dp_.rank(), exp_avg_sq, opt_.exp_avg_sq());
 }
@@ -74,17 +101,27 @@ void Zero2Strategy::set_state(const float* params, const float* exp_avg,
 std::vector<ReportRow> Zero2Strategy::report() const {
   const double psi = static_cast<double>(shards_.psi);
   const int N = dp_.size();
-  auto rows = memory_rows(plan_memory(DPStage::kZeRO2, psi, N, Precision::fp32(), /*padded=*/true),
-                          "4Ψ", "4⌈Ψ/N⌉", "8⌈Ψ/N⌉");
-  // The full gradient never exists: at most the shard, unit 0 and one other unit at a time.
+  const MemoryPlan plan = plan_memory(DPStage::kZeRO2, psi, N, mp_.plan(), /*padded=*/true);
+  const bool mixed = mp_.mixed();
+  auto rows = mixed ? memory_rows(plan, "2Ψ", "2⌈Ψ/N⌉", "12⌈Ψ/N⌉")
+                    : memory_rows(plan, "4Ψ", "4⌈Ψ/N⌉", "8⌈Ψ/N⌉");
+  // The full gradient never exists. fp32: at most the shard, unit 0 and one other unit at a
+  // time. 16-bit: the units accumulate in fp32 (kOther); only the 16-bit copy of the unit being
+  // reduce-scattered is a gradient next to the shard (ReduceScatterGrads).
   const GPTLayout& lay = model_.layout();
-  int64_t largest = 0;
+  int64_t largest = 0, largest_any = lay.unit_numel(0);
   for (int u = 1; u < lay.num_units(); ++u) largest = std::max(largest, lay.unit_numel(u));
-  rows.push_back({"gradients, peak in step", static_cast<double>(last_step_peak_grads_),
-                  4.0 * (shards_.padded + lay.unit_numel(0) + largest),
-                  "4(⌈Ψ/N⌉ + unit 0 + largest unit)"});
+  largest_any = std::max(largest_any, largest);
+  if (mixed)
+    rows.push_back({"gradients, peak in step", static_cast<double>(last_step_peak_grads_),
+                    2.0 * (shards_.padded + largest_any), "2(⌈Ψ/N⌉ + largest unit)"});
+  else
+    rows.push_back({"gradients, peak in step", static_cast<double>(last_step_peak_grads_),
+                    4.0 * (shards_.padded + lay.unit_numel(0) + largest),
+                    "4(⌈Ψ/N⌉ + unit 0 + largest unit)"});
   rows.push_back({"sent per step", last_step_bytes_,
-                  plan_bytes_per_step(DPStage::kZeRO2, psi, N, 4.0), "2(N-1)/N·4Ψ"});
+                  plan_bytes_per_step(DPStage::kZeRO2, psi, N, mixed ? 2.0 : 4.0),
+                  mixed ? "2(N-1)/N·2Ψ" : "2(N-1)/N·4Ψ"});
   return rows;
 }
 

@@ -15,6 +15,14 @@
 // Traffic per rank and step: reduce_scatter (N-1)/N·4Ψ + all_gather (N-1)/N·4Ψ = 2(N-1)/N·4Ψ,
 // exactly one all_reduce's worth (§7). Shards are ⌈Ψ/N⌉ elements; the last rank's is padded.
 //
+// Mixed precision (--precision bf16 | fp16, common/train/mixed_precision.h): the replicated
+// parameters are 16-bit (2Ψ); each unit's gradient is accumulated in fp32 by the walk, rounded
+// once to 16 bits and reduce-scattered as 2 bytes per element into a 16-bit shard (2⌈Ψ/N⌉; the
+// MPI backend sums each pair in fp32 and rounds, so the shard is rounded at every pairwise
+// addition, not once); the optimizer shard holds the fp32 master weights with m and v:
+// 12⌈Ψ/N⌉ (K = 12, the paper's Table 1). fp16's overflow check sees only this rank's gradient
+// shard, so the skip is agreed over the group. Traffic 2(N-1)/N·2Ψ.
+//
 // Glossary: B global batch, T sequence length, C channels, L layers, N ranks, Ψ parameters,
 // S = ⌈Ψ/N⌉ shard size, r this rank.
 #pragma once
@@ -23,33 +31,49 @@
 #include "common/nn/gpt.h"
 #include "common/optim/adamw.h"
 #include "common/train/dp_util.h"
+#include "common/train/mixed_precision.h"
 #include "common/train/strategy.h"
 
 namespace llmp {
 
+/// ZeRO-2 data parallelism over the group `dp`: replicated parameters, sharded gradients and
+/// AdamW state. Memory per rank (fp32): 4Ψ + 4⌈Ψ/N⌉ + 8⌈Ψ/N⌉ bytes; mixed: 2Ψ + 2⌈Ψ/N⌉ +
+/// 12⌈Ψ/N⌉ (plan_memory(DPStage::kZeRO2, Ψ, N, mp.plan(), /*padded=*/true)).
 class Zero2Strategy : public Strategy {
  public:
-  /// Collective over `dp`. Every rank initialises the same parameters from `seed`.
-  Zero2Strategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt, uint64_t seed);
+  /// Collective over `dp`. Every rank initialises the same parameters from `seed`. `mp`: the
+  /// precision (the model's activation dtype must match it).
+  Zero2Strategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt, uint64_t seed,
+                MixedPrecisionConfig mp = {});
 
   BatchSlice batch_slice(int global_batch) const override;
   double train_step(const int32_t* tokens, const int32_t* targets, int global_batch, int T,
                     int64_t step) override;
   double eval_loss(const int32_t* tokens, const int32_t* targets, int global_batch,
                    int T) override;
+  /// Collective. Mixed precision: `params` are the fp32 master weights (gathered from the shards).
   void get_state(float* params, float* exp_avg, float* exp_avg_sq) override;
+  /// Mixed precision: the master shard from `params`, the 16-bit copy rounded from all of it.
   void set_state(const float* params, const float* exp_avg, const float* exp_avg_sq) override;
+  /// Parameters, gradients, optimizer (fp32: 4Ψ, 4⌈Ψ/N⌉, 8⌈Ψ/N⌉; mixed: 2Ψ, 2⌈Ψ/N⌉, 12⌈Ψ/N⌉),
+  /// the gradients' peak in the last step and the bytes it sent (2(N-1)/N·4Ψ; mixed ·2Ψ).
   std::vector<ReportRow> report() const override;
+  std::string step_note() const override { return mp_.step_note(); }
 
   const ShardLayout& shards() const { return shards_; }
+  /// The working copy of the parameters: Ψ elements, f32 or 16-bit.
+  const Tensor& params_tensor() const { return params_; }
+  AdamW& optimizer() { return opt_; }
+  MixedPrecision& mixed_precision() { return mp_; }
 
  private:
   const GPT& model_;
   ProcessGroup& dp_;
+  MixedPrecision mp_;
   ShardLayout shards_;
-  Tensor params_;      // Ψ, replicated
-  Tensor grad_shard_;  // S: the summed gradients of this rank's shard
-  AdamW opt_;          // m, v: S each
+  Tensor params_;      // Ψ, replicated, in mp_.dtype()
+  Tensor grad_shard_;  // S: the summed gradients of this rank's shard, in mp_.dtype()
+  AdamW opt_;          // m, v (and the fp32 master weights when 16-bit): S each
   MetricsReducer metrics_;
   double last_step_bytes_ = 0;
   int64_t last_step_peak_grads_ = 0;

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "common/runtime/check.h"
+#include "kernels/cpu/convert.h"
 
 namespace llmp {
 
@@ -28,8 +29,8 @@ void UnitGatherer::prefetch(int u) {
   // This rank's part of [a, a + n): where it starts inside the shard (nothing when it misses).
   const int64_t at = counts[r] > 0 ? std::max(a, shards_.begin[r]) - shards_.begin[r] : 0;
   Held h;
-  h.params = Tensor::empty({n}, DType::kF32, MemCategory::kParameters);  // (n_u)
-  // (counts[r]) from every rank -> (n_u) in rank order.  sends (N-1)/N · 4·n_u
+  h.params = Tensor::empty({n}, shard_.dtype(), MemCategory::kParameters);  // (n_u)
+  // (counts[r]) from every rank -> (n_u) in rank order.  sends (N-1)/N · b·n_u
   h.pending = dp_.all_gather_v_async(shard_.narrow(at, counts[r]), h.params, counts);
   held_.emplace(u, std::move(h));
   ++gathers_[u];
@@ -42,7 +43,12 @@ const float* UnitGatherer::get(int u) {
     h.pending->wait();
     h.pending.reset();
   }
-  return h.params.f32();
+  if (h.params.dtype() == DType::kF32) return h.params.f32();
+  if (!h.widened.defined()) {  // exact: every 16-bit value is an fp32 value
+    h.widened = Tensor::empty({h.params.numel()}, DType::kF32, MemCategory::kOther);
+    cpu::widen(h.params.raw(), h.params.dtype(), h.widened.f32(), h.params.numel());
+  }
+  return h.widened.f32();
 }
 
 void UnitGatherer::release(int u) {

@@ -20,6 +20,10 @@
 // Memory: a gathered unit is a model state, so it is counted as MemCategory::kParameters from
 // the moment its receive buffer is allocated (prefetch) until release().
 //
+// Mixed precision: a 16-bit shard is gathered as 16 bits (2 bytes per element on the wire and in
+// the gathered unit, kParameters); get() widens the unit to an fp32 copy for the walk (exact;
+// MemCategory::kOther, "conversion scratch", as FlatParams does), freed with the unit.
+//
 // Glossary: N ranks, Ψ parameters, S = ⌈Ψ/N⌉ shard size, r this rank, n_u elements of unit u.
 #pragma once
 
@@ -44,9 +48,11 @@ class UnitGatherer : public ParamSource {
   ~UnitGatherer() override;
 
   /// Starts the all-gather of unit u unless it is already held or in flight. Collective: every
-  /// rank must prefetch the same units in the same order. sends (N-1)/N · 4·n_u.
+  /// rank must prefetch the same units in the same order. sends (N-1)/N · b·n_u, b the shard's
+  /// bytes per element (4, or 2 for 16-bit).
   void prefetch(int u);
-  /// Unit u's n_u parameters, waiting for its gather (starting it first if nobody prefetched it).
+  /// Unit u's n_u parameters in fp32, waiting for its gather (starting it first if nobody
+  /// prefetched it); a 16-bit unit is widened once, on the first get().
   const float* get(int u) override;
   /// Prefetches the units of step k and of step k+1 (collective, the same on every rank).
   void before_step(const std::vector<WalkStep>& steps, size_t k) override;
@@ -62,7 +68,8 @@ class UnitGatherer : public ParamSource {
 
  private:
   struct Held {
-    Tensor params;                  // (n_u), kParameters
+    Tensor params;                  // (n_u), kParameters, in the shard's dtype
+    Tensor widened;                 // (n_u) fp32, kOther: a 16-bit unit as the walk reads it
     std::shared_ptr<Work> pending;  // the all_gather_v in flight, null once waited
   };
   const GPTLayout& layout_;

@@ -7,40 +7,45 @@
 
 #include "common/optim/decay_mask.h"
 #include "common/runtime/check.h"
+#include "kernels/cpu/convert.h"
 #include "stages/zero3/unit_gatherer.h"
 
 namespace llmp {
 
-double zero3_bytes_per_step(const GPTLayout& layout, int N) {
+double zero3_bytes_per_step(const GPTLayout& layout, int N, double b) {
   const double psi = static_cast<double>(layout.num_params());
   const double lnf = static_cast<double>(layout.unit_numel(layout.num_units() - 1));
-  // 3(N-1)/N·4Ψ, less the one all-gather of ln_f that the fused head does not need.
-  return plan_bytes_per_step(DPStage::kZeRO3, psi, N, 4.0) - double(N - 1) / N * 4.0 * lnf;
+  // 3(N-1)/N·bΨ, less the one all-gather of ln_f that the fused head does not need.
+  return plan_bytes_per_step(DPStage::kZeRO3, psi, N, b) - double(N - 1) / N * b * lnf;
 }
 
-double zero3_peak_param_bytes(const GPTLayout& layout, int N) {
+double zero3_peak_param_bytes(const GPTLayout& layout, int N, double b) {
   const int L = layout.num_units() - 2;
   LLMP_CHECK(L >= 2, "the peak formula needs two blocks, L = " + std::to_string(L));
   const int64_t S = shard_size(layout.num_params(), N);
   const int64_t blk = layout.unit_numel(1), head = layout.unit_numel(0) + layout.unit_numel(L + 1);
-  return 4.0 * static_cast<double>(S + blk + std::max(head, blk));
+  return b * static_cast<double>(S + blk + std::max(head, blk));
 }
 
-Zero3Strategy::Zero3Strategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt, uint64_t seed)
+Zero3Strategy::Zero3Strategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt, uint64_t seed,
+                             MixedPrecisionConfig mp)
     : model_(model),
       dp_(dp),
+      mp_(model, mp, &dp),
       shards_(model.layout().num_params(), dp.size()),
-      param_shard_(Tensor::zeros({shards_.padded}, DType::kF32, MemCategory::kParameters)),
-      grad_shard_(Tensor::zeros({shards_.padded}, DType::kF32, MemCategory::kGradients)),
+      param_shard_(mp_.new_buffer(shards_.padded, MemCategory::kParameters)),
+      grad_shard_(mp_.new_buffer(shards_.padded, MemCategory::kGradients)),
       opt_(shards_.padded, opt,
            slice_ranges(decay_ranges(model.layout(), opt.decay), shards_.begin[dp.rank()],
-                        shards_.count[dp.rank()])),
+                        shards_.count[dp.rank()]),
+           mp_.dtype()),
       metrics_(dp) {
   LLMP_CHECK(model.config().layers >= 1, "ZeRO-3 needs at least one block");
-  // Every rank builds the same full initialisation (same seed) once and keeps only its shard.
-  Tensor full = Tensor::empty({shards_.psi}, DType::kF32, MemCategory::kOther);
-  model_.init_params(full.f32(), seed);
-  copy_shard_in(shards_, dp_.rank(), full.f32(), param_shard_);
+  // Every rank builds the same full initialisation (same seed) once and keeps only its shard:
+  // fp32 as it is; mixed, its 16-bit rounding, with the fp32 values as the master shard.
+  Tensor full = Tensor::empty({shards_.psi}, mp_.dtype(), MemCategory::kOther);
+  mp_.init(seed, full, opt_, shards_.begin[dp_.rank()]);
+  copy_shard_in(shards_, dp_.rank(), full, param_shard_);
 }
 
 BatchSlice Zero3Strategy::batch_slice(int global_batch) const {
@@ -52,7 +57,8 @@ double Zero3Strategy::run_walk(const int32_t* tokens, const int32_t* targets, in
   const GPTLayout& lay = model_.layout();
   UnitGatherer gather(lay, shards_, dp_, param_shard_);  // where the walk gets unit parameters
   if (!grads) return UnitRunner(model_, gather).forward_loss(tokens, targets, B, T);
-  ReduceScatterGrads sink(lay, dp_, shards_, grad_shard_);  // ... and where its gradients go
+  ReduceScatterGrads sink(lay, dp_, shards_, grad_shard_,
+                          mp_.round_stats());  // ... and where its gradients go
   const double loss =
       UnitRunner(model_, gather, &sink).forward_backward(tokens, targets, B, T, scale);
   last_step_gathers_.assign(lay.num_units(), 0);
@@ -66,17 +72,21 @@ double Zero3Strategy::train_step(const int32_t* tokens, const int32_t* targets, 
   const float scale = 1.0f / (static_cast<float>(global_batch) * T);  // global mean
   const double bytes_before = dp_.stats().total_bytes();
   MemoryTracker::instance().reset_peak();
+  mp_.begin_step();
 
   // 1-2. Forward and backward unit by unit; grad_shard_ ends with Σ_ranks of this rank's shard.
-  const double local_loss = run_walk(tokens, targets, B, T, scale, /*grads=*/true);
+  const double local_loss =
+      run_walk(tokens, targets, B, T, mp_.walk_loss_scale(scale, step), /*grads=*/true);
   last_step_peak_params_ = MemoryTracker::instance().peak(MemCategory::kParameters);
   last_step_peak_grads_ = MemoryTracker::instance().peak(MemCategory::kGradients);
 
   // 3. AdamW on the shard (its valid part). Nothing to gather: the next step gathers units.
-  opt_.step(param_shard_.f32(), grad_shard_.f32(), step, shards_.count[dp_.rank()]);
+  //    Mixed: the master shard, rounded into the 16-bit shard; fp16 skips an overflowed step on
+  //    every rank together.
+  mp_.optimizer_step(opt_, param_shard_, grad_shard_, step, shards_.count[dp_.rank()]);
 
   last_step_bytes_ = dp_.stats().total_bytes() - bytes_before;
-  return metrics_.sum(local_loss);
+  return metrics_.sum(mp_.mixed() ? mp_.unscale_loss(local_loss, scale, step) : local_loss);
 }
 
 double Zero3Strategy::eval_loss(const int32_t* tokens, const int32_t* targets, int global_batch,
@@ -88,14 +98,23 @@ double Zero3Strategy::eval_loss(const int32_t* tokens, const int32_t* targets, i
 
 void Zero3Strategy::get_state(float* params, float* exp_avg, float* exp_avg_sq) {
   // Everything is sharded: gather each state (sends (N-1)/N · 4Ψ each; not part of a step).
-  gather_shards_out(dp_, shards_, {{&param_shard_, params},
+  // Mixed precision: the parameters' full-precision state is the fp32 master shard.
+  const Tensor& full_precision = mp_.mixed() ? opt_.master() : param_shard_;
+  gather_shards_out(dp_, shards_, {{&full_precision, params},
                                    {&opt_.exp_avg(), exp_avg},
                                    {&opt_.exp_avg_sq(), exp_avg_sq}});
 }
 
 void Zero3Strategy::set_state(const float* params, const float* exp_avg,
                               const float* exp_avg_sq) {
-  copy_shard_in(shards_, dp_.rank(), params, param_shard_);  // everything sharded: my part
+  if (mp_.mixed()) {  // the master shard, and the 16-bit shard rounded from it
+    copy_shard_in(shards_, dp_.rank(), params, opt_.master());
+    const int r = dp_.rank();
+    cpu::round_to(params + shards_.begin[r], param_shard_.raw(), param_shard_.dtype(),
+                  shards_.count[r]);
+  } else {
+    copy_shard_in(shards_, dp_.rank(), params, param_shard_);  // everything sharded: my part
+  }
   copy_shard_in(shards_, dp_.rank(), exp_avg, opt_.exp_avg());
   copy_shard_in(shards_, dp_.rank(), exp_avg_sq, opt_.exp_avg_sq());
 }
@@ -104,19 +123,28 @@ std::vector<ReportRow> Zero3Strategy::report() const {
   const GPTLayout& lay = model_.layout();
   const double psi = static_cast<double>(shards_.psi);
   const int N = dp_.size();
-  auto rows = memory_rows(plan_memory(DPStage::kZeRO3, psi, N, Precision::fp32(), /*padded=*/true),
-                          "4⌈Ψ/N⌉", "4⌈Ψ/N⌉", "8⌈Ψ/N⌉");
+  const MemoryPlan plan = plan_memory(DPStage::kZeRO3, psi, N, mp_.plan(), /*padded=*/true);
+  const bool mixed = mp_.mixed();
+  const double b = mixed ? 2.0 : 4.0;  // bytes of a parameter and of a gradient element
+  auto rows = mixed ? memory_rows(plan, "2⌈Ψ/N⌉", "2⌈Ψ/N⌉", "12⌈Ψ/N⌉")
+                    : memory_rows(plan, "4⌈Ψ/N⌉", "4⌈Ψ/N⌉", "8⌈Ψ/N⌉");
   if (model_.config().layers >= 2)
     rows.push_back({"parameters, peak in step", static_cast<double>(last_step_peak_params_),
-                    zero3_peak_param_bytes(lay, N), "4(⌈Ψ/N⌉+n_b+max(n_0+n_f,n_b))"});
+                    zero3_peak_param_bytes(lay, N, b),
+                    mixed ? "2(⌈Ψ/N⌉+n_b+max(n_0+n_f,n_b))" : "4(⌈Ψ/N⌉+n_b+max(n_0+n_f,n_b))"});
   int64_t largest = 0;  // unit 0's gradient lives from H to Eb, next to one other unit's
   for (int u = 1; u < lay.num_units(); ++u) largest = std::max(largest, lay.unit_numel(u));
   // (report texts: n_b one block, n_f = n_{L+1} the final LayerNorm)
-  rows.push_back({"gradients, peak in step", static_cast<double>(last_step_peak_grads_),
-                  4.0 * (shards_.padded + lay.unit_numel(0) + largest),
-                  "4(⌈Ψ/N⌉+n_0+max(n_b,n_f))"});
-  rows.push_back({"sent per step", last_step_bytes_, zero3_bytes_per_step(lay, N),
-                  "3(N-1)/N·4Ψ - (N-1)/N·4n_f"});
+  if (mixed)  // fp32 accumulators are kOther; one 16-bit unit at a time next to the shard
+    rows.push_back({"gradients, peak in step", static_cast<double>(last_step_peak_grads_),
+                    2.0 * (shards_.padded + std::max(lay.unit_numel(0), largest)),
+                    "2(⌈Ψ/N⌉+max(n_0,n_b,n_f))"});
+  else
+    rows.push_back({"gradients, peak in step", static_cast<double>(last_step_peak_grads_),
+                    4.0 * (shards_.padded + lay.unit_numel(0) + largest),
+                    "4(⌈Ψ/N⌉+n_0+max(n_b,n_f))"});
+  rows.push_back({"sent per step", last_step_bytes_, zero3_bytes_per_step(lay, N, b),
+                  mixed ? "3(N-1)/N·2Ψ - (N-1)/N·2n_f" : "3(N-1)/N·4Ψ - (N-1)/N·4n_f"});
   return rows;
 }
 

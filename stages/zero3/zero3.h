@@ -35,6 +35,15 @@
 // from the pairs (F_{L-1}, H) and (H, G_{L-1}) (block + head units) and (F_l, F_{l+1}) (two
 // blocks). mini: two blocks (n_blk = 198,272 > n_0 + n_{L+1} = 41,216).
 //
+// Mixed precision (--precision bf16 | fp16, common/train/mixed_precision.h): the parameter
+// shard is 16-bit (2⌈Ψ/N⌉) and units are all-gathered as 16 bits, 2 bytes per element, then
+// widened to fp32 for the walk (kOther scratch, UnitGatherer); unit gradients accumulate in fp32
+// and are rounded once to 16 bits before their reduce-scatter into the 16-bit gradient shard
+// (2⌈Ψ/N⌉, ReduceScatterGrads); the optimizer shard holds the fp32 master weights with m and
+// v: 12⌈Ψ/N⌉ (K = 12, the paper's Table 1: (2 + 2 + 12)Ψ/N). Every byte count above holds with
+// 2 for 4: traffic 3(N-1)/N·2Ψ - (N-1)/N·2n_f, peak parameters 2(⌈Ψ/N⌉ + n_b + max(n_0+n_f,n_b)).
+// fp16's overflow check sees only this rank's gradient shard, so the skip is agreed over the group.
+//
 // Glossary: B global batch, T sequence length, C channels, L layers, N ranks, Ψ parameters,
 // S = ⌈Ψ/N⌉ shard size, r this rank, n_u elements of unit u (n_blk = n_b: one block, 12C² + 13C;
 // n_f = n_{L+1} = 2C: the final LayerNorm).
@@ -46,24 +55,29 @@
 #include "common/nn/gpt.h"
 #include "common/optim/adamw.h"
 #include "common/train/dp_util.h"
+#include "common/train/mixed_precision.h"
 #include "common/train/strategy.h"
 
 namespace llmp {
 
-/// Bytes one rank sends per training step: 3(N-1)/N·4Ψ - (N-1)/N·4·n_{L+1} (header).
-double zero3_bytes_per_step(const GPTLayout& layout, int ranks);
+/// Bytes one rank sends per training step: 3(N-1)/N·bΨ - (N-1)/N·b·n_{L+1} (header), b the
+/// bytes of a parameter and of a gradient element (4 in fp32, 2 under mixed precision).
+double zero3_bytes_per_step(const GPTLayout& layout, int ranks, double b = 4.0);
 
-/// Peak parameter bytes per rank during a step: 4·(⌈Ψ/N⌉ + n_blk + max(n_0 + n_{L+1}, n_blk)).
-/// Requires L ≥ 2 (fails otherwise: the pair of two blocks does not exist).
-double zero3_peak_param_bytes(const GPTLayout& layout, int ranks);
+/// Peak parameter bytes per rank during a step: b·(⌈Ψ/N⌉ + n_blk + max(n_0 + n_{L+1}, n_blk)),
+/// b bytes per parameter (4 or 2). Requires L ≥ 2 (fails otherwise: the pair of two blocks does
+/// not exist).
+double zero3_peak_param_bytes(const GPTLayout& layout, int ranks, double b = 4.0);
 
-/// ZeRO-3 data parallelism over `dp`. Memory per rank (fp32, between steps): (4 + 4 + 8)⌈Ψ/N⌉
-/// bytes = plan_memory(DPStage::kZeRO3, Ψ, N, Precision::fp32(), /*padded=*/true).
+/// ZeRO-3 data parallelism over `dp`. Memory per rank (between steps): (4 + 4 + 8)⌈Ψ/N⌉ bytes in
+/// fp32, (2 + 2 + 12)⌈Ψ/N⌉ mixed = plan_memory(DPStage::kZeRO3, Ψ, N, mp.plan(), padded).
 class Zero3Strategy : public Strategy {
  public:
   /// Collective over `dp`. Every rank initialises the same parameters from `seed` and keeps its
-  /// shard. Requires L ≥ 1.
-  Zero3Strategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt, uint64_t seed);
+  /// shard (mixed: the 16-bit shard rounded from it and the fp32 master shard). `mp`: the
+  /// precision (the model's activation dtype must match it). Requires L ≥ 1.
+  Zero3Strategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt, uint64_t seed,
+                MixedPrecisionConfig mp = {});
 
   BatchSlice batch_slice(int global_batch) const override;
   /// Collective. tokens/targets: (B/N, T). Sends zero3_bytes_per_step(layout, N) bytes.
@@ -72,13 +86,20 @@ class Zero3Strategy : public Strategy {
   /// Collective (gathers every unit once: the forward part of the schedule).
   double eval_loss(const int32_t* tokens, const int32_t* targets, int global_batch,
                    int T) override;
+  /// Collective. Mixed precision: `params` are the fp32 master weights (gathered from the shards).
   void get_state(float* params, float* exp_avg, float* exp_avg_sq) override;
+  /// Mixed precision: the master shard from `params`, the 16-bit shard rounded from it.
   void set_state(const float* params, const float* exp_avg, const float* exp_avg_sq) override;
-  /// Steady-state memory against (4+4+8)⌈Ψ/N⌉, peak parameters and gradients in the last step,
-  /// and bytes sent in the last step, each next to its closed form.
+  /// Steady-state memory against (4+4+8)⌈Ψ/N⌉ (mixed (2+2+12)⌈Ψ/N⌉), peak parameters and
+  /// gradients in the last step, and bytes sent in the last step, each next to its closed form.
   std::vector<ReportRow> report() const override;
+  std::string step_note() const override { return mp_.step_note(); }
 
   const ShardLayout& shards() const { return shards_; }
+  /// This rank's parameter shard: S elements, f32 or 16-bit.
+  const Tensor& param_shard() const { return param_shard_; }
+  AdamW& optimizer() { return opt_; }
+  MixedPrecision& mixed_precision() { return mp_; }
   double last_step_bytes() const { return last_step_bytes_; }
   /// Peak bytes counted as kParameters during the last train_step.
   int64_t last_step_peak_params() const { return last_step_peak_params_; }
@@ -94,10 +115,11 @@ class Zero3Strategy : public Strategy {
 
   const GPT& model_;
   ProcessGroup& dp_;
+  MixedPrecision mp_;
   ShardLayout shards_;
-  Tensor param_shard_;  // S: parameters [r·S, r·S + count(r)) (padded)
-  Tensor grad_shard_;   // S: the summed gradients of this rank's shard
-  AdamW opt_;           // m, v: S each
+  Tensor param_shard_;  // S: parameters [r·S, r·S + count(r)) (padded), in mp_.dtype()
+  Tensor grad_shard_;   // S: the summed gradients of this rank's shard, in mp_.dtype()
+  AdamW opt_;           // m, v (and the fp32 master weights when 16-bit): S each
   MetricsReducer metrics_;
   double last_step_bytes_ = 0;
   int64_t last_step_peak_params_ = 0, last_step_peak_grads_ = 0;
