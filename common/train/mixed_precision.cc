@@ -83,7 +83,8 @@ float MixedPrecision::walk_loss_scale(float mean_scale, int64_t step) const {
 
 double MixedPrecision::unscale_loss(double walk_loss, float mean_scale, int64_t step) const {
   // Not walk_loss_scale() again: after a skipped step S is already halved (the loss would double).
-  return walk_loss * mean_scale / (walk_scale_ > 0 ? walk_scale_ : walk_loss_scale(mean_scale, step));
+  const float used = walk_scale_ > 0 ? walk_scale_ : walk_loss_scale(mean_scale, step);
+  return walk_loss * mean_scale / used;
 }
 
 bool MixedPrecision::optimizer_step(AdamW& opt, const Tensor& params, const Tensor& grads,
@@ -185,31 +186,41 @@ std::map<std::string, std::string> MixedPrecision::checkpoint_state() const {
   return md;
 }
 
+namespace {
+/// A loss scale as the user reads it: 16777216, not 1.67772e+07 (scales are powers of two).
+std::string scale_str(float s) {
+  return s >= 1 && s < 1e15f && s == std::floor(s) ? fmt::format("{:.0f}", s)
+                                                   : fmt::format("{:g}", s);
+}
+}  // namespace
+
 std::string MixedPrecision::set_checkpoint_state(const std::map<std::string, std::string>& md) {
   const PrecisionCheckpointState st = parse_precision_state(md);
   if (!scaler_)
-    return st.has_scaler ? fmt::format("the checkpoint's fp16 loss scale {:g} is not used by {} "
-                                       "run", st.loss_scale, with_article(cfg_.precision))
+    return st.has_scaler ? fmt::format("the checkpoint's fp16 loss scale {} is not used by {} "
+                                       "run", scale_str(st.loss_scale),
+                                       with_article(cfg_.precision))
                          : "";
   if (!st.has_scaler)
-    return fmt::format("{} checkpoint holds no loss-scaler state: the scale starts at {:g}",
-                       with_article(st.precision), scaler_->scale());
+    return fmt::format("{} checkpoint holds no loss-scaler state: the scale starts at {}",
+                       with_article(st.precision), scale_str(scaler_->scale()));
   const LossScalerConfig& c = scaler_->config();
   const float scale = c.dynamic ? st.loss_scale : scaler_->scale();  // a static S is a flag
   const int64_t clean = c.dynamic ? std::min<int64_t>(st.clean_steps, c.growth_interval - 1)
                                   : st.clean_steps;
   scaler_->set_state(scale, clean, st.skipped_steps);
-  return fmt::format("loss scaler restored: scale {:g}{}, clean steps in a row {}, skipped {}",
-                     scale, c.dynamic || scale == st.loss_scale
+  return fmt::format("loss scaler restored: scale {}{}, clean steps in a row {}, skipped {}",
+                     scale_str(scale), c.dynamic || scale == st.loss_scale
                                 ? std::string()
-                                : fmt::format(" (--loss_scale; the checkpoint's was {:g})",
-                                              st.loss_scale),
+                                : fmt::format(" (--loss_scale; the checkpoint's was {})",
+                                              scale_str(st.loss_scale)),
                      clean, st.skipped_steps);
 }
 
 std::string MixedPrecision::step_note() const {
   if (!scaler_) return "";
-  return fmt::format(" | loss scale {:g} | skipped {}", scaler_->scale(), scaler_->skipped_steps());
+  return fmt::format(" | loss scale {} | skipped {}", scale_str(scaler_->scale()),
+                     scaler_->skipped_steps());
 }
 
 }  // namespace llmp

@@ -29,6 +29,9 @@
 // r this rank, K optimizer bytes per parameter (8 here: fp32 m and v).
 #pragma once
 
+#include <map>
+#include <string>
+
 #include "common/comm/process_group.h"
 #include "common/nn/gpt.h"
 #include "common/optim/adamw.h"
@@ -62,6 +65,13 @@ class Zero1Strategy : public Strategy {
   /// 12⌈Ψ/N⌉, 2(N-1)/N·2Ψ).
   std::vector<ReportRow> report() const override;
   std::string step_note() const override { return mp_.step_note(); }
+  /// The precision and fp16's loss-scaler state, for checkpoints (MixedPrecision).
+  std::map<std::string, std::string> extra_state() const override {
+    return mp_.checkpoint_state();
+  }
+  std::string set_extra_state(const std::map<std::string, std::string>& md) override {
+    return mp_.set_checkpoint_state(md);
+  }
 
   const ShardLayout& shards() const { return shards_; }
   /// The working copy of the parameters: Ψ elements, f32 or 16-bit.

@@ -27,6 +27,9 @@
 // S = ⌈Ψ/N⌉ shard size, r this rank.
 #pragma once
 
+#include <map>
+#include <string>
+
 #include "common/comm/process_group.h"
 #include "common/nn/gpt.h"
 #include "common/optim/adamw.h"
@@ -59,6 +62,13 @@ class Zero2Strategy : public Strategy {
   /// the gradients' peak in the last step and the bytes it sent (2(N-1)/N·4Ψ; mixed ·2Ψ).
   std::vector<ReportRow> report() const override;
   std::string step_note() const override { return mp_.step_note(); }
+  /// The precision and fp16's loss-scaler state, for checkpoints (MixedPrecision).
+  std::map<std::string, std::string> extra_state() const override {
+    return mp_.checkpoint_state();
+  }
+  std::string set_extra_state(const std::map<std::string, std::string>& md) override {
+    return mp_.set_checkpoint_state(md);
+  }
 
   const ShardLayout& shards() const { return shards_; }
   /// The working copy of the parameters: Ψ elements, f32 or 16-bit.

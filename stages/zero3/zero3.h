@@ -49,6 +49,9 @@
 // n_f = n_{L+1} = 2C: the final LayerNorm).
 #pragma once
 
+#include <map>
+#include <string>
+
 #include <vector>
 
 #include "common/comm/process_group.h"
@@ -94,6 +97,13 @@ class Zero3Strategy : public Strategy {
   /// gradients in the last step, and bytes sent in the last step, each next to its closed form.
   std::vector<ReportRow> report() const override;
   std::string step_note() const override { return mp_.step_note(); }
+  /// The precision and fp16's loss-scaler state, for checkpoints (MixedPrecision).
+  std::map<std::string, std::string> extra_state() const override {
+    return mp_.checkpoint_state();
+  }
+  std::string set_extra_state(const std::map<std::string, std::string>& md) override {
+    return mp_.set_checkpoint_state(md);
+  }
 
   const ShardLayout& shards() const { return shards_; }
   /// This rank's parameter shard: S elements, f32 or 16-bit.

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Every stage that takes --precision saves what an fp16 run needs to resume: the precision and
+# the loss scaler's state in the checkpoint's metadata (Strategy::extra_state, forwarded to
+# MixedPrecision), and restores the scaler on --load. A stage that forgets to forward writes
+# "precision":"fp32" and resumes fp16 at the initial scale.
+#   usage: precision_checkpoint_test.sh NAME=path/to/train ...
+set -u
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+for arg in "$@"; do
+  name=${arg%%=*} bin=${arg#*=}
+  ranks=2
+  [ "$name" = baseline ] && ranks=1
+  ckpt="$tmp/$name.safetensors"
+  # S0 = 2^30 overflows at once and backs off; a window of 2 then grows it: the state is not S0.
+  common=(--model tiny --precision fp16 --global_batch 4 --world_size "$ranks" --eval_every 0
+          --initial_loss_scale 1073741824 --loss_scale_window 2 --timeout 120)
+  if ! timeout 300 "$bin" "${common[@]}" --steps 6 --quiet --save "$ckpt" >"$tmp/$name.save.log" 2>&1
+  then
+    echo "FAIL $name: the fp16 run with --save failed:"; cat "$tmp/$name.save.log"
+    fails=$((fails + 1)); continue
+  fi
+  meta=$(head -c 8192 "$ckpt" | tr -c '[:print:]' '\n' | grep -o '"__metadata__":{[^}]*}')
+  scale=$(grep -o '"loss_scale":"[^"]*"' <<<"$meta" | cut -d'"' -f4)
+  skipped=$(grep -o '"loss_scale_skipped_steps":"[^"]*"' <<<"$meta" | cut -d'"' -f4)
+  if ! grep -q '"precision":"fp16"' <<<"$meta" || [ -z "$scale" ] || [ "$scale" = 1073741824 ] ||
+     [ "${skipped:-0}" -lt 1 ]; then
+    echo "FAIL $name: metadata lacks fp16's precision or scaler state (scale '$scale', skipped" \
+         "'$skipped'): $meta"
+    fails=$((fails + 1)); continue
+  fi
+  if ! timeout 300 "$bin" "${common[@]}" --steps 1 --load "$ckpt" --log_every 1 \
+       >"$tmp/$name.load.log" 2>&1; then
+    echo "FAIL $name: --load of its own fp16 checkpoint failed:"; cat "$tmp/$name.load.log"
+    fails=$((fails + 1)); continue
+  fi
+  if ! grep -q "loss scaler restored: scale $scale," "$tmp/$name.load.log" ||
+     ! grep -q "skipped $skipped\b" "$tmp/$name.load.log"; then
+    echo "FAIL $name: the resumed run did not restore scale $scale / skipped $skipped:"
+    grep -i "scale" "$tmp/$name.load.log" | head -5
+    fails=$((fails + 1)); continue
+  fi
+  echo "ok   $name: precision fp16, loss scale $scale, skipped $skipped saved and restored"
+done
+[ "$fails" -eq 0 ]
