@@ -17,9 +17,11 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-# The CI subset (~1/3 of the suite): the shared layer's unit tests, ZeRO-1/2/3 (the sharded
-# AdamW ranges and padding) and one pipeline stage.
-ASAN_CI_TARGETS=(//common/... //stages/zero1:all //stages/zero2:all //stages/zero3:all
+# The CI subset (~1/3 of the suite): the shared layer's unit tests, the CPU kernels (the fp16/bf16
+# conversions), ZeRO-1/2/3 (the sharded AdamW ranges and padding, 16-bit shards) and one pipeline
+# stage.
+ASAN_CI_TARGETS=(//common/... //kernels/cpu:all //stages/zero1:all //stages/zero2:all
+                 //stages/zero3:all
                  //stages/1f1b:all)
 
 targets=("$@")
