@@ -5,51 +5,17 @@
 // With --precision bf16 / fp16 (common/train/mixed_precision.h): 16-bit parameters and
 // gradients (2Ψ + 2Ψ) and an fp32 master copy with m and v (12Ψ): 16Ψ bytes again, K = 12.
 //
+// The trainer itself is common/train/single_rank.h (start reading there: train_step is three
+// lines), shared with the mixed_precision stage, which runs it in four precisions side by side.
+//
 // Glossary: B global batch, T sequence length, Ψ parameter count.
 #pragma once
 
-#include "common/nn/gpt.h"
-#include "common/optim/adamw.h"
-#include "common/train/mixed_precision.h"
-#include "common/train/strategy.h"
+#include "common/train/single_rank.h"
 
 namespace llmp {
 
-class BaselineStrategy : public Strategy {
- public:
-  /// Initialises the parameters from `seed` (GPT::init_params). `mp`: the precision (the
-  /// model's activation dtype must match it).
-  BaselineStrategy(const GPT& model, AdamWConfig opt, uint64_t seed,
-                   MixedPrecisionConfig mp = {});
-
-  BatchSlice batch_slice(int global_batch) const override { return {0, global_batch}; }
-  double train_step(const int32_t* tokens, const int32_t* targets, int global_batch, int T,
-                    int64_t step) override;
-  double eval_loss(const int32_t* tokens, const int32_t* targets, int global_batch,
-                   int T) override;
-  void get_state(float* params, float* exp_avg, float* exp_avg_sq) override;
-  void set_state(const float* params, const float* exp_avg, const float* exp_avg_sq) override;
-  std::vector<ReportRow> report() const override;
-  std::string step_note() const override { return mp_.step_note(); }
-  /// The precision and fp16's loss-scaler state, for checkpoints (MixedPrecision).
-  std::map<std::string, std::string> extra_state() const override {
-    return mp_.checkpoint_state();
-  }
-  std::string set_extra_state(const std::map<std::string, std::string>& md) override {
-    return mp_.set_checkpoint_state(md);
-  }
-
-  /// The fp32 parameters (throws std::runtime_error under mixed precision: see params_tensor()).
-  const float* params() const { return params_.f32(); }
-  /// The working copy of the parameters: Ψ elements, f32 or 16-bit.
-  const Tensor& params_tensor() const { return params_; }
-  MixedPrecision& mixed_precision() { return mp_; }
-
- private:
-  const GPT& model_;
-  MixedPrecision mp_;
-  Tensor params_, grads_;  // Ψ each, in mp_.dtype()
-  AdamW opt_;              // m, v (and the fp32 master weights when 16-bit): Ψ each
-};
+/// The baseline stage's strategy: the single-rank trainer.
+using BaselineStrategy = SingleRankStrategy;
 
 }  // namespace llmp

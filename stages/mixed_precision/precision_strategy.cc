@@ -5,10 +5,7 @@
 #include <fstream>
 #include <stdexcept>
 
-#include "common/nn/unit_runner.h"
-#include "common/optim/decay_mask.h"
 #include "common/runtime/log.h"
-#include "common/train/dp_util.h"
 
 namespace llmp {
 
@@ -41,37 +38,17 @@ void from_json(const nlohmann::json& j, PrecisionSummary& s) {
 PrecisionStrategy::PrecisionStrategy(const GPT& model, AdamWConfig opt, uint64_t seed,
                                      MixedPrecisionConfig mp, std::string summary_json,
                                      double loss_scale_flag)
-    : model_(model),
-      mp_(model, mp, /*dp=*/nullptr),
-      params_(mp_.new_buffer(model.layout().num_params(), MemCategory::kParameters)),
-      grads_(mp_.new_buffer(model.layout().num_params(), MemCategory::kGradients)),
-      opt_(model.layout().num_params(), opt, decay_ranges(model.layout(), opt.decay),
-           mp_.dtype()),
+    : SingleRankStrategy(model, opt, seed, mp),
       summary_json_(std::move(summary_json)),
-      loss_scale_flag_(loss_scale_flag) {
-  mp_.init(seed, params_, opt_);
-}
+      loss_scale_flag_(loss_scale_flag) {}
 
 double PrecisionStrategy::train_step(const int32_t* tokens, const int32_t* targets,
                                      int global_batch, int T, int64_t step) {
   const auto t0 = std::chrono::steady_clock::now();
-  grads_.fill(0.0f);
-  mp_.begin_step();
-  // loss_scale 1/(B·T): the gradient of the mean loss (times S under fp16: the walk's
-  // gradients hold S·g, small ones lifted out of fp16's underflow range).
-  const float mean = 1.0f / (global_batch * T);
-  FlatParams params(model_.layout(), params_);
-  // FlatGrads rounds each unit's fp32 gradient into the 16-bit buffer, counting what rounding
-  // flushed to zero into mp_.round_stats().
-  FlatGrads grads(model_.layout(), grads_, {}, mp_.round_stats());
-  const double loss = UnitRunner(model_, params, &grads)
-                          .forward_backward(tokens, targets, global_batch, T,
-                                            mp_.walk_loss_scale(mean, step));
-  // Unscaled with the S this step's walk used: before optimizer_step, which may halve or double
-  // it (after it, a growth step would report half the loss, a backoff step twice it).
-  last_loss_ = mp_.unscale_loss(loss, mean, step);
-  mp_.optimizer_step(opt_, params_, grads_, step);  // fp16: skipped on an overflow
-  underflow_sum_ += mp_.underflow_fraction();
+  last_loss_ = SingleRankStrategy::train_step(tokens, targets, global_batch, T, step);
+  // What rounding this step's fp32 gradients into 16 bits flushed to zero (FlatGrads counts it
+  // into the MixedPrecision's RoundStats).
+  underflow_sum_ += mixed_precision().underflow_fraction();
   if (++steps_ > 1) {  // the first step pays for first-touch page faults: not timed
     timed_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     timed_tokens_ += static_cast<double>(global_batch) * T;
@@ -82,8 +59,7 @@ double PrecisionStrategy::train_step(const int32_t* tokens, const int32_t* targe
 
 double PrecisionStrategy::eval_loss(const int32_t* tokens, const int32_t* targets,
                                     int global_batch, int T) {
-  FlatParams params(model_.layout(), params_);
-  const double loss = UnitRunner(model_, params).forward_loss(tokens, targets, global_batch, T);
+  const double loss = SingleRankStrategy::eval_loss(tokens, targets, global_batch, T);
   if (!eval_since_step_) val_sum_ = 0, val_count_ = 0;  // a new validation
   eval_since_step_ = true;
   val_sum_ += loss;
@@ -91,30 +67,13 @@ double PrecisionStrategy::eval_loss(const int32_t* tokens, const int32_t* target
   return loss;
 }
 
-void PrecisionStrategy::get_state(float* params, float* exp_avg, float* exp_avg_sq) {
-  copy_replicated_state_out(params_, opt_, params, exp_avg, exp_avg_sq);
-}
-
-void PrecisionStrategy::set_state(const float* params, const float* exp_avg,
-                                  const float* exp_avg_sq) {
-  copy_replicated_state_in(params_, opt_, params, exp_avg, exp_avg_sq);
-}
-
-std::vector<ReportRow> PrecisionStrategy::report() const {
-  const double psi = static_cast<double>(params_.numel());
-  const MemoryPlan plan = plan_memory(DPStage::kBaseline, psi, 1, mp_.plan());
-  auto rows = mp_.mixed() ? memory_rows(plan, "2Ψ", "2Ψ", "12Ψ")
-                          : memory_rows(plan, "4Ψ", "4Ψ", "8Ψ");
-  rows.push_back({"sent per step", 0.0, 0.0, "0"});
-  return rows;
-}
-
 PrecisionSummary PrecisionStrategy::summary() const {
   PrecisionSummary s;
-  s.precision = to_string(mp_.precision());
+  const MixedPrecision& mp = mixed_precision();
+  s.precision = to_string(mp.precision());
   s.loss_scale_flag = loss_scale_flag_;
   s.steps = steps_;
-  s.psi = params_.numel();
+  s.psi = params_tensor().numel();
   s.train_loss = last_loss_;
   s.val_loss = val_count_ ? val_sum_ / val_count_ : -1;
   for (const ReportRow& r : report()) {  // the allocator's counts (MemoryTracker)
@@ -122,8 +81,8 @@ PrecisionSummary PrecisionStrategy::summary() const {
     if (r.what == "gradients") s.grad_bytes = r.measured;
     if (r.what == "optimizer state") s.optimizer_bytes = r.measured;
   }
-  s.skipped_steps = mp_.skipped_steps();
-  s.final_loss_scale = mp_.loss_scale();
+  s.skipped_steps = mp.skipped_steps();
+  s.final_loss_scale = mp.loss_scale();
   s.underflow_fraction = steps_ ? underflow_sum_ / steps_ : 0;
   s.tokens_per_s = timed_s_ > 0 ? timed_tokens_ / timed_s_ : 0;
   return s;
@@ -131,7 +90,7 @@ PrecisionSummary PrecisionStrategy::summary() const {
 
 void PrecisionStrategy::finish() {
   const PrecisionSummary s = summary();
-  if (mp_.mixed())
+  if (mixed_precision().mixed())
     log_info("gradient elements nonzero in fp32 that rounding to {} flushed to zero: {:.4g}% "
              "(mean over {} steps)",
              s.precision, 100 * s.underflow_fraction, s.steps);

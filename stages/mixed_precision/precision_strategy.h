@@ -3,8 +3,8 @@
 // know about the run: the mean underflow fraction of the gradients, the loss scale, skipped
 // steps, the last validation loss, the measured bytes and tokens/s.
 //
-// One rank holds everything, as the baseline does (stages never depend on each other, so this
-// file repeats the baseline's ~40 lines of step rather than linking stages/baseline):
+// One rank holds everything: the step is the baseline's, common/train/single_rank.h (in common/
+// because stages never depend on each other); this class only records what the table shows:
 //   fp32:        parameters 4Ψ + gradients 4Ψ + AdamW m, v 8Ψ                     = 16Ψ (K = 8)
 //   bf16 / fp16: parameters 2Ψ + gradients 2Ψ + fp32 master, m, v 12Ψ            = 16Ψ (K = 12)
 //
@@ -21,6 +21,7 @@
 #include "common/nn/gpt.h"
 #include "common/optim/adamw.h"
 #include "common/train/mixed_precision.h"
+#include "common/train/single_rank.h"
 #include "common/train/strategy.h"
 
 namespace llmp {
@@ -46,7 +47,7 @@ struct PrecisionSummary {
 void to_json(nlohmann::json& j, const PrecisionSummary& s);
 void from_json(const nlohmann::json& j, PrecisionSummary& s);
 
-class PrecisionStrategy : public Strategy {
+class PrecisionStrategy : public SingleRankStrategy {
  public:
   /// Initialises the parameters from `seed` (GPT::init_params). The model's activation dtype
   /// must be mp's storage dtype (std::invalid_argument otherwise). `summary_json`: where
@@ -54,34 +55,21 @@ class PrecisionStrategy : public Strategy {
   PrecisionStrategy(const GPT& model, AdamWConfig opt, uint64_t seed, MixedPrecisionConfig mp,
                     std::string summary_json = "", double loss_scale_flag = 0);
 
-  BatchSlice batch_slice(int global_batch) const override { return {0, global_batch}; }
+  /// The single-rank step, timed, with its underflow fraction added up.
   double train_step(const int32_t* tokens, const int32_t* targets, int global_batch, int T,
                     int64_t step) override;
   /// Also remembers the losses since the last train_step: their mean is the run's last
   /// validation loss (train_main averages --eval_batches calls).
   double eval_loss(const int32_t* tokens, const int32_t* targets, int global_batch,
                    int T) override;
-  void get_state(float* params, float* exp_avg, float* exp_avg_sq) override;
-  void set_state(const float* params, const float* exp_avg, const float* exp_avg_sq) override;
-  std::vector<ReportRow> report() const override;
-  std::string step_note() const override { return mp_.step_note(); }
   /// Prints the run's underflow line and writes the summary JSON (throws std::runtime_error
   /// naming the path when it cannot be written).
   void finish() override;
 
   /// The run so far.
   PrecisionSummary summary() const;
-  /// The working copy of the parameters: Ψ elements, f32 or 16-bit.
-  const Tensor& params_tensor() const { return params_; }
-  /// The last step's gradients: Ψ elements, f32 or 16-bit (times S under fp16).
-  const Tensor& grads_tensor() const { return grads_; }
-  MixedPrecision& mixed_precision() { return mp_; }
 
  private:
-  const GPT& model_;
-  MixedPrecision mp_;
-  Tensor params_, grads_;  // Ψ each, in mp_.dtype()
-  AdamW opt_;              // m, v (and the fp32 master weights when 16-bit): Ψ each
   std::string summary_json_;
   double loss_scale_flag_;
   int64_t steps_ = 0;

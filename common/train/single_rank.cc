@@ -1,4 +1,6 @@
-#include "stages/baseline/baseline.h"
+// The single-rank trainer (single_rank.h): forward and backward over the whole global batch, one
+// AdamW step. Three lines, through MixedPrecision for --precision bf16 / fp16.
+#include "common/train/single_rank.h"
 
 #include "common/nn/unit_runner.h"
 #include "common/optim/decay_mask.h"
@@ -6,8 +8,8 @@
 
 namespace llmp {
 
-BaselineStrategy::BaselineStrategy(const GPT& model, AdamWConfig opt, uint64_t seed,
-                                   MixedPrecisionConfig mp)
+SingleRankStrategy::SingleRankStrategy(const GPT& model, AdamWConfig opt, uint64_t seed,
+                                       MixedPrecisionConfig mp)
     : model_(model),
       mp_(model, mp, /*dp=*/nullptr),
       params_(mp_.new_buffer(model.layout().num_params(), MemCategory::kParameters)),
@@ -17,8 +19,8 @@ BaselineStrategy::BaselineStrategy(const GPT& model, AdamWConfig opt, uint64_t s
   mp_.init(seed, params_, opt_);
 }
 
-double BaselineStrategy::train_step(const int32_t* tokens, const int32_t* targets,
-                                    int global_batch, int T, int64_t step) {
+double SingleRankStrategy::train_step(const int32_t* tokens, const int32_t* targets,
+                                      int global_batch, int T, int64_t step) {
   grads_.fill(0.0f);
   mp_.begin_step();
   // loss_scale 1/(B·T): the gradient of the mean loss over the whole batch (times fp16's S).
@@ -28,26 +30,27 @@ double BaselineStrategy::train_step(const int32_t* tokens, const int32_t* target
   const double loss = UnitRunner(model_, params, &grads)
                           .forward_backward(tokens, targets, global_batch, T,
                                             mp_.walk_loss_scale(mean, step));
+  const double mean_loss = mp_.unscale_loss(loss, mean, step);  // with the S this walk used
   mp_.optimizer_step(opt_, params_, grads_, step);  // fp16: skipped on an overflow
-  return mp_.unscale_loss(loss, mean, step);
+  return mean_loss;
 }
 
-double BaselineStrategy::eval_loss(const int32_t* tokens, const int32_t* targets,
-                                   int global_batch, int T) {
+double SingleRankStrategy::eval_loss(const int32_t* tokens, const int32_t* targets,
+                                     int global_batch, int T) {
   FlatParams params(model_.layout(), params_);
   return UnitRunner(model_, params).forward_loss(tokens, targets, global_batch, T);
 }
 
-void BaselineStrategy::get_state(float* params, float* exp_avg, float* exp_avg_sq) {
+void SingleRankStrategy::get_state(float* params, float* exp_avg, float* exp_avg_sq) {
   copy_replicated_state_out(params_, opt_, params, exp_avg, exp_avg_sq);
 }
 
-void BaselineStrategy::set_state(const float* params, const float* exp_avg,
-                                 const float* exp_avg_sq) {
+void SingleRankStrategy::set_state(const float* params, const float* exp_avg,
+                                   const float* exp_avg_sq) {
   copy_replicated_state_in(params_, opt_, params, exp_avg, exp_avg_sq);
 }
 
-std::vector<ReportRow> BaselineStrategy::report() const {
+std::vector<ReportRow> SingleRankStrategy::report() const {
   const double psi = static_cast<double>(params_.numel());
   auto rows = mp_.mixed()
                   ? memory_rows(plan_memory(DPStage::kBaseline, psi, 1, mp_.plan()), "2Ψ", "2Ψ",
