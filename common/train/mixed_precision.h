@@ -37,6 +37,7 @@
 #include "common/optim/loss_scaler.h"
 #include "common/plan/memory_planner.h"
 #include "common/runtime/flags.h"
+#include "common/train/strategy.h"
 #include "common/tensor/precision.h"
 #include "kernels/cpu/convert.h"
 
@@ -143,6 +144,30 @@ class MixedPrecision {
   int64_t inject_step_ = -1;
   mutable float walk_scale_ = 0;  // what walk_loss_scale last returned (0: never called)
   bool inject_here_ = false;
+};
+
+/// A Strategy that trains in the run's --precision: it owns the MixedPrecision and forwards to it
+/// what the shared trainer asks about precision: the progress line's loss scale and skipped
+/// steps, and a checkpoint's precision and loss-scaler state. The data-parallel stages and the
+/// single-rank trainer derive from it instead of Strategy.
+class MixedPrecisionStrategy : public Strategy {
+ public:
+  std::string step_note() const override { return mp_.step_note(); }
+  std::map<std::string, std::string> extra_state() const override {
+    return mp_.checkpoint_state();
+  }
+  std::string set_extra_state(const std::map<std::string, std::string>& md) override {
+    return mp_.set_checkpoint_state(md);
+  }
+  MixedPrecision& mixed_precision() { return mp_; }
+  const MixedPrecision& mixed_precision() const { return mp_; }
+
+ protected:
+  /// Collective over `dp` (nullptr: one rank), as MixedPrecision's constructor.
+  MixedPrecisionStrategy(const GPT& model, MixedPrecisionConfig mp, ProcessGroup* dp)
+      : mp_(model, mp, dp) {}
+
+  MixedPrecision mp_;
 };
 
 }  // namespace llmp

@@ -10,8 +10,8 @@ namespace llmp {
 
 SingleRankStrategy::SingleRankStrategy(const GPT& model, AdamWConfig opt, uint64_t seed,
                                        MixedPrecisionConfig mp)
-    : model_(model),
-      mp_(model, mp, /*dp=*/nullptr),
+    : MixedPrecisionStrategy(model, mp, /*dp=*/nullptr),
+      model_(model),
       params_(mp_.new_buffer(model.layout().num_params(), MemCategory::kParameters)),
       grads_(mp_.new_buffer(model.layout().num_params(), MemCategory::kGradients)),
       opt_(model.layout().num_params(), opt, decay_ranges(model.layout(), opt.decay),

@@ -21,7 +21,7 @@
 
 namespace llmp {
 
-class SingleRankStrategy : public Strategy {
+class SingleRankStrategy : public MixedPrecisionStrategy {
  public:
   /// Initialises the parameters from `seed` (GPT::init_params). `mp`: the precision (the
   /// model's activation dtype must match it).
@@ -36,14 +36,6 @@ class SingleRankStrategy : public Strategy {
   void get_state(float* params, float* exp_avg, float* exp_avg_sq) override;
   void set_state(const float* params, const float* exp_avg, const float* exp_avg_sq) override;
   std::vector<ReportRow> report() const override;
-  std::string step_note() const override { return mp_.step_note(); }
-  /// The precision and fp16's loss-scaler state, for checkpoints (MixedPrecision).
-  std::map<std::string, std::string> extra_state() const override {
-    return mp_.checkpoint_state();
-  }
-  std::string set_extra_state(const std::map<std::string, std::string>& md) override {
-    return mp_.set_checkpoint_state(md);
-  }
 
   /// The fp32 parameters (throws std::runtime_error under mixed precision: see params_tensor()).
   const float* params() const { return params_.f32(); }
@@ -51,12 +43,9 @@ class SingleRankStrategy : public Strategy {
   const Tensor& params_tensor() const { return params_; }
   /// The last step's gradients: Ψ elements, f32 or 16-bit (times S under fp16).
   const Tensor& grads_tensor() const { return grads_; }
-  MixedPrecision& mixed_precision() { return mp_; }
-  const MixedPrecision& mixed_precision() const { return mp_; }
 
  private:
   const GPT& model_;
-  MixedPrecision mp_;
   Tensor params_, grads_;  // Ψ each, in mp_.dtype()
   AdamW opt_;              // m, v (and the fp32 master weights when 16-bit): Ψ each
 };

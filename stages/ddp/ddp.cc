@@ -47,10 +47,10 @@ double widened_sum(const Tensor& t) {
 
 DDPStrategy::DDPStrategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt, uint64_t seed,
                          DDPOptions options, MixedPrecisionConfig mp)
-    : model_(model),
+    : MixedPrecisionStrategy(model, mp, &dp),
+      model_(model),
       dp_(dp),
       options_(checked(options)),
-      mp_(model, mp, &dp),
       params_(mp_.new_buffer(model.layout().num_params(), MemCategory::kParameters)),
       grads_(mp_.new_buffer(model.layout().num_params(), MemCategory::kGradients)),
       opt_(model.layout().num_params(), opt, decay_ranges(model.layout(), opt.decay),

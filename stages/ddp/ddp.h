@@ -31,9 +31,6 @@
 // step, Ψ parameter count, L layers.
 #pragma once
 
-#include <map>
-#include <string>
-
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -74,7 +71,7 @@ struct DDPEvent {
   bool operator==(const DDPEvent& o) const { return kind == o.kind && index == o.index; }
 };
 
-class DDPStrategy : public Strategy {
+class DDPStrategy : public MixedPrecisionStrategy {
  public:
   /// Collective over `dp`. Every rank initialises the same parameters from `seed`.
   /// Throws std::invalid_argument when bucket_mb ≤ 0 or grad_accum < 1, or when the model's
@@ -97,14 +94,6 @@ class DDPStrategy : public Strategy {
   /// 2(N-1)/N·4Ψ (mixed: 2(N-1)/N·2Ψ, the sum over the buckets).
   std::vector<ReportRow> report() const override;
   /// fp16: " | loss scale S | skipped k" on the progress line; "" otherwise.
-  std::string step_note() const override { return mp_.step_note(); }
-  /// The precision and fp16's loss-scaler state, for checkpoints (MixedPrecision).
-  std::map<std::string, std::string> extra_state() const override {
-    return mp_.checkpoint_state();
-  }
-  std::string set_extra_state(const std::map<std::string, std::string>& md) override {
-    return mp_.set_checkpoint_state(md);
-  }
   /// Prints, on every rank, the OverlapMeter summary ("hidden communication: X% of Y ms"): the
   /// table has bytes columns only.
   void finish() override;
@@ -124,7 +113,6 @@ class DDPStrategy : public Strategy {
   const std::vector<double>& last_launch_sums() const { return launch_sums_; }
   /// The working copy of the parameters: Ψ elements, f32 or 16-bit.
   const Tensor& params_tensor() const { return params_; }
-  MixedPrecision& mixed_precision() { return mp_; }
 
  private:
   /// The backward hook (forward_backward's on_unit_ready, unit_runner.h) of the last micro-step.
@@ -136,7 +124,6 @@ class DDPStrategy : public Strategy {
   const GPT& model_;
   ProcessGroup& dp_;
   DDPOptions options_;
-  MixedPrecision mp_;
   Tensor params_;  // Ψ, replicated, in mp_.dtype()
   Tensor grads_;   // Ψ, replicated after the sync, in mp_.dtype(); the buckets are views of it
   AdamW opt_;      // m, v (and the fp32 master weights when 16-bit): Ψ each, replicated

@@ -26,9 +26,6 @@
 // K optimizer bytes per parameter (8 in fp32: m and v; 12 mixed: master, m and v).
 #pragma once
 
-#include <map>
-#include <string>
-
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -42,7 +39,7 @@
 
 namespace llmp {
 
-class NaiveDPStrategy : public Strategy {
+class NaiveDPStrategy : public MixedPrecisionStrategy {
  public:
   /// Collective over `dp`. Every rank initialises the same parameters from `seed`
   /// (GPT::init_params is a pure function of the seed), so no broadcast is needed. `mp`: the
@@ -62,14 +59,6 @@ class NaiveDPStrategy : public Strategy {
   /// 2(N-1)/N·4Ψ (mixed: 2(N-1)/N·2Ψ).
   std::vector<ReportRow> report() const override;
   /// fp16: " | loss scale S | skipped k" on the progress line; "" otherwise.
-  std::string step_note() const override { return mp_.step_note(); }
-  /// The precision and fp16's loss-scaler state, for checkpoints (MixedPrecision).
-  std::map<std::string, std::string> extra_state() const override {
-    return mp_.checkpoint_state();
-  }
-  std::string set_extra_state(const std::map<std::string, std::string>& md) override {
-    return mp_.set_checkpoint_state(md);
-  }
   /// Prints, on every rank, the mean wall time of the blocking all_reduce (all of it exposed:
   /// nothing runs beside it).
   void finish() override;
@@ -82,12 +71,10 @@ class NaiveDPStrategy : public Strategy {
   const Tensor& params_tensor() const { return params_; }
   /// The gradient buffer after the last step's all_reduce: Ψ elements, f32 or 16-bit.
   const Tensor& grads_tensor() const { return grads_; }
-  MixedPrecision& mixed_precision() { return mp_; }
 
  private:
   const GPT& model_;
   ProcessGroup& dp_;
-  MixedPrecision mp_;
   Tensor params_;  // Ψ, replicated, in mp_.dtype()
   Tensor grads_;   // Ψ, replicated after the all_reduce, in mp_.dtype()
   AdamW opt_;      // m, v (and the fp32 master weights when 16-bit): Ψ each, replicated

@@ -10,9 +10,9 @@ namespace llmp {
 
 Zero1Strategy::Zero1Strategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt, uint64_t seed,
                              MixedPrecisionConfig mp)
-    : model_(model),
+    : MixedPrecisionStrategy(model, mp, &dp),
+      model_(model),
       dp_(dp),
-      mp_(model, mp, &dp),
       shards_(model.layout().num_params(), dp.size()),
       params_(mp_.new_buffer(model.layout().num_params(), MemCategory::kParameters)),
       grads_(mp_.new_buffer(model.layout().num_params(), MemCategory::kGradients)),

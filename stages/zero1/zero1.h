@@ -29,7 +29,6 @@
 // r this rank, K optimizer bytes per parameter (8 here: fp32 m and v).
 #pragma once
 
-#include <map>
 #include <string>
 
 #include "common/comm/process_group.h"
@@ -44,7 +43,7 @@ namespace llmp {
 /// ZeRO-1 data parallelism over the group `dp`: replicated parameters and gradients, sharded
 /// AdamW state. Memory per rank (fp32): 4Ψ + 4Ψ + 8⌈Ψ/N⌉ bytes; mixed: 2Ψ + 2Ψ + 12⌈Ψ/N⌉
 /// (plan_memory(DPStage::kZeRO1, Ψ, N, mp.plan(), /*padded=*/true)).
-class Zero1Strategy : public Strategy {
+class Zero1Strategy : public MixedPrecisionStrategy {
  public:
   /// Collective over `dp`. Every rank initialises the same parameters from `seed`. `mp`: the
   /// precision (the model's activation dtype must match it).
@@ -64,27 +63,17 @@ class Zero1Strategy : public Strategy {
   /// Parameters 4Ψ, gradients 4Ψ, optimizer 8⌈Ψ/N⌉, sent per step 2(N-1)/N·4Ψ (mixed: 2Ψ, 2Ψ,
   /// 12⌈Ψ/N⌉, 2(N-1)/N·2Ψ).
   std::vector<ReportRow> report() const override;
-  std::string step_note() const override { return mp_.step_note(); }
-  /// The precision and fp16's loss-scaler state, for checkpoints (MixedPrecision).
-  std::map<std::string, std::string> extra_state() const override {
-    return mp_.checkpoint_state();
-  }
-  std::string set_extra_state(const std::map<std::string, std::string>& md) override {
-    return mp_.set_checkpoint_state(md);
-  }
 
   const ShardLayout& shards() const { return shards_; }
   /// The working copy of the parameters: Ψ elements, f32 or 16-bit.
   const Tensor& params_tensor() const { return params_; }
   AdamW& optimizer() { return opt_; }
-  MixedPrecision& mixed_precision() { return mp_; }
   /// Bytes this rank sent during the last train_step.
   double last_step_bytes() const { return last_step_bytes_; }
 
  private:
   const GPT& model_;
   ProcessGroup& dp_;
-  MixedPrecision mp_;
   ShardLayout shards_;
   Tensor params_;  // Ψ, replicated, in mp_.dtype()
   Tensor grads_;   // Ψ, replicated: this rank's local gradients before the reduce-scatter

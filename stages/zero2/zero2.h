@@ -27,7 +27,6 @@
 // S = ⌈Ψ/N⌉ shard size, r this rank.
 #pragma once
 
-#include <map>
 #include <string>
 
 #include "common/comm/process_group.h"
@@ -42,7 +41,7 @@ namespace llmp {
 /// ZeRO-2 data parallelism over the group `dp`: replicated parameters, sharded gradients and
 /// AdamW state. Memory per rank (fp32): 4Ψ + 4⌈Ψ/N⌉ + 8⌈Ψ/N⌉ bytes; mixed: 2Ψ + 2⌈Ψ/N⌉ +
 /// 12⌈Ψ/N⌉ (plan_memory(DPStage::kZeRO2, Ψ, N, mp.plan(), /*padded=*/true)).
-class Zero2Strategy : public Strategy {
+class Zero2Strategy : public MixedPrecisionStrategy {
  public:
   /// Collective over `dp`. Every rank initialises the same parameters from `seed`. `mp`: the
   /// precision (the model's activation dtype must match it).
@@ -61,25 +60,15 @@ class Zero2Strategy : public Strategy {
   /// Parameters, gradients, optimizer (fp32: 4Ψ, 4⌈Ψ/N⌉, 8⌈Ψ/N⌉; mixed: 2Ψ, 2⌈Ψ/N⌉, 12⌈Ψ/N⌉),
   /// the gradients' peak in the last step and the bytes it sent (2(N-1)/N·4Ψ; mixed ·2Ψ).
   std::vector<ReportRow> report() const override;
-  std::string step_note() const override { return mp_.step_note(); }
-  /// The precision and fp16's loss-scaler state, for checkpoints (MixedPrecision).
-  std::map<std::string, std::string> extra_state() const override {
-    return mp_.checkpoint_state();
-  }
-  std::string set_extra_state(const std::map<std::string, std::string>& md) override {
-    return mp_.set_checkpoint_state(md);
-  }
 
   const ShardLayout& shards() const { return shards_; }
   /// The working copy of the parameters: Ψ elements, f32 or 16-bit.
   const Tensor& params_tensor() const { return params_; }
   AdamW& optimizer() { return opt_; }
-  MixedPrecision& mixed_precision() { return mp_; }
 
  private:
   const GPT& model_;
   ProcessGroup& dp_;
-  MixedPrecision mp_;
   ShardLayout shards_;
   Tensor params_;      // Ψ, replicated, in mp_.dtype()
   Tensor grad_shard_;  // S: the summed gradients of this rank's shard, in mp_.dtype()

@@ -29,9 +29,9 @@ double zero3_peak_param_bytes(const GPTLayout& layout, int N, double b) {
 
 Zero3Strategy::Zero3Strategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt, uint64_t seed,
                              MixedPrecisionConfig mp)
-    : model_(model),
+    : MixedPrecisionStrategy(model, mp, &dp),
+      model_(model),
       dp_(dp),
-      mp_(model, mp, &dp),
       shards_(model.layout().num_params(), dp.size()),
       param_shard_(mp_.new_buffer(shards_.padded, MemCategory::kParameters)),
       grad_shard_(mp_.new_buffer(shards_.padded, MemCategory::kGradients)),

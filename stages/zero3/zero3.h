@@ -49,9 +49,7 @@
 // n_f = n_{L+1} = 2C: the final LayerNorm).
 #pragma once
 
-#include <map>
 #include <string>
-
 #include <vector>
 
 #include "common/comm/process_group.h"
@@ -74,7 +72,7 @@ double zero3_peak_param_bytes(const GPTLayout& layout, int ranks, double b = 4.0
 
 /// ZeRO-3 data parallelism over `dp`. Memory per rank (between steps): (4 + 4 + 8)⌈Ψ/N⌉ bytes in
 /// fp32, (2 + 2 + 12)⌈Ψ/N⌉ mixed = plan_memory(DPStage::kZeRO3, Ψ, N, mp.plan(), padded).
-class Zero3Strategy : public Strategy {
+class Zero3Strategy : public MixedPrecisionStrategy {
  public:
   /// Collective over `dp`. Every rank initialises the same parameters from `seed` and keeps its
   /// shard (mixed: the 16-bit shard rounded from it and the fp32 master shard). `mp`: the
@@ -96,20 +94,11 @@ class Zero3Strategy : public Strategy {
   /// Steady-state memory against (4+4+8)⌈Ψ/N⌉ (mixed (2+2+12)⌈Ψ/N⌉), peak parameters and
   /// gradients in the last step, and bytes sent in the last step, each next to its closed form.
   std::vector<ReportRow> report() const override;
-  std::string step_note() const override { return mp_.step_note(); }
-  /// The precision and fp16's loss-scaler state, for checkpoints (MixedPrecision).
-  std::map<std::string, std::string> extra_state() const override {
-    return mp_.checkpoint_state();
-  }
-  std::string set_extra_state(const std::map<std::string, std::string>& md) override {
-    return mp_.set_checkpoint_state(md);
-  }
 
   const ShardLayout& shards() const { return shards_; }
   /// This rank's parameter shard: S elements, f32 or 16-bit.
   const Tensor& param_shard() const { return param_shard_; }
   AdamW& optimizer() { return opt_; }
-  MixedPrecision& mixed_precision() { return mp_; }
   double last_step_bytes() const { return last_step_bytes_; }
   /// Peak bytes counted as kParameters during the last train_step.
   int64_t last_step_peak_params() const { return last_step_peak_params_; }
@@ -125,7 +114,6 @@ class Zero3Strategy : public Strategy {
 
   const GPT& model_;
   ProcessGroup& dp_;
-  MixedPrecision mp_;
   ShardLayout shards_;
   Tensor param_shard_;  // S: parameters [r·S, r·S + count(r)) (padded), in mp_.dtype()
   Tensor grad_shard_;   // S: the summed gradients of this rank's shard, in mp_.dtype()
