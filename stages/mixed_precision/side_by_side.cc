@@ -110,7 +110,9 @@ int run_side_by_side(int argc, char** argv) {
   }
 
   const char* tmp = std::getenv("TMPDIR");
-  std::string dir = std::string(tmp && *tmp ? tmp : "/tmp") + "/llmp_mixed_precision.XXXXXX";
+  // mkdtemp's template: the name ends in six X's, which it replaces.
+  std::string dir =
+      std::string(tmp && *tmp ? tmp : "/tmp") + "/llmp_mixed_precision." + std::string(6, 'X');
   if (!mkdtemp(dir.data())) user_error("cannot create a directory " + dir + ": " +
                                        std::strerror(errno));
   std::vector<PrecisionSummary> results;
