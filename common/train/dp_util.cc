@@ -139,4 +139,33 @@ void ReduceScatterGrads::ready(int u) {
   reduce_scatter_into_shard(dp_, shards_, layout_.unit_offset(u), g, grad_shard_);
 }  // only the shard's part of it remains, inside grad_shard
 
+void copy_sharded_optimizer_state_out(ProcessGroup& dp, const ShardLayout& shards,
+                                      const Tensor& params, AdamW& opt, float* params_out,
+                                      float* m_out, float* v_out) {
+  // Adam's m and v are sharded: gather them (sends (N-1)/N · 4Ψ each; not part of a step).
+  // Mixed precision: so are the fp32 master weights, the parameters' full-precision state.
+  if (opt.has_master_weights()) {
+    gather_shards_out(dp, shards, {{&opt.master(), params_out},
+                                   {&opt.exp_avg(), m_out},
+                                   {&opt.exp_avg_sq(), v_out}});
+    return;
+  }
+  std::memcpy(params_out, params.f32(), shards.psi * sizeof(float));  // replicated
+  gather_shards_out(dp, shards, {{&opt.exp_avg(), m_out}, {&opt.exp_avg_sq(), v_out}});
+}
+
+void copy_sharded_optimizer_state_in(const ProcessGroup& dp, const ShardLayout& shards,
+                                     Tensor& params, AdamW& opt, const float* params_in,
+                                     const float* m_in, const float* v_in) {
+  const int r = dp.rank();
+  if (opt.has_master_weights()) {  // the master shard, and the 16-bit copy rounded from all of it
+    copy_shard_in(shards, r, params_in, opt.master());
+    cpu::round_to(params_in, params.raw(), params.dtype(), shards.psi);
+  } else {
+    std::memcpy(params.f32(), params_in, shards.psi * sizeof(float));  // replicated
+  }
+  copy_shard_in(shards, r, m_in, opt.exp_avg());  // sharded: keep this rank's part
+  copy_shard_in(shards, r, v_in, opt.exp_avg_sq());
+}
+
 }  // namespace llmp

@@ -85,6 +85,19 @@ void copy_shard_in(const ShardLayout& shards, int rank, const float* full, Tenso
 /// when the dtypes differ.
 void copy_shard_in(const ShardLayout& shards, int rank, const Tensor& full, Tensor& shard);
 
+/// ZeRO-1/2's state: replicated parameters (`params`, Ψ elements, f32 or 16-bit) and `opt`'s
+/// sharded m and v, plus its sharded fp32 master weights under mixed precision. Writes the full
+/// state (Ψ floats each): the parameters (mixed: the gathered master weights), m and v.
+/// Collective over `dp`.                       sends (N-1)/N · 4Ψ per sharded state gathered
+void copy_sharded_optimizer_state_out(ProcessGroup& dp, const ShardLayout& shards,
+                                      const Tensor& params, AdamW& opt, float* params_out,
+                                      float* m_out, float* v_out);
+/// The reverse, for this rank of `dp`: the replicated parameters (mixed: rounded from the full
+/// fp32 state, whose shard becomes the master weights) and the shards of m and v.
+void copy_sharded_optimizer_state_in(const ProcessGroup& dp, const ShardLayout& shards,
+                                     Tensor& params, AdamW& opt, const float* params_in,
+                                     const float* m_in, const float* v_in);
+
 /// The gradient `g` of the elements [a, a + numel(g)) of the flat Ψ buffer, summed over the
 /// ranks of `dp` with each rank receiving only the part inside its own shard, written at its
 /// place in `grad_shard` (S elements of g's dtype: f32, or 16-bit under mixed precision, summed

@@ -1,11 +1,9 @@
 #include "stages/zero2/zero2.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "common/nn/unit_runner.h"
 #include "common/optim/decay_mask.h"
-#include "kernels/cpu/convert.h"
 
 namespace llmp {
 
@@ -74,28 +72,12 @@ double Zero2Strategy::eval_loss(const int32_t* tokens, const int32_t* targets, i
 }
 
 void Zero2Strategy::get_state(float* params, float* exp_avg, float* exp_avg_sq) {
-  // Adam's m and v are sharded: gather them (sends (N-1)/N · 4Ψ each; not part of a step).
-  // Mixed precision: so are the fp32 master weights, the parameters' full-precision state.
-  if (mp_.mixed()) {
-    gather_shards_out(dp_, shards_, {{&opt_.master(), params},
-                                     {&opt_.exp_avg(), exp_avg},
-                                     {&opt_.exp_avg_sq(), exp_avg_sq}});
-    return;
-  }
-  std::memcpy(params, params_.f32(), shards_.psi * sizeof(float));
-  gather_shards_out(dp_, shards_, {{&opt_.exp_avg(), exp_avg}, {&opt_.exp_avg_sq(), exp_avg_sq}});
+  copy_sharded_optimizer_state_out(dp_, shards_, params_, opt_, params, exp_avg, exp_avg_sq);
 }
 
 void Zero2Strategy::set_state(const float* params, const float* exp_avg,
                               const float* exp_avg_sq) {
-  if (mp_.mixed()) {  // the master shard, and the replicated 16-bit copy rounded from all of it
-    copy_shard_in(shards_, dp_.rank(), params, opt_.master());
-    cpu::round_to(params, params_.raw(), params_.dtype(), shards_.psi);
-  } else {
-    std::memcpy(params_.f32(), params, shards_.psi * sizeof(float));  // replicated
-  }
-  copy_shard_in(shards_, dp_.rank(), exp_avg, opt_.exp_avg());          // sharded: keep my part
-  copy_shard_in(shards_, dp_.rank(), exp_avg_sq, opt_.exp_avg_sq());
+  copy_sharded_optimizer_state_in(dp_, shards_, params_, opt_, params, exp_avg, exp_avg_sq);
 }
 
 std::vector<ReportRow> Zero2Strategy::report() const {
