@@ -11,12 +11,14 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "common/comm/process_group.h"
 #include "common/nn/gpt.h"
 #include "common/plan/memory_planner.h"
+#include "common/train/mixed_precision.h"
 #include "common/train/strategy.h"
 #include "tests/equivalence.h"
 
@@ -117,5 +119,15 @@ ShardedStepMeasurement measure_sharded_step(const StrategyFactory& make, GPTConf
       });
   return m;
 }
+
+/// fp16's skip, agreed: MixedPrecision's test hook multiplies step 2's loss scale by 2^64 on the
+/// LAST rank of test_world() only, so only its gradients overflow to inf. Every rank must skip
+/// step 2: the loss scale halves everywhere, the 16-bit parameters (read by `params16`), the
+/// fp32 master weights, m and v stay bit-identical through the step, and step 3 trains again.
+/// `make` builds the data-parallel strategy under test on the tiny fp16 model it is given (with
+/// the hook set while it is built). Collective over test_world(); gtest EXPECTs.
+void expect_injected_overflow_skipped_by_every_rank(
+    const std::function<std::unique_ptr<MixedPrecisionStrategy>(const GPT& model)>& make,
+    const std::function<const Tensor&(const MixedPrecisionStrategy&)>& params16);
 
 }  // namespace llmp

@@ -174,63 +174,17 @@ TEST(NaiveDP, MixedPrecisionMemoryAndBytesPerStep) {
   }
 }
 
-// fp16's skip, agreed: MixedPrecision's test hook multiplies step 2's loss scale by 2^64 on the
-// LAST rank only, so only its gradients overflow to inf. The summed gradients then hold inf on
-// every rank (inf + x = inf in the 16-bit all_reduce), every rank must skip step 2: the loss
-// scale halves everywhere, the 16-bit parameters, the fp32 master weights, m and v stay
-// bit-identical through the step, and step 3 trains again.
+// fp16's skip, agreed: an overflow injected on the last rank only at step 2 is skipped by every
+// rank with the state bit-identical, and step 3 trains (tests/stage_test_util.h).
 TEST(NaiveDP, Fp16InjectedOverflowIsSkippedByEveryRank) {
-  const int N = test_world().size();
-  setenv("LLMP_TEST_OVERFLOW_STEP", "2", 1);
-  setenv("LLMP_TEST_OVERFLOW_RANKS", std::to_string(N - 1).c_str(), 1);
-  const GPTConfig config = GPTConfig::preset("tiny");
-  const GPT model(config, TpComm::none(), DType::kF16);
-  auto strategy = std::make_unique<NaiveDPStrategy>(model, test_world(), AdamWConfig{}, /*seed=*/7,
-                                                    precision(TrainPrecision::kFP16));
-  unsetenv("LLMP_TEST_OVERFLOW_STEP");
-  unsetenv("LLMP_TEST_OVERFLOW_RANKS");
-  auto& s = *strategy;
-  const int64_t psi = model.layout().num_params();
-  const Corpus corpus = Corpus::load("/usr/share/games/fortunes", config.ctx);
-  const int B = 12, T = config.ctx;
-  const BatchSlice sl = s.batch_slice(B);
-  std::vector<int32_t> tok(sl.num_seqs * T), tgt(sl.num_seqs * T);
-  // Everything a step may change: the 16-bit parameters' bits, master weights, m, v.
-  struct State {
-    std::vector<uint16_t> p16;
-    std::vector<float> master, m, v;
-    bool operator==(const State& o) const {
-      return p16 == o.p16 && std::memcmp(master.data(), o.master.data(), master.size() * 4) == 0 &&
-             std::memcmp(m.data(), o.m.data(), m.size() * 4) == 0 &&
-             std::memcmp(v.data(), o.v.data(), v.size() * 4) == 0;
-    }
-  };
-  const auto state = [&] {
-    State st{std::vector<uint16_t>(psi), std::vector<float>(psi), std::vector<float>(psi),
-             std::vector<float>(psi)};
-    std::memcpy(st.p16.data(), s.params_tensor().raw(), psi * 2);
-    s.get_state(st.master.data(), st.m.data(), st.v.data());
-    return st;
-  };
-  const auto step = [&](int k) {
-    sample(corpus.train(), 7, k, sl.first_seq, sl.num_seqs, T, tok.data(), tgt.data());
-    s.train_step(tok.data(), tgt.data(), B, T, k);
-  };
-  step(1);
-  const float scale1 = s.mixed_precision().loss_scale();
-  const State before = state();
-  EXPECT_EQ(s.mixed_precision().skipped_steps(), 0) << "step 1 should train";
-  step(2);
-  std::printf("rank %d of %d: step 2 (overflow injected on rank %d): loss scale %g -> %g, "
-              "skipped %lld\n",
-              test_world().rank(), N, N - 1, scale1, s.mixed_precision().loss_scale(),
-              static_cast<long long>(s.mixed_precision().skipped_steps()));
-  EXPECT_EQ(s.mixed_precision().skipped_steps(), 1) << "this rank did not skip the step";
-  EXPECT_EQ(s.mixed_precision().loss_scale(), scale1 / 2) << "the scale did not back off";
-  EXPECT_TRUE(state() == before) << "a skipped step changed the parameters or the optimizer state";
-  step(3);
-  EXPECT_EQ(s.mixed_precision().skipped_steps(), 1);
-  EXPECT_FALSE(state() == before) << "step 3 did not train";
+  expect_injected_overflow_skipped_by_every_rank(
+      [](const GPT& model) -> std::unique_ptr<MixedPrecisionStrategy> {
+        return std::make_unique<NaiveDPStrategy>(model, test_world(), AdamWConfig{}, /*seed=*/7,
+                                                 precision(TrainPrecision::kFP16));
+      },
+      [](const MixedPrecisionStrategy& s) -> const Tensor& {
+        return static_cast<const NaiveDPStrategy&>(s).params_tensor();
+      });
 }
 
 }  // namespace
