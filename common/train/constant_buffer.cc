@@ -36,6 +36,14 @@ std::string constant_buffer_mb_error(double mb, int elem_bytes) {
   return "";
 }
 
+int64_t constant_buffer_cap(double mb, DType dtype) {
+  if (mb == 0) return 0;  // off
+  const int64_t b = dtype_size(dtype);
+  const std::string err = constant_buffer_mb_error(mb, static_cast<int>(b));
+  if (!err.empty()) throw std::invalid_argument(err);
+  return constant_buffer_bytes(mb) / b * b;
+}
+
 ConstantBuffer::ConstantBuffer(int64_t cap_bytes, DType dtype, Collective collective)
     : cap_(cap_bytes / dtype_size(dtype)), collective_(std::move(collective)) {
   if (cap_ < 1)

@@ -74,6 +74,11 @@ int64_t constant_buffer_bytes(double mb);
 /// than one 4-byte gradient element".
 std::string constant_buffer_mb_error(double mb, int elem_bytes = 4);
 
+/// The buffer's bytes for a stage's `constant_buffer_mb` option and gradients of `dtype`: 0
+/// (off) when mb == 0, else ⌊mb·2^20 / b⌋·b (whole elements). Throws std::invalid_argument with
+/// constant_buffer_mb_error's message for any other bad value (negative, NaN, infinite, < b).
+int64_t constant_buffer_cap(double mb, DType dtype);
+
 /// One fused buffer of c = ⌊cap_bytes / b⌋ elements (b = dtype_size(dtype)), kCommBuffers,
 /// allocated in the constructor and never resized. See the header comment.
 class ConstantBuffer {

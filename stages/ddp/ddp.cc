@@ -62,12 +62,8 @@ DDPStrategy::DDPStrategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt, ui
                             static_cast<int>(dtype_size(mp_.dtype())))),
       launch_at_(launch_unit_table(buckets_, model.layout().num_units())) {
   mp_.init(seed, params_, opt_);  // same seed on every rank: same replicas (and master copies)
-  if (options_.constant_buffer_mb != 0) {  // ZeRO-R's constant buffer instead of the buckets
-    const int b = static_cast<int>(dtype_size(mp_.dtype()));
-    const std::string err = constant_buffer_mb_error(options_.constant_buffer_mb, b);
-    if (!err.empty()) throw std::invalid_argument(err);
-    cb_bytes_ = constant_buffer_bytes(options_.constant_buffer_mb) / b * b;  // whole elements
-  }
+  // ZeRO-R's constant buffer instead of the buckets (0: off); whole elements of the gradients.
+  cb_bytes_ = llmp::constant_buffer_cap(options_.constant_buffer_mb, mp_.dtype());
 }
 
 BatchSlice DDPStrategy::batch_slice(int global_batch) const {
