@@ -77,7 +77,9 @@ OneStepMeasurement expect_constant_buffer_matches_default(const StrategyFactory&
   EXPECT_EQ(a.size(), b.size());
   int64_t differ = 0, first = -1;
   for (size_t i = 0; i < std::min(a.size(), b.size()); ++i)
-    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) differ += 1, first = first < 0 ? static_cast<int64_t>(i) : first;
+    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) {
+      if (differ++ == 0) first = static_cast<int64_t>(i);
+    }
   EXPECT_EQ(differ, 0) << "L=" << layers << ": " << differ << " of " << a.size()
                        << " state floats differ from the default mode (first: element "
                        << first << " of params | m | v)";

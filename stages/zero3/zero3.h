@@ -49,8 +49,8 @@
 // chunks, one reduce-scatter per full buffer (as in ZeRO-2); the parameter gathers unchanged.
 //
 // Glossary: B global batch, T sequence length, C channels, L layers, N ranks, Ψ parameters,
-// S = ⌈Ψ/N⌉ shard size, r this rank, cap the constant buffer's bytes, n_u elements of unit u (n_blk = n_b: one block, 12C² + 13C;
-// n_f = n_{L+1} = 2C: the final LayerNorm).
+// S = ⌈Ψ/N⌉ shard size, r this rank, cap the constant buffer's bytes, n_u elements of unit u
+// (n_blk = n_b: one block, 12C² + 13C; n_f = n_{L+1} = 2C: the final LayerNorm).
 #pragma once
 
 #include <string>

@@ -1,7 +1,8 @@
 // ZeRO-3 with ZeRO-R's constant buffer (--constant_buffer_mb, common/train/constant_buffer.h)
 // against ZeRO-3's one reduce-scatter per unit, for L = 2 and L = 8: the communication memory
 // during a step is the bound, whatever L; one reduce-scatter per chunk, ⌈Ψ/c⌉ of them; the bytes
-// sent, the parameter gathers and the state after 3 steps unchanged (bit for bit). Run on 2 ranks (mpi_test in BUILD).
+// sent, the parameter gathers and the state after 3 steps unchanged (bit for bit). Run on 2
+// ranks (mpi_test in BUILD).
 //
 // Glossary: Ψ parameter count, L layers, c = cap/4 buffer elements (fp32).
 #include "stages/zero3/zero3.h"
