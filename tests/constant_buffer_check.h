@@ -20,19 +20,22 @@ namespace llmp {
 GPTConfig tiny_with_layers(int layers);
 
 /// Collective over test_world(). `with`: the stage with a constant buffer of `cap_bytes` (a
-/// multiple of 4), `without`: the same stage in its default mode. On tiny with `layers` layers:
-///  1. the bound is below the largest unit and below 4Ψ (so a unit is cut and the buffer is
+/// multiple of b), `without`: the same stage in its default mode, both training in `mp`'s
+/// precision (b = 4 fp32, 2 bf16 / f16; the model's activations in its storage dtype). On tiny
+/// with `layers` layers:
+///  1. the bound is below the largest unit and below bΨ (so a unit is cut and the buffer is
 ///     reused), else the test is wrong;
 ///  2. one step (the second, measure_one_step): the report's "comm buffer, peak in step" row is
 ///     MemoryTracker's kCommBuffers peak during the step and EQUALS cap_bytes, its formula too;
 ///     "sent per step" equals the default mode's to the byte (the chunks partition Ψ);
 ///  3. the full state (parameters, Adam's m and v: get_state) after 3 steps is bit-identical to
 ///     the default mode's (world size 2: each sum is a + b, whatever message carries it);
-///  4. run_against_baseline for 3 steps within `max_rel`.
+///  4. run_against_baseline (in `mp`'s precision) for 3 steps within `max_rel`.
 /// Returns the measurement of 2 for stage-specific checks.
 OneStepMeasurement expect_constant_buffer_matches_default(const StrategyFactory& with,
                                                           const StrategyFactory& without,
                                                           int layers, int64_t cap_bytes,
-                                                          double max_rel = 1e-5);
+                                                          double max_rel = 1e-5,
+                                                          MixedPrecisionConfig mp = {});
 
 }  // namespace llmp

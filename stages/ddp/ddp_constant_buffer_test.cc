@@ -21,9 +21,9 @@ namespace {
 constexpr double kCapMb = 1.0 / 64;
 constexpr int64_t kCapBytes = 16384;
 
-StrategyFactory ddp_on_world(DDPOptions o) {
-  return [o](const GPT& model, AdamWConfig opt, uint64_t seed) {
-    return std::make_unique<DDPStrategy>(model, test_world(), opt, seed, o);
+StrategyFactory ddp_on_world(DDPOptions o, MixedPrecisionConfig mp = {}) {
+  return [o, mp](const GPT& model, AdamWConfig opt, uint64_t seed) {
+    return std::make_unique<DDPStrategy>(model, test_world(), opt, seed, o, mp);
   };
 }
 
@@ -45,6 +45,21 @@ TEST(DDPConstantBuffer, CommBufferPeakIsTheBoundForTwoAndEightLayers) {
     });
     EXPECT_EQ(chunks, (m.psi + kCapBytes / 4 - 1) / (kCapBytes / 4)) << "L=" << L;
   }
+}
+
+// bf16: the walk rounds each unit into the 16-bit gradient buffer before the hook packs it, as
+// 2-byte elements: 16,384 bytes = 8,192 of them, still below a block (12,704). The 16-bit
+// all_reduce adds a + b and rounds, per element, whatever the message: bit-identical to the
+// buckets. Against the bf16 baseline: the bound of ddp_mixed_precision_test (1e-2).
+TEST(DDPConstantBuffer, Bf16CommBufferPeakIsTheBoundAndTheStateBitIdentical) {
+  MixedPrecisionConfig mp;
+  mp.precision = TrainPrecision::kBF16;
+  DDPOptions cb, buckets;
+  cb.constant_buffer_mb = kCapMb;
+  buckets.bucket_mb = 0.04;
+  for (int L : {2, 8})
+    expect_constant_buffer_matches_default(ddp_on_world(cb, mp), ddp_on_world(buckets, mp), L,
+                                           kCapBytes, /*max_rel=*/1e-2, mp);
 }
 
 TEST(DDPConstantBuffer, RefusesABadBound) {

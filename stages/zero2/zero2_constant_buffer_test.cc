@@ -22,9 +22,9 @@ namespace {
 constexpr double kCapMb = 1.0 / 64;
 constexpr int64_t kCapBytes = 16384;
 
-StrategyFactory zero2_on_world(double constant_buffer_mb) {
-  return [constant_buffer_mb](const GPT& model, AdamWConfig opt, uint64_t seed) {
-    return std::make_unique<Zero2Strategy>(model, test_world(), opt, seed, MixedPrecisionConfig{},
+StrategyFactory zero2_on_world(double constant_buffer_mb, MixedPrecisionConfig mp = {}) {
+  return [constant_buffer_mb, mp](const GPT& model, AdamWConfig opt, uint64_t seed) {
+    return std::make_unique<Zero2Strategy>(model, test_world(), opt, seed, mp,
                                            constant_buffer_mb);
   };
 }
@@ -43,6 +43,19 @@ TEST(Zero2ConstantBuffer, CommBufferPeakIsTheBoundForTwoAndEightLayers) {
                      });
     EXPECT_EQ(chunks, (m.psi + kCapBytes / 4 - 1) / (kCapBytes / 4)) << "L=" << L;
   }
+}
+
+// bf16: each unit's fp32 gradient is rounded once to 16 bits (ConstantBufferGrads) and packed
+// as 2-byte elements: 16,384 bytes = 8,192 of them, still below a block (12,704). The 16-bit
+// reduce-scatter adds a + b and rounds, per element, whatever the message: bit-identical to the
+// per-unit mode. Against the bf16 baseline: the bound of zero2_test's bf16 test (1e-2, reasons
+// there).
+TEST(Zero2ConstantBuffer, Bf16CommBufferPeakIsTheBoundAndTheStateBitIdentical) {
+  MixedPrecisionConfig mp;
+  mp.precision = TrainPrecision::kBF16;
+  for (int L : {2, 8})
+    expect_constant_buffer_matches_default(zero2_on_world(kCapMb, mp), zero2_on_world(0, mp), L,
+                                           kCapBytes, /*max_rel=*/1e-2, mp);
 }
 
 TEST(Zero2ConstantBuffer, RefusesABadBound) {

@@ -23,10 +23,9 @@ namespace {
 constexpr double kCapMb = 1.0 / 64;
 constexpr int64_t kCapBytes = 16384;
 
-StrategyFactory zero3_on_world(double constant_buffer_mb) {
-  return [constant_buffer_mb](const GPT& model, AdamWConfig opt, uint64_t seed) {
-    return std::make_unique<Zero3Strategy>(model, test_world(), opt, seed, MixedPrecisionConfig{},
-                                           constant_buffer_mb);
+StrategyFactory zero3_on_world(double constant_buffer_mb, MixedPrecisionConfig mp = {}) {
+  return [constant_buffer_mb, mp](const GPT& model, AdamWConfig opt, uint64_t seed) {
+    return std::make_unique<Zero3Strategy>(model, test_world(), opt, seed, mp, constant_buffer_mb);
   };
 }
 
@@ -46,6 +45,18 @@ TEST(Zero3ConstantBuffer, CommBufferPeakIsTheBoundForTwoAndEightLayers) {
                      });
     EXPECT_EQ(chunks, (m.psi + kCapBytes / 4 - 1) / (kCapBytes / 4)) << "L=" << L;
   }
+}
+
+// bf16: each unit's fp32 gradient is rounded once to 16 bits (ConstantBufferGrads) and packed
+// as 2-byte elements (16,384 bytes = 8,192 of them, below a block's 12,704). The 16-bit
+// reduce-scatter adds a + b and rounds, per element, whatever the message: bit-identical to the
+// per-unit mode. Against the bf16 baseline: 1e-2, the bound of zero3_test's bf16 test.
+TEST(Zero3ConstantBuffer, Bf16CommBufferPeakIsTheBoundAndTheStateBitIdentical) {
+  MixedPrecisionConfig mp;
+  mp.precision = TrainPrecision::kBF16;
+  for (int L : {2, 8})
+    expect_constant_buffer_matches_default(zero3_on_world(kCapMb, mp), zero3_on_world(0, mp), L,
+                                           kCapBytes, /*max_rel=*/1e-2, mp);
 }
 
 TEST(Zero3ConstantBuffer, RefusesABadBound) {
