@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# DDP's own flags: a bad --bucket_mb, --grad_accum or --constant_buffer_mb ends the run before any rank starts, with one
+# DDP's own flags: a bad --bucket_mb or --grad_accum ends the run before any rank starts, with one
 # line "error: ..." naming the value and exit status 2. (The shared flags are covered by
 # tests/bad_input_test.sh.) Usage: ddp_flags_test.sh path/to/train
 set -u
@@ -28,21 +28,6 @@ expect() {
 expect zero_bucket "=--bucket_mb must be > 0, got 0" -- --bucket_mb 0
 expect negative_bucket "=--bucket_mb must be > 0, got -1" -- --bucket_mb -1
 expect text_bucket "abc" -- --bucket_mb abc
-expect zero_constant_buffer "=--constant_buffer_mb must be a finite number > 0, got 0" -- \
-  --constant_buffer_mb 0
-expect negative_constant_buffer "=--constant_buffer_mb must be a finite number > 0, got -0.5" -- \
-  --constant_buffer_mb -0.5
-expect nan_constant_buffer "=--constant_buffer_mb must be a finite number > 0, got nan" -- \
-  --constant_buffer_mb nan
-expect tiny_constant_buffer \
-  "=--constant_buffer_mb 1e-09 is 0 bytes, less than one 4-byte gradient element" -- \
-  --constant_buffer_mb 1e-9
-expect two_byte_constant_buffer \
-  "=--constant_buffer_mb 2e-06 is 2 bytes, less than one 4-byte gradient element" -- \
-  --constant_buffer_mb 2e-6
-expect one_byte_constant_buffer_bf16 \
-  "=--constant_buffer_mb 1e-06 is 1 bytes, less than one 2-byte gradient element" -- \
-  --precision bf16 --constant_buffer_mb 1e-6
 expect zero_accum "--grad_accum must be >= 1, got 0" -- --grad_accum 0
 expect indivisible_accum "global batch 12 is not divisible by data-parallel size 4 × grad_accum 2" \
   -- --global_batch 12 --world_size 4 --grad_accum 2
