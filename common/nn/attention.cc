@@ -18,6 +18,7 @@
 
 #include "common/nn/f32_view.h"
 #include "common/nn/sublayer.h"
+#include "common/nn/tiled_linear.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/layernorm.h"
 #include "kernels/cpu/matmul.h"
@@ -34,7 +35,8 @@ Tensor statistic(std::vector<int64_t> shape) {
 }
 
 Tensor attention_forward(const BlockShape& s, TpComm& tp, const BlockParams<const float>& p,
-                         const Tensor& x, int B, int T, AttentionCache* c) {
+                         const Tensor& x, int B, int T, AttentionCache* c,
+                         WeightTiles* tiles) {
   const int C = s.C, Tl = static_cast<int>(x.dim(1));
   const long n = static_cast<long>(B) * Tl, N = static_cast<long>(B) * T;
   const DType dt = x.dtype();  // f32, or the 16-bit storage of mixed precision (f32_view.h)
@@ -47,14 +49,16 @@ Tensor attention_forward(const BlockShape& s, TpComm& tp, const BlockParams<cons
   {
     const Tensor ln1f = tp.enter_forward(c->ln1);  // f: (n,C) -> (N,C)
     c->qkv = activation({B, T, s.qkv()}, dt);
-    cpu::matmul_forward(F32Out(c->qkv), F32In(ln1f), p.attn_w, p.attn_b, N, C, s.qkv());
+    linear_forward(tiles, BlockLinear::kCAttn, F32Out(c->qkv), F32In(ln1f), p.attn_w, p.attn_b, N,
+                   C, s.qkv());
   }
   c->att = activation({B, s.heads, T, T}, dt);
   c->atty = activation({B, T, s.attn()}, dt);
   cpu::attention_forward(F32Out(c->atty), F32Out(c->att), F32In(c->qkv), B, T, s.attn(),
                          s.heads);
   Tensor y = activation({B, T, C}, dt);
-  cpu::matmul_forward(F32Out(y), F32In(c->atty), p.proj_w, nullptr, N, s.attn(), C);  // partial
+  linear_forward(tiles, BlockLinear::kAttnProj, F32Out(y), F32In(c->atty), p.proj_w, nullptr, N,
+                 s.attn(), C);  // partial
   y = tp.exit_forward(std::move(y));  // g: Σ over the tp ranks, (N,C) -> (n,C)
   {
     F32Out res1(y, /*load=*/true);
@@ -65,7 +69,7 @@ Tensor attention_forward(const BlockShape& s, TpComm& tp, const BlockParams<cons
 
 Tensor attention_backward_input(const BlockShape& s, TpComm& tp, const BlockParams<const float>& p,
                                 const Tensor& x, AttentionCache* c, const Tensor& dres1,
-                                SublayerGrads* keep) {
+                                SublayerGrads* keep, WeightTiles* tiles) {
   const int C = s.C, B = static_cast<int>(c->qkv.dim(0)), T = static_cast<int>(c->qkv.dim(1));
   const long n = dres1.numel() / C, N = static_cast<long>(B) * T;
   const DType dt = x.dtype();
@@ -73,7 +77,8 @@ Tensor attention_backward_input(const BlockShape& s, TpComm& tp, const BlockPara
   keep->dy_full = tp.exit_backward(dres1);   // g's backward: (n,C) -> (N,C)
   {
     Tensor datty = activation({B, T, s.attn()}, dt);
-    cpu::matmul_backward_input(F32Out(datty), F32In(keep->dy_full), p.proj_w, N, s.attn(), C);
+    linear_backward_input(tiles, BlockLinear::kAttnProj, F32Out(datty), F32In(keep->dy_full),
+                          p.proj_w, N, s.attn(), C);
     Tensor scratch = statistic({T, T});  // attention's dP of one head
     keep->dhidden = activation({B, T, s.qkv()}, dt);
     cpu::attention_backward(F32Out(keep->dhidden), F32In(datty), F32In(c->qkv), F32In(c->att),
@@ -82,7 +87,8 @@ Tensor attention_backward_input(const BlockShape& s, TpComm& tp, const BlockPara
   c->qkv = Tensor();  // W needs neither attention's inputs nor its probabilities
   c->att = Tensor();
   Tensor dln1 = activation({B, T, C}, dt);
-  cpu::matmul_backward_input(F32Out(dln1), F32In(keep->dhidden), p.attn_w, N, C, s.qkv());
+  linear_backward_input(tiles, BlockLinear::kCAttn, F32Out(dln1), F32In(keep->dhidden), p.attn_w,
+                        N, C, s.qkv());
   keep->dln = tp.enter_backward(std::move(dln1));  // f's backward: Σ over ranks, -> (n,C)
   // dx = dres1 (residual path) + LN1ᵀ(dln1); layernorm_backward accumulates into dx.
   Tensor dx = activation(x.shape(), dt);
