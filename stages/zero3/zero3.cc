@@ -168,8 +168,8 @@ std::vector<ReportRow> Zero3Strategy::report() const {
   if (tile_factor_ > 1) {  // tiled: rest + one tile per block step (header)
     rows.push_back({"parameters, peak in step", static_cast<double>(last_step_peak_params_),
                     zero3_tiled_peak_param_bytes(lay, N, tile_factor_, b),
-                    mixed ? "2(⌈Ψ/N⌉+13C+4C²/k+max(13C,n_0+n_f))"
-                          : "4(⌈Ψ/N⌉+13C+4C²/k+max(13C,n_0+n_f))"});
+                    mixed ? "2(⌈Ψ/N⌉+r+4C²/k+max(r,n_0+n_f))"
+                          : "4(⌈Ψ/N⌉+r+4C²/k+max(r,n_0+n_f))"});
     rows.push_back({"largest weight tile, peak", static_cast<double>(last_step_peak_tile_bytes_),
                     zero3_largest_tile_bytes(lay, tile_factor_, b),
                     mixed ? "2·4C²/k" : "4·4C²/k"});
