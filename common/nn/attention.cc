@@ -19,6 +19,7 @@
 #include "common/nn/f32_view.h"
 #include "common/nn/recompute.h"
 #include "common/nn/sublayer.h"
+#include "common/nn/tiled_linear.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/flops.h"
 #include "kernels/cpu/layernorm.h"
@@ -36,7 +37,8 @@ Tensor statistic(std::vector<int64_t> shape) {
 }
 
 Tensor attention_forward(const BlockShape& s, TpComm& tp, const BlockParams<const float>& p,
-                         const Tensor& x, int B, int T, AttentionCache* c, bool keep_probs) {
+                         const Tensor& x, int B, int T, AttentionCache* c, bool keep_probs,
+                         WeightTiles* tiles) {
   const int C = s.C, Tl = static_cast<int>(x.dim(1));
   const long n = static_cast<long>(B) * Tl, N = static_cast<long>(B) * T;
   const DType dt = x.dtype();  // f32, or the 16-bit storage of mixed precision (f32_view.h)
@@ -49,7 +51,8 @@ Tensor attention_forward(const BlockShape& s, TpComm& tp, const BlockParams<cons
   {
     const Tensor ln1f = tp.enter_forward(c->ln1);  // f: (n,C) -> (N,C)
     c->qkv = activation({B, T, s.qkv()}, dt);
-    cpu::matmul_forward(F32Out(c->qkv), F32In(ln1f), p.attn_w, p.attn_b, N, C, s.qkv());
+    linear_forward(tiles, BlockLinear::kCAttn, F32Out(c->qkv), F32In(ln1f), p.attn_w, p.attn_b, N,
+                   C, s.qkv());
   }
   c->att = activation({B, s.heads, T, T}, dt);
   c->atty = activation({B, T, s.attn()}, dt);
@@ -57,7 +60,8 @@ Tensor attention_forward(const BlockShape& s, TpComm& tp, const BlockParams<cons
                          s.heads);
   if (!keep_probs) c->att = Tensor();  // selective recomputation: made again in the backward
   Tensor y = activation({B, T, C}, dt);
-  cpu::matmul_forward(F32Out(y), F32In(c->atty), p.proj_w, nullptr, N, s.attn(), C);  // partial
+  linear_forward(tiles, BlockLinear::kAttnProj, F32Out(y), F32In(c->atty), p.proj_w, nullptr, N,
+                 s.attn(), C);  // partial
   y = tp.exit_forward(std::move(y));  // g: Σ over the tp ranks, (N,C) -> (n,C)
   {
     F32Out res1(y, /*load=*/true);
@@ -68,7 +72,7 @@ Tensor attention_forward(const BlockShape& s, TpComm& tp, const BlockParams<cons
 
 Tensor attention_backward_input(const BlockShape& s, TpComm& tp, const BlockParams<const float>& p,
                                 const Tensor& x, AttentionCache* c, const Tensor& dres1,
-                                SublayerGrads* keep) {
+                                SublayerGrads* keep, WeightTiles* tiles) {
   const int C = s.C, B = static_cast<int>(c->qkv.dim(0)), T = static_cast<int>(c->qkv.dim(1));
   const long n = dres1.numel() / C, N = static_cast<long>(B) * T;
   const DType dt = x.dtype();
@@ -76,7 +80,8 @@ Tensor attention_backward_input(const BlockShape& s, TpComm& tp, const BlockPara
   keep->dy_full = tp.exit_backward(dres1);   // g's backward: (n,C) -> (N,C)
   {
     Tensor datty = activation({B, T, s.attn()}, dt);
-    cpu::matmul_backward_input(F32Out(datty), F32In(keep->dy_full), p.proj_w, N, s.attn(), C);
+    linear_backward_input(tiles, BlockLinear::kAttnProj, F32Out(datty), F32In(keep->dy_full),
+                          p.proj_w, N, s.attn(), C);
     if (!c->att.defined()) {  // selective recomputation: P again from q and k (recompute.h)
       const int64_t flops = cpu::flops_done();
       c->att = activation({B, s.heads, T, T}, dt);
@@ -92,7 +97,8 @@ Tensor attention_backward_input(const BlockShape& s, TpComm& tp, const BlockPara
   c->qkv = Tensor();  // W needs neither attention's inputs nor its probabilities
   c->att = Tensor();
   Tensor dln1 = activation({B, T, C}, dt);
-  cpu::matmul_backward_input(F32Out(dln1), F32In(keep->dhidden), p.attn_w, N, C, s.qkv());
+  linear_backward_input(tiles, BlockLinear::kCAttn, F32Out(dln1), F32In(keep->dhidden), p.attn_w,
+                        N, C, s.qkv());
   keep->dln = tp.enter_backward(std::move(dln1));  // f's backward: Σ over ranks, -> (n,C)
   // dx = dres1 (residual path) + LN1ᵀ(dln1); layernorm_backward accumulates into dx.
   Tensor dx = activation(x.shape(), dt);

@@ -33,6 +33,8 @@
 
 namespace llmp {
 
+class WeightTiles;  // tiled_linear.h
+
 /// Model hyper-parameters. Presets: "tiny" (tests), "mini" (default, ~0.83M parameters), "gpt2"
 /// (124M, for GPUs).
 struct GPTConfig {
@@ -168,6 +170,15 @@ class GPT {
   /// this rank's part of the whole model's initialisation.
   void init_params(float* params, uint64_t seed) const;
 
+  /// This model with its blocks' four large linears read tile by tile from `tiles` (memory-
+  /// centric tiling, ZeRO-Infinity §5.1.3; tiled_linear.h): block_forward / block_backward /
+  /// block_backward_input then take a block's rest (block_rest_params: its LayerNorms and biases,
+  /// 13C elements) where they took the whole unit. Bit-identical to the untiled model. `tiles`
+  /// must outlive the copy; nullptr gives the untiled model.
+  GPT with_weight_tiles(WeightTiles* tiles) const;
+  /// The tile source (nullptr: whole weights from the unit, the default).
+  WeightTiles* weight_tiles() const { return tiles_; }
+
   // ---- Unit functions: what the walk (unit_runner.h) calls. `*_params` point at the unit's
   // first element in this rank's layout; `*_grads` likewise. Backward ACCUMULATES (+=) into grads
   // and returns a new input gradient. Activations are Tensors of this rank's rows (B,Tl,C). ----
@@ -221,6 +232,7 @@ class GPT {
   TpComm* tp_;
   GPTLayout layout_;
   DType act_dtype_ = DType::kF32;
+  WeightTiles* tiles_ = nullptr;
 };
 
 }  // namespace llmp

@@ -20,6 +20,7 @@
 
 #include "common/nn/gpt.h"
 #include "common/nn/sublayer.h"
+#include "common/nn/tiled_linear.h"
 
 namespace llmp {
 
@@ -33,6 +34,11 @@ int64_t BlockCache::bytes() const {
 }
 
 namespace {
+// The block's parameters: the whole unit, or under tiling its rest (weights from the tiles).
+BlockParams<const float> unit_params(const float* unit, const BlockShape& s, WeightTiles* tiles) {
+  return tiles ? block_rest_params(unit, s) : block_params(unit, s);
+}
+
 void check_filled(const BlockCache& c, const char* fn) {
   if (!c.filled() || !c.mlp.fch.defined())
     throw std::invalid_argument(std::string(fn) +
@@ -40,31 +46,37 @@ void check_filled(const BlockCache& c, const char* fn) {
 }
 }  // namespace
 
+GPT GPT::with_weight_tiles(WeightTiles* tiles) const {
+  GPT tiled = *this;
+  tiled.tiles_ = tiles;
+  return tiled;
+}
+
 Tensor GPT::block_forward(const float* block_params_ptr, const Tensor& x, int B, int T,
                           BlockCache* cache) const {
   const BlockShape& s = block_shape();
-  const auto p = block_params(block_params_ptr, s);
+  const auto p = unit_params(block_params_ptr, s, tiles_);
   *cache = BlockCache{};  // release what the cache held before allocating anew (lower peak)
   const bool keep_probs = cfg_.recompute != Recompute::kSelective;  // recompute.h
-  cache->res1 = attention_forward(s, *tp_, p, x, B, T, &cache->attn, keep_probs);
-  return mlp_forward(s, *tp_, p, cache->res1, B, T, &cache->mlp);
+  cache->res1 = attention_forward(s, *tp_, p, x, B, T, &cache->attn, keep_probs, tiles_);
+  return mlp_forward(s, *tp_, p, cache->res1, B, T, &cache->mlp, tiles_);
 }
 
 Tensor GPT::block_backward(const float* block_params_ptr, const Tensor& x, BlockCache* cache,
                            const Tensor& dy, float* block_grads) const {
   check_filled(*cache, "block_backward");
   const BlockShape& s = block_shape();
-  const auto p = block_params(block_params_ptr, s);
+  const auto p = unit_params(block_params_ptr, s, tiles_);
   const auto g = block_params(block_grads, s);
   Tensor dres1;
   {
     SublayerGrads keep;
-    dres1 = mlp_backward_input(s, *tp_, p, cache->res1, &cache->mlp, dy, &keep);
+    dres1 = mlp_backward_input(s, *tp_, p, cache->res1, &cache->mlp, dy, &keep, tiles_);
     mlp_backward_weight(s, *tp_, cache->res1, cache->mlp, keep, g);
   }
   cache->mlp = MlpCache{};
   SublayerGrads keep;
-  Tensor dx = attention_backward_input(s, *tp_, p, x, &cache->attn, dres1, &keep);
+  Tensor dx = attention_backward_input(s, *tp_, p, x, &cache->attn, dres1, &keep, tiles_);
   attention_backward_weight(s, *tp_, x, cache->attn, keep, g);
   *cache = BlockCache{};  // this block's activations are no longer needed
   return dx;
@@ -74,9 +86,9 @@ Tensor GPT::block_backward_input(const float* block_params_ptr, const Tensor& x,
                                  const Tensor& dy, BlockGradCache* keep) const {
   check_filled(*cache, "block_backward_input");
   const BlockShape& s = block_shape();
-  const auto p = block_params(block_params_ptr, s);
-  const Tensor dres1 = mlp_backward_input(s, *tp_, p, cache->res1, &cache->mlp, dy, &keep->mlp);
-  return attention_backward_input(s, *tp_, p, x, &cache->attn, dres1, &keep->attn);
+  const auto p = unit_params(block_params_ptr, s, tiles_);
+  const Tensor dres1 = mlp_backward_input(s, *tp_, p, cache->res1, &cache->mlp, dy, &keep->mlp, tiles_);
+  return attention_backward_input(s, *tp_, p, x, &cache->attn, dres1, &keep->attn, tiles_);
 }
 
 void GPT::block_backward_weight(const float* block_params_ptr, const Tensor& x,

@@ -16,6 +16,7 @@
 
 #include "common/nn/f32_view.h"
 #include "common/nn/sublayer.h"
+#include "common/nn/tiled_linear.h"
 #include "kernels/cpu/gelu.h"
 #include "kernels/cpu/layernorm.h"
 #include "kernels/cpu/matmul.h"
@@ -24,7 +25,7 @@
 namespace llmp {
 
 Tensor mlp_forward(const BlockShape& s, TpComm& tp, const BlockParams<const float>& p,
-                   const Tensor& res1, int B, int T, MlpCache* c) {
+                   const Tensor& res1, int B, int T, MlpCache* c, WeightTiles* tiles) {
   const int C = s.C, Tl = static_cast<int>(res1.dim(1));
   const long n = static_cast<long>(B) * Tl, N = static_cast<long>(B) * T;
   const DType dt = res1.dtype();  // f32, or mixed precision's 16-bit storage (f32_view.h)
@@ -37,12 +38,14 @@ Tensor mlp_forward(const BlockShape& s, TpComm& tp, const BlockParams<const floa
   {
     const Tensor ln2f = tp.enter_forward(c->ln2);  // f: (n,C) -> (N,C)
     c->fch = activation({B, T, s.ffn}, dt);
-    cpu::matmul_forward(F32Out(c->fch), F32In(ln2f), p.fc_w, p.fc_b, N, C, s.ffn);  // (N,ffn)
+    linear_forward(tiles, BlockLinear::kFc, F32Out(c->fch), F32In(ln2f), p.fc_w, p.fc_b, N, C,
+                   s.ffn);  // (N,ffn)
   }
   c->fch_gelu = activation({B, T, s.ffn}, dt);
   cpu::gelu_forward(F32Out(c->fch_gelu), F32In(c->fch), N * s.ffn);
   Tensor y = activation({B, T, C}, dt);
-  cpu::matmul_forward(F32Out(y), F32In(c->fch_gelu), p.fcproj_w, nullptr, N, s.ffn, C);  // partial
+  linear_forward(tiles, BlockLinear::kFcProj, F32Out(y), F32In(c->fch_gelu), p.fcproj_w, nullptr,
+                 N, s.ffn, C);  // partial
   y = tp.exit_forward(std::move(y));  // g: Σ over the tp ranks, (N,C) -> (n,C)
   {
     F32Out out(y, /*load=*/true);
@@ -53,7 +56,7 @@ Tensor mlp_forward(const BlockShape& s, TpComm& tp, const BlockParams<const floa
 
 Tensor mlp_backward_input(const BlockShape& s, TpComm& tp, const BlockParams<const float>& p,
                           const Tensor& res1, MlpCache* c, const Tensor& dout,
-                          SublayerGrads* keep) {
+                          SublayerGrads* keep, WeightTiles* tiles) {
   const int C = s.C, B = static_cast<int>(c->fch.dim(0)), T = static_cast<int>(c->fch.dim(1));
   const long n = dout.numel() / C, N = static_cast<long>(B) * T;
   const DType dt = res1.dtype();
@@ -62,12 +65,14 @@ Tensor mlp_backward_input(const BlockShape& s, TpComm& tp, const BlockParams<con
   keep->dhidden = activation({B, T, s.ffn}, dt);
   {
     F32Out dfch(keep->dhidden);
-    cpu::matmul_backward_input(dfch, F32In(keep->dy_full), p.fcproj_w, N, s.ffn, C);  // dfch_gelu
+    linear_backward_input(tiles, BlockLinear::kFcProj, dfch, F32In(keep->dy_full), p.fcproj_w, N,
+                          s.ffn, C);  // dfch_gelu
     cpu::gelu_backward(dfch, F32In(c->fch), dfch, N * s.ffn);                         // dfch
   }
   c->fch = Tensor();  // W needs only GELU's output
   Tensor dln2 = activation({B, T, C}, dt);
-  cpu::matmul_backward_input(F32Out(dln2), F32In(keep->dhidden), p.fc_w, N, C, s.ffn);
+  linear_backward_input(tiles, BlockLinear::kFc, F32Out(dln2), F32In(keep->dhidden), p.fc_w, N, C,
+                        s.ffn);
   keep->dln = tp.enter_backward(std::move(dln2));  // f's backward: Σ over ranks, -> (n,C)
   // dres1 = dout (residual path) + LN2ᵀ(dln2).
   Tensor dres1 = activation(res1.shape(), dt);

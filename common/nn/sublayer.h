@@ -19,12 +19,17 @@
 // The MLP is the seam of a mixture-of-experts layer: an MoE sub-layer replaces mlp_forward /
 // mlp_backward_input / mlp_backward_weight with the same inputs and outputs.
 //
+// Memory-centric tiling (tiled_linear.h): with `tiles`, the four large weights of p are nullptr
+// and each linear reads them tile by tile from `tiles` (forward by columns, B by rows); W needs
+// no weight. nullptr (the default): the whole weights of p, as every stage but tiled ZeRO-3 runs.
+//
 // Glossary: B batch, T sequence, Tl = T/s rows of each sequence held (tp_comm.h), C channels,
 // n = B·Tl, N = B·T rows, shapes per BlockShape (attn = C/t, qkv = 3C/t, ffn = 4C/t).
 #pragma once
 
 #include "common/nn/block_params.h"
 #include "common/nn/gpt.h"
+#include "common/nn/tiled_linear.h"
 #include "common/nn/tp_comm.h"
 #include "common/tensor/tensor.h"
 
@@ -39,12 +44,13 @@ Tensor statistic(std::vector<int64_t> shape);
 /// res1 (B,Tl,C) = x + attention(ln_1(x)); fills `c` anew. keep_probs false (selective
 /// recomputation, recompute.h) frees the softmax probabilities c->att (B,H/t,T,T) at once.
 Tensor attention_forward(const BlockShape& s, TpComm& tp, const BlockParams<const float>& p,
-                         const Tensor& x, int B, int T, AttentionCache* c, bool keep_probs = true);
+                         const Tensor& x, int B, int T, AttentionCache* c, bool keep_probs = true,
+                         WeightTiles* tiles = nullptr);
 /// B: dL/dx (B,Tl,C) from dres1 (B,Tl,C), keeping W's inputs in `keep`; frees c->qkv, c->att.
 /// When the forward dropped c->att it is made again first (cpu::attention_probs: the same bits).
 Tensor attention_backward_input(const BlockShape& s, TpComm& tp, const BlockParams<const float>& p,
                                 const Tensor& x, AttentionCache* c, const Tensor& dres1,
-                                SublayerGrads* keep);
+                                SublayerGrads* keep, WeightTiles* tiles = nullptr);
 /// W: ln_1, c_attn and attn.c_proj gradients += ... (ACCUMULATED into g).
 void attention_backward_weight(const BlockShape& s, TpComm& tp, const Tensor& x,
                                const AttentionCache& c, const SublayerGrads& keep,
@@ -52,11 +58,11 @@ void attention_backward_weight(const BlockShape& s, TpComm& tp, const Tensor& x,
 
 /// out (B,Tl,C) = res1 + mlp(ln_2(res1)); fills `c` anew.
 Tensor mlp_forward(const BlockShape& s, TpComm& tp, const BlockParams<const float>& p,
-                   const Tensor& res1, int B, int T, MlpCache* c);
+                   const Tensor& res1, int B, int T, MlpCache* c, WeightTiles* tiles = nullptr);
 /// B: dL/dres1 (B,Tl,C) from dout (B,Tl,C), keeping W's inputs in `keep`; frees c->fch.
 Tensor mlp_backward_input(const BlockShape& s, TpComm& tp, const BlockParams<const float>& p,
                           const Tensor& res1, MlpCache* c, const Tensor& dout,
-                          SublayerGrads* keep);
+                          SublayerGrads* keep, WeightTiles* tiles = nullptr);
 /// W: ln_2, c_fc and mlp.c_proj gradients += ... (ACCUMULATED into g).
 void mlp_backward_weight(const BlockShape& s, TpComm& tp, const Tensor& res1, const MlpCache& c,
                          const SublayerGrads& keep, const BlockParams<float>& g);

@@ -1,28 +1,57 @@
 // bazel run //stages/zero3:train  — ZeRO-3 on 4 ranks (mpiexec is started for you).
+//   bazel run //stages/zero3:train -- --tile_factor 4 --steps 20   (memory-centric tiling)
 // Flags: bazel run //stages/zero3:train -- --help
 // ZeRO-R constant buffer (common/train/constant_buffer.h):
 //   bazel run //stages/zero3:train -- --layers 8 --constant_buffer_mb 0.25 --steps 20
-#include <memory>
+#include <CLI/CLI.hpp>
 
+#include <memory>
+#include <string>
+
+#include "common/runtime/check.h"
 #include "common/train/constant_buffer_flag.h"
 #include "common/train/train_main.h"
 #include "stages/zero3/zero3.h"
 
+namespace {
+// "" when k tiles C, 3C and 4C into equal parts; else the one-line error naming k and C.
+std::string tile_factor_error(int k, int C) {
+  if (k < 1) return "--tile_factor must be >= 1, got " + std::to_string(k);
+  if (C % k != 0)
+    return "--tile_factor " + std::to_string(k) + " does not divide C=" + std::to_string(C) +
+           " (the block linears are tiled along C, 3C and 4C)";
+  return "";
+}
+}  // namespace
+
 int main(int argc, char** argv) {
   llmp::ConstantBufferFlag constant_buffer;  // --constant_buffer_mb; lives as long as the run
+  int tile_factor = 1;                       // bound to --tile_factor; lives as long as the run
   llmp::StageSpec spec;
   spec.name = "zero3";
   spec.summary = "ZeRO stage 3 (FSDP): parameters, gradients and optimizer state sharded";
   spec.default_world_size = 4;
   spec.supports_precision = true;
-  spec.add_flags = [&constant_buffer](CLI::App& app) { constant_buffer.add(app); };
-  spec.validate = [&constant_buffer](const llmp::TrainConfig& cfg) {
-    constant_buffer.validate(cfg);
+  spec.add_flags = [&constant_buffer, &tile_factor](CLI::App& app) {
+    constant_buffer.add(app);
+    app.add_option("--tile_factor", tile_factor,
+                   "k: gather each block linear in k tiles, one at a time (ZeRO-Infinity's "
+                   "memory-centric tiling); 1 gathers whole blocks")
+        ->capture_default_str();
   };
-  spec.make = [&constant_buffer](
+  spec.validate = [&constant_buffer, &tile_factor](const llmp::TrainConfig& cfg) {
+    constant_buffer.validate(cfg);
+    const std::string err = tile_factor_error(tile_factor, llmp::model_config(cfg).d);
+    if (!err.empty()) llmp::user_error(err);
+  };
+  spec.make = [&constant_buffer, &tile_factor](
                   const llmp::StageContext& ctx) -> std::unique_ptr<llmp::Strategy> {
+    // Again inside the ranks (mpiexec may have started them directly, skipping validate).
+    const std::string err = tile_factor_error(tile_factor, ctx.model.config().d);
+    llmp::all_ranks_ok(err.empty(), err);
     return std::make_unique<llmp::Zero3Strategy>(ctx.model, ctx.grid.dp_group(), ctx.opt,
-                                                 ctx.cfg.seed, ctx.mp, constant_buffer.mb());
+                                                 ctx.cfg.seed, ctx.mp, constant_buffer.mb(),
+                                                 tile_factor);
   };
   return llmp::train_main(argc, argv, spec);
 }

@@ -9,6 +9,7 @@
 #include "common/runtime/check.h"
 #include "common/train/constant_buffer.h"
 #include "kernels/cpu/convert.h"
+#include "stages/zero3/tile_gatherer.h"
 #include "stages/zero3/unit_gatherer.h"
 
 namespace llmp {
@@ -28,8 +29,27 @@ double zero3_peak_param_bytes(const GPTLayout& layout, int N, double b) {
   return b * static_cast<double>(S + blk + std::max(head, blk));
 }
 
+double zero3_largest_tile_bytes(const GPTLayout& layout, int k, double b) {
+  int64_t t = 0;
+  for (int w = 0; w < kBlockLinears; ++w) {
+    int64_t R, OC;
+    block_linear_shape(static_cast<BlockLinear>(w), layout.block_shape(), &R, &OC);
+    for (int i = 0; i < k; ++i)  // forward column tiles, backward row tiles
+      t = std::max({t, R * tile_range(OC, k, i).size(), tile_range(R, k, i).size() * OC});
+  }
+  return b * static_cast<double>(t);
+}
+
+double zero3_tiled_peak_param_bytes(const GPTLayout& layout, int N, int k, double b) {
+  const int L = layout.num_units() - 2;
+  const double S = static_cast<double>(shard_size(layout.num_params(), N));
+  const double rest = static_cast<double>(block_rest_numel(layout.block_shape()));
+  const double head = static_cast<double>(layout.unit_numel(0) + layout.unit_numel(L + 1));
+  return b * (S + rest + std::max(rest, head)) + zero3_largest_tile_bytes(layout, k, b);
+}
+
 Zero3Strategy::Zero3Strategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt, uint64_t seed,
-                             MixedPrecisionConfig mp, double constant_buffer_mb)
+                             MixedPrecisionConfig mp, double constant_buffer_mb, int tile_factor)
     : MixedPrecisionStrategy(model, mp, &dp),
       model_(model),
       dp_(dp),
@@ -41,8 +61,11 @@ Zero3Strategy::Zero3Strategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt
                         shards_.count[dp.rank()]),
            mp_.dtype()),
       metrics_(dp),
-      cb_bytes_(llmp::constant_buffer_cap(constant_buffer_mb, mp_.dtype())) {
+      cb_bytes_(llmp::constant_buffer_cap(constant_buffer_mb, mp_.dtype())),
+      tile_factor_(tile_factor) {
   LLMP_CHECK(model.config().layers >= 1, "ZeRO-3 needs at least one block");
+  LLMP_CHECK(tile_factor >= 1 && tile_factor <= model.config().d,
+             "tile factor " + std::to_string(tile_factor) + " is not in [1, C]");
   // Every rank builds the same full initialisation (same seed) once and keeps only its shard:
   // fp32 as it is; mixed, its 16-bit rounding, with the fp32 values as the master shard.
   Tensor full = Tensor::empty({shards_.psi}, mp_.dtype(), MemCategory::kOther);
@@ -57,6 +80,20 @@ BatchSlice Zero3Strategy::batch_slice(int global_batch) const {
 double Zero3Strategy::run_walk(const int32_t* tokens, const int32_t* targets, int B, int T,
                                float scale, bool grads) {
   const GPTLayout& lay = model_.layout();
+  if (tile_factor_ > 1) {  // blocks as their rest + weight tiles (tile_gatherer.h)
+    TileGatherer tiles(lay, shards_, dp_, param_shard_, tile_factor_);
+    const GPT tiled = model_.with_weight_tiles(&tiles);
+    if (!grads) return UnitRunner(tiled, tiles).forward_loss(tokens, targets, B, T);
+    ReduceScatterGrads sink(lay, dp_, shards_, grad_shard_, mp_.round_stats());
+    const double loss =
+        UnitRunner(tiled, tiles, &sink).forward_backward(tokens, targets, B, T, scale);
+    last_step_gathers_.assign(lay.num_units(), 0);
+    for (int u = 0; u < lay.num_units(); ++u) last_step_gathers_[u] = tiles.gathers(u);
+    last_step_peak_tile_bytes_ =
+        tiles.peak_tile_numel() * static_cast<int64_t>(dtype_size(param_shard_.dtype()));
+    last_step_tile_gathers_ = tiles.tile_gathers();
+    return loss;
+  }
   UnitGatherer gather(lay, shards_, dp_, param_shard_);  // where the walk gets unit parameters
   if (!grads) return UnitRunner(model_, gather).forward_loss(tokens, targets, B, T);
   double loss = 0;
@@ -139,7 +176,15 @@ std::vector<ReportRow> Zero3Strategy::report() const {
   const double b = mixed ? 2.0 : 4.0;  // bytes of a parameter and of a gradient element
   auto rows = mixed ? memory_rows(plan, "2⌈Ψ/N⌉", "2⌈Ψ/N⌉", "12⌈Ψ/N⌉")
                     : memory_rows(plan, "4⌈Ψ/N⌉", "4⌈Ψ/N⌉", "8⌈Ψ/N⌉");
-  if (model_.config().layers >= 2)
+  if (tile_factor_ > 1) {  // tiled: rest + one tile per block step (header)
+    rows.push_back({"parameters, peak in step", static_cast<double>(last_step_peak_params_),
+                    zero3_tiled_peak_param_bytes(lay, N, tile_factor_, b),
+                    mixed ? "2(⌈Ψ/N⌉+r+4C²/k+max(r,n_0+n_f))"
+                          : "4(⌈Ψ/N⌉+r+4C²/k+max(r,n_0+n_f))"});
+    rows.push_back({"largest weight tile, peak", static_cast<double>(last_step_peak_tile_bytes_),
+                    zero3_largest_tile_bytes(lay, tile_factor_, b),
+                    mixed ? "2·4C²/k" : "4·4C²/k"});
+  } else if (model_.config().layers >= 2)
     rows.push_back({"parameters, peak in step", static_cast<double>(last_step_peak_params_),
                     zero3_peak_param_bytes(lay, N, b),
                     mixed ? "2(⌈Ψ/N⌉+n_b+max(n_0+n_f,n_b))" : "4(⌈Ψ/N⌉+n_b+max(n_0+n_f,n_b))"});

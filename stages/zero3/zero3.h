@@ -48,6 +48,16 @@
 // units' final gradients are packed into ONE fused buffer of cap = ⌊X·2^20⌋ bytes, cut into
 // chunks, one reduce-scatter per full buffer (as in ZeRO-2); the parameter gathers unchanged.
 //
+// Memory-centric tiling (--tile_factor k ≥ 2; ZeRO-Infinity, Rajbhandari et al. 2021, §5.1.3;
+// tile_gatherer.h, common/nn/tiled_linear.h): a block is gathered as its rest (r = 13C LayerNorm
+// and bias elements, prefetched like a unit) plus its four large linears in k tiles each, one
+// tile alive at a time, gathered while the layer computes. Results are bit-identical to k = 1;
+// the bytes sent per step are unchanged (the tiles of a pass add up to the weight). With
+// t = 4C²/k the largest tile (of c_fc or mlp.c_proj), the pairs of consecutive steps become
+// (F_l: r + t, F_{l+1}: r), (F_{L-1}: r + t, H: n_0 + n_f), ..., so
+//   peak parameters = b·(⌈Ψ/N⌉ + r + t + max(r, n_0 + n_f))      (k ≥ 2, L ≥ 1)
+// and the largest linear's gathered weights peak at b·4C²/k instead of b·4C² (inside the unit).
+//
 // Glossary: B global batch, T sequence length, C channels, L layers, N ranks, Ψ parameters,
 // S = ⌈Ψ/N⌉ shard size, r this rank, cap the constant buffer's bytes, n_u elements of unit u
 // (n_blk = n_b: one block, 12C² + 13C; n_f = n_{L+1} = 2C: the final LayerNorm).
@@ -74,17 +84,27 @@ double zero3_bytes_per_step(const GPTLayout& layout, int ranks, double b = 4.0);
 /// not exist).
 double zero3_peak_param_bytes(const GPTLayout& layout, int ranks, double b = 4.0);
 
+/// The largest weight tile at tile factor k: max over the four linears and both passes of
+/// |tile| = rows·cols/k (4C²/k when k divides C), times b bytes per parameter.
+double zero3_largest_tile_bytes(const GPTLayout& layout, int k, double b = 4.0);
+
+/// Peak parameter bytes per rank during a tiled step (k ≥ 2; header):
+/// b·(⌈Ψ/N⌉ + r + t + max(r, n_0 + n_{L+1})), r = 13C the rest of a block, t the largest tile.
+double zero3_tiled_peak_param_bytes(const GPTLayout& layout, int ranks, int k, double b = 4.0);
+
 /// ZeRO-3 data parallelism over `dp`. Memory per rank (between steps): (4 + 4 + 8)⌈Ψ/N⌉ bytes in
 /// fp32, (2 + 2 + 12)⌈Ψ/N⌉ mixed = plan_memory(DPStage::kZeRO3, Ψ, N, mp.plan(), padded).
 class Zero3Strategy : public MixedPrecisionStrategy {
  public:
   /// Collective over `dp`. Every rank initialises the same parameters from `seed` and keeps its
   /// shard (mixed: the 16-bit shard rounded from it and the fp32 master shard). `mp`: the
-  /// precision (the model's activation dtype must match it). Requires L ≥ 1.
+  /// precision (the model's activation dtype must match it).
   /// `constant_buffer_mb` > 0: ZeRO-R's constant buffer for the gradients (0: off; a bad value
-  /// throws std::invalid_argument with constant_buffer_mb_error's message).
+  /// throws std::invalid_argument with constant_buffer_mb_error's message). `tile_factor` k: 1
+  /// gathers whole units; k ≥ 2 tiles each block linear into k (TileGatherer; k ≤ C). Requires
+  /// L ≥ 1.
   Zero3Strategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt, uint64_t seed,
-                MixedPrecisionConfig mp = {}, double constant_buffer_mb = 0);
+                MixedPrecisionConfig mp = {}, double constant_buffer_mb = 0, int tile_factor = 1);
 
   BatchSlice batch_slice(int global_batch) const override;
   /// Collective. tokens/targets: (B/N, T). Sends zero3_bytes_per_step(layout, N) bytes.
@@ -109,11 +129,16 @@ class Zero3Strategy : public MixedPrecisionStrategy {
   double last_step_bytes() const { return last_step_bytes_; }
   /// Peak bytes counted as kParameters during the last train_step.
   int64_t last_step_peak_params() const { return last_step_peak_params_; }
-  /// all-gathers of unit u during the last train_step.
+  /// all-gathers of unit u during the last train_step (of a tiled block: its rest).
   int last_step_gathers(int u) const { return last_step_gathers_.at(u); }
   /// The constant buffer's bytes (0: off) and the reduce-scatters (chunks) of the last step.
   int64_t constant_buffer_cap() const { return cb_bytes_; }
   int last_step_chunks() const { return last_step_chunks_; }
+  int tile_factor() const { return tile_factor_; }
+  /// Tiled (k ≥ 2): the most tile bytes alive at once in the last train_step, and the tiles
+  /// all-gathered in it (TileGatherer's counts). 0 when k = 1.
+  int64_t last_step_peak_tile_bytes() const { return last_step_peak_tile_bytes_; }
+  int last_step_tile_gathers() const { return last_step_tile_gathers_; }
 
  private:
   /// The walk (unit_runner.h) with the UnitGatherer as its ParamSource and, when `grads`,
@@ -135,6 +160,9 @@ class Zero3Strategy : public MixedPrecisionStrategy {
   int64_t cb_bytes_ = 0;  // the constant buffer's bytes; 0: one reduce-scatter per unit
   int64_t last_step_peak_cb_ = 0;
   int last_step_chunks_ = 0;
+  int tile_factor_ = 1;
+  int64_t last_step_peak_tile_bytes_ = 0;
+  int last_step_tile_gathers_ = 0;
 };
 
 }  // namespace llmp
