@@ -15,6 +15,7 @@ for arg in "$@"; do
   case "$name" in
     baseline) ranks=1 ;;
     mixed_bf16) extra=(--precision bf16) ;;
+    zero3_tiled) extra=(--tile_factor 2) ;;  # recomputation gathers the tiles again
   esac
   common=(--model tiny --layers 4 --global_batch 8 --world_size "$ranks" --eval_every 0
           --steps 3 --quiet --timeout 120 "${extra[@]}")

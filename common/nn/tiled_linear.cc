@@ -10,6 +10,7 @@
 #include <string>
 
 #include "common/tensor/tensor.h"
+#include "kernels/cpu/flops.h"
 #include "kernels/cpu/matmul.h"
 
 namespace llmp {
@@ -92,6 +93,7 @@ void linear_forward(WeightTiles* tiles, BlockLinear w, float* y, const float* x,
     }
     Tensor yt = scratch(N, wn);
     cpu::matmul_forward(yt.f32(), x, Wp, bp, N, C, static_cast<int>(wn));  // (N,C) @ (C,wn)
+    cpu::count_flops(-2L * N * C * (wn - t.size()));  // the window's zero columns: not model FLOPs
     copy_columns(y, OC, t.begin, yt.f32(), wn, off, t.size(), N);          // y[:, t]
     tiles->release_tile();  // before the next tile is gathered: one tile alive at a time
   }
@@ -117,6 +119,7 @@ void linear_backward_input(WeightTiles* tiles, BlockLinear w, float* dx, const f
     }
     Tensor dxt = scratch(N, h);
     cpu::matmul_backward_input(dxt.f32(), dy, Wp, N, static_cast<int>(h), OC);  // (N,OC) @ (OC,h)
+    cpu::count_flops(-2L * N * OC * (h - t.size()));  // the window's zero rows: not model FLOPs
     copy_columns(dx, C, t.begin, dxt.f32(), h, off, t.size(), N);              // dx[:, t]
     tiles->release_tile();
   }
