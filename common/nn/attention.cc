@@ -17,8 +17,10 @@
 #include <cstring>
 
 #include "common/nn/f32_view.h"
+#include "common/nn/recompute.h"
 #include "common/nn/sublayer.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/flops.h"
 #include "kernels/cpu/layernorm.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/residual.h"
@@ -34,7 +36,7 @@ Tensor statistic(std::vector<int64_t> shape) {
 }
 
 Tensor attention_forward(const BlockShape& s, TpComm& tp, const BlockParams<const float>& p,
-                         const Tensor& x, int B, int T, AttentionCache* c) {
+                         const Tensor& x, int B, int T, AttentionCache* c, bool keep_probs) {
   const int C = s.C, Tl = static_cast<int>(x.dim(1));
   const long n = static_cast<long>(B) * Tl, N = static_cast<long>(B) * T;
   const DType dt = x.dtype();  // f32, or the 16-bit storage of mixed precision (f32_view.h)
@@ -53,6 +55,7 @@ Tensor attention_forward(const BlockShape& s, TpComm& tp, const BlockParams<cons
   c->atty = activation({B, T, s.attn()}, dt);
   cpu::attention_forward(F32Out(c->atty), F32Out(c->att), F32In(c->qkv), B, T, s.attn(),
                          s.heads);
+  if (!keep_probs) c->att = Tensor();  // selective recomputation: made again in the backward
   Tensor y = activation({B, T, C}, dt);
   cpu::matmul_forward(F32Out(y), F32In(c->atty), p.proj_w, nullptr, N, s.attn(), C);  // partial
   y = tp.exit_forward(std::move(y));  // g: Σ over the tp ranks, (N,C) -> (n,C)
@@ -74,6 +77,13 @@ Tensor attention_backward_input(const BlockShape& s, TpComm& tp, const BlockPara
   {
     Tensor datty = activation({B, T, s.attn()}, dt);
     cpu::matmul_backward_input(F32Out(datty), F32In(keep->dy_full), p.proj_w, N, s.attn(), C);
+    if (!c->att.defined()) {  // selective recomputation: P again from q and k (recompute.h)
+      const int64_t flops = cpu::flops_done();
+      c->att = activation({B, s.heads, T, T}, dt);
+      cpu::attention_probs(F32Out(c->att), F32In(c->qkv), B, T, s.attn(), s.heads);
+      RecomputeMeter::instance().attention_probs += 1;
+      RecomputeMeter::instance().flops += cpu::flops_done() - flops;
+    }
     Tensor scratch = statistic({T, T});  // attention's dP of one head
     keep->dhidden = activation({B, T, s.qkv()}, dt);
     cpu::attention_backward(F32Out(keep->dhidden), F32In(datty), F32In(c->qkv), F32In(c->att),

@@ -25,9 +25,10 @@
 // MemCategory::kActivations. Radford et al. 2019; llm.c.
 //
 // Glossary: B batch, T sequence, C channels, V vocab, ctx max T, L layers, hs = C/H, Ψ parameters.
-#include <stdexcept>
 #include "common/nn/gpt.h"
 
+#include <stdexcept>
+#include <string>
 #include <utility>
 
 namespace llmp {
@@ -37,6 +38,11 @@ GPT::GPT(GPTConfig cfg, TpComm& tp, DType activations)
   if (activations != DType::kF32 && activations != DType::kF16 && activations != DType::kBF16)
     throw std::invalid_argument(std::string("GPT: activations in ") + to_string(activations) +
                                 " (expected f32, f16 or bf16)");
+  if (cfg_.recompute_every < 1 ||
+      (cfg_.recompute_every > 1 && cfg_.recompute != Recompute::kFull))
+    throw std::invalid_argument("GPT: recompute_every " + std::to_string(cfg_.recompute_every) +
+                                " with recompute " + to_string(cfg_.recompute) +
+                                " (k >= 1; k > 1 needs full recomputation)");
 }
 
 }  // namespace llmp

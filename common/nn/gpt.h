@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "common/nn/block_params.h"
+#include "common/nn/recompute.h"
 #include "common/nn/tp_comm.h"
 #include "common/tensor/tensor.h"
 
@@ -41,6 +42,11 @@ struct GPTConfig {
   int layers = 4;    ///< L
   int d = 128;       ///< C
   int heads = 4;     ///< H, divides C
+  /// How the walk trades compute for activation memory (recompute.h); not part of the model's
+  /// math or its checkpoints: every policy gives bit-identical results.
+  Recompute recompute = Recompute::kNone;
+  /// With kFull: keep the input of every k-th block only (1: every block's input).
+  int recompute_every = 1;
 
   /// tiny: L=2 C=32 H=2 T=16 V=256.  mini: L=4 C=128 H=4 T=64 V=256 (834,304 parameters).
   /// gpt2: L=12 C=768 H=12 T=1024 V=50257 (124,439,808 parameters).

@@ -45,7 +45,8 @@ Tensor GPT::block_forward(const float* block_params_ptr, const Tensor& x, int B,
   const BlockShape& s = block_shape();
   const auto p = block_params(block_params_ptr, s);
   *cache = BlockCache{};  // release what the cache held before allocating anew (lower peak)
-  cache->res1 = attention_forward(s, *tp_, p, x, B, T, &cache->attn);
+  const bool keep_probs = cfg_.recompute != Recompute::kSelective;  // recompute.h
+  cache->res1 = attention_forward(s, *tp_, p, x, B, T, &cache->attn, keep_probs);
   return mlp_forward(s, *tp_, p, cache->res1, B, T, &cache->mlp);
 }
 

@@ -36,10 +36,12 @@ Tensor activation(std::vector<int64_t> shape, DType dtype);
 /// A fresh f32 activation tensor whatever the precision: LayerNorm's mean and rstd, scratch.
 Tensor statistic(std::vector<int64_t> shape);
 
-/// res1 (B,Tl,C) = x + attention(ln_1(x)); fills `c` anew.
+/// res1 (B,Tl,C) = x + attention(ln_1(x)); fills `c` anew. keep_probs false (selective
+/// recomputation, recompute.h) frees the softmax probabilities c->att (B,H/t,T,T) at once.
 Tensor attention_forward(const BlockShape& s, TpComm& tp, const BlockParams<const float>& p,
-                         const Tensor& x, int B, int T, AttentionCache* c);
+                         const Tensor& x, int B, int T, AttentionCache* c, bool keep_probs = true);
 /// B: dL/dx (B,Tl,C) from dres1 (B,Tl,C), keeping W's inputs in `keep`; frees c->qkv, c->att.
+/// When the forward dropped c->att it is made again first (cpu::attention_probs: the same bits).
 Tensor attention_backward_input(const BlockShape& s, TpComm& tp, const BlockParams<const float>& p,
                                 const Tensor& x, AttentionCache* c, const Tensor& dres1,
                                 SublayerGrads* keep);

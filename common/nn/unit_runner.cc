@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "common/tensor/memory.h"
+#include "kernels/cpu/flops.h"
 
 namespace llmp {
 
@@ -105,11 +106,35 @@ double UnitRunner::run(const std::vector<WalkStep>& steps, const UnitRange& r, c
   return loss;
 }
 
-void UnitRunner::recompute_if_dropped(int l, int j, const Args& a, Tape* tape) {
+bool UnitRunner::keeps_cache(int l) const {
+  if (keep_) return keep_(l);
+  return model_.config().recompute != Recompute::kFull;
+}
+
+bool UnitRunner::keeps_input(int l, const UnitRange& r) const {
+  const GPTConfig& c = model_.config();
+  if (keep_ || c.recompute != Recompute::kFull || c.recompute_every <= 1) return true;
+  return l == r.first_block || l % c.recompute_every == 0;  // the segments' checkpoints
+}
+
+void UnitRunner::recompute_if_dropped(int j, const UnitRange& r, const Args& a, Tape* tape) {
   if (tape->cache[j].filled()) return;
-  // Full recomputation: the block's forward again from its kept input; its output is not needed.
-  model_.block_forward(params_.get(1 + l), tape->x[j], a.B, a.T, &tape->cache[j]);
-  ++stats_.recomputed_blocks;
+  // Full recomputation from the nearest kept input at or before block j (its own, or its
+  // segment's checkpoint): the forwards of blocks c..j run again; each keeps its cache for its
+  // backward, and each output but block j's (not needed: dy comes from above) is the next one's
+  // input. Later backwards of blocks c..j-1 then find their caches filled.
+  const int64_t flops = cpu::flops_done();
+  int c = j;
+  while (!tape->x[c].defined()) --c;  // the first block of a range always keeps its input
+  for (int i = c; i <= j; ++i) {
+    Tensor y = model_.block_forward(params_.get(1 + r.first_block + i), tape->x[i], a.B, a.T,
+                                    &tape->cache[i]);
+    if (i < j) tape->x[i + 1] = std::move(y);
+    ++stats_.recomputed_blocks;
+  }
+  RecomputeMeter& meter = RecomputeMeter::instance();
+  meter.blocks += j - c + 1;
+  meter.flops += cpu::flops_done() - flops;
 }
 
 double UnitRunner::step(const WalkStep& s, const UnitRange& r, const Args& a, Tape* tape) {
@@ -120,7 +145,7 @@ double UnitRunner::step(const WalkStep& s, const UnitRange& r, const Args& a, Ta
     case WalkStep::kEmbed:  // (B,T) tokens -> x_0 (B,Tl,C)
       tape->x.assign(1, model_.embed_forward(params_.get(0), a.tokens, a.B, a.T));
       return 0;
-    case WalkStep::kBlockForward: {  // x_j -> x_{j+1}, keeping the block's cache
+    case WalkStep::kBlockForward: {  // x_j -> x_{j+1}, keeping what the policy keeps
       const int64_t before = mt.current(MemCategory::kActivations);
       BlockCache cache;
       Tensor y = model_.block_forward(params_.get(1 + s.layer), tape->x.back(), a.B, a.T, &cache);
@@ -128,10 +153,13 @@ double UnitRunner::step(const WalkStep& s, const UnitRange& r, const Args& a, Ta
         tape->x.assign(1, std::move(y));
         return 0;
       }
-      stats_.block_stored_bytes = mt.current(MemCategory::kActivations) - before;
-      if (keep_ && !keep_(s.layer)) cache = BlockCache{};  // recomputed in the backward
+      if (!keeps_cache(s.layer)) cache = BlockCache{};  // recomputed in the backward
       tape->cache.push_back(std::move(cache));
+      if (!keeps_input(s.layer, r)) tape->x[j] = Tensor();  // remade from its segment's checkpoint
       tape->x.push_back(std::move(y));
+      stats_.forward_stored_bytes += mt.current(MemCategory::kActivations) - before;
+      stats_.block_stored_bytes = stats_.forward_stored_bytes / (j + 1);
+      RecomputeMeter::instance().block_stored_bytes = stats_.block_stored_bytes;
       return 0;
     }
     case WalkStep::kHead: {  // x_k -> loss; when training also dy = dloss/dx_k (fused)
@@ -150,7 +178,7 @@ double UnitRunner::step(const WalkStep& s, const UnitRange& r, const Args& a, Ta
       return loss;
     }
     case WalkStep::kBlockBackward: {  // dx_{j+1} -> dx_j; block gradients += ...
-      recompute_if_dropped(s.layer, j, a, tape);
+      recompute_if_dropped(j, r, a, tape);
       tape->dy = model_.block_backward(params_.get(1 + s.layer), tape->x[j], &tape->cache[j],
                                        tape->dy, grads_->get(1 + s.layer));
       tape->x[j + 1] = Tensor();
@@ -158,7 +186,7 @@ double UnitRunner::step(const WalkStep& s, const UnitRange& r, const Args& a, Ta
       return 0;
     }
     case WalkStep::kBlockBackwardInput:  // B: dx only, W's inputs kept
-      recompute_if_dropped(s.layer, j, a, tape);
+      recompute_if_dropped(j, r, a, tape);
       tape->dy = model_.block_backward_input(params_.get(1 + s.layer), tape->x[j],
                                              &tape->cache[j], tape->dy, &tape->keep[j]);
       return 0;

@@ -17,8 +17,11 @@
 //   GradSink     get(u): where the unit's gradients accumulate; ready(u) as soon as they are
 //                final (DDP launches a bucket, ZeRO-2/3 reduce-scatter and free the unit)
 //
-// A third hook says whether a block keeps its activations for the backward or drops them and
-// runs its forward again in the backward (full recomputation, Chen et al. 2016): keep_activations.
+// Which activations a block keeps for its backward is the model's recomputation policy
+// (GPTConfig::recompute, recompute.h): none, full (only block inputs kept; with recompute_every k
+// only every k-th block's input, the segments between run forward again from it) or selective
+// (attention's probabilities made again, inside the block). set_keep_activations overrides the
+// policy block by block (tests; a pipeline that keeps some stages whole).
 // The shapes a rank holds (a tensor-parallel slice) and the communication inside a layer come with
 // the GPT object (gpt.h, tp_comm.h), never from the walk.
 //
@@ -142,8 +145,11 @@ struct Tape {
 
 /// Measurements of the last walk.
 struct WalkStats {
-  /// kActivations bytes one block's forward added and kept (its cache and its output, which is
-  /// the next block's stored input), from the MemoryTracker: "activations per block".
+  /// kActivations bytes the blocks' forwards added and kept (their caches and outputs, each
+  /// output being the next block's stored input, minus the inputs the policy dropped), from the
+  /// MemoryTracker, over the last training forward of a range ...
+  int64_t forward_stored_bytes = 0;
+  /// ... and per block (the average over its blocks): "activations per block".
   int64_t block_stored_bytes = 0;
   int recomputed_blocks = 0;  ///< block forwards run again in the backward
 };
@@ -153,8 +159,9 @@ class UnitRunner {
   /// `grads` may be nullptr for forward-only walks. The references must outlive the runner.
   UnitRunner(const GPT& model, ParamSource& params, GradSink* grads = nullptr);
 
-  /// The recompute hook: keep(l) false drops block l's activations after its forward and runs
-  /// its forward again right before its backward. Default: every block keeps its activations.
+  /// The recompute hook: keep(l) false drops block l's activations (not its input) after its
+  /// forward and runs its forward again right before its backward. Default: the model's policy
+  /// (GPTConfig::recompute); a hook set here replaces it (inputs are then always kept).
   void set_keep_activations(std::function<bool(int layer)> keep) { keep_ = std::move(keep); }
 
   /// Forward and backward over the whole model on tokens/targets (B,T) in one walk (so a
@@ -191,7 +198,12 @@ class UnitRunner {
   };
   double run(const std::vector<WalkStep>& steps, const UnitRange& r, const Args& a, Tape* tape);
   double step(const WalkStep& s, const UnitRange& r, const Args& a, Tape* tape);
-  void recompute_if_dropped(int l, int j, const Args& a, Tape* tape);
+  /// Whether block l keeps its cache / its input (the policy, or the hook).
+  bool keeps_cache(int l) const;
+  bool keeps_input(int l, const UnitRange& r) const;
+  /// Before the backward of block j of r: when its cache was dropped, runs the forwards from the
+  /// nearest kept input up to block j again (RecomputeMeter counts them).
+  void recompute_if_dropped(int j, const UnitRange& r, const Args& a, Tape* tape);
 
   const GPT& model_;
   ParamSource& params_;

@@ -8,6 +8,8 @@
 // Q Kᵀ and dY Vᵀ are computed on the full square.
 #include "kernels/cpu/attention.h"
 
+#include "kernels/cpu/flops.h"
+
 #include <Eigen/Core>
 #include <cmath>
 
@@ -20,28 +22,52 @@ using HeadMap = Eigen::Map<MatR, 0, Stride>;  // (T,hs) slice of a (B,T,k·C) bu
 using CHeadMap = Eigen::Map<const MatR, 0, Stride>;
 using SqMap = Eigen::Map<MatR>;  // (T,T)
 using CSqMap = Eigen::Map<const MatR>;
+
+/// P (T,T) of one (b,h): S = (Q/√hs) Kᵀ, then the causal softmax row by row. The one place the
+/// probabilities are made, so that attention_probs (selective recomputation) gives the bits the
+/// forward gave.
+void head_probs(SqMap& P, const CHeadMap& Q, const CHeadMap& K, float scale, int T) {
+  P.noalias() = (scale * Q) * K.transpose();  // (T,hs) @ (hs,T) -> (T,T) scores S
+  for (int i = 0; i < T; ++i) {               // causal softmax of row i over j <= i
+    auto row = P.row(i).head(i + 1).array();
+    const float m = row.maxCoeff();
+    row = (row - m).exp();
+    row *= 1.0f / row.sum();
+    P.row(i).tail(T - 1 - i).setZero();  // masked: exactly 0
+  }
+}
 }  // namespace
 
 void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int H) {
   const int hs = C / H;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
   const long C3 = 3L * C;
+  // Q Kᵀ on the full square, P V on the lower triangle (flops.h).
+  count_flops(static_cast<int64_t>(B) * H * (2L * T * T * hs + static_cast<int64_t>(T) * (T + 1) * hs));
   for (int b = 0; b < B; ++b) {
     for (int h = 0; h < H; ++h) {
       const float* base = qkv + b * T * C3 + h * hs;
       CHeadMap Q(base, T, hs, Stride(C3)), K(base + C, T, hs, Stride(C3)),
           V(base + 2 * C, T, hs, Stride(C3));
       SqMap P(att + (static_cast<long>(b) * H + h) * T * T, T, T);
-      P.noalias() = (scale * Q) * K.transpose();  // (T,hs) @ (hs,T) -> (T,T) scores S
-      for (int i = 0; i < T; ++i) {               // causal softmax of row i over j <= i
-        auto row = P.row(i).head(i + 1).array();
-        const float m = row.maxCoeff();
-        row = (row - m).exp();
-        row *= 1.0f / row.sum();
-        P.row(i).tail(T - 1 - i).setZero();  // masked: exactly 0
-      }
+      head_probs(P, Q, K, scale, T);
       HeadMap Y(out + static_cast<long>(b) * T * C + h * hs, T, hs, Stride(C));
       Y.noalias() = P.triangularView<Eigen::Lower>() * V;  // (T,T) @ (T,hs) -> (T,hs)
+    }
+  }
+}
+
+void attention_probs(float* att, const float* qkv, int B, int T, int C, int H) {
+  const int hs = C / H;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  const long C3 = 3L * C;
+  count_flops(static_cast<int64_t>(B) * H * 2L * T * T * hs);  // Q Kᵀ only
+  for (int b = 0; b < B; ++b) {
+    for (int h = 0; h < H; ++h) {
+      const float* base = qkv + b * T * C3 + h * hs;
+      CHeadMap Q(base, T, hs, Stride(C3)), K(base + C, T, hs, Stride(C3));
+      SqMap P(att + (static_cast<long>(b) * H + h) * T * T, T, T);
+      head_probs(P, Q, K, scale, T);
     }
   }
 }
@@ -52,6 +78,9 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
   const long C3 = 3L * C;
   SqMap dP(scratch, T, T);
+  // dY Vᵀ on the full square; Pᵀ dY, dS K and dSᵀ Q on triangles (flops.h).
+  count_flops(static_cast<int64_t>(B) * H *
+              (2L * T * T * hs + 3L * static_cast<int64_t>(T) * (T + 1) * hs));
   for (int b = 0; b < B; ++b) {
     for (int h = 0; h < H; ++h) {
       const long qo = b * T * C3 + h * hs;

@@ -17,6 +17,10 @@ namespace cpu {
 /// out (B,T,C) = causal multi-head attention of qkv (B,T,3C); att (B,H,T,T) receives P.
 void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int H);
 
+/// att (B,H,T,T) = P of attention_forward alone (no P V): the same bits, for selective
+/// recomputation (common/nn/recompute.h), which drops P after the forward and makes it again here.
+void attention_probs(float* att, const float* qkv, int B, int T, int C, int H);
+
 /// dqkv (B,T,3C) OVERWRITTEN with ∂L/∂qkv, given dout (B,T,C), the forward's qkv and att.
 /// scratch: T·T floats of workspace (dP of one head).
 ///   dP = dY Vᵀ,  dV = Pᵀ dY,  dS = P ⊙ (dP - rowsum(P ⊙ dP)) / √hs,  dQ = dS K,  dK = dSᵀ Q

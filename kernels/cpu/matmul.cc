@@ -4,6 +4,8 @@
 // straight into it instead of into a temporary that is then copied (Eigen's default, for safety).
 #include "kernels/cpu/matmul.h"
 
+#include "kernels/cpu/flops.h"
+
 #include <Eigen/Core>
 #include <cstring>
 
@@ -18,6 +20,7 @@ using VecMap = Eigen::Map<Eigen::RowVectorXf>;
 
 void matmul_forward(float* y, const float* x, const float* W, const float* bias, int N, int C,
                     int OC) {
+  count_flops(2L * N * C * OC);
   Map Y(y, N, OC);
   CMap X(x, N, C), Wm(W, C, OC);
   if (bias) {
@@ -38,11 +41,13 @@ void matmul_backward(float* dx, float* dW, float* db, const float* dy, const flo
 }
 
 void matmul_backward_input(float* dx, const float* dy, const float* W, int N, int C, int OC) {
+  count_flops(2L * N * C * OC);
   Map(dx, N, C).noalias() = CMap(dy, N, OC) * CMap(W, C, OC).transpose();  // (N,OC) @ (OC,C)
 }
 
 void matmul_backward_weight(float* dW, float* db, const float* dy, const float* x, int N, int C,
                             int OC) {
+  count_flops(2L * N * C * OC);
   CMap dY(dy, N, OC), X(x, N, C);
   Map(dW, C, OC).noalias() += X.transpose() * dY;  // (C,N) @ (N,OC) -> (C,OC)
   if (db) {  // Σ over N rows -> (OC), row by row: contiguous and vectorised (colwise().sum() of a
@@ -53,11 +58,13 @@ void matmul_backward_weight(float* dW, float* db, const float* dy, const float* 
 }
 
 void matmul_nt_forward(float* y, const float* x, const float* Wt, int N, int C, int OC) {
+  count_flops(2L * N * C * OC);
   Map(y, N, OC).noalias() = CMap(x, N, C) * CMap(Wt, OC, C).transpose();  // (N,C) @ (C,OC)
 }
 
 void matmul_nt_backward(float* dx, float* dWt, const float* dy, const float* x, const float* Wt,
                         int N, int C, int OC) {
+  count_flops((dx ? 4L : 2L) * N * C * OC);
   CMap dY(dy, N, OC), X(x, N, C), Wm(Wt, OC, C);
   if (dx) Map(dx, N, C).noalias() = dY * Wm;        // (N,OC) @ (OC,C) -> (N,C)
   Map(dWt, OC, C).noalias() += dY.transpose() * X;  // (OC,N) @ (N,C) -> (OC,C)

@@ -1,0 +1,59 @@
+// Activation recomputation ("gradient checkpointing"): which activations a block's forward keeps
+// for its backward, and which the backward makes again.
+//
+//   none       every block keeps its whole cache (BlockCache) and its input: the most memory,
+//              no extra compute.
+//   full       a block keeps only its input x_l (the "checkpoint"); right before its backward its
+//              forward runs again from x_l (Chen et al. 2016, "Training Deep Nets with Sublinear
+//              Memory Cost", §3; Megatron's --recompute-granularity full).
+//   full with  only every k-th block's input is kept (blocks l with l % k == 0, and the first
+//   every k    block of a pipeline stage's range); the backward of a block whose segment was
+//              dropped runs the forwards of the segment from its checkpoint again, keeping their
+//              caches until their backwards (Chen et al. §4: k = √L gives O(√L) memory for one
+//              extra forward; Megatron's --recompute-method block/uniform with
+//              --recompute-num-layers).
+//   selective  every block keeps its cache but attention's softmax probabilities (B,H,T,T), the
+//              one activation that grows with T²; the backward recomputes them from q and k
+//              (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer
+//              Models", §5: most of the memory for a few percent of the compute).
+//
+// Results are bit-identical to no recomputation: the same kernels run on the same inputs again.
+// The policy lives in GPTConfig (as Megatron-Core's TransformerConfig carries
+// recompute_granularity), so every stage that walks the model (unit_runner.h) takes it.
+//
+// Glossary: L layers, l block index, k blocks per checkpointed segment, B batch, T sequence,
+// H heads.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace llmp {
+
+/// What a block's forward keeps for its backward (see the file comment).
+enum class Recompute { kNone, kFull, kSelective };
+
+/// "none", "full", "selective".
+const char* to_string(Recompute r);
+/// Inverse of to_string. Throws std::invalid_argument("--recompute 'x' (expected none, full or
+/// selective)") otherwise.
+Recompute parse_recompute(const std::string& s);
+
+/// What recomputation did in this process (one process is one rank), measured where it happens:
+/// the walk (unit_runner.cc) counts the block forwards it runs again, the attention backward
+/// (attention.cc) the softmax probabilities it makes again, and both add the FLOPs the product
+/// kernels counted meanwhile (kernels/cpu/flops.h). The training loop resets it before each
+/// step and reads it after (the report's "recomputed forward FLOPs per step").
+struct RecomputeMeter {
+  int64_t blocks = 0;           ///< block forwards run again (full recomputation)
+  int64_t attention_probs = 0;  ///< blocks whose softmax probabilities were made again (selective)
+  int64_t flops = 0;            ///< FLOPs of those recomputations
+  /// kActivations bytes the last training forward kept per block, on average over its blocks
+  /// (MemoryTracker: growth over the blocks' forwards / blocks): "activations per block".
+  int64_t block_stored_bytes = 0;
+  static RecomputeMeter& instance();
+  /// Zeroes the counts (not block_stored_bytes, which each training forward overwrites).
+  void reset() { blocks = attention_probs = flops = 0; }
+};
+
+}  // namespace llmp

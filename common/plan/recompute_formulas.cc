@@ -1,0 +1,41 @@
+// The closed forms of recompute_formulas.h.
+#include "common/plan/recompute_formulas.h"
+
+namespace llmp {
+
+double activation_bytes_per_block(const RecomputeDims& d, Recompute policy, int every, int e) {
+  const double s = d.s, b = d.b, h = d.h, a = d.a, L = d.L;
+  switch (policy) {
+    case Recompute::kNone: return s * b * h * (16.0 * e + e * a * s / h) + 16 * s * b;
+    case Recompute::kSelective: return s * b * h * 16.0 * e + 16 * s * b;
+    case Recompute::kFull: {
+      const int64_t k = every < 1 ? 1 : every;
+      const double kept = static_cast<double>((d.L + k - 1) / k);  // ⌈L/k⌉ outputs
+      return kept / L * s * b * h * e;
+    }
+  }
+  return 0;
+}
+
+double recomputed_flops_per_walk(const RecomputeDims& d, Recompute policy) {
+  const double s = d.s, b = d.b, h = d.h, N = d.b * d.s;
+  switch (policy) {
+    case Recompute::kNone: return 0;
+    case Recompute::kSelective: return d.L * 2 * b * s * s * h;
+    case Recompute::kFull: return d.L * (24 * N * h * h + 2 * b * s * s * h + b * s * (s + 1) * h);
+  }
+  return 0;
+}
+
+const char* activation_formula_text(Recompute policy, int every, int e) {
+  switch (policy) {
+    case Recompute::kNone: return e == 4 ? "sbh(64+4as/h)+16sb" : "sbh(32+2as/h)+16sb";
+    case Recompute::kSelective: return e == 4 ? "64sbh+16sb" : "32sbh+16sb";
+    case Recompute::kFull:
+      if (every > 1) return e == 4 ? "⌈L/k⌉/L·4sbh" : "⌈L/k⌉/L·2sbh";
+      return e == 4 ? "4sbh" : "2sbh";
+  }
+  return "";
+}
+
+}  // namespace llmp

@@ -1,0 +1,56 @@
+// Closed forms for activation recomputation: the activation bytes a block keeps for its backward
+// under each policy (common/nn/recompute.h), and the forward FLOPs recomputation adds per walk.
+// Written from the model's tensor list, not from the code, so that what the walk measures
+// (MemoryTracker bytes, the kernels' FLOP counter) is checked against them.
+//
+// Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models",
+// Table 2, in 16-bit bytes with dropout, per block; this model keeps no dropout masks and no
+// pre-softmax scores, keeps its four LayerNorm statistics in fp32, and stores activations in
+// e bytes (4 in fp32; 2 in bf16/fp16 mixed precision, common/nn/f32_view.h):
+//
+//   policy            paper (16-bit)        this model, e = 4 (fp32)      e = 2 (bf16 / fp16)
+//   none              sbh(34 + 5as/h)       sbh(64 + 4as/h) + 16sb        sbh(32 + 2as/h) + 16sb
+//   selective         34sbh                 64sbh + 16sb                  32sbh + 16sb
+//   full              2sbh                  4sbh                          2sbh
+//   full, every k     -                     ⌈L/k⌉/L · 4sbh (average)      ⌈L/k⌉/L · 2sbh
+//
+// The tensors per token and block (tp_formulas.h derives the same list under tensor parallelism):
+// the block's output x_{l+1} (the next block's stored input), ln_1(x), res1 and ln_2(res1) (h each),
+// qkv (3h), atty (h), fc and GELU(fc) (4h each): 16h elements of e bytes; mean and rstd of both
+// LayerNorms: 4 fp32; the softmax probabilities of the a heads: a·s elements. Selective
+// recomputation drops the last; full recomputation keeps only the output (= the next input). With
+// every k, a range of L blocks keeps the outputs that are inputs of checkpointed blocks (l % k = 0)
+// and its last output: ⌈L/k⌉ of them.
+//
+// Recomputed FLOPs per walk of L blocks (the kernels' counting convention, kernels/cpu/flops.h:
+// 2 per multiply-add, attention's Q Kᵀ on the full square and P V on the causal triangle):
+//   full (any k)   L · [2N·h·(3h + h + 4h + 4h) + b·a·(2s²·hs + s(s+1)·hs)],  N = b·s
+//                  = L · (24Nh² + 2bs²h + bs(s+1)h): every block's forward once more
+//   selective      L · b·a·2s²·hs = L · 2bs²h: Q Kᵀ again (P V is not needed, only P)
+//
+// Glossary: s = T sequence, b = B sequences, h = C channels, a = H heads, hs = h/a, L blocks,
+// e bytes per stored activation element, k blocks per checkpointed segment.
+#pragma once
+
+#include <cstdint>
+
+#include "common/nn/recompute.h"
+
+namespace llmp {
+
+/// One walk's dimensions: b sequences of s tokens through L blocks of width h with a heads.
+struct RecomputeDims {
+  int64_t b, s, h, a, L;
+};
+
+/// Activation bytes kept per block on average (table above) with e-byte activations.
+/// `every` is k for kFull (1: every block's input), ignored otherwise.
+double activation_bytes_per_block(const RecomputeDims& d, Recompute policy, int every, int e);
+
+/// The forward FLOPs recomputation adds to one walk of d.L blocks (kNone: 0).
+double recomputed_flops_per_walk(const RecomputeDims& d, Recompute policy);
+
+/// The text of the closed form activation_bytes_per_block evaluates, e.g. "sbh(64+4as/h)+16sb".
+const char* activation_formula_text(Recompute policy, int every, int e);
+
+}  // namespace llmp
