@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "common/tensor/arena.h"
 #include "common/tensor/memory.h"
 #include "kernels/cpu/flops.h"
 
@@ -156,6 +157,14 @@ double UnitRunner::step(const WalkStep& s, const UnitRange& r, const Args& a, Ta
       if (!keeps_cache(s.layer)) cache = BlockCache{};  // recomputed in the backward
       tape->cache.push_back(std::move(cache));
       if (!keeps_input(s.layer, r)) tape->x[j] = Tensor();  // remade from its segment's checkpoint
+      if (model_.config().recompute == Recompute::kFull && s.layer + 1 < r.first_block + r.num_blocks &&
+          keeps_input(s.layer + 1, r) && installed_cpu_arena() &&
+          installed_cpu_arena()->mode() == Arena::Mode::kDefrag) {
+        LongLivedScope keep;  // ZeRO-R MD: the checkpoint copied into the long-lived region (arena.h)
+        Tensor kept = Tensor::empty(y.shape(), y.dtype(), MemCategory::kActivations);
+        kept.copy_from(y);
+        y = std::move(kept);
+      }
       tape->x.push_back(std::move(y));
       stats_.forward_stored_bytes += mt.current(MemCategory::kActivations) - before;
       stats_.block_stored_bytes = stats_.forward_stored_bytes / (j + 1);
