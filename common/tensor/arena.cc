@@ -82,12 +82,13 @@ void* Arena::place(int64_t bytes, bool long_lived, MemCategory category) {
     const int64_t total = capacity_ - stats_.used;
     throw ArenaOutOfMemory(
         "out of memory in the arena: requested " + format_bytes(double(bytes)) + " (" +
-        to_string(category) + (long_lived ? ", long-lived" : "") + ") of " +
+        to_string(category) + (from_top ? ", long-lived" : "") + ") of " +
         format_bytes(double(capacity_)) + ", free " + format_bytes(double(total)) +
         " in total, largest free block " + format_bytes(double(largest_free())) +
+        // Enough free in total but in pieces: fragmentation, which --defrag may cure.
         (need <= total ? " (fragmentation)" : "") +
-        (mode_ == Mode::kDefrag ? "; try a larger --arena_bytes"
-                                : "; try --defrag or a larger --arena_bytes"));
+        (need <= total && mode_ == Mode::kFirstFit ? "; try --defrag or a larger --arena_bytes"
+                                                   : "; try a larger --arena_bytes"));
   }
   taken_[off] = need;
   stats_.used += need;
