@@ -56,6 +56,10 @@ expect_before_launch negative_loss_scale "loss scale -1" -- \
 expect_before_launch loss_scale_without_fp16 "--loss_scale 128" -- \
   "$bin" --precision bf16 --loss_scale 128
 expect_before_launch precision_refused "--precision bf16" -- "$bin" --precision bf16
+# The arena (common/tensor/arena.h): its size, and --defrag without one.
+expect_before_launch negative_arena "arena_bytes -1 " -- "$bin" --arena_bytes -1
+expect_before_launch tiny_arena "arena_bytes 4096 " -- "$bin" --arena_bytes 4096
+expect_before_launch defrag_without_arena "--defrag needs --arena_bytes" -- "$bin" --defrag
 
 # A real checkpoint of the tiny model, then loaded into mini: mismatched.
 if timeout 120 "$bin" --model tiny --world_size 1 "${fast[@]}" --save "$tmp/tiny.safetensors" \

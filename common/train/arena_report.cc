@@ -3,7 +3,10 @@
 
 #include <cstdio>
 #include <memory>
+#include <new>
+#include <string>
 
+#include "common/runtime/check.h"
 #include "common/tensor/arena.h"
 #include "common/tensor/memory.h"
 
@@ -11,7 +14,14 @@ namespace llmp {
 
 void install_arena_if_asked(const TrainConfig& cfg) {
   if (cfg.arena_bytes <= 0) return;
-  install_cpu_arena(cfg.arena_bytes, cfg.defrag ? Arena::Mode::kDefrag : Arena::Mode::kFirstFit);
+  bool ok = true;
+  try {
+    install_cpu_arena(cfg.arena_bytes, cfg.defrag ? Arena::Mode::kDefrag : Arena::Mode::kFirstFit);
+  } catch (const std::bad_alloc&) {
+    ok = false;
+  }
+  all_ranks_ok(ok, "--arena_bytes " + std::to_string(cfg.arena_bytes) + ": the host cannot give a "
+                   "rank a block of " + format_bytes(double(cfg.arena_bytes)));
 }
 
 std::vector<ReportRow> arena_report_rows() {

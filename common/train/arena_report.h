@@ -21,6 +21,7 @@ namespace llmp {
 
 /// With cfg.arena_bytes > 0: creates this rank's arena (first fit, or --defrag's two regions)
 /// and registers it for every CPU tensor made from now on. Call on every rank before the model.
+/// Collective (all_ranks_ok): a block the host cannot give ends every rank with one line, exit 2.
 void install_arena_if_asked(const TrainConfig& cfg);
 
 /// The report row of the installed arena, or none: "arena peak used", measured by the arena's
