@@ -56,6 +56,17 @@ expect_before_launch negative_loss_scale "loss scale -1" -- \
 expect_before_launch loss_scale_without_fp16 "--loss_scale 128" -- \
   "$bin" --precision bf16 --loss_scale 128
 expect_before_launch precision_refused "--precision bf16" -- "$bin" --precision bf16
+# Activation recomputation (common/nn/recompute.h): the policy, k, and ZeRO-R's Pa, which only a
+# stage with a tensor-parallel group takes (those skip partition_refused).
+expect_before_launch unknown_recompute "unknown recompute 'partial'" -- "$bin" --recompute partial
+expect_before_launch recompute_every_zero "recompute_every 0" -- \
+  "$bin" --recompute full --recompute_every 0
+expect_before_launch recompute_every_without_full "--recompute_every 3 needs --recompute full" -- \
+  "$bin" --recompute selective --recompute_every 3
+expect_before_launch partition_without_full "--partition_activations needs --recompute full" -- \
+  "$bin" --partition_activations
+expect_before_launch partition_refused "has no tensor-parallel group" -- \
+  "$bin" --recompute full --partition_activations
 # The arena (common/tensor/arena.h): its size, and --defrag without one.
 expect_before_launch negative_arena "arena_bytes -1 " -- "$bin" --arena_bytes -1
 expect_before_launch tiny_arena "arena_bytes 4096 " -- "$bin" --arena_bytes 4096

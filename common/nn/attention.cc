@@ -81,8 +81,8 @@ Tensor attention_backward_input(const BlockShape& s, TpComm& tp, const BlockPara
       const int64_t flops = cpu::flops_done();
       c->att = activation({B, s.heads, T, T}, dt);
       cpu::attention_probs(F32Out(c->att), F32In(c->qkv), B, T, s.attn(), s.heads);
-      RecomputeMeter::instance().attention_probs += 1;
-      RecomputeMeter::instance().flops += cpu::flops_done() - flops;
+      RecomputeMeter::instance().recomputed_probs += 1;
+      RecomputeMeter::instance().recomputed_flops += cpu::flops_done() - flops;
     }
     Tensor scratch = statistic({T, T});  // attention's dP of one head
     keep->dhidden = activation({B, T, s.qkv()}, dt);

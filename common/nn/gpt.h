@@ -47,6 +47,9 @@ struct GPTConfig {
   Recompute recompute = Recompute::kNone;
   /// With kFull: keep the input of every k-th block only (1: every block's input).
   int recompute_every = 1;
+  /// With kFull and tensor parallelism: ZeRO-R's Pa, each kept block input split over the
+  /// tensor-parallel group and all-gathered before its recomputation (tp_comm.h).
+  bool partition_checkpoints = false;
 
   /// tiny: L=2 C=32 H=2 T=16 V=256.  mini: L=4 C=128 H=4 T=64 V=256 (834,304 parameters).
   /// gpt2: L=12 C=768 H=12 T=1024 V=50257 (124,439,808 parameters).
@@ -188,6 +191,14 @@ class GPT {
   /// W: block_grads += dL/dparams from the forward's cache and B's kept gradients.
   void block_backward_weight(const float* block_params, const Tensor& x, const BlockCache& cache,
                              const BlockGradCache& keep, float* block_grads) const;
+
+  /// ZeRO-R's Pa (TpComm::partition_checkpoint): this rank's 1/t of a block input kept for
+  /// recomputation, and the whole (B,Tl,C) again from the parts. Identity on one rank and under
+  /// sequence parallelism.
+  Tensor partition_checkpoint(const Tensor& x) const { return tp_->partition_checkpoint(x); }
+  Tensor gather_checkpoint(const Tensor& part, const std::vector<int64_t>& shape) const {
+    return tp_->gather_checkpoint(part, shape);
+  }
 
   /// Final LayerNorm, tied LM head and cross-entropy, forward and (when dx != nullptr) backward,
   /// fused as in llm.c. x (B,Tl,C); wte: this rank's rows (V/t,C). Returns

@@ -6,8 +6,9 @@
 //   full       a block keeps only its input x_l (the "checkpoint"); right before its backward its
 //              forward runs again from x_l (Chen et al. 2016, "Training Deep Nets with Sublinear
 //              Memory Cost", §3; Megatron's --recompute-granularity full).
-//   full with  only every k-th block's input is kept (blocks l with l % k == 0, and the first
-//   every k    block of a pipeline stage's range); the backward of a block whose segment was
+//   full with  only every k-th block's input is kept (blocks j % k == 0, j counted from the
+//   every k    first block of the range a rank walks: the whole model, or a pipeline stage's
+//              blocks); the backward of a block whose segment was
 //              dropped runs the forwards of the segment from its checkpoint again, keeping their
 //              caches until their backwards (Chen et al. §4: k = √L gives O(√L) memory for one
 //              extra forward; Megatron's --recompute-method block/uniform with
@@ -45,15 +46,20 @@ Recompute parse_recompute(const std::string& s);
 /// kernels counted meanwhile (kernels/cpu/flops.h). The training loop resets it before each
 /// step and reads it after (the report's "recomputed forward FLOPs per step").
 struct RecomputeMeter {
-  int64_t blocks = 0;           ///< block forwards run again (full recomputation)
-  int64_t attention_probs = 0;  ///< blocks whose softmax probabilities were made again (selective)
-  int64_t flops = 0;            ///< FLOPs of those recomputations
-  /// kActivations bytes the last training forward kept per block, on average over its blocks
-  /// (MemoryTracker: growth over the blocks' forwards / blocks): "activations per block".
-  int64_t block_stored_bytes = 0;
+  int64_t recomputed_blocks = 0;  ///< block forwards run again (full recomputation)
+  int64_t recomputed_probs = 0;   ///< blocks whose softmax probabilities were made again (selective)
+  int64_t recomputed_flops = 0;   ///< FLOPs of those recomputations
+  /// kActivations bytes the last training forward of a range kept over its blocks (MemoryTracker:
+  /// growth over the blocks' forwards), the number of those blocks and the sequences it walked.
+  int64_t forward_bytes = 0;
+  int forward_blocks = 0, forward_batch = 0;
   static RecomputeMeter& instance();
-  /// Zeroes the counts (not block_stored_bytes, which each training forward overwrites).
-  void reset() { blocks = attention_probs = flops = 0; }
+  /// Zeroes the recomputation counts (the forward_* fields are overwritten by each forward).
+  void reset() { recomputed_blocks = recomputed_probs = recomputed_flops = 0; }
+  /// Activation bytes kept per block by the last training forward (its average over the blocks).
+  double bytes_per_block() const {
+    return forward_blocks ? static_cast<double>(forward_bytes) / forward_blocks : 0.0;
+  }
 };
 
 }  // namespace llmp

@@ -22,6 +22,9 @@
 // Glossary: B batch, T sequence, C channels, t tensor-parallel ranks, s sequence shards.
 #pragma once
 
+#include <cstdint>
+#include <vector>
+
 #include "common/tensor/tensor.h"
 
 namespace llmp {
@@ -53,6 +56,18 @@ class TpComm {
   /// LayerNorm's output as (B,T/s,C) and all-gathers it again for the weight gradient, §4.2.2).
   /// Identity when s = 1.
   virtual Tensor regather(const Tensor& x) { return x; }
+
+  /// ZeRO-R's partitioned activation checkpoints, Pa (Rajbhandari et al. 2020, §6.1): a block
+  /// input kept for recomputation (B,T,C), the same on every rank of the group, is kept as this
+  /// rank's 1/t of it (elements [r·n/t, (r+1)·n/t) of the flattened tensor, shape (n/t)).
+  /// Identity when t = 1 or under sequence parallelism (x is already this rank's rows alone).
+  virtual Tensor partition_checkpoint(const Tensor& x) { return x; }
+  /// The whole checkpoint of shape `shape` again from every rank's part (all_gather), right
+  /// before its recomputation. Identity when partition_checkpoint was.
+  virtual Tensor gather_checkpoint(const Tensor& part, const std::vector<int64_t>& shape) {
+    (void)shape;
+    return part;
+  }
 
   /// Vocab-parallel cross-entropy: element-wise max of t over the group, in place (f32).
   virtual void all_reduce_max(Tensor& t) { (void)t; }

@@ -115,7 +115,7 @@ bool UnitRunner::keeps_cache(int l) const {
 bool UnitRunner::keeps_input(int l, const UnitRange& r) const {
   const GPTConfig& c = model_.config();
   if (keep_ || c.recompute != Recompute::kFull || c.recompute_every <= 1) return true;
-  return l == r.first_block || l % c.recompute_every == 0;  // the segments' checkpoints
+  return (l - r.first_block) % c.recompute_every == 0;  // the segments' checkpoints, in the range
 }
 
 void UnitRunner::recompute_if_dropped(int j, const UnitRange& r, const Args& a, Tape* tape) {
@@ -127,6 +127,8 @@ void UnitRunner::recompute_if_dropped(int j, const UnitRange& r, const Args& a, 
   const int64_t flops = cpu::flops_done();
   int c = j;
   while (!tape->x[c].defined()) --c;  // the first block of a range always keeps its input
+  if (tape->x[c].ndim() == 1)  // ZeRO-R Pa: this rank's part only; the whole from every rank
+    tape->x[c] = model_.gather_checkpoint(tape->x[c], {a.B, a.T, model_.config().d});
   for (int i = c; i <= j; ++i) {
     Tensor y = model_.block_forward(params_.get(1 + r.first_block + i), tape->x[i], a.B, a.T,
                                     &tape->cache[i]);
@@ -134,8 +136,8 @@ void UnitRunner::recompute_if_dropped(int j, const UnitRange& r, const Args& a, 
     ++stats_.recomputed_blocks;
   }
   RecomputeMeter& meter = RecomputeMeter::instance();
-  meter.blocks += j - c + 1;
-  meter.flops += cpu::flops_done() - flops;
+  meter.recomputed_blocks += j - c + 1;
+  meter.recomputed_flops += cpu::flops_done() - flops;
 }
 
 double UnitRunner::step(const WalkStep& s, const UnitRange& r, const Args& a, Tape* tape) {
@@ -156,7 +158,10 @@ double UnitRunner::step(const WalkStep& s, const UnitRange& r, const Args& a, Ta
       }
       if (!keeps_cache(s.layer)) cache = BlockCache{};  // recomputed in the backward
       tape->cache.push_back(std::move(cache));
-      if (!keeps_input(s.layer, r)) tape->x[j] = Tensor();  // remade from its segment's checkpoint
+      if (!keeps_input(s.layer, r))
+        tape->x[j] = Tensor();  // remade from its segment's checkpoint
+      else if (model_.config().partition_checkpoints && !tape->cache.back().filled())
+        tape->x[j] = model_.partition_checkpoint(tape->x[j]);  // ZeRO-R Pa: keep 1/t of it
       if (model_.config().recompute == Recompute::kFull && s.layer + 1 < r.first_block + r.num_blocks &&
           keeps_input(s.layer + 1, r) && installed_cpu_arena() &&
           installed_cpu_arena()->mode() == Arena::Mode::kDefrag) {
@@ -168,7 +173,10 @@ double UnitRunner::step(const WalkStep& s, const UnitRange& r, const Args& a, Ta
       tape->x.push_back(std::move(y));
       stats_.forward_stored_bytes += mt.current(MemCategory::kActivations) - before;
       stats_.block_stored_bytes = stats_.forward_stored_bytes / (j + 1);
-      RecomputeMeter::instance().block_stored_bytes = stats_.block_stored_bytes;
+      RecomputeMeter& meter = RecomputeMeter::instance();
+      meter.forward_bytes = stats_.forward_stored_bytes;
+      meter.forward_blocks = j + 1;
+      meter.forward_batch = a.B;
       return 0;
     }
     case WalkStep::kHead: {  // x_k -> loss; when training also dy = dloss/dx_k (fused)

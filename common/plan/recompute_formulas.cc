@@ -4,25 +4,32 @@
 namespace llmp {
 
 double activation_bytes_per_block(const RecomputeDims& d, Recompute policy, int every, int e) {
-  const double s = d.s, b = d.b, h = d.h, a = d.a, L = d.L;
+  const double s = d.s, b = d.b, h = d.h, a = d.a, L = d.L, t = d.t;
+  const double split = d.sp ? t : 1;  // the residual stream's tensors: split only by SP
+  // Per token: x_{l+1}, ln_1, res1, ln_2 (h each) and four fp32 statistics; qkv, atty, fc,
+  // GELU(fc) (12h) and the probabilities (a·s) of this rank's heads and columns.
+  const double residual = 4 * e * h / split + 16 / split, per_rank = e * 12 * h / t;
+  const double probs = e * a * s / t;
   switch (policy) {
-    case Recompute::kNone: return s * b * h * (16.0 * e + e * a * s / h) + 16 * s * b;
-    case Recompute::kSelective: return s * b * h * 16.0 * e + 16 * s * b;
+    case Recompute::kNone: return s * b * (residual + per_rank + probs);
+    case Recompute::kSelective: return s * b * (residual + per_rank);
     case Recompute::kFull: {
       const int64_t k = every < 1 ? 1 : every;
       const double kept = static_cast<double>((d.L + k - 1) / k);  // ⌈L/k⌉ outputs
-      return kept / L * s * b * h * e;
+      const double pa = d.partitioned && !d.sp ? t : 1;  // ZeRO-R Pa: 1/t of each checkpoint
+      return kept / L * s * b * e * h / split / pa;
     }
   }
   return 0;
 }
 
 double recomputed_flops_per_walk(const RecomputeDims& d, Recompute policy) {
-  const double s = d.s, b = d.b, h = d.h, N = d.b * d.s;
+  const double s = d.s, b = d.b, h = d.h, N = d.b * d.s, t = d.t;
   switch (policy) {
     case Recompute::kNone: return 0;
-    case Recompute::kSelective: return d.L * 2 * b * s * s * h;
-    case Recompute::kFull: return d.L * (24 * N * h * h + 2 * b * s * s * h + b * s * (s + 1) * h);
+    case Recompute::kSelective: return d.L * 2 * b * s * s * h / t;
+    case Recompute::kFull:
+      return d.L * (24 * N * h * h + 2 * b * s * s * h + b * s * (s + 1) * h) / t;
   }
   return 0;
 }

@@ -13,6 +13,7 @@
 //   selective         34sbh                 64sbh + 16sb                  32sbh + 16sb
 //   full              2sbh                  4sbh                          2sbh
 //   full, every k     -                     ⌈L/k⌉/L · 4sbh (average)      ⌈L/k⌉/L · 2sbh
+//   full + Pa (TP)    -                     ⌈L/k⌉/L · 4sbh/t              ⌈L/k⌉/L · 2sbh/t
 //
 // The tensors per token and block (tp_formulas.h derives the same list under tensor parallelism):
 // the block's output x_{l+1} (the next block's stored input), ln_1(x), res1 and ln_2(res1) (h each),
@@ -38,16 +39,23 @@
 
 namespace llmp {
 
-/// One walk's dimensions: b sequences of s tokens through L blocks of width h with a heads.
+/// One walk's dimensions: b sequences of s tokens through L blocks of width h with a heads, on a
+/// rank of t tensor-parallel ranks (sp: with sequence parallelism, common/plan/tp_formulas.h).
 struct RecomputeDims {
   int64_t b, s, h, a, L;
+  int64_t t = 1;
+  bool sp = false;
+  bool partitioned = false;  ///< ZeRO-R Pa: full recomputation's kept inputs split over t (not SP)
 };
 
-/// Activation bytes kept per block on average (table above) with e-byte activations.
-/// `every` is k for kFull (1: every block's input), ignored otherwise.
+/// Activation bytes kept per block on average (table above) with e-byte activations. `every` is
+/// k for kFull (1: every block's input), ignored otherwise. Under tensor parallelism the
+/// per-rank tensors (qkv, atty, fc, GELU(fc), the probabilities) are divided by t, and with
+/// sequence parallelism the others too (Korthikanti et al. 2022, Table 2's TP and TP+SP rows).
 double activation_bytes_per_block(const RecomputeDims& d, Recompute policy, int every, int e);
 
-/// The forward FLOPs recomputation adds to one walk of d.L blocks (kNone: 0).
+/// The forward FLOPs recomputation adds to one walk of d.L blocks (kNone: 0); every product of a
+/// tensor-parallel rank is 1/t of the whole (its heads, its columns, all N rows).
 double recomputed_flops_per_walk(const RecomputeDims& d, Recompute policy);
 
 /// The text of the closed form activation_bytes_per_block evaluates, e.g. "sbh(64+4as/h)+16sb".

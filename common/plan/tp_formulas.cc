@@ -1,6 +1,8 @@
 // The closed forms of tp_formulas.h, one line each.
 #include "common/plan/tp_formulas.h"
 
+#include "common/plan/recompute_formulas.h"
+
 namespace llmp {
 
 double tp_params_per_rank(const TpModelDims& d, int t) {
@@ -14,14 +16,18 @@ double tp_replicated_params(const TpModelDims& d) {
 
 double tp_activation_bytes_per_block(const TpModelDims& d, int64_t B, int64_t T, int t,
                                      bool sequence_parallel) {
-  const double s = T, b = B, h = d.C, a = d.H;
-  if (sequence_parallel) return s * b * h / t * (64 + 4 * a * s / h) + 16 * s * b / t;
-  return s * b * h * (16 + 48.0 / t + 4 * a * s / (h * t)) + 16 * s * b;
+  // The per-tensor sum is written once, in recompute_formulas.cc (policy none, fp32).
+  return activation_bytes_per_block({B, T, d.C, d.H, d.L, t, sequence_parallel}, Recompute::kNone,
+                                    1, 4);
 }
 
 double tp_bytes_per_step(const TpModelDims& d, int64_t B, int64_t T, int t) {
   const double ring = 2.0 * (t - 1) / t, S = 4.0 * B * T * d.C;
   return (4.0 * d.L + 2) * ring * S + ring * 12.0 * B * T;
+}
+
+double tp_recompute_bytes_per_step(const TpModelDims& d, int64_t B, int64_t T, int t) {
+  return 4.0 * d.L * (t - 1) / t * 4.0 * B * T * d.C;
 }
 
 double sp_regather_bytes_per_step(const TpModelDims& d, int64_t B, int64_t T, int t) {

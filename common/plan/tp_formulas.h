@@ -63,6 +63,11 @@ double tp_activation_bytes_per_block(const TpModelDims& d, int64_t B, int64_t T,
 /// (4L + 2)·2(t-1)/t·4BTC + 2(t-1)/t·12BT.
 double tp_bytes_per_step(const TpModelDims& d, int64_t B, int64_t T, int t);
 
+/// What full recomputation adds to the tp group (TP and SP alike): each block's forward runs again
+/// with its two g's (all_reduce, or SP's all_gather + reduce_scatter pairs): 4L·(t-1)/t·4BTC.
+/// Selective recomputation adds nothing (attention's probabilities are local to a rank's heads).
+double tp_recompute_bytes_per_step(const TpModelDims& d, int64_t B, int64_t T, int t);
+
 /// Sequence parallelism's backward re-gather of ln_1 and ln_2: 2L·(t-1)/t·4BTC.
 double sp_regather_bytes_per_step(const TpModelDims& d, int64_t B, int64_t T, int t);
 

@@ -78,6 +78,17 @@ void add_train_flags(CLI::App& app, TrainConfig& cfg) {
       ->capture_default_str();
   app.add_option("--min_loss_scale", cfg.min_loss_scale, "fp16: the dynamic S never goes below")
       ->capture_default_str();
+  app.add_option("--recompute", cfg.recompute,
+                 "activation recomputation: none, full (keep block inputs only) or selective "
+                 "(recompute attention's softmax only)")
+      ->capture_default_str();
+  app.add_option("--recompute_every", cfg.recompute_every,
+                 "with --recompute full: keep the input of every k-th block only (k = √L: O(√L) "
+                 "activation memory)")
+      ->capture_default_str();
+  app.add_flag("--partition_activations", cfg.partition_activations,
+               "ZeRO-R Pa: with --recompute full on a tensor-parallel stage, keep 1/t of each "
+               "checkpointed block input and all-gather it before its recomputation");
   app.add_option("--weight_decay", cfg.weight_decay, "AdamW decoupled weight decay")
       ->capture_default_str();
   app.add_flag("--decay_all", cfg.decay_all,
@@ -149,6 +160,16 @@ std::string validation_error(const TrainConfig& cfg, int dp_size) {
     return "timeout " + format_double(cfg.timeout) + " s must be 0 (off) or positive";
   if (cfg.precision != "fp32" && cfg.precision != "bf16" && cfg.precision != "fp16")
     return "unknown precision '" + cfg.precision + "' (expected fp32, bf16 or fp16)";
+  if (cfg.recompute != "none" && cfg.recompute != "full" && cfg.recompute != "selective")
+    return "unknown recompute '" + cfg.recompute + "' (expected none, full or selective)";
+  if (cfg.recompute_every < 1)
+    return "recompute_every " + std::to_string(cfg.recompute_every) + " must be at least 1";
+  if (cfg.recompute_every > 1 && cfg.recompute != "full")
+    return "--recompute_every " + std::to_string(cfg.recompute_every) +
+           " needs --recompute full (got " + cfg.recompute + ")";
+  if (cfg.partition_activations && cfg.recompute != "full")
+    return "--partition_activations needs --recompute full (got " + cfg.recompute +
+           "): only recomputation's checkpoints are partitioned";
   if (!(cfg.loss_scale >= 0) || !std::isfinite(cfg.loss_scale))
     return "loss scale " + format_double(cfg.loss_scale) + " must be 0 (dynamic) or positive";
   if (!(cfg.initial_loss_scale > 0) || !std::isfinite(cfg.initial_loss_scale))

@@ -78,6 +78,16 @@ struct TrainConfig {
   int loss_scale_window = 1000;       ///< --loss_scale_window: clean steps before S doubles
   double min_loss_scale = 1;          ///< --min_loss_scale: S never backs off below this
 
+  // Activation recomputation (common/nn/recompute.h), in the shared walk: every stage takes it.
+  /// --recompute: none, full (keep only block inputs, run each block's forward again before its
+  /// backward) or selective (recompute attention's softmax probabilities only).
+  std::string recompute = "none";
+  /// --recompute_every: with full, keep the input of every k-th block only (1: every block).
+  int recompute_every = 1;
+  /// --partition_activations: ZeRO-R's Pa (DeepSpeed's name): with --recompute full on a
+  /// tensor-parallel stage, each kept block input split over the group, all-gathered before use.
+  bool partition_activations = false;
+
   // ZeRO-R memory defragmentation (common/tensor/arena.h).
   /// --arena_bytes: > 0 carves every tensor of a rank out of one fixed block of this many bytes
   /// (first fit, as a device allocator does; a request no free block fits ends the run with
@@ -119,8 +129,10 @@ void parse_flags_or_exit(CLI::App& app, int argc, char** argv);
 /// eval_every ≥ 0, eval_batches ≥ 1, log_every ≥ 1, timeout ≥ 0 and finite, model is a known
 /// preset, data and (if set) load exist, precision is fp32/bf16/fp16, the loss-scale flags are
 /// positive (loss_scale ≥ 0) and set only with fp16 ("--loss_scale 128 applies to --precision
-/// fp16 only (bf16 keeps fp32's exponent range)"), arena_bytes is 0 or ≥ kMinArenaBytes and
-/// --defrag comes with it. `dp_size` is the data-parallel size; ≤ 0 means world_size.
+/// fp16 only (bf16 keeps fp32's exponent range)"), recompute is none/full/selective,
+/// recompute_every ≥ 1 and > 1 only with full, partition_activations only with full,
+/// arena_bytes is 0 or ≥ kMinArenaBytes and --defrag comes with it.
+/// `dp_size` is the data-parallel size; ≤ 0 means world_size.
 std::string validation_error(const TrainConfig& cfg, int dp_size = 0);
 
 /// Exits with "error: <validation_error>" and status 2 when cfg is invalid, else returns.

@@ -9,6 +9,9 @@
 //   the embedding)          fwd all_reduce, bwd identity           fwd reduce_scatter, bwd all_gather
 //   regather (W of c_attn,  identity (the input was kept whole)   all_gather of the kept (B,T/t,C)
 //   c_fc)                                                          LayerNorm output, on `regather`
+//   checkpoint (ZeRO-R Pa:  keep 1/t of a recomputed block's      identity (the input is already
+//   full recomputation)     input; all_gather it on `checkpoints`  split: SP does Pa's job)
+//                           before the recomputation
 //
 // Per rank and call, S = B·T·C·4 bytes: all_reduce 2(t-1)/t·S; all_gather, reduce_scatter
 // (t-1)/t·S, so a sequence-parallel pair sends exactly what the all_reduce it replaces does. The
@@ -26,8 +29,10 @@ namespace llmp {
 
 class TensorParallelComm : public TpComm {
  public:
-  /// `tp` and `regather` (used only with sequence_parallel; nullptr = tp) must outlive this.
-  TensorParallelComm(ProcessGroup& tp, bool sequence_parallel, ProcessGroup* regather = nullptr);
+  /// `tp`, `regather` (used only with sequence_parallel; nullptr = tp) and `checkpoints` (Pa's
+  /// all_gathers; nullptr = tp) must outlive this.
+  TensorParallelComm(ProcessGroup& tp, bool sequence_parallel, ProcessGroup* regather = nullptr,
+                     ProcessGroup* checkpoints = nullptr);
 
   int size() const override { return tp_.size(); }
   int rank() const override { return tp_.rank(); }
@@ -37,6 +42,9 @@ class TensorParallelComm : public TpComm {
   Tensor exit_forward(Tensor y) override;
   Tensor exit_backward(const Tensor& dy) override;
   Tensor regather(const Tensor& x) override;
+  Tensor partition_checkpoint(const Tensor& x) override;
+  /// sends (t-1)/t·4·n bytes (n = the whole checkpoint's elements), on `checkpoints`.
+  Tensor gather_checkpoint(const Tensor& part, const std::vector<int64_t>& shape) override;
   void all_reduce_max(Tensor& t) override;  ///< sends 2(t-1)/t·4·numel
   void all_reduce_sum(Tensor& t) override;  ///< sends 2(t-1)/t·4·numel
 
@@ -44,6 +52,7 @@ class TensorParallelComm : public TpComm {
   ProcessGroup& tp_;
   bool sp_;
   ProcessGroup& regather_;
+  ProcessGroup& checkpoints_;
 };
 
 }  // namespace llmp

@@ -1,12 +1,14 @@
 // TensorParallelStrategy (see tp_strategy.h).
 #include "common/tp/tp_strategy.h"
 
+#include <cmath>
 #include <cstring>
 #include <utility>
 #include <vector>
 
 #include "common/nn/unit_runner.h"
 #include "common/optim/decay_mask.h"
+#include "common/plan/recompute_formulas.h"
 #include "common/plan/tp_formulas.h"
 #include "common/tensor/memory.h"
 
@@ -20,7 +22,9 @@ TensorParallelStrategy::TensorParallelStrategy(const GPTConfig& cfg, ProcessGrou
   // re-gather's and the gradient all_reduce's bytes are counted apart from f's and g's.
   regather_group_ = tp.duplicate();
   grad_group_ = tp.duplicate();
-  comm_ = std::make_unique<TensorParallelComm>(tp, sp_, regather_group_.get());
+  checkpoint_group_ = tp.duplicate();
+  comm_ = std::make_unique<TensorParallelComm>(tp, sp_, regather_group_.get(),
+                                               checkpoint_group_.get());
   model_ = std::make_unique<GPT>(cfg, *comm_);  // throws when t does not divide H, 4C or V
   const int64_t n = model_->layout().num_params();
   params_ = Tensor::empty({n}, DType::kF32, MemCategory::kParameters);
@@ -50,7 +54,8 @@ void TensorParallelStrategy::all_reduce_replicated_grads() {
 double TensorParallelStrategy::train_step(const int32_t* tokens, const int32_t* targets,
                                           int global_batch, int T, int64_t step) {
   const double tp0 = tp_.stats().total_bytes(), rg0 = regather_group_->stats().total_bytes(),
-               gs0 = grad_group_->stats().total_bytes();
+               gs0 = grad_group_->stats().total_bytes(),
+               ck0 = checkpoint_group_->stats().total_bytes();
   // 1. The walk over this rank's slice; f and g communicate inside it. The loss is the global
   //    mean: every rank sees the whole batch, scaled by 1/(B·T).
   grads_.fill(0.0f);
@@ -59,7 +64,7 @@ double TensorParallelStrategy::train_step(const int32_t* tokens, const int32_t* 
   UnitRunner runner(*model_, source, &sink);
   const double loss = runner.forward_backward(tokens, targets, global_batch, T,
                                               1.0f / (static_cast<float>(global_batch) * T));
-  block_bytes_ = runner.stats().block_stored_bytes;
+  block_bytes_ = static_cast<double>(runner.stats().forward_stored_bytes) / model_->config().layers;
   // 2. Sequence parallelism: the replicated parameters saw only this rank's rows.
   if (sp_) all_reduce_replicated_grads();
   // 3. AdamW on the slice.
@@ -68,6 +73,7 @@ double TensorParallelStrategy::train_step(const int32_t* tokens, const int32_t* 
   tp_bytes_ = tp_.stats().total_bytes() - tp0;
   regather_bytes_ = regather_group_->stats().total_bytes() - rg0;
   grad_sync_bytes_ = grad_group_->stats().total_bytes() - gs0;
+  checkpoint_bytes_ = checkpoint_group_->stats().total_bytes() - ck0;
   last_B_ = global_batch, last_T_ = T;
   return loss;
 }
@@ -107,16 +113,32 @@ std::vector<ReportRow> TensorParallelStrategy::report() const {
   const int t = tp_.size();
   const double psi_r = tp_params_per_rank(d, t);
   const MemoryTracker& mt = MemoryTracker::instance();
+  // ZeRO-R Pa applies to the checkpoints of full recomputation, and not under SP (already split).
+  const bool full = c.recompute == Recompute::kFull;  // each block's forward, g included, twice
+  const bool pa = c.partition_checkpoints && full && !sp_;
   std::vector<ReportRow> rows = {
       {"parameters", double(mt.current(MemCategory::kParameters)), 4 * psi_r,
        "4Ψ_r (Ψ_r: sharded + replicated)"},
       {"gradients", double(mt.current(MemCategory::kGradients)), 4 * psi_r, "4Ψ_r"},
       {"optimizer state", double(mt.current(MemCategory::kOptimizerState)), 8 * psi_r, "8Ψ_r"},
-      {"activations per block", double(block_bytes_),
-       tp_activation_bytes_per_block(d, last_B_, last_T_, t, sp_),
-       sp_ ? "sbh/t·(64+4as/h)+16sb/t" : "sbh(16+48/t+4as/(ht))+16sb"},
-      {"sent per step (tp group)", tp_bytes_, tp_bytes_per_step(d, last_B_, last_T_, t),
-       "2(t-1)/t·((4L+2)·4BTC+12BT)"}};
+      {"activations per block", block_bytes_,
+       activation_bytes_per_block({last_B_, last_T_, c.d, c.heads, c.layers, t, sp_, pa},
+                                  c.recompute, c.recompute_every, 4),
+       pa                              ? "⌈L/k⌉/L·4sbh/t (Pa)"
+       : c.recompute != Recompute::kNone ? activation_formula_text(c.recompute, c.recompute_every, 4)
+       : sp_                           ? "sbh/t·(64+4as/h)+16sb/t"
+                                       : "sbh(16+48/t+4as/(ht))+16sb"},
+      {"sent per step (tp group)", tp_bytes_,
+       tp_bytes_per_step(d, last_B_, last_T_, t) +
+           (full ? tp_recompute_bytes_per_step(d, last_B_, last_T_, t) : 0),
+       full ? "2(t-1)/t·((4L+2)·4BTC+12BT) + 4L(t-1)/t·4BTC (g again in recompute)"
+            : "2(t-1)/t·((4L+2)·4BTC+12BT)"}};
+  if (pa) {  // every segment's checkpoint gathered once before its recomputation
+    const double k = c.recompute_every, segments = std::ceil(c.layers / k);
+    rows.push_back({"sent per step (Pa all_gather)", checkpoint_bytes_,
+                    segments * (t - 1.0) / t * 4.0 * last_B_ * last_T_ * c.d,
+                    "⌈L/k⌉·(t-1)/t·4BTC"});
+  }
   if (sp_) {
     rows.push_back({"sent per step (re-gather)", regather_bytes_,
                     sp_regather_bytes_per_step(d, last_B_, last_T_, t), "2L·(t-1)/t·4BTC"});

@@ -68,8 +68,10 @@ class TensorParallelStrategy : public Strategy {
   double last_step_tp_bytes() const { return tp_bytes_; }
   double last_step_regather_bytes() const { return regather_bytes_; }
   double last_step_grad_sync_bytes() const { return grad_sync_bytes_; }
+  /// ZeRO-R Pa's all_gathers of partitioned checkpoints in the last step (their own group).
+  double last_step_checkpoint_bytes() const { return checkpoint_bytes_; }
   /// kActivations bytes one block's forward kept in the last step (MemoryTracker).
-  int64_t last_block_activation_bytes() const { return block_bytes_; }
+  double last_block_activation_bytes() const { return block_bytes_; }
 
  private:
   /// Sums the replicated tensors' gradients over the group (sequence parallelism), packed into
@@ -78,13 +80,14 @@ class TensorParallelStrategy : public Strategy {
 
   ProcessGroup& tp_;
   bool sp_;
-  std::shared_ptr<ProcessGroup> regather_group_, grad_group_;  // own CommStats each
+  // Own CommStats each: SP's re-gather, SP's replicated gradients, ZeRO-R Pa's checkpoints.
+  std::shared_ptr<ProcessGroup> regather_group_, grad_group_, checkpoint_group_;
   std::unique_ptr<TensorParallelComm> comm_;
   std::unique_ptr<GPT> model_;  // this rank's slice
   Tensor params_, grads_;       // Ψ_r each
   std::unique_ptr<AdamW> opt_;  // m, v: Ψ_r each
-  double tp_bytes_ = 0, regather_bytes_ = 0, grad_sync_bytes_ = 0;
-  int64_t block_bytes_ = 0;
+  double tp_bytes_ = 0, regather_bytes_ = 0, grad_sync_bytes_ = 0, checkpoint_bytes_ = 0;
+  double block_bytes_ = 0;  // kept per block, averaged over the blocks
   int last_B_ = 0, last_T_ = 0;
 };
 

@@ -41,7 +41,13 @@ void print_table(const std::string& stage, int N, int64_t psi, const std::vector
     for (int r = 0; r < N; ++r) {
       const ReportRow row{rows[i].what, all[2 * n * r + 2 * i], all[2 * n * r + 2 * i + 1], ""};
       ok = ok && report_row_ok(row);
-      const std::string cell = format_bytes(row.measured) + " (" + format_bytes(row.formula) + ")";
+      auto fmt = [&](double v) {  // bytes, or a count of FLOPs in millions
+        if (!rows[i].flops) return format_bytes(v);
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%.2f MFLOP", v / 1e6);
+        return std::string(buf);
+      };
+      const std::string cell = fmt(row.measured) + " (" + fmt(row.formula) + ")";
       std::printf("%s", pad(cell, 25).c_str());
     }
     std::printf("%s\n", ok ? "ok" : "DIFFERS");

@@ -23,9 +23,10 @@ namespace llmp {
 /// A row of the end-of-run report: something measured next to its closed form.
 struct ReportRow {
   std::string what;      ///< "parameters", "gradients", "optimizer state", "sent per step"
-  double measured = 0;   ///< bytes
-  double formula = 0;    ///< bytes
+  double measured = 0;   ///< bytes (FLOPs when `flops`)
+  double formula = 0;    ///< bytes (FLOPs when `flops`)
   std::string formula_text;  ///< e.g. "4Ψ", "8⌈Ψ/N⌉", "2(N-1)/N·4Ψ"
+  bool flops = false;        ///< measured and formula count FLOPs, not bytes
 };
 
 class Strategy {

@@ -21,6 +21,7 @@
 #include "common/runtime/signals.h"
 #include "common/train/arena_report.h"
 #include "common/train/checkpoint_io.h"
+#include "common/train/recompute_report.h"
 #include "common/train/report.h"
 #include "common/train/resources.h"
 
@@ -69,6 +70,10 @@ void validate_before_launch(const TrainConfig& cfg, const StageSpec& spec) {
     user_error("--precision " + cfg.precision + ": " + spec.name +
                " trains in fp32 only (mixed precision: baseline, naive_dp, ddp, zero1, zero2, "
                "zero3, mixed_precision)");
+  if (cfg.partition_activations && spec.grid(cfg).tp == 1)
+    user_error("--partition_activations: " + spec.name +
+               " has no tensor-parallel group (tp = 1): nothing is replicated to partition "
+               "(tensor_parallel partitions its checkpoints; sequence_parallel already splits them)");
   // Output paths now, not after training: a run must not spend hours to fail at its save.
   if (const std::string err = output_paths_error(cfg); !err.empty()) user_error(err);
   if (spec.validate) spec.validate(cfg);
@@ -106,6 +111,9 @@ GPTConfig model_config(const TrainConfig& cfg) {
     mc.layers = cfg.layers;
     mc.name += "-L" + std::to_string(cfg.layers);
   }
+  mc.recompute = parse_recompute(cfg.recompute);  // validated: none, full or selective
+  mc.recompute_every = cfg.recompute_every;
+  mc.partition_checkpoints = cfg.partition_activations;
   return mc;
 }
 
@@ -191,13 +199,16 @@ int run(int argc, char** argv, const StageSpec& spec) {
   Progress progress(step + cfg.steps, static_cast<int64_t>(B) * T, cfg.log_every,
                     Progress::Mode::kAuto, stdout, step);
   double loss = NAN, val = NAN, t_first = 0;
+  RecomputeMeter last_step_meter;  // what the last step's walks kept and recomputed
   const int64_t first = step + 1, last = step + cfg.steps;
   const double t_start = now_s();
   defer_signals(true);  // SIGINT / SIGTERM end the run at the end of a step, on every rank
   for (int64_t s = first; s <= last; ++s) {
     set_step_for_signals(s);
     sample(corpus.train(), cfg.seed, s, slice.first_seq, slice.num_seqs, T, tok.data(), tgt.data());
+    RecomputeMeter::instance().reset();
     loss = strategy->train_step(tok.data(), tgt.data(), B, T, s);
+    last_step_meter = RecomputeMeter::instance();
     // Divergence: a NaN or infinite loss ends the run on every rank, before anything is saved
     // (a good checkpoint at --save stays). Collective, so all ranks agree even where the loss is
     // known on one rank only: all_ranks_ok reduces a flag over the world (one MPI_Allreduce of
@@ -243,6 +254,10 @@ int run(int argc, char** argv, const StageSpec& spec) {
 
   if (cfg.steps > 0) {
     std::vector<ReportRow> rows = strategy->report();
+    for (ReportRow& r : recompute_rows(model.config(), spec.grid(cfg), B, T,
+                                       static_cast<int>(dtype_size(model.activation_dtype())),
+                                       last_step_meter))
+      rows.push_back(std::move(r));
     for (const ReportRow& row : arena_report_rows()) rows.push_back(row);
     print_report(*world, spec.name, psi, rows);
     print_arena_summary(*world);  // --arena_bytes: fragmentation at peak, per rank

@@ -62,6 +62,8 @@ DDPStrategy::DDPStrategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt, ui
                             static_cast<int>(dtype_size(mp_.dtype())))),
       launch_at_(launch_unit_table(buckets_, model.layout().num_units())) {
   mp_.init(seed, params_, opt_);  // same seed on every rank: same replicas (and master copies)
+  // ZeRO-R's constant buffer instead of the buckets (0: off); whole elements of the gradients.
+  cb_bytes_ = llmp::constant_buffer_cap(options_.constant_buffer_mb, mp_.dtype());
 }
 
 BatchSlice DDPStrategy::batch_slice(int global_batch) const {
@@ -88,6 +90,11 @@ void DDPStrategy::poll() {
 
 void DDPStrategy::on_unit_ready(int u) {
   events_.push_back({DDPEvent::kUnitFinal, u});
+  if (cb_) {  // constant buffer: pack the unit (an all_reduce runs each time the buffer fills)
+    const int64_t off = model_.layout().unit_offset(u), n = model_.layout().unit_numel(u);
+    cb_->add(off, grads_.narrow(off, n));
+    return;
+  }
   poll();  // progress the buckets already in flight (MPI moves bytes only inside MPI calls)
   if (launch_at_[u] >= 0) launch(launch_at_[u]);  // u completes this bucket: start it now
 }
@@ -120,13 +127,25 @@ double DDPStrategy::train_step(const int32_t* tokens, const int32_t* targets, in
   const float walk_scale = mp_.walk_loss_scale(scale, step);  // times fp16's S
   micro_bytes_.assign(K, 0.0);
   micro_calls_.assign(K, 0);
+  if (cb_bytes_ > 0) MemoryTracker::instance().reset_peak();  // the step's kCommBuffers peak
   double local_loss = 0;
   for (int k = 0; k < K; ++k) {
     const bool sync = k == K - 1;  // the K-1 others run under no_sync(): accumulate locally
     const double bytes0 = dp_.stats().total_bytes();
     const int64_t calls0 = all_reduce_calls(dp_);
     const int64_t off = static_cast<int64_t>(k) * micro * T;  // micro-batch k: (micro, T)
-    if (sync) {
+    if (sync && cb_bytes_ > 0) {
+      events_.clear();
+      // One fused buffer of cap bytes for the whole micro-step. Its collective: the all_reduce
+      // of the packed chunk, then the sums back to their place in grads_.
+      //                                         sends 2(N-1)/N · b·numel(chunk)
+      cb_ = std::make_unique<ConstantBuffer>(cb_bytes_, grads_.dtype(),
+                                             [this](Tensor& packed, int64_t first) {
+                                               dp_.all_reduce(packed, ReduceOp::kSum);
+                                               grads_.narrow(first, packed.numel())
+                                                   .copy_from(packed);
+                                             });
+    } else if (sync) {
       work_.assign(buckets_.size(), nullptr);
       events_.clear();
       meter_.begin_step(static_cast<int>(buckets_.size()));
@@ -139,7 +158,13 @@ double DDPStrategy::train_step(const int32_t* tokens, const int32_t* targets, in
                     mp_.round_stats());
     local_loss += UnitRunner(model_, params, &grads)
                       .forward_backward(tokens + off, targets + off, micro, T, walk_scale);
-    if (sync) {
+    if (sync && cb_) {
+      events_.push_back({DDPEvent::kBackwardDone, -1});
+      cb_->flush();  // the last, partial buffer (it holds unit 0's lowest elements)
+      last_step_chunks_ = cb_->collectives();
+      cb_.reset();
+      last_step_peak_cb_ = MemoryTracker::instance().peak(MemCategory::kCommBuffers);
+    } else if (sync) {
       meter_.backward_done();
       events_.push_back({DDPEvent::kBackwardDone, -1});
       wait_all();  // every bucket summed over ranks: grads_ is the global gradient
@@ -187,10 +212,19 @@ std::vector<ReportRow> DDPStrategy::report() const {
   rows.push_back({"sent per step", last_step_bytes_,
                   plan_bytes_per_step(DPStage::kDDP, psi, N, mp_.plan().grad_bytes),
                   mixed ? "2(N-1)/N·2Ψ" : "2(N-1)/N·4Ψ"});
+  if (cb_bytes_ > 0)  // the one fused buffer, measured: nothing else communicates from memory
+    rows.push_back({"comm buffer, peak in step", static_cast<double>(last_step_peak_cb_),
+                    static_cast<double>(cb_bytes_), "cap"});
   return rows;
 }
 
 void DDPStrategy::finish() {
+  if (cb_bytes_ > 0) {
+    log_all_ranks("ddp: constant buffer of {} bytes, {} all_reduces per step (no overlap with "
+                  "backward: one buffer)",
+                  cb_bytes_, last_step_chunks_);
+    return;
+  }
   log_all_ranks("ddp: {} buckets of ≥ {} MiB | {}", buckets_.size(), options_.bucket_mb,
                 meter_.summary());
 }

@@ -27,8 +27,15 @@
 // elements of an fp32 one. A unit's gradients are rounded into the 16-bit buffer (FlatGrads::ready)
 // BEFORE the hook fires, so a bucket launched from the hook sends final 16-bit values.
 //
+// ZeRO-R's constant buffer (--constant_buffer_mb X, common/train/constant_buffer.h): instead of
+// the buckets, each unit's final gradients are copied into ONE fused buffer of cap = ⌊X·2^20⌋
+// bytes (kCommBuffers), a unit larger than the free space is cut, and every time the buffer is
+// full its all_reduce runs (blocking) and the sums are copied back into the gradient buffer;
+// the last, partial buffer after backward. The communication memory is cap whatever Ψ and L;
+// the bytes sent are the same 2(N-1)/N·bΨ; the overlap with backward is given up (one buffer).
+//
 // Glossary: B global batch (sequences), T sequence length, N ranks, K micro-steps per optimizer
-// step, Ψ parameter count, L layers.
+// step, Ψ parameter count, L layers, cap the constant buffer's bytes.
 #pragma once
 
 #include <cstdint>
@@ -40,6 +47,7 @@
 #include "common/comm/process_group.h"
 #include "common/nn/gpt.h"
 #include "common/optim/adamw.h"
+#include "common/train/constant_buffer.h"
 #include "common/train/dp_util.h"
 #include "common/train/mixed_precision.h"
 #include "common/train/strategy.h"
@@ -54,6 +62,9 @@ struct DDPOptions {
   double bucket_mb = 0.5;
   /// --grad_accum: K micro-steps per optimizer step; B must be divisible by N·K.
   int grad_accum = 1;
+  /// --constant_buffer_mb: > 0 replaces the buckets by ZeRO-R's constant buffer of ⌊X·2^20⌋
+  /// bytes (rounded down to whole gradient elements); 0: off (the buckets).
+  double constant_buffer_mb = 0;
 };
 
 /// One entry of DDPStrategy's event log: what happened during the synchronising micro-step, in
@@ -74,7 +85,8 @@ struct DDPEvent {
 class DDPStrategy : public MixedPrecisionStrategy {
  public:
   /// Collective over `dp`. Every rank initialises the same parameters from `seed`.
-  /// Throws std::invalid_argument when bucket_mb ≤ 0 or grad_accum < 1, or when the model's
+  /// Throws std::invalid_argument when bucket_mb ≤ 0, grad_accum < 1 or constant_buffer_mb is
+  /// negative, NaN, infinite or below one gradient element, or when the model's
   /// activation dtype is not `mp`'s storage dtype. Buckets hold ≥ bucket_mb MiB of gradients in
   /// the precision's dtype (4 bytes per element in fp32, 2 in bf16 / fp16).
   DDPStrategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt, uint64_t seed,
@@ -91,7 +103,9 @@ class DDPStrategy : public MixedPrecisionStrategy {
   void get_state(float* params, float* exp_avg, float* exp_avg_sq) override;
   void set_state(const float* params, const float* exp_avg, const float* exp_avg_sq) override;
   /// Memory rows (4Ψ, 4Ψ, 8Ψ; mixed: 2Ψ, 2Ψ, 12Ψ) and bytes sent in the last step against
-  /// 2(N-1)/N·4Ψ (mixed: 2(N-1)/N·2Ψ, the sum over the buckets).
+  /// 2(N-1)/N·4Ψ (mixed: 2(N-1)/N·2Ψ, the sum over the buckets). With the constant buffer,
+  /// also "comm buffer, peak in step": MemoryTracker's kCommBuffers peak during the last step
+  /// next to the bound ("cap").
   std::vector<ReportRow> report() const override;
   /// fp16: " | loss scale S | skipped k" on the progress line; "" otherwise.
   /// Prints, on every rank, the OverlapMeter summary ("hidden communication: X% of Y ms"): the
@@ -113,6 +127,11 @@ class DDPStrategy : public MixedPrecisionStrategy {
   const std::vector<double>& last_launch_sums() const { return launch_sums_; }
   /// The working copy of the parameters: Ψ elements, f32 or 16-bit.
   const Tensor& params_tensor() const { return params_; }
+  /// Constant buffer: its bytes (cap, whole elements; 0 when off), the kCommBuffers peak during
+  /// the last step, and the all_reduces (chunks) the last step ran: ⌈Ψ/c⌉.
+  int64_t constant_buffer_cap() const { return cb_bytes_; }
+  int64_t last_step_peak_comm_buffers() const { return last_step_peak_cb_; }
+  int last_step_chunks() const { return last_step_chunks_; }
 
  private:
   /// The backward hook (forward_backward's on_unit_ready, unit_runner.h) of the last micro-step.
@@ -137,6 +156,10 @@ class DDPStrategy : public MixedPrecisionStrategy {
   OverlapMeter meter_;
   std::vector<DDPEvent> events_;
   std::vector<double> launch_sums_;  // per bucket, the last step's
+  int64_t cb_bytes_ = 0;                // the constant buffer's bytes (whole elements); 0: off
+  std::unique_ptr<ConstantBuffer> cb_;  // during the synchronising micro-step only
+  int64_t last_step_peak_cb_ = 0;
+  int last_step_chunks_ = 0;
 };
 
 }  // namespace llmp

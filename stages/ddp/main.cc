@@ -1,5 +1,6 @@
 // bazel run //stages/ddp:train  — DDP on 4 ranks (mpiexec is started for you).
 //   bazel run //stages/ddp:train -- --bucket_mb 0.25 --grad_accum 2
+//   bazel run //stages/ddp:train -- --layers 8 --constant_buffer_mb 0.25 --steps 20  (ZeRO-R CB)
 // Flags: bazel run //stages/ddp:train -- --help
 #include <CLI/CLI.hpp>
 
@@ -8,6 +9,7 @@
 #include <string>
 
 #include "common/runtime/check.h"
+#include "common/train/constant_buffer_flag.h"
 #include "common/train/train_main.h"
 #include "stages/ddp/ddp.h"
 
@@ -21,21 +23,24 @@ std::string num(double v) {  // 0.5, not 0.500000
 
 int main(int argc, char** argv) {
   llmp::DDPOptions options;  // bound to the flags below; lives as long as the run
+  llmp::ConstantBufferFlag constant_buffer;
   llmp::StageSpec spec;
   spec.name = "ddp";
   spec.summary = "PyTorch-style DDP: bucketed all_reduce overlapped with backward, "
                  "gradient accumulation without communication (no_sync)";
   spec.default_world_size = 4;
   spec.supports_precision = true;  // --precision fp32|bf16|fp16
-  spec.add_flags = [&options](CLI::App& app) {
+  spec.add_flags = [&options, &constant_buffer](CLI::App& app) {
     app.add_option("--bucket_mb", options.bucket_mb,
                    "gradient bucket capacity in MiB (PyTorch's bucket_cap_mb)")
         ->capture_default_str();
     app.add_option("--grad_accum", options.grad_accum,
                    "micro-steps per optimizer step; only the last one communicates")
         ->capture_default_str();
+    constant_buffer.add(app);
   };
-  spec.validate = [&options](const llmp::TrainConfig& cfg) {
+  spec.validate = [&options, &constant_buffer](const llmp::TrainConfig& cfg) {
+    constant_buffer.validate(cfg);
     if (!(options.bucket_mb > 0))
       llmp::user_error("--bucket_mb must be > 0, got " + num(options.bucket_mb));
     if (options.grad_accum < 1)
@@ -46,7 +51,9 @@ int main(int argc, char** argv) {
                        std::to_string(cfg.world_size) + " × grad_accum " +
                        std::to_string(options.grad_accum));
   };
-  spec.make = [&options](const llmp::StageContext& ctx) -> std::unique_ptr<llmp::Strategy> {
+  spec.make = [&options, &constant_buffer](
+                  const llmp::StageContext& ctx) -> std::unique_ptr<llmp::Strategy> {
+    options.constant_buffer_mb = constant_buffer.mb();
     return std::make_unique<llmp::DDPStrategy>(ctx.model, ctx.grid.dp_group(), ctx.opt,
                                                ctx.cfg.seed, options, ctx.mp);
   };

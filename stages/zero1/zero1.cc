@@ -2,11 +2,12 @@
 
 #include "common/nn/unit_runner.h"
 #include "common/optim/decay_mask.h"
+#include "common/train/constant_buffer.h"
 
 namespace llmp {
 
 Zero1Strategy::Zero1Strategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt, uint64_t seed,
-                             MixedPrecisionConfig mp)
+                             MixedPrecisionConfig mp, double constant_buffer_mb)
     : MixedPrecisionStrategy(model, mp, &dp),
       model_(model),
       dp_(dp),
@@ -17,7 +18,8 @@ Zero1Strategy::Zero1Strategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt
            slice_ranges(decay_ranges(model.layout(), opt.decay), shards_.begin[dp.rank()],
                         shards_.count[dp.rank()]),
            mp_.dtype()),  // m, v (mixed: and the master weights): ⌈Ψ/N⌉ each, the only shards
-      metrics_(dp) {
+      metrics_(dp),
+      cb_bytes_(llmp::constant_buffer_cap(constant_buffer_mb, mp_.dtype())) {
   // Same seed on every rank: same replicas; the master shard is this rank's slice of them.
   mp_.init(seed, params_, opt_, shards_.begin[dp.rank()]);
 }
@@ -33,6 +35,7 @@ double Zero1Strategy::train_step(const int32_t* tokens, const int32_t* targets, 
   const double bytes_before = dp_.stats().total_bytes();
   const int r = dp_.rank();
   const int64_t begin = shards_.begin[r], count = shards_.count[r];
+  if (cb_bytes_ > 0) MemoryTracker::instance().reset_peak();  // the step's kCommBuffers peak
 
   // 1. Forward and backward on the local (B/N, T) slice into the full gradient buffer (Ψ).
   //    With loss_scale 1/(B·T), the sum over ranks is the gradient of the global mean loss
@@ -48,8 +51,21 @@ double Zero1Strategy::train_step(const int32_t* tokens, const int32_t* targets, 
   // 2. Reduce-scatter: this rank receives Σ_ranks grads[begin, begin + count), its shard only.
   //    sends (N-1)/N · b·Ψ (b = 4, or 2 for 16-bit gradients). The receive buffer is
   //    communication scratch, freed after step 3.
-  Tensor grad_shard = Tensor::empty({count}, grads_.dtype(), MemCategory::kCommBuffers);
-  dp_.reduce_scatter_v(grads_, grad_shard, shards_.count, ReduceOp::kSum);
+  //    Constant buffer: chunk by chunk from the top (one reduce-scatter each, the same bytes in
+  //    all), this rank's part written in place into grads_[begin, begin + count).
+  Tensor grad_shard;
+  if (cb_bytes_ > 0) {
+    grad_shard = grads_.narrow(begin, count);  // a view: no receive buffer
+    ConstantBuffer buffer(cb_bytes_, grads_.dtype(),
+                          reduce_scatter_collective(dp_, shards_, grad_shard));
+    buffer.add(0, grads_);  // cut into chunks of the bound, each reduce-scattered when full
+    buffer.flush();         // the last, partial chunk: [0, Ψ mod c)
+    last_step_chunks_ = buffer.collectives();
+    last_step_peak_cb_ = MemoryTracker::instance().peak(MemCategory::kCommBuffers);
+  } else {
+    grad_shard = Tensor::empty({count}, grads_.dtype(), MemCategory::kCommBuffers);
+    dp_.reduce_scatter_v(grads_, grad_shard, shards_.count, ReduceOp::kSum);
+  }
 
   // 3. AdamW on this rank's shard only: params[begin, begin + count) with m, v of size S
   //    (mixed: the master shard, rounded into the 16-bit slice; fp16 skips an overflowed step on
@@ -94,6 +110,9 @@ std::vector<ReportRow> Zero1Strategy::report() const {
   rows.push_back({"sent per step", last_step_bytes_,
                   plan_bytes_per_step(DPStage::kZeRO1, psi, N, mixed ? 2.0 : 4.0),
                   mixed ? "2(N-1)/N·2Ψ" : "2(N-1)/N·4Ψ"});
+  if (cb_bytes_ > 0)  // the one fused buffer, measured
+    rows.push_back({"comm buffer, peak in step", static_cast<double>(last_step_peak_cb_),
+                    static_cast<double>(cb_bytes_), "cap"});
   return rows;
 }
 

@@ -25,8 +25,16 @@
 // What ZeRO-2 adds on top (stages/zero2): the full gradient never exists, each unit's gradients
 // are reduce-scattered as soon as backward has produced them.
 //
+// ZeRO-R's constant buffer (--constant_buffer_mb X, common/train/constant_buffer.h, §6.2): step 2
+// is then one reduce-scatter per chunk of cap = ⌊X·2^20⌋ bytes, cut from the top of the flat
+// gradient and packed into ONE fused buffer (kCommBuffers, cap bytes), instead of one Ψ-element
+// message; each rank's part of a chunk is written in place into its own shard range of the
+// gradient buffer (that range was already copied into the buffer), so no receive buffer is
+// allocated: the communication memory is cap whatever Ψ. Bytes sent and results unchanged.
+//
 // Glossary: B global batch, T sequence length, N ranks, Ψ parameters, S = ⌈Ψ/N⌉ shard size,
-// r this rank, K optimizer bytes per parameter (8 here: fp32 m and v).
+// r this rank, K optimizer bytes per parameter (8 here: fp32 m and v), cap the constant
+// buffer's bytes.
 #pragma once
 
 #include <string>
@@ -46,9 +54,11 @@ namespace llmp {
 class Zero1Strategy : public MixedPrecisionStrategy {
  public:
   /// Collective over `dp`. Every rank initialises the same parameters from `seed`. `mp`: the
-  /// precision (the model's activation dtype must match it).
+  /// precision (the model's activation dtype must match it). `constant_buffer_mb` > 0: ZeRO-R's
+  /// constant buffer of that many MiB (0: off; a bad value throws std::invalid_argument with
+  /// constant_buffer_mb_error's message).
   Zero1Strategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt, uint64_t seed,
-                MixedPrecisionConfig mp = {});
+                MixedPrecisionConfig mp = {}, double constant_buffer_mb = 0);
 
   BatchSlice batch_slice(int global_batch) const override;
   /// Collective. tokens/targets: (B/N, T) for this rank. Sends 2(N-1)/N·4Ψ bytes (mixed: ·2Ψ).
@@ -61,7 +71,8 @@ class Zero1Strategy : public MixedPrecisionStrategy {
   /// Mixed precision: the master shard from `params`, the 16-bit copy rounded from all of it.
   void set_state(const float* params, const float* exp_avg, const float* exp_avg_sq) override;
   /// Parameters 4Ψ, gradients 4Ψ, optimizer 8⌈Ψ/N⌉, sent per step 2(N-1)/N·4Ψ (mixed: 2Ψ, 2Ψ,
-  /// 12⌈Ψ/N⌉, 2(N-1)/N·2Ψ).
+  /// 12⌈Ψ/N⌉, 2(N-1)/N·2Ψ). With the constant buffer also "comm buffer, peak in step"
+  /// (MemoryTracker's kCommBuffers peak during the last step) next to the bound "cap".
   std::vector<ReportRow> report() const override;
 
   const ShardLayout& shards() const { return shards_; }
@@ -70,6 +81,9 @@ class Zero1Strategy : public MixedPrecisionStrategy {
   AdamW& optimizer() { return opt_; }
   /// Bytes this rank sent during the last train_step.
   double last_step_bytes() const { return last_step_bytes_; }
+  /// The constant buffer's bytes (0: off) and the reduce-scatters (chunks) of the last step.
+  int64_t constant_buffer_cap() const { return cb_bytes_; }
+  int last_step_chunks() const { return last_step_chunks_; }
 
  private:
   const GPT& model_;
@@ -80,6 +94,9 @@ class Zero1Strategy : public MixedPrecisionStrategy {
   AdamW opt_;      // m, v (and the fp32 master weights when 16-bit): S each
   MetricsReducer metrics_;
   double last_step_bytes_ = 0;
+  int64_t cb_bytes_ = 0;  // the constant buffer's bytes; 0: one reduce-scatter of all Ψ
+  int64_t last_step_peak_cb_ = 0;
+  int last_step_chunks_ = 0;
 };
 
 }  // namespace llmp

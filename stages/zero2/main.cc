@@ -1,19 +1,28 @@
 // bazel run //stages/zero2:train  — ZeRO-2 on 4 ranks (mpiexec is started for you).
 // Flags: bazel run //stages/zero2:train -- --help
+// ZeRO-R constant buffer (common/train/constant_buffer.h):
+//   bazel run //stages/zero2:train -- --layers 8 --constant_buffer_mb 0.25 --steps 20
 #include <memory>
 
+#include "common/train/constant_buffer_flag.h"
 #include "common/train/train_main.h"
 #include "stages/zero2/zero2.h"
 
 int main(int argc, char** argv) {
+  llmp::ConstantBufferFlag constant_buffer;  // --constant_buffer_mb; lives as long as the run
   llmp::StageSpec spec;
   spec.name = "zero2";
   spec.summary = "ZeRO stage 2: gradients and optimizer state sharded over data-parallel ranks";
   spec.default_world_size = 4;
   spec.supports_precision = true;
-  spec.make = [](const llmp::StageContext& ctx) -> std::unique_ptr<llmp::Strategy> {
+  spec.add_flags = [&constant_buffer](CLI::App& app) { constant_buffer.add(app); };
+  spec.validate = [&constant_buffer](const llmp::TrainConfig& cfg) {
+    constant_buffer.validate(cfg);
+  };
+  spec.make = [&constant_buffer](
+                  const llmp::StageContext& ctx) -> std::unique_ptr<llmp::Strategy> {
     return std::make_unique<llmp::Zero2Strategy>(ctx.model, ctx.grid.dp_group(), ctx.opt,
-                                                 ctx.cfg.seed, ctx.mp);
+                                                 ctx.cfg.seed, ctx.mp, constant_buffer.mb());
   };
   return llmp::train_main(argc, argv, spec);
 }

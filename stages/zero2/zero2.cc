@@ -4,11 +4,12 @@
 
 #include "common/nn/unit_runner.h"
 #include "common/optim/decay_mask.h"
+#include "common/train/constant_buffer.h"
 
 namespace llmp {
 
 Zero2Strategy::Zero2Strategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt, uint64_t seed,
-                             MixedPrecisionConfig mp)
+                             MixedPrecisionConfig mp, double constant_buffer_mb)
     : MixedPrecisionStrategy(model, mp, &dp),
       model_(model),
       dp_(dp),
@@ -19,7 +20,8 @@ Zero2Strategy::Zero2Strategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt
            slice_ranges(decay_ranges(model.layout(), opt.decay), shards_.begin[dp.rank()],
                         shards_.count[dp.rank()]),
            mp_.dtype()),
-      metrics_(dp) {
+      metrics_(dp),
+      cb_bytes_(llmp::constant_buffer_cap(constant_buffer_mb, mp_.dtype())) {
   // Same seed on every rank: same replicas; the master shard is this rank's slice of them.
   mp_.init(seed, params_, opt_, shards_.begin[dp.rank()]);
 }
@@ -39,12 +41,25 @@ double Zero2Strategy::train_step(const int32_t* tokens, const int32_t* targets, 
   // 1-2. Forward with the full parameters; backward unit by unit, each unit's gradient
   // reduce-scattered into grad_shard_ as soon as it is final, then freed (ReduceScatterGrads;
   // 16-bit: rounded once from its fp32 accumulator, sent as 2 bytes per element).
+  // With the constant buffer the units are packed into it instead, and each full buffer (then
+  // the last, partial one) is reduce-scattered into grad_shard_.
   FlatParams params(model_.layout(), params_);
-  ReduceScatterGrads grads(model_.layout(), dp_, shards_, grad_shard_, mp_.round_stats());
-  const double local_loss =
-      UnitRunner(model_, params, &grads)
-          .forward_backward(tokens, targets, B, T, mp_.walk_loss_scale(scale, step));
+  double local_loss = 0;
+  if (cb_bytes_ > 0) {
+    ConstantBuffer buffer(cb_bytes_, grad_shard_.dtype(),
+                          reduce_scatter_collective(dp_, shards_, grad_shard_));
+    ConstantBufferGrads grads(model_.layout(), buffer, grad_shard_.dtype(), mp_.round_stats());
+    local_loss = UnitRunner(model_, params, &grads)
+                     .forward_backward(tokens, targets, B, T, mp_.walk_loss_scale(scale, step));
+    buffer.flush();  // the last, partial buffer: the lowest elements of unit 0
+    last_step_chunks_ = buffer.collectives();
+  } else {
+    ReduceScatterGrads grads(model_.layout(), dp_, shards_, grad_shard_, mp_.round_stats());
+    local_loss = UnitRunner(model_, params, &grads)
+                     .forward_backward(tokens, targets, B, T, mp_.walk_loss_scale(scale, step));
+  }
   last_step_peak_grads_ = MemoryTracker::instance().peak(MemCategory::kGradients);
+  last_step_peak_cb_ = MemoryTracker::instance().peak(MemCategory::kCommBuffers);
 
   // 3. AdamW on this rank's shard only (the valid part of a padded shard). Mixed: the master
   //    shard, rounded into the 16-bit slice; fp16 skips an overflowed step on every rank together.
@@ -104,6 +119,9 @@ std::vector<ReportRow> Zero2Strategy::report() const {
   rows.push_back({"sent per step", last_step_bytes_,
                   plan_bytes_per_step(DPStage::kZeRO2, psi, N, mixed ? 2.0 : 4.0),
                   mixed ? "2(N-1)/N·2Ψ" : "2(N-1)/N·4Ψ"});
+  if (cb_bytes_ > 0)  // the one fused buffer, measured
+    rows.push_back({"comm buffer, peak in step", static_cast<double>(last_step_peak_cb_),
+                    static_cast<double>(cb_bytes_), "cap"});
   return rows;
 }
 

@@ -23,8 +23,15 @@
 // 12⌈Ψ/N⌉ (K = 12, the paper's Table 1). fp16's overflow check sees only this rank's gradient
 // shard, so the skip is agreed over the group. Traffic 2(N-1)/N·2Ψ.
 //
+// ZeRO-R's constant buffer (--constant_buffer_mb X, common/train/constant_buffer.h, §6.2): the
+// units' final gradients are packed into ONE fused buffer of cap = ⌊X·2^20⌋ bytes instead of
+// being reduce-scattered one unit at a time in a message the unit's size; a unit larger than
+// the free space is cut, and each full buffer (and the last, partial one) is reduce-scattered
+// into the shards (every rank receives the part of the packed range inside its shard). The
+// communication memory is cap whatever the unit sizes and L; bytes sent and results unchanged.
+//
 // Glossary: B global batch, T sequence length, C channels, L layers, N ranks, Ψ parameters,
-// S = ⌈Ψ/N⌉ shard size, r this rank.
+// S = ⌈Ψ/N⌉ shard size, r this rank, cap the constant buffer's bytes.
 #pragma once
 
 #include <string>
@@ -44,9 +51,11 @@ namespace llmp {
 class Zero2Strategy : public MixedPrecisionStrategy {
  public:
   /// Collective over `dp`. Every rank initialises the same parameters from `seed`. `mp`: the
-  /// precision (the model's activation dtype must match it).
+  /// precision (the model's activation dtype must match it). `constant_buffer_mb` > 0: ZeRO-R's
+  /// constant buffer of that many MiB (0: off; a bad value throws std::invalid_argument with
+  /// constant_buffer_mb_error's message).
   Zero2Strategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt, uint64_t seed,
-                MixedPrecisionConfig mp = {});
+                MixedPrecisionConfig mp = {}, double constant_buffer_mb = 0);
 
   BatchSlice batch_slice(int global_batch) const override;
   double train_step(const int32_t* tokens, const int32_t* targets, int global_batch, int T,
@@ -58,13 +67,18 @@ class Zero2Strategy : public MixedPrecisionStrategy {
   /// Mixed precision: the master shard from `params`, the 16-bit copy rounded from all of it.
   void set_state(const float* params, const float* exp_avg, const float* exp_avg_sq) override;
   /// Parameters, gradients, optimizer (fp32: 4Ψ, 4⌈Ψ/N⌉, 8⌈Ψ/N⌉; mixed: 2Ψ, 2⌈Ψ/N⌉, 12⌈Ψ/N⌉),
-  /// the gradients' peak in the last step and the bytes it sent (2(N-1)/N·4Ψ; mixed ·2Ψ).
+  /// the gradients' peak in the last step and the bytes it sent (2(N-1)/N·4Ψ; mixed ·2Ψ). With
+  /// the constant buffer also "comm buffer, peak in step" (MemoryTracker's kCommBuffers peak
+  /// during the last step) next to the bound "cap".
   std::vector<ReportRow> report() const override;
 
   const ShardLayout& shards() const { return shards_; }
   /// The working copy of the parameters: Ψ elements, f32 or 16-bit.
   const Tensor& params_tensor() const { return params_; }
   AdamW& optimizer() { return opt_; }
+  /// The constant buffer's bytes (0: off) and the reduce-scatters (chunks) of the last step.
+  int64_t constant_buffer_cap() const { return cb_bytes_; }
+  int last_step_chunks() const { return last_step_chunks_; }
 
  private:
   const GPT& model_;
@@ -76,6 +90,9 @@ class Zero2Strategy : public MixedPrecisionStrategy {
   MetricsReducer metrics_;
   double last_step_bytes_ = 0;
   int64_t last_step_peak_grads_ = 0;
+  int64_t cb_bytes_ = 0;  // the constant buffer's bytes; 0: one reduce-scatter per unit
+  int64_t last_step_peak_cb_ = 0;
+  int last_step_chunks_ = 0;
 };
 
 }  // namespace llmp

@@ -7,6 +7,7 @@
 
 #include "common/optim/decay_mask.h"
 #include "common/runtime/check.h"
+#include "common/train/constant_buffer.h"
 #include "kernels/cpu/convert.h"
 #include "stages/zero3/unit_gatherer.h"
 
@@ -28,7 +29,7 @@ double zero3_peak_param_bytes(const GPTLayout& layout, int N, double b) {
 }
 
 Zero3Strategy::Zero3Strategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt, uint64_t seed,
-                             MixedPrecisionConfig mp)
+                             MixedPrecisionConfig mp, double constant_buffer_mb)
     : MixedPrecisionStrategy(model, mp, &dp),
       model_(model),
       dp_(dp),
@@ -39,7 +40,8 @@ Zero3Strategy::Zero3Strategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt
            slice_ranges(decay_ranges(model.layout(), opt.decay), shards_.begin[dp.rank()],
                         shards_.count[dp.rank()]),
            mp_.dtype()),
-      metrics_(dp) {
+      metrics_(dp),
+      cb_bytes_(llmp::constant_buffer_cap(constant_buffer_mb, mp_.dtype())) {
   LLMP_CHECK(model.config().layers >= 1, "ZeRO-3 needs at least one block");
   // Every rank builds the same full initialisation (same seed) once and keeps only its shard:
   // fp32 as it is; mixed, its 16-bit rounding, with the fp32 values as the master shard.
@@ -57,10 +59,18 @@ double Zero3Strategy::run_walk(const int32_t* tokens, const int32_t* targets, in
   const GPTLayout& lay = model_.layout();
   UnitGatherer gather(lay, shards_, dp_, param_shard_);  // where the walk gets unit parameters
   if (!grads) return UnitRunner(model_, gather).forward_loss(tokens, targets, B, T);
-  ReduceScatterGrads sink(lay, dp_, shards_, grad_shard_,
-                          mp_.round_stats());  // ... and where its gradients go
-  const double loss =
-      UnitRunner(model_, gather, &sink).forward_backward(tokens, targets, B, T, scale);
+  double loss = 0;
+  if (cb_bytes_ > 0) {  // ... and where its gradients go: packed, a reduce-scatter per chunk
+    ConstantBuffer buffer(cb_bytes_, grad_shard_.dtype(),
+                          reduce_scatter_collective(dp_, shards_, grad_shard_));
+    ConstantBufferGrads sink(lay, buffer, grad_shard_.dtype(), mp_.round_stats());
+    loss = UnitRunner(model_, gather, &sink).forward_backward(tokens, targets, B, T, scale);
+    buffer.flush();  // the last, partial chunk
+    last_step_chunks_ = buffer.collectives();
+  } else {  // ... or one reduce-scatter per unit
+    ReduceScatterGrads sink(lay, dp_, shards_, grad_shard_, mp_.round_stats());
+    loss = UnitRunner(model_, gather, &sink).forward_backward(tokens, targets, B, T, scale);
+  }
   last_step_gathers_.assign(lay.num_units(), 0);
   for (int u = 0; u < lay.num_units(); ++u) last_step_gathers_[u] = gather.gathers(u);
   return loss;
@@ -79,6 +89,7 @@ double Zero3Strategy::train_step(const int32_t* tokens, const int32_t* targets, 
       run_walk(tokens, targets, B, T, mp_.walk_loss_scale(scale, step), /*grads=*/true);
   last_step_peak_params_ = MemoryTracker::instance().peak(MemCategory::kParameters);
   last_step_peak_grads_ = MemoryTracker::instance().peak(MemCategory::kGradients);
+  last_step_peak_cb_ = MemoryTracker::instance().peak(MemCategory::kCommBuffers);
 
   // 3. AdamW on the shard (its valid part). Nothing to gather: the next step gathers units.
   //    Mixed: the master shard, rounded into the 16-bit shard; fp16 skips an overflowed step on
@@ -145,6 +156,9 @@ std::vector<ReportRow> Zero3Strategy::report() const {
                     "4(⌈Ψ/N⌉+n_0+max(n_b,n_f))"});
   rows.push_back({"sent per step", last_step_bytes_, zero3_bytes_per_step(lay, N, b),
                   mixed ? "3(N-1)/N·2Ψ - (N-1)/N·2n_f" : "3(N-1)/N·4Ψ - (N-1)/N·4n_f"});
+  if (cb_bytes_ > 0)  // the one fused buffer, measured
+    rows.push_back({"comm buffer, peak in step", static_cast<double>(last_step_peak_cb_),
+                    static_cast<double>(cb_bytes_), "cap"});
   return rows;
 }
 

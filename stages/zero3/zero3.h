@@ -44,9 +44,13 @@
 // 2 for 4: traffic 3(N-1)/N·2Ψ - (N-1)/N·2n_f, peak parameters 2(⌈Ψ/N⌉ + n_b + max(n_0+n_f,n_b)).
 // fp16's overflow check sees only this rank's gradient shard, so the skip is agreed over the group.
 //
+// ZeRO-R's constant buffer (--constant_buffer_mb X, common/train/constant_buffer.h, §6.2): the
+// units' final gradients are packed into ONE fused buffer of cap = ⌊X·2^20⌋ bytes, cut into
+// chunks, one reduce-scatter per full buffer (as in ZeRO-2); the parameter gathers unchanged.
+//
 // Glossary: B global batch, T sequence length, C channels, L layers, N ranks, Ψ parameters,
-// S = ⌈Ψ/N⌉ shard size, r this rank, n_u elements of unit u (n_blk = n_b: one block, 12C² + 13C;
-// n_f = n_{L+1} = 2C: the final LayerNorm).
+// S = ⌈Ψ/N⌉ shard size, r this rank, cap the constant buffer's bytes, n_u elements of unit u
+// (n_blk = n_b: one block, 12C² + 13C; n_f = n_{L+1} = 2C: the final LayerNorm).
 #pragma once
 
 #include <string>
@@ -77,8 +81,10 @@ class Zero3Strategy : public MixedPrecisionStrategy {
   /// Collective over `dp`. Every rank initialises the same parameters from `seed` and keeps its
   /// shard (mixed: the 16-bit shard rounded from it and the fp32 master shard). `mp`: the
   /// precision (the model's activation dtype must match it). Requires L ≥ 1.
+  /// `constant_buffer_mb` > 0: ZeRO-R's constant buffer for the gradients (0: off; a bad value
+  /// throws std::invalid_argument with constant_buffer_mb_error's message).
   Zero3Strategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt, uint64_t seed,
-                MixedPrecisionConfig mp = {});
+                MixedPrecisionConfig mp = {}, double constant_buffer_mb = 0);
 
   BatchSlice batch_slice(int global_batch) const override;
   /// Collective. tokens/targets: (B/N, T). Sends zero3_bytes_per_step(layout, N) bytes.
@@ -93,6 +99,7 @@ class Zero3Strategy : public MixedPrecisionStrategy {
   void set_state(const float* params, const float* exp_avg, const float* exp_avg_sq) override;
   /// Steady-state memory against (4+4+8)⌈Ψ/N⌉ (mixed (2+2+12)⌈Ψ/N⌉), peak parameters and
   /// gradients in the last step, and bytes sent in the last step, each next to its closed form.
+  /// With the constant buffer also "comm buffer, peak in step" next to the bound "cap".
   std::vector<ReportRow> report() const override;
 
   const ShardLayout& shards() const { return shards_; }
@@ -104,6 +111,9 @@ class Zero3Strategy : public MixedPrecisionStrategy {
   int64_t last_step_peak_params() const { return last_step_peak_params_; }
   /// all-gathers of unit u during the last train_step.
   int last_step_gathers(int u) const { return last_step_gathers_.at(u); }
+  /// The constant buffer's bytes (0: off) and the reduce-scatters (chunks) of the last step.
+  int64_t constant_buffer_cap() const { return cb_bytes_; }
+  int last_step_chunks() const { return last_step_chunks_; }
 
  private:
   /// The walk (unit_runner.h) with the UnitGatherer as its ParamSource and, when `grads`,
@@ -122,6 +132,9 @@ class Zero3Strategy : public MixedPrecisionStrategy {
   double last_step_bytes_ = 0;
   int64_t last_step_peak_params_ = 0, last_step_peak_grads_ = 0;
   std::vector<int> last_step_gathers_;
+  int64_t cb_bytes_ = 0;  // the constant buffer's bytes; 0: one reduce-scatter per unit
+  int64_t last_step_peak_cb_ = 0;
+  int last_step_chunks_ = 0;
 };
 
 }  // namespace llmp

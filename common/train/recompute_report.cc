@@ -1,0 +1,37 @@
+// Report rows of recomputation (see recompute_report.h).
+#include "common/train/recompute_report.h"
+
+#include <string>
+
+#include "common/plan/recompute_formulas.h"
+
+namespace llmp {
+
+std::vector<ReportRow> recompute_rows(const GPTConfig& model, const GridShape& grid,
+                                      int global_batch, int T, int act_bytes,
+                                      const RecomputeMeter& meter) {
+  std::vector<ReportRow> rows;
+  const Recompute policy = model.recompute;
+  const int every = model.recompute_every;
+  if (policy == Recompute::kNone) return rows;  // the stages' own tables, unchanged
+  if (grid.tp == 1 && meter.forward_blocks > 0) {
+    const RecomputeDims walk{meter.forward_batch, T, model.d, model.heads, meter.forward_blocks};
+    rows.push_back({std::string("activations kept per block (") + to_string(policy) +
+                        (every > 1 ? ", every " + std::to_string(every) : std::string()) + ")",
+                    meter.bytes_per_block(),
+                    activation_bytes_per_block(walk, policy, every, act_bytes),
+                    activation_formula_text(policy, every, act_bytes)});
+  }
+  {
+    const RecomputeDims step{global_batch / grid.dp, T, model.d, model.heads,
+                             model.layers / grid.pp, grid.tp};
+    rows.push_back({"recomputed forward FLOPs per step", static_cast<double>(meter.recomputed_flops),
+                    recomputed_flops_per_walk(step, policy),
+                    policy == Recompute::kSelective ? "L/pp·2bs²h/tp, b = B/dp"
+                                                    : "L/pp·(24bsh²+2bs²h+bs(s+1)h)/tp, b = B/dp",
+                    /*flops=*/true});
+  }
+  return rows;
+}
+
+}  // namespace llmp

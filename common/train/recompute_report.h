@@ -1,0 +1,33 @@
+// The report rows of activation recomputation (common/nn/recompute.h), the same for every stage:
+// what the last step's walk kept per block and what it recomputed, measured (RecomputeMeter:
+// MemoryTracker bytes, the kernels' FLOP counter), next to the closed forms of
+// common/plan/recompute_formulas.h.
+//
+// A rank of a dp × pp × tp grid walks L/pp blocks (its pipeline stage's, or all of them) for
+// B/dp sequences per step (its data-parallel share, in one walk or in micro-batches: the FLOPs are
+// linear in the sequences), with 1/tp of every block's products (its heads, its MLP columns):
+//   recomputed forward FLOPs per step = recomputed_flops_per_walk(b = B/dp, s = T, L/pp) / tp.
+// Bytes per block are shown for tp = 1 (a tensor-parallel stage's report carries its own row,
+// common/plan/tp_formulas.h).
+//
+// Glossary: B global batch, T sequence, L layers, dp/pp/tp the grid's sizes.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "common/comm/grid.h"
+#include "common/nn/gpt.h"
+#include "common/nn/recompute.h"
+#include "common/train/strategy.h"
+
+namespace llmp {
+
+/// Rows for the last step's `meter` (reset before the step), none for --recompute none:
+/// "activations kept per block" (tp = 1 only) and "recomputed forward FLOPs per step". `act_bytes`: bytes
+/// per stored activation element (4 fp32, 2 mixed precision).
+std::vector<ReportRow> recompute_rows(const GPTConfig& model, const GridShape& grid,
+                                      int global_batch, int T, int act_bytes,
+                                      const RecomputeMeter& meter);
+
+}  // namespace llmp
