@@ -67,6 +67,10 @@ expect_before_launch partition_without_full "--partition_activations needs --rec
   "$bin" --partition_activations
 expect_before_launch partition_refused "has no tensor-parallel group" -- \
   "$bin" --recompute full --partition_activations
+# The arena (common/tensor/arena.h): its size, and --defrag without one.
+expect_before_launch negative_arena "arena_bytes -1 " -- "$bin" --arena_bytes -1
+expect_before_launch tiny_arena "arena_bytes 4096 " -- "$bin" --arena_bytes 4096
+expect_before_launch defrag_without_arena "--defrag needs --arena_bytes" -- "$bin" --defrag
 
 # A real checkpoint of the tiny model, then loaded into mini: mismatched.
 if timeout 120 "$bin" --model tiny --world_size 1 "${fast[@]}" --save "$tmp/tiny.safetensors" \

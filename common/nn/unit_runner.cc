@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "common/tensor/arena.h"
 #include "common/tensor/memory.h"
 #include "kernels/cpu/flops.h"
 
@@ -161,6 +162,14 @@ double UnitRunner::step(const WalkStep& s, const UnitRange& r, const Args& a, Ta
         tape->x[j] = Tensor();  // remade from its segment's checkpoint
       else if (model_.config().partition_checkpoints && !tape->cache.back().filled())
         tape->x[j] = model_.partition_checkpoint(tape->x[j]);  // ZeRO-R Pa: keep 1/t of it
+      if (model_.config().recompute == Recompute::kFull && s.layer + 1 < r.first_block + r.num_blocks &&
+          keeps_input(s.layer + 1, r) && installed_cpu_arena() &&
+          installed_cpu_arena()->mode() == Arena::Mode::kDefrag) {
+        LongLivedScope keep;  // ZeRO-R MD: the checkpoint copied into the long-lived region (arena.h)
+        Tensor kept = Tensor::empty(y.shape(), y.dtype(), MemCategory::kActivations);
+        kept.copy_from(y);
+        y = std::move(kept);
+      }
       tape->x.push_back(std::move(y));
       stats_.forward_stored_bytes += mt.current(MemCategory::kActivations) - before;
       stats_.block_stored_bytes = stats_.forward_stored_bytes / (j + 1);

@@ -110,6 +110,13 @@ void add_train_flags(CLI::App& app, TrainConfig& cfg) {
   app.add_flag("--oversubscribe", cfg.oversubscribe,
                "allow more than " + std::to_string(kMaxRanksPerCore) +
                    " ranks per CPU core (refused otherwise; more ranks than cores warns)");
+  app.add_option("--arena_bytes", cfg.arena_bytes,
+                 "carve each rank's tensors out of one fixed block of this many bytes, first fit "
+                 "(0: the plain allocator)")
+      ->capture_default_str();
+  app.add_flag("--defrag", cfg.defrag,
+               "with --arena_bytes: long-lived tensors (model states, activation checkpoints) in "
+               "their own region, apart from short-lived ones (ZeRO-R)");
 }
 
 void parse_flags_or_exit(CLI::App& app, int argc, char** argv) {
@@ -189,6 +196,12 @@ std::string validation_error(const TrainConfig& cfg, int dp_size) {
                (cfg.precision == "bf16" ? " keeps fp32's exponent range: no scaling needed)"
                                         : " needs no scaling)");
   }
+  if (cfg.arena_bytes != 0 && cfg.arena_bytes < kMinArenaBytes)
+    return "arena_bytes " + std::to_string(cfg.arena_bytes) + " must be 0 (off) or at least " +
+           std::to_string(kMinArenaBytes);
+  if (cfg.defrag && cfg.arena_bytes == 0)
+    return "--defrag needs --arena_bytes N (it arranges the arena's blocks; without one there is "
+           "no arena)";
   if (!is_known_preset(cfg.model))
     return "unknown model preset '" + cfg.model + "' (expected tiny, mini or gpt2)";
   if (!fs::exists(cfg.data, ec)) return "data path " + cfg.data + " does not exist";

@@ -87,7 +87,19 @@ struct TrainConfig {
   /// --partition_activations: ZeRO-R's Pa (DeepSpeed's name): with --recompute full on a
   /// tensor-parallel stage, each kept block input split over the group, all-gathered before use.
   bool partition_activations = false;
+
+  // ZeRO-R memory defragmentation (common/tensor/arena.h).
+  /// --arena_bytes: > 0 carves every tensor of a rank out of one fixed block of this many bytes
+  /// (first fit, as a device allocator does; a request no free block fits ends the run with
+  /// "out of memory in the arena: ..."); 0 (the default) = the plain host allocator.
+  int64_t arena_bytes = 0;
+  /// --defrag: the arena keeps long-lived tensors (model states, activation checkpoints) in a
+  /// region of their own, grown from its top, apart from short-lived ones. Needs --arena_bytes.
+  bool defrag = false;
 };
+
+/// The smallest --arena_bytes accepted (64 KiB): below it not even the tiny preset's parameters fit.
+inline constexpr int64_t kMinArenaBytes = int64_t{64} << 10;
 
 /// More ranks than this many per core (std::thread::hardware_concurrency, or the CPUs this
 /// process may run on) are refused unless --oversubscribe; more ranks than cores only warn.
@@ -118,7 +130,8 @@ void parse_flags_or_exit(CLI::App& app, int argc, char** argv);
 /// preset, data and (if set) load exist, precision is fp32/bf16/fp16, the loss-scale flags are
 /// positive (loss_scale ≥ 0) and set only with fp16 ("--loss_scale 128 applies to --precision
 /// fp16 only (bf16 keeps fp32's exponent range)"), recompute is none/full/selective,
-/// recompute_every ≥ 1 and > 1 only with full, partition_activations only with full.
+/// recompute_every ≥ 1 and > 1 only with full, partition_activations only with full,
+/// arena_bytes is 0 or ≥ kMinArenaBytes and --defrag comes with it.
 /// `dp_size` is the data-parallel size; ≤ 0 means world_size.
 std::string validation_error(const TrainConfig& cfg, int dp_size = 0);
 

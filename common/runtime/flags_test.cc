@@ -208,6 +208,27 @@ TEST(Flags, WatchdogAndOversubscribeFlags) {
   EXPECT_TRUE(p.cfg.oversubscribe);
 }
 
+TEST(Flags, ArenaFlags) {
+  Parsed p;
+  parse(&p, {});
+  EXPECT_EQ(p.cfg.arena_bytes, 0) << "off: the plain allocator";
+  EXPECT_FALSE(p.cfg.defrag);
+  parse(&p, {"--arena_bytes", "1048576", "--defrag"});
+  EXPECT_EQ(p.cfg.arena_bytes, 1048576);
+  EXPECT_TRUE(p.cfg.defrag);
+  TrainConfig c;
+  c.data = ::testing::TempDir();
+  c.arena_bytes = kMinArenaBytes;
+  EXPECT_EQ(validation_error(c), "");
+  c.arena_bytes = -5;
+  EXPECT_EQ(validation_error(c), "arena_bytes -5 must be 0 (off) or at least 65536");
+  c.arena_bytes = kMinArenaBytes - 1;
+  EXPECT_EQ(validation_error(c), "arena_bytes 65535 must be 0 (off) or at least 65536");
+  c.arena_bytes = 0;
+  c.defrag = true;
+  EXPECT_EQ(validation_error(c).rfind("--defrag needs --arena_bytes N", 0), 0u);
+}
+
 TEST(Flags, KnownPresets) {
   EXPECT_TRUE(is_known_preset("tiny"));
   EXPECT_TRUE(is_known_preset("mini"));

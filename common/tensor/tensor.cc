@@ -88,12 +88,13 @@ Allocator& allocator_for(Device d) {
 
 Storage::Storage(int64_t bytes, Device device, MemCategory category)
     : bytes_(bytes), device_(device), category_(category) {
-  data_ = allocator_for(device).allocate(bytes);
+  allocator_ = &allocator_for(device);
+  data_ = allocator_->allocate_for(bytes, category);
   MemoryTracker::instance().on_alloc(category, bytes);
 }
 
 Storage::~Storage() {
-  allocator_for(device_).deallocate(data_, bytes_);
+  allocator_->deallocate(data_, bytes_);
   MemoryTracker::instance().on_free(category_, bytes_);
 }
 

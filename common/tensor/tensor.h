@@ -41,6 +41,9 @@ class Allocator {
   virtual ~Allocator() = default;
   virtual void* allocate(int64_t bytes) = 0;
   virtual void deallocate(void* p, int64_t bytes) = 0;
+  /// What Storage calls: `bytes` for a buffer counted under `category`. An allocator that places
+  /// buffers by lifetime (common/tensor/arena.h, --defrag) overrides it; the default ignores it.
+  virtual void* allocate_for(int64_t bytes, MemCategory /*category*/) { return allocate(bytes); }
 };
 void register_allocator(Device d, Allocator* a);
 /// Throws std::runtime_error("no allocator for device cuda ...") when none is registered.
@@ -63,6 +66,8 @@ class Storage {
   int64_t bytes_ = 0;
   Device device_;
   MemCategory category_;
+  /// The allocator the bytes came from, given them back even if another was registered since.
+  Allocator* allocator_ = nullptr;
 };
 
 class Tensor {

@@ -19,6 +19,7 @@
 #include "common/runtime/paths.h"
 #include "common/runtime/progress.h"
 #include "common/runtime/signals.h"
+#include "common/train/arena_report.h"
 #include "common/train/checkpoint_io.h"
 #include "common/train/recompute_report.h"
 #include "common/train/report.h"
@@ -152,6 +153,8 @@ int run(int argc, char** argv, const StageSpec& spec) {
         memory_check_error(mc, cfg, spec.grid(cfg), spec.name, std::atoi(here));
     all_ranks_ok(too_big.empty(), too_big);
   }
+  // --arena_bytes: from here on every tensor of this rank lives in one fixed block (arena.h).
+  install_arena_if_asked(cfg);
   // Under --precision bf16 / fp16 the activations are stored in 16 bits (common/nn/f32_view.h);
   // the stage keeps its parameters and gradients in the same dtype.
   const GPT model(mc, TpComm::none(), storage_dtype(parse_precision(cfg.precision)));
@@ -255,7 +258,9 @@ int run(int argc, char** argv, const StageSpec& spec) {
                                        static_cast<int>(dtype_size(model.activation_dtype())),
                                        last_step_meter))
       rows.push_back(std::move(r));
+    for (const ReportRow& row : arena_report_rows()) rows.push_back(row);
     print_report(*world, spec.name, psi, rows);
+    print_arena_summary(*world);  // --arena_bytes: fragmentation at peak, per rank
     strategy->finish();  // the stage's end-of-run lines and files (Strategy::finish)
   }
   strategy.reset();  // its groups and buffers go before MPI does
