@@ -3,7 +3,9 @@
 # changes no bit of the result: after 3 steps of the tiny model with 4 blocks, the checkpoint
 # (parameters, Adam m and v) of a run with --recompute full, full every 2 and selective is byte
 # for byte the checkpoint of the run without (cmp). Each run's report must show the measured
-# recomputed FLOPs next to the formula with "ok" (a stage whose walk ignored the policy shows 0).
+# recomputed FLOPs next to the formula with "ok" (a stage whose walk ignored the policy shows 0),
+# and no row of it may differ from its formula (what recomputation adds to a stage's traffic,
+# e.g. tensor parallelism's g all_reduces or ZeRO-3's tiles gathered again, is in its formula).
 #   usage: recompute_test.sh NAME=path/to/train ...
 set -u
 tmp=$(mktemp -d)
@@ -37,8 +39,8 @@ for arg in "$@"; do
       fails=$((fails + 1))
     fi
     row=$(grep "recomputed forward FLOPs per step" "$tmp/$name.$label.log")
-    if [ -z "$row" ] || grep -q DIFFERS <<<"$row" || ! grep -q ok <<<"$row"; then
-      echo "FAIL $name: --recompute $policy: the recomputed-FLOPs row is missing or differs:"
+    if [ -z "$row" ] || grep -q DIFFERS "$tmp/$name.$label.log" || ! grep -q ok <<<"$row"; then
+      echo "FAIL $name: --recompute $policy: the recomputed-FLOPs row is missing, or a row differs:"
       grep -B2 -A20 "recomputed\|DIFFERS" "$tmp/$name.$label.log" | head -40
       fails=$((fails + 1))
     fi

@@ -87,6 +87,9 @@ void TileGatherer::prefetch(int u) {
 }
 
 const float* TileGatherer::get(int u) {
+  // The walk reads a block's parameters right before it computes that block: the tiles asked
+  // for next are that block's (also when a recomputation runs earlier blocks inside a step).
+  if (u >= 1 && u + 1 < layout_.num_units()) block_unit_ = u;
   prefetch(u);
   return ready(held_.at(u));
 }

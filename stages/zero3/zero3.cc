@@ -199,8 +199,15 @@ std::vector<ReportRow> Zero3Strategy::report() const {
     rows.push_back({"gradients, peak in step", static_cast<double>(last_step_peak_grads_),
                     4.0 * (shards_.padded + lay.unit_numel(0) + largest),
                     "4(⌈Ψ/N⌉+n_0+max(n_b,n_f))"});
-  rows.push_back({"sent per step", last_step_bytes_, zero3_bytes_per_step(lay, N, b),
-                  mixed ? "3(N-1)/N·2Ψ - (N-1)/N·2n_f" : "3(N-1)/N·4Ψ - (N-1)/N·4n_f"});
+  // Tiled, full recomputation runs each block's forward again, gathering its column tiles again
+  // (tiles are never kept): (N-1)/N·b·12C² more per block (the four linears' weights).
+  const bool regather = tile_factor_ > 1 && model_.config().recompute == Recompute::kFull;
+  const double C = model_.config().d;
+  rows.push_back({"sent per step", last_step_bytes_,
+                  zero3_bytes_per_step(lay, N, b) +
+                      (regather ? model_.config().layers * (N - 1.0) / N * b * 12 * C * C : 0),
+                  std::string(mixed ? "3(N-1)/N·2Ψ - (N-1)/N·2n_f" : "3(N-1)/N·4Ψ - (N-1)/N·4n_f") +
+                      (regather ? " + L(N-1)/N·b·12C² (tiles again)" : "")});
   if (cb_bytes_ > 0)  // the one fused buffer, measured
     rows.push_back({"comm buffer, peak in step", static_cast<double>(last_step_peak_cb_),
                     static_cast<double>(cb_bytes_), "cap"});

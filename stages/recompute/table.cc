@@ -1,0 +1,98 @@
+// Measures the recomputation table (see table.h).
+#include "stages/recompute/table.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <random>
+
+#include "common/nn/gpt.h"
+#include "common/nn/unit_runner.h"
+#include "common/plan/recompute_formulas.h"
+#include "common/tensor/memory.h"
+
+namespace llmp {
+
+RecomputeRun measure_recompute(int L, Recompute policy, int every, int B, int timed) {
+  GPTConfig cfg = GPTConfig::preset("tiny");
+  cfg.layers = L;
+  cfg.name = "tiny-L" + std::to_string(L);
+  cfg.recompute = policy;
+  cfg.recompute_every = every;
+  const GPT model(cfg);
+  const int T = cfg.ctx;
+  const int64_t n = model.layout().num_params();
+  Tensor params = Tensor::empty({n}, DType::kF32, MemCategory::kParameters);
+  Tensor grads = Tensor::zeros({n}, DType::kF32, MemCategory::kGradients);
+  model.init_params(params.f32(), 1337);
+  std::mt19937 rng(7);
+  std::vector<int32_t> tok(B * T), tgt(B * T);
+  for (auto* v : {&tok, &tgt})
+    for (int32_t& x : *v) x = static_cast<int32_t>(rng() % cfg.vocab);
+
+  RecomputeRun run{L, policy, every};
+  MemoryTracker& mt = MemoryTracker::instance();
+  RecomputeMeter& meter = RecomputeMeter::instance();
+  const float scale = 1.0f / (static_cast<float>(B) * T);
+  auto walk = [&] {
+    return forward_backward(model, params.f32(), grads.f32(), tok.data(), tgt.data(), B, T, scale);
+  };
+  const int64_t live = mt.current(MemCategory::kActivations);
+  mt.reset_peak();
+  meter.reset();
+  walk();
+  run.peak_bytes = mt.peak(MemCategory::kActivations) - live;
+  run.kept_per_block = meter.bytes_per_block();
+  run.recomputed_flops = meter.recomputed_flops;
+  run.formula_flops = recomputed_flops_per_walk({B, T, cfg.d, cfg.heads, L}, policy);
+  std::vector<double> ms;
+  for (int i = 0; i < timed; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    walk();
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                     .count());
+  }
+  if (!ms.empty()) {
+    std::nth_element(ms.begin(), ms.begin() + ms.size() / 2, ms.end());
+    run.ms = ms[ms.size() / 2];
+  }
+  return run;
+}
+
+std::vector<RecomputeRun> recompute_table(const std::vector<int>& layers, int B, int timed) {
+  std::vector<RecomputeRun> runs;
+  for (int L : layers) {
+    const int k = std::max(1, static_cast<int>(std::lround(std::sqrt(L))));
+    runs.push_back(measure_recompute(L, Recompute::kNone, 1, B, timed));
+    runs.push_back(measure_recompute(L, Recompute::kFull, k, B, timed));
+    runs.push_back(measure_recompute(L, Recompute::kFull, 1, B, timed));
+    runs.push_back(measure_recompute(L, Recompute::kSelective, 1, B, timed));
+  }
+  return runs;
+}
+
+std::string recompute_markdown(const std::vector<RecomputeRun>& runs) {
+  std::string out =
+      "| L | policy | activation peak | of none | kept per block | recomputed FLOPs (formula) | "
+      "ms per step | × none |\n|---|---|---|---|---|---|---|---|\n";
+  const RecomputeRun* none = nullptr;
+  char line[512];
+  for (const RecomputeRun& r : runs) {
+    if (r.policy == Recompute::kNone) none = &r;
+    const std::string policy =
+        r.policy == Recompute::kFull && r.every > 1
+            ? "full, every " + std::to_string(r.every) + " (√L)"
+            : std::string(to_string(r.policy));
+    const double of_none = none && none->L == r.L ? 100.0 * r.peak_bytes / none->peak_bytes : 0;
+    const double slower = none && none->L == r.L && none->ms > 0 ? r.ms / none->ms : 0;
+    std::snprintf(line, sizeof line, "| %d | %s | %s | %.0f%% | %s | %.2f M (%.2f M) | %.2f | %.2f |\n",
+                  r.L, policy.c_str(), format_bytes(static_cast<double>(r.peak_bytes)).c_str(),
+                  of_none, format_bytes(r.kept_per_block).c_str(), r.recomputed_flops / 1e6,
+                  r.formula_flops / 1e6, r.ms, slower);
+    out += line;
+  }
+  return out;
+}
+
+}  // namespace llmp
