@@ -11,6 +11,7 @@
 #include "common/pipeline/span_gather.h"
 #include "common/pipeline/timeline.h"
 #include "common/pipeline/trace.h"
+#include "common/plan/recompute_formulas.h"
 #include "common/runtime/check.h"
 #include "common/runtime/clock.h"
 
@@ -189,8 +190,11 @@ double PipelineStrategy::expected_bytes_per_step(int global_batch, int T) const 
 
 double PipelineStrategy::expected_activation_bytes(int global_batch, int T) const {
   const GPTConfig& c = model_.config();
-  const double b = global_batch / schedule_.m, k = c.layers / (schedule_.p * schedule_.v);
-  return 4.0 * b * T * k * (16.0 * c.d + double(c.heads) * T + 4);
+  const int64_t b = global_batch / schedule_.m, k = c.layers / (schedule_.p * schedule_.v);
+  // k blocks of what each keeps under the recomputation policy (recompute_formulas.h); with
+  // none 4bT(16C + HT + 4) each.
+  return static_cast<double>(k) *
+         activation_bytes_per_block({b, T, c.d, c.heads, k}, c.recompute, c.recompute_every, 4);
 }
 
 std::vector<ReportRow> PipelineStrategy::report() const {
@@ -201,7 +205,12 @@ std::vector<ReportRow> PipelineStrategy::report() const {
       {"gradients", double(mt.current(MemCategory::kGradients)), 4 * n, "4Ψ_r"},
       {"optimizer state", double(mt.current(MemCategory::kOptimizerState)), 8 * n, "8Ψ_r"},
       {"activations per micro-batch", double(exec_->stats().stored_per_forward),
-       expected_activation_bytes(last_B_, last_T_), "4bTk(16C+HT+4), k=L/(pv)"},
+       expected_activation_bytes(last_B_, last_T_),
+       model_.config().recompute == Recompute::kNone
+           ? "4bTk(16C+HT+4), k=L/(pv)"
+           : std::string("k·(") + activation_formula_text(model_.config().recompute,
+                                                         model_.config().recompute_every, 4) +
+                 "), k=L/(pv)"},
       {"sent per step", last_step_bytes_, expected_bytes_per_step(last_B_, last_T_),
        "sends·4bTC + 4VC (wte ranks)"}};
   return rows;
