@@ -11,6 +11,7 @@
 #include "common/nn/unit_runner.h"
 #include "common/plan/recompute_formulas.h"
 #include "common/tensor/memory.h"
+#include "kernels/cpu/flops.h"
 
 namespace llmp {
 
@@ -41,7 +42,9 @@ RecomputeRun measure_recompute(int L, Recompute policy, int every, int B, int ti
   const int64_t live = mt.current(MemCategory::kActivations);
   mt.reset_peak();
   meter.reset();
+  const int64_t flops0 = cpu::flops_done();
   walk();
+  run.walk_flops = cpu::flops_done() - flops0;
   run.peak_bytes = mt.peak(MemCategory::kActivations) - live;
   run.kept_per_block = meter.bytes_per_block();
   run.recomputed_flops = meter.recomputed_flops;
@@ -75,7 +78,7 @@ std::vector<RecomputeRun> recompute_table(const std::vector<int>& layers, int B,
 std::string recompute_markdown(const std::vector<RecomputeRun>& runs) {
   std::string out =
       "| L | policy | activation peak | of none | kept per block | recomputed FLOPs (formula) | "
-      "ms per step | × none |\n|---|---|---|---|---|---|---|---|\n";
+      "step FLOPs | × none | ms per step | × none |\n|---|---|---|---|---|---|---|---|---|---|\n";
   const RecomputeRun* none = nullptr;
   char line[512];
   for (const RecomputeRun& r : runs) {
@@ -86,10 +89,12 @@ std::string recompute_markdown(const std::vector<RecomputeRun>& runs) {
             : std::string(to_string(r.policy));
     const double of_none = none && none->L == r.L ? 100.0 * r.peak_bytes / none->peak_bytes : 0;
     const double slower = none && none->L == r.L && none->ms > 0 ? r.ms / none->ms : 0;
-    std::snprintf(line, sizeof line, "| %d | %s | %s | %.0f%% | %s | %.2f M (%.2f M) | %.2f | %.2f |\n",
+    const double more = none && none->L == r.L ? double(r.walk_flops) / none->walk_flops : 0;
+    std::snprintf(line, sizeof line,
+                  "| %d | %s | %s | %.0f%% | %s | %.2f M (%.2f M) | %.1f M | %.2f | %.2f | %.2f |\n",
                   r.L, policy.c_str(), format_bytes(static_cast<double>(r.peak_bytes)).c_str(),
                   of_none, format_bytes(r.kept_per_block).c_str(), r.recomputed_flops / 1e6,
-                  r.formula_flops / 1e6, r.ms, slower);
+                  r.formula_flops / 1e6, r.walk_flops / 1e6, more, r.ms, slower);
     out += line;
   }
   return out;

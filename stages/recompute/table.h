@@ -33,6 +33,7 @@ struct RecomputeRun {
   double kept_per_block = 0;     ///< bytes the forward kept per block (RecomputeMeter)
   int64_t recomputed_flops = 0;  ///< FLOPs the recomputation ran (RecomputeMeter)
   double formula_flops = 0;      ///< recomputed_flops_per_walk (common/plan/recompute_formulas.h)
+  int64_t walk_flops = 0;        ///< FLOPs of the whole walk, recomputation included (flops.h)
   double ms = 0;                 ///< median milliseconds per walk over `timed` walks
 };
 
@@ -46,7 +47,7 @@ RecomputeRun measure_recompute(int L, Recompute policy, int every, int B, int ti
 std::vector<RecomputeRun> recompute_table(const std::vector<int>& layers, int B, int timed);
 
 /// The table as Markdown: L, policy, peak (and % of none), kept per block, recomputed FLOPs
-/// (measured, formula), ms per walk (and × none).
+/// (measured, formula), the walk's FLOPs (× none), ms per walk (and × none).
 std::string recompute_markdown(const std::vector<RecomputeRun>& runs);
 
 }  // namespace llmp

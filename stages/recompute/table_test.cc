@@ -30,8 +30,11 @@ TEST(RecomputeTable, PeakGrowsLikeLThenLikeSqrtLThenByOneInputPerBlock) {
     EXPECT_LT(row(i, 2).peak_bytes, row(i, 1).peak_bytes);
     EXPECT_LT(row(i, 1).peak_bytes, row(i, 0).peak_bytes);
     EXPECT_LT(row(i, 3).peak_bytes, row(i, 0).peak_bytes) << "selective drops the probabilities";
-    for (int p = 0; p < 4; ++p)
+    for (int p = 0; p < 4; ++p) {
       EXPECT_EQ(static_cast<double>(row(i, p).recomputed_flops), row(i, p).formula_flops);
+      EXPECT_EQ(row(i, p).walk_flops, row(i, 0).walk_flops + row(i, p).recomputed_flops)
+          << "a walk's FLOPs are none's plus what was recomputed";
+    }
   }
   EXPECT_LT(row(2, 1).peak_bytes, 2 * row(0, 1).peak_bytes) << "√L: 4× the blocks, < 2× the peak";
   EXPECT_GT(row(2, 0).peak_bytes, 3 * row(0, 0).peak_bytes) << "none: 4× the blocks, > 3×";
