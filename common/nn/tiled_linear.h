@@ -23,13 +23,14 @@
 // accumulators, even and odd k, and adds them at the end). A row's rounding therefore depends on
 // which kernel it lands in, and a tile of 64 rows puts rows 48..63 in a 2-packet kernel where the
 // whole product had them in a 3-packet one: measured, 454 of the 8,192 outputs of (64,128) @
-// (128,128) in two column tiles differed in their last bits (tiled_linear_test). The fix used here: each tile is computed inside its panel window, the smallest range of
-// whole panels around it (or up to the end of the dimension for the tile holding the last,
-// partial panel), with the rows of the other tiles set to zero and their outputs discarded.
-// Every row then meets the same kernel as in the whole product and the results are bit-identical
-// (tiled_linear_test: 240 shapes; 1,248 in a wider sweep when written, C up to 768, k up to 16). The window is scratch
-// (MemCategory::kOther, at most 2(mr-1) rows more than the tile), absent when tiles are whole
-// panels (C/k a multiple of 24).
+// (128,128) in two column tiles differed in their last bits (tiled_linear_test). The fix used
+// here: each tile is computed inside its panel window, the smallest range of whole panels
+// around it (or up to the end of the dimension for the tile holding the last, partial panel),
+// with the rows of the other tiles set to zero and their outputs discarded. Every row then meets
+// the same kernel as in the whole product and the results are bit-identical (tiled_linear_test:
+// 240 shapes; 1,248 in a wider sweep when written, C up to 768, k up to 16). The window is
+// scratch (MemCategory::kOther, at most 2(mr-1) rows more than the tile), absent when tiles are
+// whole panels (C/k a multiple of 24).
 //
 // Glossary: N rows (= B·T), C input features, OC output features, k tiles (tile factor),
 // mr the GEMM's micro-panel rows, rest a block's LayerNorm and bias elements.

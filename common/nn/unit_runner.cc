@@ -162,10 +162,13 @@ double UnitRunner::step(const WalkStep& s, const UnitRange& r, const Args& a, Ta
         tape->x[j] = Tensor();  // remade from its segment's checkpoint
       else if (model_.config().partition_checkpoints && !tape->cache.back().filled())
         tape->x[j] = model_.partition_checkpoint(tape->x[j]);  // ZeRO-R Pa: keep 1/t of it
-      if (model_.config().recompute == Recompute::kFull && s.layer + 1 < r.first_block + r.num_blocks &&
-          keeps_input(s.layer + 1, r) && installed_cpu_arena() &&
+      // ZeRO-R MD (arena.h): under full recomputation with a --defrag arena, an output that the
+      // next block keeps as its checkpoint is copied into the long-lived region as it is made.
+      const bool next_is_checkpoint = model_.config().recompute == Recompute::kFull &&
+                                      j + 1 < r.num_blocks && keeps_input(s.layer + 1, r);
+      if (next_is_checkpoint && installed_cpu_arena() &&
           installed_cpu_arena()->mode() == Arena::Mode::kDefrag) {
-        LongLivedScope keep;  // ZeRO-R MD: the checkpoint copied into the long-lived region (arena.h)
+        LongLivedScope keep;
         Tensor kept = Tensor::empty(y.shape(), y.dtype(), MemCategory::kActivations);
         kept.copy_from(y);
         y = std::move(kept);
