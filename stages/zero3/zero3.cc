@@ -21,12 +21,13 @@ double zero3_bytes_per_step(const GPTLayout& layout, int N, double b) {
   return plan_bytes_per_step(DPStage::kZeRO3, psi, N, b) - double(N - 1) / N * b * lnf;
 }
 
-double zero3_peak_param_bytes(const GPTLayout& layout, int N, double b) {
+double zero3_peak_param_bytes(const GPTLayout& layout, int N, double b, int segment) {
   const int L = layout.num_units() - 2;
   LLMP_CHECK(L >= 2, "the peak formula needs two blocks, L = " + std::to_string(L));
   const int64_t S = shard_size(layout.num_params(), N);
   const int64_t blk = layout.unit_numel(1), head = layout.unit_numel(0) + layout.unit_numel(L + 1);
-  return b * static_cast<double>(S + blk + std::max(head, blk));
+  const int64_t m = std::min(segment, L);  // a recomputed segment's units, all held at once
+  return b * static_cast<double>(S + std::max(blk + std::max(head, blk), m * blk));
 }
 
 double zero3_largest_tile_bytes(const GPTLayout& layout, int k, double b) {
@@ -184,10 +185,18 @@ std::vector<ReportRow> Zero3Strategy::report() const {
     rows.push_back({"largest weight tile, peak", static_cast<double>(last_step_peak_tile_bytes_),
                     zero3_largest_tile_bytes(lay, tile_factor_, b),
                     mixed ? "2·4C²/k" : "4·4C²/k"});
-  } else if (model_.config().layers >= 2)
+  } else if (model_.config().layers >= 2) {
+    const GPTConfig& c = model_.config();
+    const int segment = c.recompute == Recompute::kFull ? c.recompute_every : 1;
     rows.push_back({"parameters, peak in step", static_cast<double>(last_step_peak_params_),
-                    zero3_peak_param_bytes(lay, N, b),
-                    mixed ? "2(⌈Ψ/N⌉+n_b+max(n_0+n_f,n_b))" : "4(⌈Ψ/N⌉+n_b+max(n_0+n_f,n_b))"});
+                    zero3_peak_param_bytes(lay, N, b, segment),
+                    std::min(segment, c.layers) <= 2
+                        ? std::string(mixed ? "2(⌈Ψ/N⌉+n_b+max(n_0+n_f,n_b))"
+                                            : "4(⌈Ψ/N⌉+n_b+max(n_0+n_f,n_b))")
+                        : std::string(mixed ? "2(⌈Ψ/N⌉+m·n_b)" : "4(⌈Ψ/N⌉+m·n_b)") + ", m = " +
+                              std::to_string(std::min(segment, c.layers)) +
+                              " blocks recomputed together"});
+  }
   int64_t largest = 0;  // unit 0's gradient lives from H to Eb, next to one other unit's
   for (int u = 1; u < lay.num_units(); ++u) largest = std::max(largest, lay.unit_numel(u));
   // (report texts: n_b one block, n_f = n_{L+1} the final LayerNorm)

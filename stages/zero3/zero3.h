@@ -81,8 +81,11 @@ double zero3_bytes_per_step(const GPTLayout& layout, int ranks, double b = 4.0);
 
 /// Peak parameter bytes per rank during a step: b·(⌈Ψ/N⌉ + n_blk + max(n_0 + n_{L+1}, n_blk)),
 /// b bytes per parameter (4 or 2). Requires L ≥ 2 (fails otherwise: the pair of two blocks does
-/// not exist).
-double zero3_peak_param_bytes(const GPTLayout& layout, int ranks, double b = 4.0);
+/// not exist). `segment` m: with full recomputation every k blocks (common/nn/recompute.h), the
+/// backward of a segment's last block runs the forwards of its m = min(k, L) blocks again, each
+/// unit gathered for it and held until its own backward: b·(⌈Ψ/N⌉ + max(that pair, m·n_blk)).
+double zero3_peak_param_bytes(const GPTLayout& layout, int ranks, double b = 4.0,
+                              int segment = 1);
 
 /// The largest weight tile at tile factor k: max over the four linears and both passes of
 /// |tile| = rows·cols/k (4C²/k when k divides C), times b bytes per parameter.
