@@ -160,8 +160,10 @@ double UnitRunner::step(const WalkStep& s, const UnitRange& r, const Args& a, Ta
       tape->cache.push_back(std::move(cache));
       if (!keeps_input(s.layer, r))
         tape->x[j] = Tensor();  // remade from its segment's checkpoint
-      else if (model_.config().partition_checkpoints && !tape->cache.back().filled())
+      else if (model_.config().partition_checkpoints && !tape->cache.back().filled()) {
+        LongLivedScope keep;  // under --defrag (arena.h) Pa's part is a checkpoint like any other
         tape->x[j] = model_.partition_checkpoint(tape->x[j]);  // ZeRO-R Pa: keep 1/t of it
+      }
       // ZeRO-R MD (arena.h): under full recomputation with a --defrag arena, an output that the
       // next block keeps as its checkpoint is copied into the long-lived region as it is made.
       const bool next_is_checkpoint = model_.config().recompute == Recompute::kFull &&
