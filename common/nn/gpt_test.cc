@@ -7,6 +7,7 @@
 //
 // Glossary: B batch, T sequence, C channels, V vocab, L layers, Ψ parameter count.
 #include "common/nn/gpt.h"
+#include "common/nn/random_ids.h"
 
 #include <gtest/gtest.h>
 
@@ -17,18 +18,11 @@
 #include <tuple>
 #include <vector>
 
-#include "common/nn/init.h"
 #include "common/nn/unit_runner.h"
 #include "common/tensor/memory.h"
 
 namespace llmp {
 namespace {
-
-std::vector<int32_t> random_ids(int n, uint64_t seed, int V) {
-  std::vector<int32_t> v(n);
-  for (int i = 0; i < n; ++i) v[i] = static_cast<int32_t>(uniform_at(seed, i) * V) % V;
-  return v;
-}
 
 /// max_i |a_i - b_i| / max_i |b_i|: differences relative to the gradient's scale.
 double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b) {

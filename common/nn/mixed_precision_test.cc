@@ -12,19 +12,13 @@
 #include <vector>
 
 #include "common/nn/gpt.h"
-#include "common/nn/init.h"
+#include "common/nn/random_ids.h"
 #include "common/nn/unit_runner.h"
 #include "common/tensor/memory.h"
 #include "kernels/cpu/convert.h"
 
 namespace llmp {
 namespace {
-
-std::vector<int32_t> random_ids(int n, uint64_t seed, int V) {
-  std::vector<int32_t> v(n);
-  for (int i = 0; i < n; ++i) v[i] = static_cast<int32_t>(uniform_at(seed, i) * V) % V;
-  return v;
-}
 
 /// One forward_backward of the tiny model on fixed data, in `dtype`, from the same fp32 init.
 struct Walk {

@@ -4,12 +4,12 @@
 // measured by the kernels' counter, equal the formula. (How the peak grows with L under each
 // policy: stages/recompute.)
 #include <cstdio>
-#include <random>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "common/nn/gpt.h"
+#include "common/nn/random_ids.h"
 #include "common/nn/recompute.h"
 #include "common/nn/unit_runner.h"
 #include "common/plan/recompute_formulas.h"
@@ -23,13 +23,6 @@ struct Policy {
   Recompute mode;
   int every;
 };
-
-std::vector<int32_t> ids(int n, uint64_t seed, int V) {
-  std::mt19937_64 rng(seed);
-  std::vector<int32_t> v(n);
-  for (auto& x : v) x = static_cast<int32_t>(rng() % V);
-  return v;
-}
 
 /// One forward_backward of the tiny model with L blocks under `p`: its gradients (as fp32
 /// values), what it measured, and the activation peak above what was live before.
@@ -52,7 +45,7 @@ Walked walk(int L, Policy p, DType dtype = DType::kF32, int B = 2, int T = 16) {
   Tensor params = Tensor::empty({n}, dtype, MemCategory::kParameters);
   cpu::round_to(init.data(), params.raw(), dtype, n);
   Tensor grads = Tensor::zeros({n}, dtype, MemCategory::kGradients);
-  const auto tok = ids(B * T, 1, cfg.vocab), tgt = ids(B * T, 2, cfg.vocab);
+  const auto tok = random_ids(B * T, 1, cfg.vocab), tgt = random_ids(B * T, 2, cfg.vocab);
 
   Walked w;
   MemoryTracker& mt = MemoryTracker::instance();

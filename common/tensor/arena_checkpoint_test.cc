@@ -2,12 +2,12 @@
 // each kept block input (activation checkpoint) is copied into the arena's long-lived region (its
 // top) as it is produced, apart from the short-lived activations at the bottom; and the
 // gradients stay bit-identical to a walk on the plain host allocator.
-#include <random>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "common/nn/gpt.h"
+#include "common/nn/random_ids.h"
 #include "common/nn/unit_runner.h"
 #include "common/tensor/arena.h"
 
@@ -15,13 +15,6 @@ namespace llmp {
 namespace {
 
 constexpr int kB = 2, kT = 16, kL = 6;
-
-std::vector<int32_t> ids(int n, uint64_t seed, int V) {
-  std::mt19937_64 rng(seed);
-  std::vector<int32_t> v(n);
-  for (auto& x : v) x = static_cast<int32_t>(rng() % V);
-  return v;
-}
 
 /// Checkpoint offsets in the arena (when one is installed) after the forward, and the gradients
 /// after the backward, of one step of the tiny model with L = 6 under full recomputation.
@@ -41,7 +34,7 @@ Walked walk(int every) {
   Tensor params = Tensor::empty({n}, DType::kF32, MemCategory::kParameters);
   model.init_params(params.f32(), 7);
   Tensor grads = Tensor::zeros({n}, DType::kF32, MemCategory::kGradients);
-  const auto tok = ids(kB * kT, 1, cfg.vocab), tgt = ids(kB * kT, 2, cfg.vocab);
+  const auto tok = random_ids(kB * kT, 1, cfg.vocab), tgt = random_ids(kB * kT, 2, cfg.vocab);
   FlatParams fp(model.layout(), params);
   FlatGrads fg(model.layout(), grads);
   UnitRunner runner(model, fp, &fg);
