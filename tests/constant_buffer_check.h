@@ -16,6 +16,12 @@
 
 namespace llmp {
 
+/// The bound the stages' constant-buffer tests use. 1/64 MiB = 16,384 bytes = 4,096 fp32
+/// elements: below tiny's block unit (12,704 elements) and its embeddings (8,704), so both are
+/// cut, and below Ψ (34,176 at L = 2; 110,400 at L = 8).
+inline constexpr double kCapMb = 1.0 / 64;
+inline constexpr int64_t kCapBytes = 16384;
+
 /// The tiny preset with L layers (and its other sizes).
 GPTConfig tiny_with_layers(int layers);
 

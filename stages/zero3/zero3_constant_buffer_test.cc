@@ -18,11 +18,6 @@
 namespace llmp {
 namespace {
 
-// 1/64 MiB = 16,384 bytes = 4,096 fp32 elements: below tiny's block unit (12,704 elements) and
-// its embeddings (8,704), so both are cut, and below Ψ (34,176 at L = 2; 110,400 at L = 8).
-constexpr double kCapMb = 1.0 / 64;
-constexpr int64_t kCapBytes = 16384;
-
 StrategyFactory zero3_on_world(double constant_buffer_mb, MixedPrecisionConfig mp = {}) {
   return [constant_buffer_mb, mp](const GPT& model, AdamWConfig opt, uint64_t seed) {
     return std::make_unique<Zero3Strategy>(model, test_world(), opt, seed, mp, constant_buffer_mb);
