@@ -22,20 +22,24 @@ MemoryTracker& MemoryTracker::instance() {
   return tracker;
 }
 
-void MemoryTracker::on_alloc(MemCategory c, int64_t bytes) {
+void MemoryTracker::on_alloc(MemCategory c, int64_t bytes, MemTag tag) {
+  tag_current_[tidx(tag)] += bytes;
+  tag_peak_[tidx(tag)] = std::max(tag_peak_[tidx(tag)], tag_current_[tidx(tag)]);
   current_[idx(c)] += bytes;
   peak_[idx(c)] = std::max(peak_[idx(c)], current_[idx(c)]);
   total_ += bytes;
   peak_total_ = std::max(peak_total_, total_);
 }
 
-void MemoryTracker::on_free(MemCategory c, int64_t bytes) {
+void MemoryTracker::on_free(MemCategory c, int64_t bytes, MemTag tag) {
+  tag_current_[tidx(tag)] -= bytes;
   current_[idx(c)] -= bytes;
   total_ -= bytes;
 }
 
 void MemoryTracker::reset_peak() {
   peak_ = current_;
+  tag_peak_ = tag_current_;
   peak_total_ = total_;
 }
 

@@ -28,19 +28,27 @@ enum class MemCategory : int {
 /// Printable name of a category ("parameters", "gradients", ...).
 const char* to_string(MemCategory c);
 
+/// A finer label counted beside the category, for a part of it a stage must measure apart:
+/// kAttentionScores, the (T x T)-sized attention scores and probabilities among the activations
+/// (the T² term that the long-sequence stages shrink, stages/ring_attention). kCount is not a tag.
+enum class MemTag : int { kNone = 0, kAttentionScores, kCount };
+
 /// Bytes currently allocated and the peak since the last reset_peak(), per category and in total.
 /// Thread-compatible (one trainer thread per rank); not thread-safe.
 class MemoryTracker {
  public:
   static MemoryTracker& instance();
 
-  void on_alloc(MemCategory c, int64_t bytes);
-  void on_free(MemCategory c, int64_t bytes);
+  void on_alloc(MemCategory c, int64_t bytes, MemTag tag = MemTag::kNone);
+  void on_free(MemCategory c, int64_t bytes, MemTag tag = MemTag::kNone);
 
   /// Bytes live now in category c.
   int64_t current(MemCategory c) const { return current_[idx(c)]; }
   /// Largest value current(c) reached since the last reset_peak().
   int64_t peak(MemCategory c) const { return peak_[idx(c)]; }
+  /// Bytes live now with `tag` (any category), and their peak since the last reset_peak().
+  int64_t current(MemTag tag) const { return tag_current_[tidx(tag)]; }
+  int64_t peak(MemTag tag) const { return tag_peak_[tidx(tag)]; }
   /// Sum over all categories, now and at its own peak.
   int64_t current_total() const { return total_; }
   int64_t peak_total() const { return peak_total_; }
@@ -49,7 +57,9 @@ class MemoryTracker {
 
  private:
   static int idx(MemCategory c) { return static_cast<int>(c); }
+  static int tidx(MemTag t) { return static_cast<int>(t); }
   std::array<int64_t, static_cast<int>(MemCategory::kCount)> current_{}, peak_{};
+  std::array<int64_t, static_cast<int>(MemTag::kCount)> tag_current_{}, tag_peak_{};
   int64_t total_ = 0, peak_total_ = 0;
 };
 

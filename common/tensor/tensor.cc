@@ -86,16 +86,16 @@ Allocator& allocator_for(Device d) {
   return *slot(d);
 }
 
-Storage::Storage(int64_t bytes, Device device, MemCategory category)
-    : bytes_(bytes), device_(device), category_(category) {
+Storage::Storage(int64_t bytes, Device device, MemCategory category, MemTag tag)
+    : bytes_(bytes), device_(device), category_(category), tag_(tag) {
   allocator_ = &allocator_for(device);
   data_ = allocator_->allocate_for(bytes, category);
-  MemoryTracker::instance().on_alloc(category, bytes);
+  MemoryTracker::instance().on_alloc(category, bytes, tag);
 }
 
 Storage::~Storage() {
   allocator_->deallocate(data_, bytes_);
-  MemoryTracker::instance().on_free(category_, bytes_);
+  MemoryTracker::instance().on_free(category_, bytes_, tag_);
 }
 
 int64_t shape_numel(const std::vector<int64_t>& shape) {
@@ -122,6 +122,16 @@ Tensor Tensor::empty(std::vector<int64_t> shape, DType dtype, MemCategory catego
   t.shape_ = std::move(shape);
   t.dtype_ = dtype;
   t.storage_ = std::make_shared<Storage>(t.numel_ * dtype_size(dtype), device, category);
+  return t;
+}
+
+Tensor Tensor::empty_tagged(std::vector<int64_t> shape, DType dtype, MemCategory category,
+                            MemTag tag) {
+  Tensor t;
+  t.numel_ = shape_numel(shape);
+  t.shape_ = std::move(shape);
+  t.dtype_ = dtype;
+  t.storage_ = std::make_shared<Storage>(t.numel_ * dtype_size(dtype), Device::kCPU, category, tag);
   return t;
 }
 

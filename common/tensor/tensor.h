@@ -52,7 +52,8 @@ Allocator& allocator_for(Device d);
 /// Owns one allocation and keeps it counted in the MemoryTracker under `category` while alive.
 class Storage {
  public:
-  Storage(int64_t bytes, Device device, MemCategory category);
+  /// `tag`: a finer label counted beside the category (memory.h), kNone for most buffers.
+  Storage(int64_t bytes, Device device, MemCategory category, MemTag tag = MemTag::kNone);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -66,6 +67,7 @@ class Storage {
   int64_t bytes_ = 0;
   Device device_;
   MemCategory category_;
+  MemTag tag_ = MemTag::kNone;
   /// The allocator the bytes came from, given them back even if another was registered since.
   Allocator* allocator_ = nullptr;
 };
@@ -78,6 +80,9 @@ class Tensor {
   /// Uninitialised tensor of `shape`. Counted under `category` until the last view dies.
   static Tensor empty(std::vector<int64_t> shape, DType dtype = DType::kF32,
                       MemCategory category = MemCategory::kOther, Device device = Device::kCPU);
+  /// empty(), counted also under `tag` (memory.h): e.g. attention scores among the activations.
+  static Tensor empty_tagged(std::vector<int64_t> shape, DType dtype, MemCategory category,
+                             MemTag tag);
   /// Zero-filled (host memset, or the device allocator's fill for CUDA).
   static Tensor zeros(std::vector<int64_t> shape, DType dtype = DType::kF32,
                       MemCategory category = MemCategory::kOther, Device device = Device::kCPU);
