@@ -36,6 +36,7 @@ GPTConfig equivalence_model(const EquivalenceConfig& cfg) {
   if (cfg.layers > 0) m.layers = cfg.layers;
   if (cfg.heads > 0) m.heads = cfg.heads;
   if (cfg.channels > 0) m.d = cfg.channels;
+  if (cfg.ctx > 0) m.ctx = cfg.ctx;
   return m;
 }
 

@@ -35,6 +35,7 @@ struct EquivalenceConfig {
   int layers = 0;  ///< > 0 overrides the preset's L (pipelines need L divisible by p·v)
   int heads = 0;   ///< > 0 overrides the preset's H (tensor parallelism needs t | H)
   int channels = 0;  ///< > 0 overrides the preset's C (an odd C makes Ψ odd: see padded_model())
+  int ctx = 0;       ///< > 0 overrides the preset's ctx (longer sequences: set T too)
   int steps = 10;
   int global_batch = 12;  ///< divisible by 1, 2, 3 and 4
   int T = 16;

@@ -38,7 +38,7 @@ Tensor statistic(std::vector<int64_t> shape) {
 
 Tensor attention_forward(const BlockShape& s, TpComm& tp, const BlockParams<const float>& p,
                          const Tensor& x, int B, int T, AttentionCache* c, bool keep_probs,
-                         WeightTiles* tiles) {
+                         WeightTiles* tiles, AttentionCore* core) {
   const int C = s.C, Tl = static_cast<int>(x.dim(1));
   const long n = static_cast<long>(B) * Tl, N = static_cast<long>(B) * T;
   const DType dt = x.dtype();  // f32, or the 16-bit storage of mixed precision (f32_view.h)
@@ -54,11 +54,15 @@ Tensor attention_forward(const BlockShape& s, TpComm& tp, const BlockParams<cons
     linear_forward(tiles, BlockLinear::kCAttn, F32Out(c->qkv), F32In(ln1f), p.attn_w, p.attn_b, N,
                    C, s.qkv());
   }
-  c->att = activation({B, s.heads, T, T}, dt);
   c->atty = activation({B, T, s.attn()}, dt);
-  cpu::attention_forward(F32Out(c->atty), F32Out(c->att), F32In(c->qkv), B, T, s.attn(),
-                         s.heads);
-  if (!keep_probs) c->att = Tensor();  // selective recomputation: made again in the backward
+  if (core) {  // context parallelism: this rank's queries against every rank's keys
+    core->forward(c->qkv, c->atty, B, T * core->shards(), s.heads, &c->keep);
+  } else {
+    c->att = attention_scores({B, s.heads, T, T}, dt);
+    cpu::attention_forward(F32Out(c->atty), F32Out(c->att), F32In(c->qkv), B, T, s.attn(),
+                           s.heads);
+    if (!keep_probs) c->att = Tensor();  // selective recomputation: made again in the backward
+  }
   Tensor y = activation({B, T, C}, dt);
   linear_forward(tiles, BlockLinear::kAttnProj, F32Out(y), F32In(c->atty), p.proj_w, nullptr, N,
                  s.attn(), C);  // partial
@@ -70,9 +74,28 @@ Tensor attention_forward(const BlockShape& s, TpComm& tp, const BlockParams<cons
   return y;
 }
 
+namespace {
+/// dqkv (B,T,qkv) from datty (B,T,attn) on whole sequences, with the probabilities the forward
+/// kept (or, under selective recomputation, makes again first).
+void local_attention_backward(const BlockShape& s, AttentionCache* c, const Tensor& datty,
+                              const Tensor& dqkv) {
+  const int B = static_cast<int>(c->qkv.dim(0)), T = static_cast<int>(c->qkv.dim(1));
+  if (!c->att.defined()) {  // selective recomputation: P again from q and k (recompute.h)
+    const int64_t flops = cpu::flops_done();
+    c->att = attention_scores({B, s.heads, T, T}, c->qkv.dtype());
+    cpu::attention_probs(F32Out(c->att), F32In(c->qkv), B, T, s.attn(), s.heads);
+    RecomputeMeter::instance().recomputed_probs += 1;
+    RecomputeMeter::instance().recomputed_flops += cpu::flops_done() - flops;
+  }
+  Tensor scratch = attention_scores({T, T});  // attention's dP of one head
+  cpu::attention_backward(F32Out(dqkv), F32In(datty), F32In(c->qkv), F32In(c->att),
+                          scratch.f32(), B, T, s.attn(), s.heads);  // dqkv (N,qkv)
+}
+}  // namespace
+
 Tensor attention_backward_input(const BlockShape& s, TpComm& tp, const BlockParams<const float>& p,
                                 const Tensor& x, AttentionCache* c, const Tensor& dres1,
-                                SublayerGrads* keep, WeightTiles* tiles) {
+                                SublayerGrads* keep, WeightTiles* tiles, AttentionCore* core) {
   const int C = s.C, B = static_cast<int>(c->qkv.dim(0)), T = static_cast<int>(c->qkv.dim(1));
   const long n = dres1.numel() / C, N = static_cast<long>(B) * T;
   const DType dt = x.dtype();
@@ -82,17 +105,12 @@ Tensor attention_backward_input(const BlockShape& s, TpComm& tp, const BlockPara
     Tensor datty = activation({B, T, s.attn()}, dt);
     linear_backward_input(tiles, BlockLinear::kAttnProj, F32Out(datty), F32In(keep->dy_full),
                           p.proj_w, N, s.attn(), C);
-    if (!c->att.defined()) {  // selective recomputation: P again from q and k (recompute.h)
-      const int64_t flops = cpu::flops_done();
-      c->att = activation({B, s.heads, T, T}, dt);
-      cpu::attention_probs(F32Out(c->att), F32In(c->qkv), B, T, s.attn(), s.heads);
-      RecomputeMeter::instance().recomputed_probs += 1;
-      RecomputeMeter::instance().recomputed_flops += cpu::flops_done() - flops;
-    }
-    Tensor scratch = statistic({T, T});  // attention's dP of one head
     keep->dhidden = activation({B, T, s.qkv()}, dt);
-    cpu::attention_backward(F32Out(keep->dhidden), F32In(datty), F32In(c->qkv), F32In(c->att),
-                            scratch.f32(), B, T, s.attn(), s.heads);  // dqkv (N,qkv)
+    if (core)  // context parallelism: the core's mirrored communication (attention_core.h)
+      core->backward(datty, c->qkv, c->atty, &c->keep, keep->dhidden, B, T * core->shards(),
+                     s.heads);
+    else
+      local_attention_backward(s, c, datty, keep->dhidden);
   }
   c->qkv = Tensor();  // W needs neither attention's inputs nor its probabilities
   c->att = Tensor();

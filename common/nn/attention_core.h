@@ -39,11 +39,11 @@
 
 namespace llmp {
 
-/// A fresh f32 attention-score tensor: counted as activations and tagged
-/// MemTag::kAttentionScores, so the MemoryTracker measures the T² term apart (memory.h). Every
-/// score, probability or score-gradient buffer of an attention core is made here.
-inline Tensor attention_scores(std::vector<int64_t> shape) {
-  return Tensor::empty_tagged(std::move(shape), DType::kF32, MemCategory::kActivations,
+/// A fresh attention-score tensor (f32 unless the activations are stored in 16 bits): counted as
+/// activations and tagged MemTag::kAttentionScores, so the MemoryTracker measures the T² term
+/// apart (memory.h). Every score, probability or score-gradient buffer of the model is made here.
+inline Tensor attention_scores(std::vector<int64_t> shape, DType dtype = DType::kF32) {
+  return Tensor::empty_tagged(std::move(shape), dtype, MemCategory::kActivations,
                               MemTag::kAttentionScores);
 }
 

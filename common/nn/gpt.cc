@@ -45,4 +45,28 @@ GPT::GPT(GPTConfig cfg, TpComm& tp, DType activations)
                                 " (k >= 1; k > 1 needs full recomputation)");
 }
 
+GPT GPT::with_attention_core(AttentionCore* core) const {
+  if (core && (tp_->size() > 1 || tiles_))
+    throw std::invalid_argument("GPT::with_attention_core: the model is already " +
+                                std::string(tiles_ ? "tiled" : "tensor-parallel") +
+                                " (context parallelism splits whole replicas only)");
+  GPT split = *this;
+  split.core_ = core;
+  return split;
+}
+
+int GPT::rows_held(int T) const {
+  if (core_) return T / core_->shards();
+  return T / tp_->seq_shards();
+}
+
+std::vector<int32_t> GPT::ids_held(const int32_t* ids, int B, int T) const {
+  const std::vector<int> pos = core_->positions(T);
+  const int Tl = static_cast<int>(pos.size());
+  std::vector<int32_t> held(static_cast<size_t>(B) * Tl);
+  for (int b = 0; b < B; ++b)
+    for (int j = 0; j < Tl; ++j) held[static_cast<size_t>(b) * Tl + j] = ids[int64_t{b} * T + pos[j]];
+  return held;
+}
+
 }  // namespace llmp

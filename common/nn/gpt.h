@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "common/nn/attention_core.h"
 #include "common/nn/block_params.h"
 #include "common/nn/recompute.h"
 #include "common/nn/tp_comm.h"
@@ -114,6 +115,7 @@ struct AttentionCache {
   Tensor qkv;                      ///< (B,T,qkv) this rank's heads' q|k|v
   Tensor att;                      ///< (B,H/t,T,T) softmax probabilities
   Tensor atty;                     ///< (B,T,attn) attention output before c_proj
+  AttentionKeep keep;              ///< an AttentionCore's instead of att (attention_core.h)
 };
 
 /// What the MLP sub-layer's forward keeps for its backward (mlp.h).
@@ -179,6 +181,19 @@ class GPT {
   /// The tile source (nullptr: whole weights from the unit, the default).
   WeightTiles* weight_tiles() const { return tiles_; }
 
+  /// This model with every sequence split over the core's p ranks for the whole model (context
+  /// parallelism, attention_core.h): each rank holds the rows core->positions(T) of every
+  /// sequence (Tl = T/p), embeds, normalises, multiplies and scores only those, and the blocks'
+  /// attention runs through `core`. Bit-for-bit the same per-token math; attention's sums in the
+  /// core's order. `core` must outlive the copy; nullptr gives the whole-sequence model. Throws
+  /// std::invalid_argument when this model is tensor-parallel or tiled (one split at a time).
+  GPT with_attention_core(AttentionCore* core) const;
+  /// The attention core (nullptr: whole sequences on this rank, the default).
+  AttentionCore* attention_core() const { return core_; }
+  /// Rows of each sequence a rank holds: T / p with a core, T / s under sequence parallelism,
+  /// else T.
+  int rows_held(int T) const;
+
   // ---- Unit functions: what the walk (unit_runner.h) calls. `*_params` point at the unit's
   // first element in this rank's layout; `*_grads` likewise. Backward ACCUMULATES (+=) into grads
   // and returns a new input gradient. Activations are Tensors of this rank's rows (B,Tl,C). ----
@@ -228,11 +243,15 @@ class GPT {
     return s > 1 ? tp_->rank() * (T / s) : 0;
   }
 
+  /// ids (B,T) -> the (B,Tl) ids at this rank's positions (context parallelism).
+  std::vector<int32_t> ids_held(const int32_t* ids, int B, int T) const;
+
   GPTConfig cfg_;
   TpComm* tp_;
   GPTLayout layout_;
   DType act_dtype_ = DType::kF32;
   WeightTiles* tiles_ = nullptr;
+  AttentionCore* core_ = nullptr;
 };
 
 }  // namespace llmp

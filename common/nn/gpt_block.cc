@@ -27,8 +27,8 @@ namespace llmp {
 int64_t BlockCache::bytes() const {
   int64_t n = res1.nbytes();
   for (const Tensor* t : {&attn.ln1, &attn.ln1_mean, &attn.ln1_rstd, &attn.qkv, &attn.att,
-                          &attn.atty, &mlp.ln2, &mlp.ln2_mean, &mlp.ln2_rstd, &mlp.fch,
-                          &mlp.fch_gelu})
+                          &attn.atty, &attn.keep.a, &attn.keep.b, &mlp.ln2, &mlp.ln2_mean,
+                          &mlp.ln2_rstd, &mlp.fch, &mlp.fch_gelu})
     n += t->nbytes();
   return n;
 }
@@ -58,8 +58,10 @@ Tensor GPT::block_forward(const float* block_params_ptr, const Tensor& x, int B,
   const auto p = unit_params(block_params_ptr, s, tiles_);
   *cache = BlockCache{};  // release what the cache held before allocating anew (lower peak)
   const bool keep_probs = cfg_.recompute != Recompute::kSelective;  // recompute.h
-  cache->res1 = attention_forward(s, *tp_, p, x, B, T, &cache->attn, keep_probs, tiles_);
-  return mlp_forward(s, *tp_, p, cache->res1, B, T, &cache->mlp, tiles_);
+  const int Tr = rows_held(T) * tp_->seq_shards();  // the rows c_attn and c_fc multiply
+  cache->res1 =
+      attention_forward(s, *tp_, p, x, B, Tr, &cache->attn, keep_probs, tiles_, core_);
+  return mlp_forward(s, *tp_, p, cache->res1, B, Tr, &cache->mlp, tiles_);
 }
 
 Tensor GPT::block_backward(const float* block_params_ptr, const Tensor& x, BlockCache* cache,
@@ -76,7 +78,8 @@ Tensor GPT::block_backward(const float* block_params_ptr, const Tensor& x, Block
   }
   cache->mlp = MlpCache{};
   SublayerGrads keep;
-  Tensor dx = attention_backward_input(s, *tp_, p, x, &cache->attn, dres1, &keep, tiles_);
+  Tensor dx =
+      attention_backward_input(s, *tp_, p, x, &cache->attn, dres1, &keep, tiles_, core_);
   attention_backward_weight(s, *tp_, x, cache->attn, keep, g);
   *cache = BlockCache{};  // this block's activations are no longer needed
   return dx;
@@ -88,7 +91,8 @@ Tensor GPT::block_backward_input(const float* block_params_ptr, const Tensor& x,
   const BlockShape& s = block_shape();
   const auto p = unit_params(block_params_ptr, s, tiles_);
   const Tensor dres1 = mlp_backward_input(s, *tp_, p, cache->res1, &cache->mlp, dy, &keep->mlp, tiles_);
-  return attention_backward_input(s, *tp_, p, x, &cache->attn, dres1, &keep->attn, tiles_);
+  return attention_backward_input(s, *tp_, p, x, &cache->attn, dres1, &keep->attn, tiles_,
+                                  core_);
 }
 
 void GPT::block_backward_weight(const float* block_params_ptr, const Tensor& x,

@@ -42,6 +42,16 @@ constexpr int64_t kLogitsChunk = int64_t{1} << 22;
 Tensor GPT::embed_forward(const float* emb_params, const int32_t* tokens, int B, int T) const {
   check_batch_shape("embed_forward", cfg_, B, T, tp_->seq_shards());
   check_ids("embed_forward", "token", tokens, B, T, cfg_.vocab);
+  if (core_) {  // context parallelism: this rank's rows of every sequence, whole replicas
+    const std::vector<int> pos = core_->positions(T);
+    const std::vector<int32_t> held = ids_held(tokens, B, T);
+    const int C = cfg_.d, Tl = static_cast<int>(pos.size());
+    Tensor x = activation({B, Tl, C}, act_dtype_);
+    cpu::token_embedding_forward(x.f32(), held.data(), emb_params, 0, cfg_.vocab, B * Tl, C);
+    cpu::position_embedding_forward_at(x.f32(), emb_params + int64_t{cfg_.vocab} * C, B, Tl,
+                                       pos.data(), C);
+    return x;
+  }
   const int C = cfg_.d, Tl = T / tp_->seq_shards(), Vr = vocab_rows();
   const float* wte = emb_params;                            // (V/t,C)
   const float* wpe = emb_params + int64_t{Vr} * C;          // (ctx,C)
@@ -57,6 +67,15 @@ void GPT::embed_backward(const int32_t* tokens, int B, int T, const Tensor& dx,
                          float* emb_grads) const {
   check_batch_shape("embed_backward", cfg_, B, T, tp_->seq_shards());
   check_ids("embed_backward", "token", tokens, B, T, cfg_.vocab);
+  if (core_) {
+    const std::vector<int> pos = core_->positions(T);
+    const std::vector<int32_t> held = ids_held(tokens, B, T);
+    const int C = cfg_.d, Tl = static_cast<int>(pos.size());
+    cpu::position_embedding_backward_at(emb_grads + int64_t{cfg_.vocab} * C, dx.f32(), B, Tl,
+                                        pos.data(), C);
+    cpu::token_embedding_backward(emb_grads, dx.f32(), held.data(), 0, cfg_.vocab, B * Tl, C);
+    return;
+  }
   const int C = cfg_.d, Tl = T / tp_->seq_shards(), Vr = vocab_rows();
   cpu::position_embedding_backward(emb_grads + int64_t{Vr} * C, F32In(dx), B, Tl,
                                    first_position(T), C);
@@ -69,6 +88,12 @@ double GPT::head_forward_backward(const float* lnf_params, const float* wte, con
                                   Tensor* dx, float* lnf_grads, float* wte_grads) const {
   check_batch_shape("head_forward_backward", cfg_, B, T, tp_->seq_shards());
   check_ids("head_forward_backward", "target", targets, B, T, cfg_.vocab);
+  std::vector<int32_t> held;
+  if (core_) {  // context parallelism: the targets of this rank's rows; the loss is its part
+    held = ids_held(targets, B, T);
+    targets = held.data();
+    T = rows_held(T);
+  }
   const int C = cfg_.d, Vr = vocab_rows(), v0 = vocab_begin();
   const int n = static_cast<int>(x.numel() / C), N = B * T;
   const bool backward = dx != nullptr;

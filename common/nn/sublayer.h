@@ -43,14 +43,19 @@ Tensor statistic(std::vector<int64_t> shape);
 
 /// res1 (B,Tl,C) = x + attention(ln_1(x)); fills `c` anew. keep_probs false (selective
 /// recomputation, recompute.h) frees the softmax probabilities c->att (B,H/t,T,T) at once.
+/// With `core` (context parallelism, attention_core.h) T is the rows held (Tl), the attention
+/// between c_attn and c_proj is core->forward over all p·Tl positions, and its keep goes to
+/// c->keep (keep_probs does not apply: a core keeps what its method keeps).
 Tensor attention_forward(const BlockShape& s, TpComm& tp, const BlockParams<const float>& p,
                          const Tensor& x, int B, int T, AttentionCache* c, bool keep_probs = true,
-                         WeightTiles* tiles = nullptr);
+                         WeightTiles* tiles = nullptr, AttentionCore* core = nullptr);
 /// B: dL/dx (B,Tl,C) from dres1 (B,Tl,C), keeping W's inputs in `keep`; frees c->qkv, c->att.
 /// When the forward dropped c->att it is made again first (cpu::attention_probs: the same bits).
+/// With `core`: dqkv by core->backward (it frees c->keep).
 Tensor attention_backward_input(const BlockShape& s, TpComm& tp, const BlockParams<const float>& p,
                                 const Tensor& x, AttentionCache* c, const Tensor& dres1,
-                                SublayerGrads* keep, WeightTiles* tiles = nullptr);
+                                SublayerGrads* keep, WeightTiles* tiles = nullptr,
+                                AttentionCore* core = nullptr);
 /// W: ln_1, c_attn and attn.c_proj gradients += ... (ACCUMULATED into g).
 void attention_backward_weight(const BlockShape& s, TpComm& tp, const Tensor& x,
                                const AttentionCache& c, const SublayerGrads& keep,

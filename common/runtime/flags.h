@@ -40,6 +40,9 @@ struct TrainConfig {
   int global_batch = 16;       ///< --global_batch: B sequences per step, all ranks together
   std::string model = "mini";  ///< --model: GPT preset, one of known_presets()
   int layers = 0;             ///< --layers: > 0 overrides the preset's number of blocks L
+  /// --ctx: > 0 overrides the preset's context length, the T every sequence is trained at (and
+  /// wpe's rows): long sequences on a tiny model (--model tiny --ctx 2048).
+  int ctx = 0;
   std::string data = kDefaultCorpusPath;  ///< --data: corpus file or folder (common/data)
   uint64_t seed = 1337;        ///< --seed: initialisation and sampling seed
   /// --lr: AdamW learning rate. 1e-3 (not GPT-2's 6e-4 or the 3e-4 "Karpathy constant"):

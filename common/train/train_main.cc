@@ -111,6 +111,10 @@ GPTConfig model_config(const TrainConfig& cfg) {
     mc.layers = cfg.layers;
     mc.name += "-L" + std::to_string(cfg.layers);
   }
+  if (cfg.ctx > 0 && cfg.ctx != mc.ctx) {  // another wpe: another model, by name too
+    mc.ctx = cfg.ctx;
+    mc.name += "-T" + std::to_string(cfg.ctx);
+  }
   mc.recompute = parse_recompute(cfg.recompute);  // validated: none, full or selective
   mc.recompute_every = cfg.recompute_every;
   mc.partition_checkpoints = cfg.partition_activations;

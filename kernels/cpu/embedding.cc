@@ -48,5 +48,25 @@ void position_embedding_backward(float* dwpe, const float* dx, int B, int Tl, in
     }
 }
 
+void position_embedding_forward_at(float* x, const float* wpe, int B, int Tl,
+                                   const int* positions, int C) {
+  for (int b = 0; b < B; ++b)
+    for (int t = 0; t < Tl; ++t) {
+      float* __restrict o = x + (static_cast<long>(b) * Tl + t) * C;
+      const float* __restrict p = wpe + static_cast<long>(positions[t]) * C;
+      for (int c = 0; c < C; ++c) o[c] += p[c];
+    }
+}
+
+void position_embedding_backward_at(float* dwpe, const float* dx, int B, int Tl,
+                                    const int* positions, int C) {
+  for (int b = 0; b < B; ++b)
+    for (int t = 0; t < Tl; ++t) {
+      const float* __restrict d = dx + (static_cast<long>(b) * Tl + t) * C;
+      float* __restrict p = dwpe + static_cast<long>(positions[t]) * C;
+      for (int c = 0; c < C; ++c) p[c] += d[c];
+    }
+}
+
 }  // namespace cpu
 }  // namespace llmp

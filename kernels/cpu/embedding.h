@@ -31,5 +31,13 @@ void position_embedding_forward(float* x, const float* wpe, int B, int Tl, int t
 /// dwpe[t0 + t] += Σ_b dx[b,t] (ACCUMULATED), dx (B,Tl,C).
 void position_embedding_backward(float* dwpe, const float* dx, int B, int Tl, int t0, int C);
 
+/// x (B,Tl,C) += wpe[positions[t]] for t in [0, Tl): any positions a rank holds (context
+/// parallelism's balanced split holds two runs, common/nn/attention_core.h).
+void position_embedding_forward_at(float* x, const float* wpe, int B, int Tl,
+                                   const int* positions, int C);
+/// dwpe[positions[t]] += Σ_b dx[b,t] (ACCUMULATED), dx (B,Tl,C).
+void position_embedding_backward_at(float* dwpe, const float* dx, int B, int Tl,
+                                    const int* positions, int C);
+
 }  // namespace cpu
 }  // namespace llmp

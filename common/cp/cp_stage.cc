@@ -1,0 +1,51 @@
+// cp_stage_spec (see cp_stage.h).
+#include "common/cp/cp_stage.h"
+
+#include <memory>
+#include <stdexcept>
+
+#include "common/runtime/check.h"
+
+namespace llmp {
+
+std::string cp_config_error(const TrainConfig& cfg, const CpStageOptions& o) {
+  if (cfg.recompute != "none")
+    return "--recompute " + cfg.recompute + ": " + o.name +
+           " trains without recomputation (its attention keeps what its method keeps; the other "
+           "stages take --recompute)";
+  if (cfg.partition_activations)
+    return "--partition_activations: " + o.name +
+           " keeps no replicated checkpoints to partition (every rank already holds only T/p "
+           "positions)";
+  try {
+    const GPTConfig mc = model_config(cfg);
+    if (o.split_error) return o.split_error(mc.ctx, mc.heads, cfg.world_size);
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+StageSpec cp_stage_spec(const CpStageOptions& o) {
+  auto opts = std::make_shared<CpStageOptions>(o);
+  StageSpec spec;
+  spec.name = o.name;
+  spec.summary = o.summary;
+  spec.default_world_size = o.default_world_size;
+  spec.grid = [](const TrainConfig& cfg) { return context_parallel_grid(cfg.world_size); };
+  spec.add_flags = o.add_flags;
+  spec.validate = [opts](const TrainConfig& cfg) {
+    const std::string err = cp_config_error(cfg, *opts);
+    if (!err.empty()) user_error(err);
+  };
+  spec.make = [opts](const StageContext& ctx) -> std::unique_ptr<Strategy> {
+    // Inside the ranks too (when started by mpiexec directly, the launcher's checks are skipped).
+    const std::string err = cp_config_error(ctx.cfg, *opts);
+    all_ranks_ok(err.empty(), err);
+    return std::make_unique<ContextParallelStrategy>(ctx.model, ctx.grid.tp_group(),
+                                                     opts->make_core, ctx.opt, ctx.cfg.seed);
+  };
+  return spec;
+}
+
+}  // namespace llmp

@@ -1,0 +1,164 @@
+// The context-parallel strategy (cp_strategy.h): the step, and the report of what it measured.
+#include "common/cp/cp_strategy.h"
+
+#include <string>
+
+#include "common/nn/unit_runner.h"
+#include "common/optim/decay_mask.h"
+#include "common/plan/memory_planner.h"
+#include "common/plan/recompute_formulas.h"
+#include "common/runtime/log.h"
+#include "kernels/cpu/flops.h"
+
+namespace llmp {
+namespace {
+
+/// The core, with the FLOPs its forwards ran counted (kernels/cpu/flops.h around each call):
+/// what the load-balance row measures. Everything else is passed through.
+class MeteredCore : public AttentionCore {
+ public:
+  explicit MeteredCore(std::unique_ptr<AttentionCore> inner) : inner_(std::move(inner)) {}
+  int64_t forward_flops = 0;
+
+  std::string name() const override { return inner_->name(); }
+  int shards() const override { return inner_->shards(); }
+  int rank() const override { return inner_->rank(); }
+  std::vector<int> positions(int T) const override { return inner_->positions(T); }
+  void forward(const Tensor& qkv, Tensor& out, int B, int T, int H, AttentionKeep* keep) override {
+    const int64_t before = cpu::flops_done();
+    inner_->forward(qkv, out, B, T, H, keep);
+    forward_flops += cpu::flops_done() - before;
+  }
+  void backward(const Tensor& dout, const Tensor& qkv, const Tensor& out, AttentionKeep* keep,
+                Tensor& dqkv, int B, int T, int H) override {
+    inner_->backward(dout, qkv, out, keep, dqkv, B, T, H);
+  }
+  double bytes_per_block(int B, int T, int A, int H) const override {
+    return inner_->bytes_per_block(B, T, A, H);
+  }
+  std::string bytes_formula_text() const override { return inner_->bytes_formula_text(); }
+  int calls_per_block() const override { return inner_->calls_per_block(); }
+  double kept_bytes_per_block(int B, int T, int A, int H) const override {
+    return inner_->kept_bytes_per_block(B, T, A, H);
+  }
+  double peak_score_bytes(int B, int T, int A, int H, int L) const override {
+    return inner_->peak_score_bytes(B, T, A, H, L);
+  }
+  std::string peak_score_formula_text() const override { return inner_->peak_score_formula_text(); }
+  double forward_flops_per_block(int B, int T, int A, int H) const override {
+    return inner_->forward_flops_per_block(B, T, A, H);
+  }
+
+ private:
+  std::unique_ptr<AttentionCore> inner_;
+};
+
+int64_t call_count(const CommStats& s) {
+  int64_t n = 0;
+  for (const auto& [op, calls] : s.calls)
+    if (op != "recv" && op != "barrier") n += calls;  // sends and collectives, not receives
+  return n;
+}
+
+}  // namespace
+
+GridShape context_parallel_grid(int world_size) { return {1, 1, world_size}; }
+
+ContextParallelStrategy::ContextParallelStrategy(const GPT& model, ProcessGroup& group,
+                                                 const CoreFactory& make_core, AdamWConfig opt,
+                                                 uint64_t seed)
+    : base_(model),
+      group_(group),
+      attn_group_(group.duplicate()),
+      core_(std::make_unique<MeteredCore>(make_core(*attn_group_))),
+      model_(model.with_attention_core(core_.get())),
+      params_(Tensor::empty({model.layout().num_params()}, DType::kF32,
+                            MemCategory::kParameters)),
+      grads_(Tensor::empty({model.layout().num_params()}, DType::kF32, MemCategory::kGradients)),
+      opt_(model.layout().num_params(), opt, decay_ranges(model.layout(), opt.decay)),
+      metrics_(group) {
+  if (model.activation_dtype() != DType::kF32)
+    throw std::invalid_argument("context parallelism trains in fp32 only (activations in " +
+                                std::string(to_string(model.activation_dtype())) + ")");
+  model.init_params(params_.f32(), seed);  // same seed on every rank: same replicas
+}
+
+double ContextParallelStrategy::train_step(const int32_t* tokens, const int32_t* targets,
+                                           int global_batch, int T, int64_t step) {
+  const int B = global_batch;
+  auto& metered = static_cast<MeteredCore&>(*core_);
+  const double grad_bytes = group_.stats().total_bytes();
+  const double attn_bytes = attn_group_->stats().total_bytes();
+  const int64_t attn_calls = call_count(attn_group_->stats());
+  metered.forward_flops = 0;
+  MemoryTracker::instance().reset_peak();
+  // 1. Forward and backward of this rank's Tl positions of every sequence; the loss scale is the
+  //    global 1/(B·T), so the ranks' gradients (and losses) sum to the global mean's.
+  grads_.fill(0.0f);
+  const float scale = 1.0f / (static_cast<float>(B) * T);
+  const double local = forward_backward(model_, params_.f32(), grads_.f32(), tokens, targets, B,
+                                        T, scale);
+  last_score_peak_ = MemoryTracker::instance().peak(MemTag::kAttentionScores);
+  last_kept_per_block_ = RecomputeMeter::instance().bytes_per_block();
+  // 2. Σ over the ranks of every weight's gradient: each rank saw other tokens of the same
+  //    sequences with the same weights.                                  sends 2(p-1)/p·4Ψ
+  group_.all_reduce(grads_, ReduceOp::kSum);
+  // 3. The same update everywhere.
+  opt_.step(params_.f32(), grads_.f32(), step);
+  last_grad_bytes_ = group_.stats().total_bytes() - grad_bytes;
+  last_attn_bytes_ = attn_group_->stats().total_bytes() - attn_bytes;
+  last_attn_calls_ = call_count(attn_group_->stats()) - attn_calls;
+  last_attn_flops_ = metered.forward_flops;
+  last_B_ = B, last_T_ = T;
+  return metrics_.sum(local);
+}
+
+double ContextParallelStrategy::eval_loss(const int32_t* tokens, const int32_t* targets,
+                                          int global_batch, int T) {
+  // forward_loss is this rank's Σ over its tokens / (B·T): the ranks' parts sum to the mean.
+  return metrics_.sum(forward_loss(model_, params_.f32(), tokens, targets, global_batch, T));
+}
+
+void ContextParallelStrategy::get_state(float* params, float* exp_avg, float* exp_avg_sq) {
+  copy_replicated_state_out(params_, opt_, params, exp_avg, exp_avg_sq);
+}
+
+void ContextParallelStrategy::set_state(const float* params, const float* exp_avg,
+                                        const float* exp_avg_sq) {
+  copy_replicated_state_in(params_, opt_, params, exp_avg, exp_avg_sq);
+}
+
+std::vector<ReportRow> ContextParallelStrategy::report() const {
+  const double psi = static_cast<double>(params_.numel());
+  const int p = group_.size();
+  const GPTConfig& c = base_.config();
+  const int B = last_B_, T = last_T_, L = c.layers, A = c.d, H = c.heads;
+  auto rows = memory_rows(plan_memory(DPStage::kNaiveDP, psi, p, Precision::fp32()), "4Ψ", "4Ψ",
+                          "8Ψ");
+  rows.push_back({"sent per step: gradient all_reduce", last_grad_bytes_,
+                  plan_bytes_per_step(DPStage::kNaiveDP, psi, p, 4), "2(p-1)/p·4Ψ"});
+  rows.push_back({"sent per step: attention (" + core_->name() + ")", last_attn_bytes_,
+                  L * core_->bytes_per_block(B, T, A, H), "L·" + core_->bytes_formula_text()});
+  rows.push_back({"peak attention scores", static_cast<double>(last_score_peak_),
+                  core_->peak_score_bytes(B, T, A, H, L), core_->peak_score_formula_text()});
+  // Kept per block: the per-token tensors of Tl rows without probabilities (the selective row
+  // of recompute_formulas.h), plus what the core keeps instead.
+  const RecomputeDims d{B, T / p, A, H, L};
+  rows.push_back({"activations kept per block", last_kept_per_block_,
+                  activation_bytes_per_block(d, Recompute::kSelective, 1, 4) +
+                      core_->kept_bytes_per_block(B, T, A, H),
+                  "(s/p)b(64h+16) + keep"});
+  ReportRow flops{"attention forward FLOPs per step", static_cast<double>(last_attn_flops_),
+                  L * core_->forward_flops_per_block(B, T, A, H), "L·core"};
+  flops.flops = true;
+  rows.push_back(flops);
+  return rows;
+}
+
+void ContextParallelStrategy::finish() {
+  log_all_ranks("{}: {} attention calls per step (sends and collectives; closed form L·{} = {})",
+                core_->name(), last_attn_calls_, core_->calls_per_block(),
+                base_.config().layers * core_->calls_per_block());
+}
+
+}  // namespace llmp

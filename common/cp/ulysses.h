@@ -1,0 +1,74 @@
+// DeepSpeed-Ulysses (Jacobs et al. 2023, "DeepSpeed Ulysses: System Optimizations for Enabling
+// Training of Extreme Long Sequence Transformer Models", §3, Figure 2): attention over a sequence
+// split across p ranks by changing WHAT is split, not by passing keys around.
+//
+//   rank r holds positions [r·Tl, (r+1)·Tl) of every sequence, all H heads   (sequence split)
+//        |  all_to_all #1: q|k|v of head group j -> rank j        (B,Tl,3A) -> (B,T,3A/p)
+//        v
+//   rank r holds ALL T positions, heads [r·H/p, (r+1)·H/p)                     (head split)
+//        |  ordinary causal attention, local (kernels/cpu/attention.h)
+//        |  all_to_all #2: the output rows back to their positions' ranks    (B,T,A/p) -> (B,Tl,A)
+//        v
+//   rank r holds positions [r·Tl, (r+1)·Tl) again, every head's output
+//
+// The backward is the mirror: all_to_all of dout to the head split, the local attention
+// backward, all_to_all of dqkv back to the sequence split. Heads are independent, so attention
+// on a head group needs nothing from the other ranks once each rank has its heads' whole
+// sequences: 4 all_to_alls per block and step, each moving (p-1)/p of its input, the same at
+// every p (the message per rank shrinks as p grows: Ulysses' claim of constant communication
+// volume when p and T grow together). The limit: p must divide H.
+//
+// Closed forms (fp32, per rank and block; A channels, hs = A/H, Tl = T/p; ProcessGroup counts an
+// all_to_all of an S-byte input as (p-1)/p·S):
+//   bytes per step    (p-1)/p · 4·(3 + 1 + 1 + 3)·B·Tl·A = 32(p-1)·B·Tl·A/p
+//                     (q|k|v and out forward, dout and dq|dk|dv backward)
+//   calls per step    4 all_to_alls
+//   kept              P (B,H/p,T,T) and the head-split q|k|v (B,T,3A/p): 4B·T·(H·T + 3A)/p
+//   peak scores       L·4B·(H/p)·T² (every block's P at the end of the forward) + 4T² (the
+//                     backward's dP of one head)
+//   forward FLOPs     B·(H/p)·(2T²·hs + T(T+1)·hs)     (the kernel's convention, flops.h)
+//
+// Glossary: B sequences, T positions, Tl = T/p held, A channels (C), H heads, hs head size,
+// p ranks of the group, r this rank, L blocks, P softmax probabilities.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/comm/process_group.h"
+#include "common/nn/attention_core.h"
+
+namespace llmp {
+
+class UlyssesAttention : public AttentionCore {
+ public:
+  /// All traffic over `group` (p = its size), which must outlive the core.
+  explicit UlyssesAttention(ProcessGroup& group) : group_(group) {}
+
+  /// The one line why sequences of T positions with H heads cannot go over p ranks ("" when
+  /// they can): p must divide T (the sequence split) and H (the head split).
+  static std::string split_error(int T, int H, int p);
+
+  std::string name() const override { return "Ulysses"; }
+  int shards() const override { return group_.size(); }
+  int rank() const override { return group_.rank(); }
+  /// Contiguous: [r·T/p, (r+1)·T/p). Throws std::invalid_argument when p ∤ T.
+  std::vector<int> positions(int T) const override;
+  /// Throws std::invalid_argument("Ulysses: p=3 does not divide H=4 heads ...") when p ∤ H.
+  void forward(const Tensor& qkv, Tensor& out, int B, int T, int H, AttentionKeep* keep) override;
+  void backward(const Tensor& dout, const Tensor& qkv, const Tensor& out, AttentionKeep* keep,
+                Tensor& dqkv, int B, int T, int H) override;
+
+  double bytes_per_block(int B, int T, int A, int H) const override;
+  std::string bytes_formula_text() const override { return "32(p-1)·bTh/p²"; }
+  int calls_per_block() const override { return 4; }
+  double kept_bytes_per_block(int B, int T, int A, int H) const override;
+  double peak_score_bytes(int B, int T, int A, int H, int L) const override;
+  std::string peak_score_formula_text() const override { return "4(L·bas²/p + s²)"; }
+  double forward_flops_per_block(int B, int T, int A, int H) const override;
+
+ private:
+  ProcessGroup& group_;
+};
+
+}  // namespace llmp

@@ -1,0 +1,34 @@
+// What every long-sequence (context-parallel) stage's test checks, written once: the stage
+// against the single-rank baseline, every report row against its closed form, and the state
+// round trip (stages/ulysses, stages/ring_attention, stages/ring_self_attention; each passes
+// its AttentionCore). Collective over test_world(): p = its size.
+//
+// Glossary: p ranks, B global batch, T sequence length, H heads.
+#pragma once
+
+#include "common/cp/cp_strategy.h"
+#include "tests/equivalence.h"
+#include "tests/stage_test_util.h"
+
+namespace llmp {
+
+/// ContextParallelStrategy over test_world() with its core from `make`.
+StrategyFactory context_parallel_on_world(CoreFactory make);
+
+/// The tiny preset with H = 4 heads (hs = 8: Ulysses at p = 4 needs p | H) and ctx = T.
+GPTConfig cp_model(int T = 16);
+
+/// Trains 10 steps of the stage and of the baseline on the same global batches (B = 12) of the
+/// tiny preset with H = 4 and ctx = T, non-default lr and weight decay; expects every loss and
+/// every parameter within 1e-5 relative of the baseline's.
+void expect_cp_matches_baseline(const CoreFactory& make, int T);
+
+/// Two steps of cp_model(T) at global batch B; every report row measured == its closed form,
+/// and the rows the stage must have are there. Returns the rows for stage-specific checks.
+std::vector<ReportRow> expect_cp_report_rows_match(const CoreFactory& make, int T, int B);
+
+/// get_state of a trained strategy into a fresh one (another seed): the same state back, and the
+/// same loss on the next step.
+void expect_cp_state_round_trip(const CoreFactory& make);
+
+}  // namespace llmp
