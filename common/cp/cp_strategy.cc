@@ -135,9 +135,9 @@ std::vector<ReportRow> ContextParallelStrategy::report() const {
   const int B = last_B_, T = last_T_, L = c.layers, A = c.d, H = c.heads;
   auto rows = memory_rows(plan_memory(DPStage::kNaiveDP, psi, p, Precision::fp32()), "4Ψ", "4Ψ",
                           "8Ψ");
-  rows.push_back({"sent per step: gradient all_reduce", last_grad_bytes_,
+  rows.push_back({"gradient all_reduce/step", last_grad_bytes_,
                   plan_bytes_per_step(DPStage::kNaiveDP, psi, p, 4), "2(p-1)/p·4Ψ"});
-  rows.push_back({"sent per step: attention (" + core_->name() + ")", last_attn_bytes_,
+  rows.push_back({"attention sent/step", last_attn_bytes_,
                   L * core_->bytes_per_block(B, T, A, H), "L·" + core_->bytes_formula_text()});
   rows.push_back({"peak attention scores", static_cast<double>(last_score_peak_),
                   core_->peak_score_bytes(B, T, A, H, L), core_->peak_score_formula_text()});
@@ -148,7 +148,7 @@ std::vector<ReportRow> ContextParallelStrategy::report() const {
                   activation_bytes_per_block(d, Recompute::kSelective, 1, 4) +
                       core_->kept_bytes_per_block(B, T, A, H),
                   "(s/p)b(64h+16) + keep"});
-  ReportRow flops{"attention forward FLOPs per step", static_cast<double>(last_attn_flops_),
+  ReportRow flops{"attention fwd FLOPs/step", static_cast<double>(last_attn_flops_),
                   L * core_->forward_flops_per_block(B, T, A, H), "L·core"};
   flops.flops = true;
   rows.push_back(flops);

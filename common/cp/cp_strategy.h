@@ -70,6 +70,8 @@ class ContextParallelStrategy : public Strategy {
   const AttentionCore& core() const { return *core_; }
   /// The attention group's CommStats (the core's traffic only).
   const CommStats& attention_stats() const { return attn_group_->stats(); }
+  /// Sends and collectives the core made in the last step (receives not counted).
+  int64_t last_attention_calls() const { return last_attn_calls_; }
 
  private:
   const GPT& base_;

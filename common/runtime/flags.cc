@@ -57,6 +57,10 @@ void add_train_flags(CLI::App& app, TrainConfig& cfg) {
                  "override the preset's context length T, the positions of every sequence "
                  "(0: the preset's)")
       ->capture_default_str();
+  app.add_option("--heads", cfg.heads,
+                 "override the preset's number of attention heads H, which must divide C "
+                 "(0: the preset's)")
+      ->capture_default_str();
   app.add_option("--data", cfg.data, "corpus: a text file or a folder of them")
       ->capture_default_str();
   // CLI11 2.1 would wrap "-1" into an unsigned 2^64-1; refuse it instead.
@@ -160,6 +164,7 @@ std::string validation_error(const TrainConfig& cfg, int dp_size) {
   if (cfg.eval_batches < 1) return "eval_batches " + std::to_string(cfg.eval_batches) + " must be at least 1";
   if (cfg.layers < 0) return "layers " + std::to_string(cfg.layers) + " must not be negative";
   if (cfg.ctx < 0) return "ctx " + std::to_string(cfg.ctx) + " must not be negative";
+  if (cfg.heads < 0) return "heads " + std::to_string(cfg.heads) + " must not be negative";
   if (cfg.log_every < 1) return "log_every " + std::to_string(cfg.log_every) + " must be at least 1";
   if (!(cfg.timeout >= 0) || !std::isfinite(cfg.timeout))
     return "timeout " + format_double(cfg.timeout) + " s must be 0 (off) or positive";

@@ -43,6 +43,9 @@ struct TrainConfig {
   /// --ctx: > 0 overrides the preset's context length, the T every sequence is trained at (and
   /// wpe's rows): long sequences on a tiny model (--model tiny --ctx 2048).
   int ctx = 0;
+  /// --heads: > 0 overrides the preset's number of attention heads H (must divide C): Ulysses
+  /// needs p | H (--model tiny --heads 4 on 4 ranks).
+  int heads = 0;
   std::string data = kDefaultCorpusPath;  ///< --data: corpus file or folder (common/data)
   uint64_t seed = 1337;        ///< --seed: initialisation and sampling seed
   /// --lr: AdamW learning rate. 1e-3 (not GPT-2's 6e-4 or the 3e-4 "Karpathy constant"):

@@ -80,6 +80,7 @@ void validate_before_launch(const TrainConfig& cfg, const StageSpec& spec) {
   GPTConfig mc;
   try {
     mc = model_config(cfg);
+    GPTLayout layout(mc);  // --heads must divide C, --ctx and --layers must be sensible
   } catch (const std::exception& e) {
     user_error(e.what());
   }
@@ -114,6 +115,10 @@ GPTConfig model_config(const TrainConfig& cfg) {
   if (cfg.ctx > 0 && cfg.ctx != mc.ctx) {  // another wpe: another model, by name too
     mc.ctx = cfg.ctx;
     mc.name += "-T" + std::to_string(cfg.ctx);
+  }
+  if (cfg.heads > 0 && cfg.heads != mc.heads) {  // the same tensors, another split of them
+    mc.heads = cfg.heads;
+    mc.name += "-H" + std::to_string(cfg.heads);
   }
   mc.recompute = parse_recompute(cfg.recompute);  // validated: none, full or selective
   mc.recompute_every = cfg.recompute_every;

@@ -102,9 +102,9 @@ struct StageSpec {
   std::function<std::unique_ptr<Strategy>(const StageContext&)> make;
 };
 
-/// The model of a run: the --model preset, with L from --layers and T from --ctx when > 0 (then
-/// named e.g. "mini-L8", "tiny-T2048", so a checkpoint of one cannot be loaded into the other).
-/// Throws
+/// The model of a run: the --model preset, with L from --layers, T from --ctx and H from --heads
+/// when > 0 (then named e.g. "mini-L8", "tiny-T2048-H4", so a checkpoint of one cannot be loaded
+/// into the other). Throws
 /// std::invalid_argument for an unknown preset.
 GPTConfig model_config(const TrainConfig& cfg);
 
