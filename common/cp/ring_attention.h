@@ -1,0 +1,112 @@
+// RingAttention: causal attention over a sequence split across p ranks, computed blockwise with an
+// online softmax while key/value blocks travel around a ring of the ranks.
+//
+// Papers: Liu, Zaharia & Abbeel 2023, "Ring Attention with Blockwise Transformers for Near-Infinite
+// Context" (§3, the ring of key/value blocks); the online softmax of Milakov & Gimelshein 2018 and
+// FlashAttention (Dao et al. 2022, Algorithm 1: running max m, running sum l, unnormalised output
+// O); the backward as FlashAttention-2 (Dao 2023, Algorithm 2: recompute P from the log-sum-exp,
+// D = rowsum(dO ⊙ O)) and Megatron-Core's context parallelism, whose causal load balancing
+// (rank i holds chunks i and 2p − 1 − i) this core also follows.
+//
+// The split. The sequence is cut into 2p chunks of c = T/(2p) positions; each rank holds two:
+//   kBalanced    rank i: chunks i and 2p − 1 − i   every rank computes 2p + 1 chunk pairs
+//   kContiguous  rank i: chunks 2i and 2i + 1      rank i computes 4i + 3 chunk pairs
+// (per (b, h), over the whole ring; stages/ring_attention/README.md derives both). A chunk pair
+// (query chunk q, key chunk k) is SKIPPED when k > q (every key after every query), computed in
+// full when k < q, and masked inside when k == q (the diagonal).
+//
+// Forward (per (b, h), for each of the p blocks that pass through this rank, own block first):
+//   S   = Q Kᵦᵀ / √hs               (Tl,Tl), chunk pair by chunk pair, masked pairs skipped
+//   m'  = max(m, rowmax S)           running max, per query row
+//   P~  = exp(S − m')                unnormalised probabilities of this block
+//   l   = e^(m − m') l + rowsum P~   running sum, rescaled to the new max
+//   O   = e^(m − m') O + P~ Vᵦ       unnormalised output, rescaled likewise
+// then out = O / l and keep->a = lse = m + log l (B,H,Tl).
+// Backward (the ring again, each block now carrying its owner's accumulators dK|dV):
+//   D = rowsum(dO ⊙ O);  P = exp(S − lse);  dVᵦ += Pᵀ dO;  dP = dO Vᵦᵀ;
+//   dS = P ⊙ (dP − D) / √hs;  dQ += dS Kᵦ;  dKᵦ += dSᵀ Q
+//
+// Messages (all on `group`, to rank r + 1, from rank r − 1; each 8·B·Tl·A bytes = K|V or dK|dV of
+// one rank's rows, (B,Tl,2A) f32):
+//   forward   p − 1 sends of K|V
+//   backward  p − 1 sends of K|V, and p sends of the dK|dV accumulator: a block's accumulator
+//             visits its p ranks in ring order and the last one sends it home
+//   total     3p − 2 sends, (3p − 2)·8BTA/p bytes per block and step (none at p = 1).
+// Overlap: before computing with the block it holds, a rank issues the isend of that block and
+// the irecv of the next one (double buffering in MemCategory::kCommBuffers), and in the backward
+// also the irecv of the accumulator it will add to; it waits only after the block's computation.
+// So the transfer of the next K|V block (and of the accumulators) may run under the current
+// block's O(Tl²·hs) work, as far as the backend progresses messages while the rank computes.
+//
+// Memory: one (Tl,Tl) score block per call in the forward (S, reused for P~ by every (b, h) and
+// block), two in the backward (P and dS): attention_scores(), so the step's peak of
+// MemTag::kAttentionScores is 8·Tl² bytes, whatever L, B and H. The K|V and accumulator buffers
+// are kCommBuffers; m, l, D and this rank's dK|dV contribution are kActivations freed on return;
+// keep->a (lse) is the only thing kept.
+//
+// FLOPs (kernels/cpu/flops.h): 2·c·c·hs per computed chunk pair for Q Kᵀ and the same for P V
+// (the diagonal pairs computed on the full c × c square, then masked); the backward counts five
+// such products per pair (S again, dP, dV, dQ, dK).
+//
+// Glossary: B sequences, T positions, p ranks, r this rank, Tl = T/p rows held here, c = T/(2p)
+// chunk, A channels, H heads, hs = A/H, L blocks; m running max, l running sum, lse log-sum-exp.
+#pragma once
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include "common/comm/process_group.h"
+#include "common/nn/attention_core.h"
+
+namespace llmp {
+
+class RingAttention : public AttentionCore {
+ public:
+  /// Which two of the 2p chunks of c = T/(2p) positions each rank holds (see the file comment).
+  enum class Split { kBalanced, kContiguous };
+
+  /// `group`: the p ranks every sequence is split over (the strategy passes a duplicate of the
+  /// context-parallel group, so its CommStats hold this core's sends alone). Must outlive the core.
+  explicit RingAttention(ProcessGroup& group, Split split = Split::kBalanced);
+
+  std::string name() const override { return "ring attention"; }
+  int shards() const override { return p_; }
+  int rank() const override { return r_; }
+  Split split() const { return split_; }
+  /// The two chunk indices in [0, 2p) that rank `r` holds, ascending.
+  std::array<int, 2> chunks(int r) const;
+  /// Positions of chunks(rank()) in order: 2c = T/p of them. Throws std::invalid_argument
+  /// ("ring attention: T=30 is not divisible by 2p=8 (chunks of the causal split)") when 2p ∤ T.
+  std::vector<int> positions(int T) const override;
+
+  /// qkv (B,Tl,3A) f32 -> out (B,Tl,A) f32 (already allocated); keep->a = lse (B,H,Tl). Throws
+  /// std::invalid_argument on 2p ∤ T, H ∤ A or a shape that is not (B,Tl,3A) / (B,Tl,A).
+  void forward(const Tensor& qkv, Tensor& out, int B, int T, int H,
+               AttentionKeep* keep) override;
+  /// dqkv (B,Tl,3A) overwritten from dout (B,Tl,A), qkv, out and keep->a; frees *keep.
+  void backward(const Tensor& dout, const Tensor& qkv, const Tensor& out, AttentionKeep* keep,
+                Tensor& dqkv, int B, int T, int H) override;
+
+  /// (3p − 2)·8BTA/p for p > 1, 0 at p = 1.
+  double bytes_per_block(int B, int T, int A, int H) const override;
+  std::string bytes_formula_text() const override;
+  /// 3p − 2 for p > 1 (p − 1 forward, 2p − 1 backward), 0 at p = 1.
+  int calls_per_block() const override;
+  /// lse: 4·B·H·T/p.
+  double kept_bytes_per_block(int B, int T, int A, int H) const override;
+  /// 8(T/p)²: the backward's P and dS of one (Tl,Tl) block.
+  double peak_score_bytes(int B, int T, int A, int H, int L) const override;
+  std::string peak_score_formula_text() const override;
+  /// 4·B·c²·A·n with n = 2p + 1 (balanced) or 4r + 3 (contiguous) chunk pairs.
+  double forward_flops_per_block(int B, int T, int A, int H) const override;
+
+ private:
+  struct Dims;  // B, T, H and the derived Tl, c, A, hs of one call (ring_attention.cc)
+  Dims dims(const Tensor& qkv, int B, int T, int H, const char* where) const;
+  ProcessGroup& group_;
+  Split split_;
+  int p_, r_;
+};
+
+}  // namespace llmp
