@@ -45,8 +45,9 @@ Dims dims_of(const AttentionCore& core, const Tensor& qkv, int B, int T, int H) 
   const int p = core.shards(), Tl = static_cast<int>(core.positions(T).size());  // checks p | T
   const int A = qkv.ndim() == 3 ? static_cast<int>(qkv.dim(2) / 3) : 0;
   if (qkv.ndim() != 3 || qkv.dim(0) != B || qkv.dim(1) != Tl || qkv.dim(2) != 3L * A || A < 1)
-    throw std::invalid_argument("ring self-attention: qkv " + qkv.describe() + " is not (B,T/p,3A) = (" +
-                                std::to_string(B) + ", " + std::to_string(Tl) + ", 3A)");
+    throw std::invalid_argument("ring self-attention: qkv " + qkv.describe() +
+                                " is not (B,T/p,3A) = (" + std::to_string(B) + ", " +
+                                std::to_string(Tl) + ", 3A)");
   if (H < 1 || A % H != 0)
     throw std::invalid_argument("ring self-attention: A=" + std::to_string(A) +
                                 " channels are not divisible by H=" + std::to_string(H) + " heads");
@@ -179,9 +180,12 @@ void RingSelfAttention::backward(const Tensor& dout, const Tensor& qkv, const Te
   const long A3 = 3L * d.A, chunk_floats = long(B) * d.Tl * d.A;
   Tensor dP = attention_scores({B, H, d.Tl, T});  // dP, then dS in place: (B,H,Tl,T)
   float* dp = dP.f32();
-  auto dO = [&](int b, int h) { return CMap(dy + long(b) * d.Tl * d.A + h * d.hs, d.Tl, d.hs, Stride(d.A)); };
+  auto dO = [&](int b, int h) {  // (Tl,hs) of dout, row stride A
+    return CMap(dy + long(b) * d.Tl * d.A + h * d.hs, d.Tl, d.hs, Stride(d.A));
+  };
   auto in_buf = [&](const Tensor& buf, long half, int b, int h) {  // half 0: chunk, 1: accumulator
-    return Map(buf.f32() + half * chunk_floats + long(b) * d.Tl * d.A + h * d.hs, d.Tl, d.hs, Stride(d.A));
+    return Map(buf.f32() + half * chunk_floats + long(b) * d.Tl * d.A + h * d.hs, d.Tl, d.hs,
+               Stride(d.A));
   };
 
   // 1. Ring of [V_c | dV accumulator of chunk a = c − 1]. Before the send: dV_a += P_aᵀ dO
