@@ -24,7 +24,12 @@
 namespace llmp {
 namespace {
 
-constexpr int B = 2, H = 2, A = 16;  // hs = 8
+constexpr int A = 16;
+
+/// One case: T positions, B sequences, H heads (hs = A/H).
+struct Shape {
+  int T, B, H;
+};
 
 Tensor random_tensor(std::vector<int64_t> shape, unsigned seed) {
   Tensor t = Tensor::empty(std::move(shape), DType::kF32, MemCategory::kOther);
@@ -36,7 +41,7 @@ Tensor random_tensor(std::vector<int64_t> shape, unsigned seed) {
 
 /// Rows [r0, r0 + Tl) of every sequence of x (B,T,W) -> (B,Tl,W).
 Tensor rows(const Tensor& x, int r0, int Tl) {
-  const int T = x.dim(1), W = x.dim(2);
+  const int B = x.dim(0), T = x.dim(1), W = x.dim(2);
   Tensor y = Tensor::empty({B, Tl, W}, DType::kF32, MemCategory::kActivations);
   for (int b = 0; b < B; ++b)
     std::copy_n(x.f32() + (long(b) * T + r0) * W, long(Tl) * W, y.f32() + long(b) * Tl * W);
@@ -53,7 +58,7 @@ double rel_err(const Tensor& got, const Tensor& want) {
   return diff / scale;
 }
 
-class RingSelfAttentionTest : public ::testing::TestWithParam<int> {
+class RingSelfAttentionTest : public ::testing::TestWithParam<Shape> {
  protected:
   void SetUp() override { group_ = ProcessGroup::world(); }  // fresh group: CommStats at zero
   std::shared_ptr<ProcessGroup> group_;
@@ -61,7 +66,8 @@ class RingSelfAttentionTest : public ::testing::TestWithParam<int> {
 
 // Forward out and backward dqkv of this rank's rows equal the whole-sequence kernel's rows.
 TEST_P(RingSelfAttentionTest, MatchesWholeSequenceKernel) {
-  const int T = GetParam(), p = group_->size();
+  const auto [T, B, H] = GetParam();
+  const int p = group_->size();
   if (T % p != 0) GTEST_SKIP() << "T=" << T << " does not split over p=" << p;
   RingSelfAttention core(*group_);
   const int Tl = T / p, r0 = core.positions(T).front();
@@ -85,7 +91,8 @@ TEST_P(RingSelfAttentionTest, MatchesWholeSequenceKernel) {
 
 // Bytes, calls, kept bytes and FLOPs measured on one block == the closed forms.
 TEST_P(RingSelfAttentionTest, TrafficKeepAndFlopsMatchClosedForms) {
-  const int T = GetParam(), p = group_->size();
+  const auto [T, B, H] = GetParam();
+  const int p = group_->size();
   if (T % p != 0) GTEST_SKIP() << "T=" << T << " does not split over p=" << p;
   RingSelfAttention core(*group_);
   const int Tl = T / p;
@@ -109,7 +116,9 @@ TEST_P(RingSelfAttentionTest, TrafficKeepAndFlopsMatchClosedForms) {
 
 // Forward of L = 2 blocks, then their backwards: the peak of tagged score bytes == the formula.
 TEST_P(RingSelfAttentionTest, PeakScoreBytesOverTwoBlocks) {
-  const int T = GetParam(), p = group_->size(), L = 2;
+  const auto [T, B, H] = GetParam();
+  const int p = group_->size();
+  constexpr int L = 2;
   if (T % p != 0) GTEST_SKIP() << "T=" << T << " does not split over p=" << p;
   RingSelfAttention core(*group_);
   const int Tl = T / p;
@@ -130,16 +139,20 @@ TEST_P(RingSelfAttentionTest, PeakScoreBytesOverTwoBlocks) {
   EXPECT_EQ(mem.current(MemTag::kAttentionScores), before) << "every score buffer freed";
 }
 
-INSTANTIATE_TEST_SUITE_P(SequenceLengths, RingSelfAttentionTest, ::testing::Values(16, 48),
-                         [](const ::testing::TestParamInfo<int>& i) {
-                           return "T" + std::to_string(i.param);
+// T = 16 and 48 at B = 2, H = 2 (hs = 8); one more shape, B = 1, H = 4 (hs = 4), so that a core
+// that mixes up B, H or hs fails.
+INSTANTIATE_TEST_SUITE_P(Shapes, RingSelfAttentionTest,
+                         ::testing::Values(Shape{16, 2, 2}, Shape{48, 2, 2}, Shape{24, 1, 4}),
+                         [](const ::testing::TestParamInfo<Shape>& i) {
+                           return "T" + std::to_string(i.param.T) + "_B" +
+                                  std::to_string(i.param.B) + "_H" + std::to_string(i.param.H);
                          });
 
 // p ∤ T: one line naming both (at p = 1 every T splits, so only T = 0 is refused).
 TEST(RingSelfAttentionErrors, SplitThatDoesNotDivideThrowsNamingTAndP) {
   auto group = ProcessGroup::world();
   RingSelfAttention core(*group);
-  const int p = group->size(), T = p > 1 ? 4 * p + 1 : 0;
+  const int B = 2, H = 2, p = group->size(), T = p > 1 ? 4 * p + 1 : 0;
   try {
     core.positions(T);
     FAIL() << "T=" << T << " p=" << p << " should throw";
