@@ -13,10 +13,6 @@ std::string cp_config_error(const TrainConfig& cfg, const CpStageOptions& o) {
     return "--recompute " + cfg.recompute + ": " + o.name +
            " trains without recomputation (its attention keeps what its method keeps; the other "
            "stages take --recompute)";
-  if (cfg.partition_activations)
-    return "--partition_activations: " + o.name +
-           " keeps no replicated checkpoints to partition (every rank already holds only T/p "
-           "positions)";
   try {
     const GPTConfig mc = model_config(cfg);
     if (o.split_error) return o.split_error(mc.ctx, mc.heads, cfg.world_size);

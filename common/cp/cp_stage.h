@@ -15,8 +15,8 @@
 // context-parallel group, every rank reads the whole batch. Refused with one line and exit 2,
 // before launch and inside the ranks: a sequence length (--ctx, or the preset's) that the core
 // cannot split over p ranks, or H not divisible by p for Ulysses (the core's split_error);
-// --precision other than fp32 (train_main's check), --recompute other than none and
-// --partition_activations (these stages keep no block-input checkpoints to recompute from).
+// --precision other than fp32 (train_main's check) and --recompute other than none (so also
+// --partition_activations, which needs --recompute full).
 //
 // Glossary: p ranks of the context-parallel group, T sequence length, H heads.
 #pragma once

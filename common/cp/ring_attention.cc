@@ -58,11 +58,16 @@ std::array<int, 2> RingAttention::chunks(int r) const {
   return {2 * r, 2 * r + 1};                                   // positions [r·T/p, (r+1)·T/p)
 }
 
+std::string RingAttention::split_error(int T, int H, int p) {
+  (void)H;  // any number of heads: each head is attended to on every rank
+  if (T <= 0 || T % (2 * p) != 0)
+    return "ring attention: T=" + std::to_string(T) + " is not divisible by 2p=" +
+           std::to_string(2 * p) + " (chunks of the causal split)";
+  return "";
+}
+
 std::vector<int> RingAttention::positions(int T) const {
-  if (T <= 0 || T % (2 * p_) != 0)
-    throw std::invalid_argument("ring attention: T=" + std::to_string(T) +
-                                " is not divisible by 2p=" + std::to_string(2 * p_) +
-                                " (chunks of the causal split)");
+  if (const std::string err = split_error(T, 0, p_); !err.empty()) throw std::invalid_argument(err);
   const int c = T / (2 * p_);
   std::vector<int> pos;
   for (int chunk : chunks(r_))

@@ -70,6 +70,10 @@ class RingAttention : public AttentionCore {
   /// context-parallel group, so its CommStats hold this core's sends alone). Must outlive the core.
   explicit RingAttention(ProcessGroup& group, Split split = Split::kBalanced);
 
+  /// The one line why sequences of T positions cannot be split over p ranks ("" when they can):
+  /// 2p must divide T (both splits cut the sequence into 2p chunks).
+  static std::string split_error(int T, int H, int p);
+
   std::string name() const override { return "ring attention"; }
   int shards() const override { return p_; }
   int rank() const override { return r_; }

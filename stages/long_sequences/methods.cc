@@ -3,12 +3,24 @@
 
 #include <memory>
 
+#include "common/cp/ring_attention.h"
+#include "common/cp/ring_self_attention.h"
 #include "common/cp/ulysses.h"
 
 namespace llmp {
 
 std::vector<Method> methods() {
   std::vector<Method> m;
+  m.push_back({"ring self-attention",
+               [](ProcessGroup& g) -> std::unique_ptr<AttentionCore> {
+                 return std::make_unique<RingSelfAttention>(g);
+               },
+               RingSelfAttention::split_error});
+  m.push_back({"ring attention (balanced)",
+               [](ProcessGroup& g) -> std::unique_ptr<AttentionCore> {
+                 return std::make_unique<RingAttention>(g, RingAttention::Split::kBalanced);
+               },
+               RingAttention::split_error});
   m.push_back({"Ulysses",
                [](ProcessGroup& g) -> std::unique_ptr<AttentionCore> {
                  return std::make_unique<UlyssesAttention>(g);

@@ -1,0 +1,93 @@
+// Ring self-attention (RSA): the attention core of Colossal-AI's sequence parallelism.
+//
+// Li et al. 2021, "Sequence Parallelism: Long Sequence Training from System Perspective", §3.1
+// and Figure 2. Every sequence is split contiguously over the p ranks of a ring: rank r holds
+// positions [r·Tl, (r+1)·Tl), Tl = T/p, for the whole model. Attention mixes them in two ring
+// passes, each chunk travelling r -> r+1 (mod p), so that after p − 1 steps every rank has seen
+// every chunk:
+//
+//   forward   S_c = Q Kcᵀ/√hs   ring of KEY chunks,   p − 1 sends     S, P: (B,H,Tl,T)
+//             P   = causal softmax of the whole row S by GLOBAL position (query r·Tl+i sees
+//                   key j iff j <= r·Tl+i); kept in keep->a
+//             out = Σ_c P_c V_c ring of VALUE chunks, p − 1 sends     out: (B,Tl,A)
+//   backward  dP_c = dO Vcᵀ     ring of [V_c | dV accumulator], p − 1 sends
+//             dS   = P ⊙ (dP − rowsum(P ⊙ dP)) / √hs                  local, whole rows
+//             dQ  += dS_c K_c   ring of [K_c | dK accumulator], p − 1 sends
+//   The partial dV_c = P_cᵀ dO and dK_c = dS_cᵀ Q that rank r makes for chunk c belong to
+//   chunk c's owner. They ride in the same message as the chunks, one hop AHEAD of their chunk:
+//   the accumulator of chunk c starts (zero) at rank c+1, and at step s rank r holds chunk r − s
+//   and the accumulator of chunk r − s − 1 (mod p); each rank adds its part and passes both on,
+//   so after p − 1 steps the accumulator of chunk r is home at rank r with all p parts (a ring
+//   reduce-scatter riding on the chunk ring, no extra send).
+// Chunks c > r lie entirely in the future of every local query: they are not multiplied (P_c = 0)
+// but still travel, the ring serves the other ranks. Chunk c = r is the diagonal block: its
+// Q Kᵀ and dO Vᵀ are computed on the square, its P V, Pᵀ dO, dS K and dSᵀ Q on the triangle.
+//
+// Overlap (double buffering): at each step the next chunk's irecv and the current chunk's isend
+// are issued BEFORE the products with the current chunk, and waited for after them, so a
+// transfer runs under the block products (forward: Q Kcᵀ, P_c V_c; backward: dO Vcᵀ, dS_c K_c).
+// In the backward the accumulator's own product (P_aᵀ dO, dS_aᵀ Q) must be done before the send,
+// so only the chunk's product is overlapped there. MPI allows reading a buffer being sent.
+//
+// Memory: S/P (B,H,Tl,T) and the backward's dP/dS (B,H,Tl,T) are attention_scores (tagged). The
+// two ring buffers, (B,Tl,A) in the forward and (B,Tl,2A) in the backward, are kCommBuffers and
+// are freed when forward/backward returns; keep->a = P is all a block keeps (keep->b unused).
+// FLOPs are counted with cpu::count_flops as kernels/cpu/attention.cc does: squares for
+// Q Kᵀ and dO Vᵀ, triangles for the diagonal block's other products, nothing for c > r.
+//
+// Glossary: B sequences, T positions, p ranks of the ring, r this rank, Tl = T/p, A channels,
+// H heads, hs = A/H, c the chunk (= owner rank) of keys/values, s the ring step, L blocks,
+// S scores, P probabilities, dO = ∂L/∂out.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/comm/process_group.h"
+#include "common/nn/attention_core.h"
+
+namespace llmp {
+
+/// Ring self-attention (Li et al. 2021, §3.1) over `group` (p = group.size(), this rank =
+/// group.rank()); contiguous split, rank r holds [r·T/p, (r+1)·T/p). All its traffic (isend /
+/// irecv between ring neighbours) goes over `group`, which must outlive the core.
+class RingSelfAttention : public AttentionCore {
+ public:
+  explicit RingSelfAttention(ProcessGroup& group) : group_(group) {}
+
+  /// The one line why sequences of T positions cannot be split over p ranks ("" when p | T).
+  static std::string split_error(int T, int H, int p);
+
+  std::string name() const override { return "ring self-attention"; }
+  int shards() const override { return group_.size(); }
+  int rank() const override { return group_.rank(); }
+  /// [r·T/p, (r+1)·T/p). Throws std::invalid_argument naming T and p when p ∤ T or T < 1.
+  std::vector<int> positions(int T) const override;
+  /// qkv (B,Tl,3A) f32 -> out (B,Tl,A) (allocated here, kActivations, if undefined); keep->a =
+  /// P (B,H,Tl,T) f32 tagged kAttentionScores. 2(p − 1) isends of 4·B·Tl·A bytes.
+  /// Throws std::invalid_argument (one line) on p ∤ T, H ∤ A or shapes that do not match.
+  void forward(const Tensor& qkv, Tensor& out, int B, int T, int H, AttentionKeep* keep) override;
+  /// dqkv (B,Tl,3A) overwritten (allocated here, kActivations, if undefined) from dout (B,Tl,A),
+  /// qkv and keep->a; frees *keep. 2(p − 1) isends of 8·B·Tl·A bytes.
+  void backward(const Tensor& dout, const Tensor& qkv, const Tensor& out, AttentionKeep* keep,
+                Tensor& dqkv, int B, int T, int H) override;
+
+  /// 6(p − 1)·4·B·(T/p)·A: forward 2(p − 1) chunks of 4·B·Tl·A, backward 2(p − 1) of twice that.
+  double bytes_per_block(int B, int T, int A, int H) const override;
+  std::string bytes_formula_text() const override { return "6(p-1)·4·B·T·A/p"; }
+  /// 4(p − 1) isends (the irecvs count under "recv", 0 bytes).
+  int calls_per_block() const override { return 4 * (group_.size() - 1); }
+  /// 4·B·H·(T/p)·T: P of the local rows against all keys.
+  double kept_bytes_per_block(int B, int T, int A, int H) const override;
+  /// 4·B·H·(T/p)·T·(L + 1): L blocks' P plus the last backward's dP/dS.
+  double peak_score_bytes(int B, int T, int A, int H, int L) const override;
+  std::string peak_score_formula_text() const override { return "4(L+1)·B·H·T²/p"; }
+  /// B·H·hs·(2(r+1)Tl² + 2r·Tl² + Tl(Tl+1)) for rank r: Q Kcᵀ on r+1 squares, P_c V_c on r
+  /// squares and the diagonal triangle.
+  double forward_flops_per_block(int B, int T, int A, int H) const override;
+
+ private:
+  ProcessGroup& group_;
+};
+
+}  // namespace llmp
