@@ -16,6 +16,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "common/cp/ring_waits.h"
 #include "kernels/cpu/flops.h"
 
 namespace llmp {
@@ -130,6 +131,7 @@ void RingAttention::forward(const Tensor& qkv, Tensor& out, int B, int T, int H,
     if (s + 1 < p_) {  // pass this block on while computing with it (p − 1 sends)
       recv_next = group_.irecv(kv[(s + 1) % 2], prev, kKvTag);
       send_this = group_.isend(kv[s % 2], next, kKvTag);
+      RingWaits::instance().issued(recv_next, send_this);  // ring_waits.h: no-overlap comparison
     }
     const std::array<int, 2> theirs = chunks(src);
     const float* blk = kv[s % 2].f32();
@@ -178,8 +180,8 @@ void RingAttention::forward(const Tensor& qkv, Tensor& out, int B, int T, int H,
         }
       }
     if (recv_next) {
-      recv_next->wait();
-      send_this->wait();
+      RingWaits::instance().wait(recv_next);
+      RingWaits::instance().wait(send_this);
     }
   }
 
@@ -239,11 +241,13 @@ void RingAttention::backward(const Tensor& dout, const Tensor& qkv, const Tensor
     if (s + 1 < p_) {
       recv_next = group_.irecv(kv[(s + 1) % 2], prev, kKvTag);
       send_this = group_.isend(kv[s % 2], next, kKvTag);
+      RingWaits::instance().issued(recv_next, send_this);  // ring_waits.h: no-overlap comparison
     }
     Tensor& a = acc[s % 2];  // block src's accumulator: from rank r − 1, which held it at s − 1
     if (s > 0) {
-      if (acc_sent[s % 2]) acc_sent[s % 2]->wait();  // its previous content has left
+      RingWaits::instance().wait(acc_sent[s % 2]);  // its previous content has left
       acc_recv = group_.irecv(a, prev, kAccTag);
+      RingWaits::instance().issued(acc_recv);
     }
     const std::array<int, 2> theirs = chunks(src);
     const float* blk = kv[s % 2].f32();
@@ -286,28 +290,27 @@ void RingAttention::backward(const Tensor& dout, const Tensor& qkv, const Tensor
     if (s == 0) {
       a.copy_from(contrib);  // this rank's own block: its first visitor
     } else {
-      acc_recv->wait();
+      RingWaits::instance().wait(acc_recv);
       float* ap = a.f32();
       const float* mp = contrib.f32();
       for (long e = 0; e < a.numel(); ++e) ap[e] += mp[e];
     }
     if (p_ > 1) acc_sent[s % 2] = group_.isend(a, next, kAccTag);  // s = p − 1: home, to r + 1
     if (recv_next) {
-      recv_next->wait();
-      send_this->wait();
+      RingWaits::instance().wait(recv_next);
+      RingWaits::instance().wait(send_this);
     }
   }
 
   // This rank's own dK|dV, complete, from its last visitor r − 1 (= r + p − 1).
   Tensor& home = p_ > 1 ? acc[p_ % 2] : acc[0];
   if (p_ > 1) {
-    acc_sent[p_ % 2]->wait();
-    group_.irecv(home, prev, kAccTag)->wait();
+    RingWaits::instance().wait(acc_sent[p_ % 2]);
+    RingWaits::instance().wait(group_.irecv(home, prev, kAccTag));
   }
   for (long i = 0; i < rows; ++i)
     std::copy(home.f32() + i * 2 * A, home.f32() + (i + 1) * 2 * A, dqkv.f32() + i * 3 * A + A);
-  for (auto& w : acc_sent)
-    if (w) w->wait();
+  for (auto& w : acc_sent) RingWaits::instance().wait(w);
   keep->a = Tensor();
   keep->b = Tensor();
 }

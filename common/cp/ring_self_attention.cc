@@ -16,6 +16,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "common/cp/ring_waits.h"
 #include "kernels/cpu/flops.h"
 
 namespace llmp {
@@ -81,11 +82,12 @@ void ring_pass(ProcessGroup& g, Tensor cur, int tag, const Dims& d, Before befor
     if (s < d.p - 1) {
       got = g.irecv(nxt, mod(d.r - 1, d.p), tag);
       sent = g.isend(cur, mod(d.r + 1, d.p), tag);
+      RingWaits::instance().issued(got, sent);  // ring_waits.h: the no-overlap comparison
     }
     under(s, cur);  // overlapped with the transfer
     if (got) {
-      got->wait();
-      sent->wait();
+      RingWaits::instance().wait(got);
+      RingWaits::instance().wait(sent);
       std::swap(cur, nxt);
     }
   }

@@ -16,7 +16,7 @@
 
 #include "common/comm/process_group.h"
 #include "common/cp/cp_strategy.h"
-#include "common/cp/ulysses.h"
+#include "common/cp/ring_waits.h"
 #include "common/data/corpus.h"
 #include "common/data/sampler.h"
 #include "common/nn/unit_runner.h"
@@ -32,6 +32,7 @@ namespace {
 struct Row {
   std::string method;
   double score_peak = 0, sent = 0, kept = 0, tokens_per_s = 0;
+  double wait_ms = 0;  ///< per timed step, inside the ring cores' waits (ring_waits.h)
   int64_t calls = 0;
 };
 
@@ -79,7 +80,10 @@ Row method(const Method& me, const GPTConfig& c, int B, int timed, ProcessGroup&
   double t0 = 0;
   for (int step = 0; step <= timed; ++step) {
     sample(corpus.train(), 7, step + 1, 0, B, T, tok.data(), tgt.data());
-    if (step == 1) t0 = wall_seconds();
+    if (step == 1) {
+      t0 = wall_seconds();
+      RingWaits::instance().reset();
+    }
     s.train_step(tok.data(), tgt.data(), B, T, step + 1);
   }
   const double dt = wall_seconds() - t0;
@@ -91,11 +95,12 @@ Row method(const Method& me, const GPTConfig& c, int B, int timed, ProcessGroup&
   }
   r.calls = s.last_attention_calls();
   // The slowest rank sets the pace; the largest figures are the ones a machine must hold.
-  Tensor v = Tensor::empty({5}, DType::kF64);
+  Tensor v = Tensor::empty({6}, DType::kF64);
   double* d = v.f64();
   d[0] = r.score_peak, d[1] = r.sent, d[2] = r.kept, d[3] = dt, d[4] = double(r.calls);
+  d[5] = 1e3 * RingWaits::instance().seconds / timed;
   world.all_reduce(v, ReduceOp::kMax);
-  r.score_peak = d[0], r.sent = d[1], r.kept = d[2], r.calls = int64_t(d[4]);
+  r.score_peak = d[0], r.sent = d[1], r.kept = d[2], r.calls = int64_t(d[4]), r.wait_ms = d[5];
   r.tokens_per_s = double(timed) * B * T / d[3];
   return r;
 }
@@ -148,5 +153,25 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
     }
   }
+  // The ring cores' overlap, measured: the same runs with the next block's transfer waited for
+  // before the computation (RingWaits::overlap = false) and after it (the cores' order).
+  const int T = ctx.back();
+  if (root)
+    std::printf("\nOverlap of the ring transfers at T = %d (ring_waits.h): time inside the rings' "
+                "waits per step (largest over the ranks) and tokens/s\n\n| method | transfer "
+                "waited | ring waits ms/step | tokens/s |\n|---|---|---|---|\n", T);
+  for (const Method& me : methods()) {
+    if (!me.ring || !me.split_error(T, 4, world->size()).empty()) continue;
+    for (bool overlap : {false, true}) {
+      RingWaits::instance().overlap = overlap;
+      const Row r = method(me, model(T), batch, timed, *world);
+      if (root)
+        std::printf("| %s | %s | %.1f | %.0f |\n", r.method.c_str(),
+                    overlap ? "after the block's computation" : "before it (no overlap)",
+                    r.wait_ms, r.tokens_per_s);
+      std::fflush(stdout);
+    }
+  }
+  RingWaits::instance().overlap = true;
   return 0;
 }

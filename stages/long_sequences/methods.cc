@@ -15,12 +15,12 @@ std::vector<Method> methods() {
                [](ProcessGroup& g) -> std::unique_ptr<AttentionCore> {
                  return std::make_unique<RingSelfAttention>(g);
                },
-               RingSelfAttention::split_error});
+               RingSelfAttention::split_error, /*ring=*/true});
   m.push_back({"ring attention (balanced)",
                [](ProcessGroup& g) -> std::unique_ptr<AttentionCore> {
                  return std::make_unique<RingAttention>(g, RingAttention::Split::kBalanced);
                },
-               RingAttention::split_error});
+               RingAttention::split_error, /*ring=*/true});
   m.push_back({"Ulysses",
                [](ProcessGroup& g) -> std::unique_ptr<AttentionCore> {
                  return std::make_unique<UlyssesAttention>(g);

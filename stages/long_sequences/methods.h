@@ -15,6 +15,7 @@ struct Method {
   std::string label;
   CoreFactory make;
   std::function<std::string(int T, int H, int p)> split_error;
+  bool ring = false;  ///< passes blocks around a ring (ring_waits.h applies)
 };
 
 /// Ring self-attention, ring attention (balanced split) and Ulysses, in that order.
