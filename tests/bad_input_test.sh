@@ -67,6 +67,9 @@ expect_before_launch partition_without_full "--partition_activations needs --rec
   "$bin" --partition_activations
 expect_before_launch partition_refused "has no tensor-parallel group" -- \
   "$bin" --recompute full --partition_activations
+# --heads and --ctx override the preset: H must divide C (mini: C = 128), T must be positive.
+expect_before_launch heads_not_dividing_c "--heads 5 does not divide C=128" -- "$bin" --heads 5
+expect_before_launch negative_ctx_shared "ctx -1 must not be negative" -- "$bin" --ctx -1
 # The arena (common/tensor/arena.h): its size, and --defrag without one.
 expect_before_launch negative_arena "arena_bytes -1 " -- "$bin" --arena_bytes -1
 expect_before_launch tiny_arena "arena_bytes 4096 " -- "$bin" --arena_bytes 4096

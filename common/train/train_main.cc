@@ -76,14 +76,13 @@ void validate_before_launch(const TrainConfig& cfg, const StageSpec& spec) {
                "(tensor_parallel partitions its checkpoints; sequence_parallel already splits them)");
   // Output paths now, not after training: a run must not spend hours to fail at its save.
   if (const std::string err = output_paths_error(cfg); !err.empty()) user_error(err);
-  if (spec.validate) spec.validate(cfg);
-  GPTConfig mc;
+  GPTConfig mc;  // first: a stage's own checks may build the model config too
   try {
     mc = model_config(cfg);
-    GPTLayout layout(mc);  // --heads must divide C, --ctx and --layers must be sensible
   } catch (const std::exception& e) {
     user_error(e.what());
   }
+  if (spec.validate) spec.validate(cfg);
   // Cores, and memory by common/plan's closed forms, before anything is allocated (resources.h).
   check_resources(mc, cfg, spec.grid(cfg), spec.name);
   try {
@@ -117,6 +116,9 @@ GPTConfig model_config(const TrainConfig& cfg) {
     mc.name += "-T" + std::to_string(cfg.ctx);
   }
   if (cfg.heads > 0 && cfg.heads != mc.heads) {  // the same tensors, another split of them
+    if (mc.d % cfg.heads != 0)
+      throw std::invalid_argument("--heads " + std::to_string(cfg.heads) + " does not divide C=" +
+                                  std::to_string(mc.d) + " channels of '" + mc.name + "'");
     mc.heads = cfg.heads;
     mc.name += "-H" + std::to_string(cfg.heads);
   }

@@ -104,7 +104,7 @@ struct StageSpec {
 
 /// The model of a run: the --model preset, with L from --layers, T from --ctx and H from --heads
 /// when > 0 (then named e.g. "mini-L8", "tiny-T2048-H4", so a checkpoint of one cannot be loaded
-/// into the other). Throws
+/// into the other). Throws std::invalid_argument when --heads does not divide C, and
 /// std::invalid_argument for an unknown preset.
 GPTConfig model_config(const TrainConfig& cfg);
 
