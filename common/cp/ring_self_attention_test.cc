@@ -164,7 +164,9 @@ TEST(RingSelfAttentionErrors, SplitThatDoesNotDivideThrowsNamingTAndP) {
   }
   Tensor x = Tensor::zeros({B, 1, 3 * A}), out;
   AttentionKeep keep;
-  if (p > 1) EXPECT_THROW(core.forward(x, out, B, T, H, &keep), std::invalid_argument);
+  if (p > 1) {
+    EXPECT_THROW(core.forward(x, out, B, T, H, &keep), std::invalid_argument);
+  }
   EXPECT_THROW(core.forward(x, out, B, p, 3, &keep), std::invalid_argument);  // H=3 ∤ A=16
 }
 

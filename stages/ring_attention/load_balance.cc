@@ -2,8 +2,8 @@
 // MEASURED with the FLOP counter (kernels/cpu/flops.h), side by side.
 //
 //   bazel run //stages/ring_attention:load_balance
-//   bazel run //stages/ring_attention:load_balance -- --world_size=4 --ctx=2048 --batch=1 \
-//       --heads=2 --head_size=16
+//   bazel run //stages/ring_attention:load_balance -- --world_size=4 --ctx=2048 --batch=1
+//       --heads=2 --head_size=16        (one command line)
 //
 // Each rank runs one forward and one backward of RingAttention (common/cp/ring_attention.h) on
 // random q|k|v of its positions, once with the contiguous split (rank i holds chunks 2i, 2i + 1)
