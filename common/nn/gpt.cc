@@ -55,11 +55,6 @@ GPT GPT::with_attention_core(AttentionCore* core) const {
   return split;
 }
 
-int GPT::rows_held(int T) const {
-  if (core_) return T / core_->shards();
-  return T / tp_->seq_shards();
-}
-
 std::vector<int32_t> GPT::ids_held(const int32_t* ids, int B, int T) const {
   const std::vector<int> pos = core_->positions(T);
   const int Tl = static_cast<int>(pos.size());

@@ -190,9 +190,6 @@ class GPT {
   GPT with_attention_core(AttentionCore* core) const;
   /// The attention core (nullptr: whole sequences on this rank, the default).
   AttentionCore* attention_core() const { return core_; }
-  /// Rows of each sequence a rank holds: T / p with a core, T / s under sequence parallelism,
-  /// else T.
-  int rows_held(int T) const;
 
   // ---- Unit functions: what the walk (unit_runner.h) calls. `*_params` point at the unit's
   // first element in this rank's layout; `*_grads` likewise. Backward ACCUMULATES (+=) into grads

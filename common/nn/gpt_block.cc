@@ -58,7 +58,7 @@ Tensor GPT::block_forward(const float* block_params_ptr, const Tensor& x, int B,
   const auto p = unit_params(block_params_ptr, s, tiles_);
   *cache = BlockCache{};  // release what the cache held before allocating anew (lower peak)
   const bool keep_probs = cfg_.recompute != Recompute::kSelective;  // recompute.h
-  const int Tr = rows_held(T) * tp_->seq_shards();  // the rows c_attn and c_fc multiply
+  const int Tr = core_ ? T / core_->shards() : T;  // the rows of a sequence c_attn multiplies
   cache->res1 =
       attention_forward(s, *tp_, p, x, B, Tr, &cache->attn, keep_probs, tiles_, core_);
   return mlp_forward(s, *tp_, p, cache->res1, B, Tr, &cache->mlp, tiles_);

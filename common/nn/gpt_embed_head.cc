@@ -92,7 +92,7 @@ double GPT::head_forward_backward(const float* lnf_params, const float* wte, con
   if (core_) {  // context parallelism: the targets of this rank's rows; the loss is its part
     held = ids_held(targets, B, T);
     targets = held.data();
-    T = rows_held(T);
+    T /= core_->shards();
   }
   const int C = cfg_.d, Vr = vocab_rows(), v0 = vocab_begin();
   const int n = static_cast<int>(x.numel() / C), N = B * T;
