@@ -1,10 +1,10 @@
-"""long_sequence_stage: the targets every long-sequence (context-parallel) stage has.
+"""long_sequence_stage: the tests every long-sequence (context-parallel) stage has.
 
     load("//common/cp:cp_stage.bzl", "long_sequence_stage")
+    cc_binary(name = "train", srcs = ["main.cc"], deps = [...])   # the stage's own
     long_sequence_stage(stage = "ulysses", core = "//common/cp:ulysses")
 
-adds, in the stage's package:
-  train                    cc_binary from main.cc (the stage names its core in cp_stage_spec)
+adds, next to the stage's cc_binary `train`:
   <stage>_test             mpi_test at p = 1, 2, 4 of <stage>_test.cc (tests/cp_test_util.h)
   bad_input_test           the shared bad-input cases (the batch is not split: any B is valid;
                            --recompute is refused by the stage, so partition_refused is not its)
@@ -14,16 +14,7 @@ adds, in the stage's package:
 load("//common/testing:mpi_test.bzl", "mpi_test")
 load("//tests:bad_input_tests.bzl", "bad_input_test")
 
-def long_sequence_stage(stage, core, train_deps = []):
-    native.cc_binary(
-        name = "train",
-        srcs = ["main.cc"],
-        deps = [
-            core,
-            "//common/cp:cp_stage",
-            "//common/train:train_main",
-        ] + train_deps,
-    )
+def long_sequence_stage(stage, core):
     mpi_test(
         name = stage + "_test",
         srcs = [stage + "_test.cc"],
