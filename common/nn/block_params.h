@@ -25,6 +25,7 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -49,6 +50,7 @@ enum class Split {
   kColumns,     ///< column-parallel: rank r holds output columns [r·n/t, (r+1)·n/t)
   kQKVColumns,  ///< by heads: rank r holds columns [j·C + r·C/t, j·C + (r+1)·C/t), j = q, k, v
   kRows,        ///< row-parallel: rank r holds input rows [r·n/t, (r+1)·n/t) (also wte: vocab)
+  kExpert,      ///< an expert's tensor: held whole by the expert-parallel rank of its expert
 };
 
 /// One entry of a block: name suffix after "h.<l>.", its shape and its split.
@@ -76,6 +78,23 @@ inline constexpr std::array<BlockParamDef, 12> kBlockParams = {{
     {"mlp.c_proj.bias",    Dim::kOne,  Dim::kC,    Split::kReplicated},  // (C)
 }};
 // clang-format on
+
+/// The tensors of a mixture-of-experts block (moe.h): the first 8 of kBlockParams (ln_1, the
+/// attention, ln_2), then the router, then each expert e this rank holds, named by its global
+/// index e (so checkpoints move between expert-parallel sizes):
+///   mlp.router.weight               (C,E)        replicated
+///   mlp.experts.<e>.c_fc.weight     (C,4C)       held whole by expert e's rank
+///   mlp.experts.<e>.c_fc.bias       (4C)
+///   mlp.experts.<e>.c_proj.weight   (4C,C)
+///   mlp.experts.<e>.c_proj.bias     (C)
+/// A block holds 4C² + 8C + CE + E·(8C² + 5C); an expert-parallel rank E/ep of the experts.
+inline constexpr std::size_t kMoeSharedParams = 8;  ///< kBlockParams[0, 8): ln_1, attention, ln_2
+inline constexpr std::array<BlockParamDef, 4> kExpertParams = {{
+    {"c_fc.weight",   Dim::kC,   Dim::kFFN, Split::kExpert},
+    {"c_fc.bias",     Dim::kOne, Dim::kFFN, Split::kExpert},
+    {"c_proj.weight", Dim::kFFN, Dim::kC,   Split::kExpert},
+    {"c_proj.bias",   Dim::kOne, Dim::kC,   Split::kExpert},
+}};
 
 /// Size of dimension `d` in `s`.
 inline int64_t dim_size(Dim d, const BlockShape& s) {

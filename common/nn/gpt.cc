@@ -18,6 +18,9 @@
 //   1+l   h.l.mlp.c_fc.weight / .bias   (C, 4C) (4C) MLP up-projection, then GELU (tanh)
 //   1+l   h.l.mlp.c_proj.weight / .bias (4C, C) (C) MLP down-projection
 //   L+1   ln_f.weight / .bias           (C)         final LayerNorm
+// A mixture-of-experts block (GPTConfig::is_moe_block, moe.h) has instead of its two mlp tensors
+//   1+l   h.l.mlp.router.weight         (C, E)      the router (no bias)
+//   1+l   h.l.mlp.experts.e.c_fc.* / .c_proj.*      expert e's MLP, shaped as the dense one
 //
 // A tensor-parallel rank holds the same names with the shapes of block_params.h; checkpoints
 // always hold the whole model (GPTLayout::copy_to_full). Gradients use the same layout.
@@ -43,9 +46,26 @@ GPT::GPT(GPTConfig cfg, TpComm& tp, DType activations)
     throw std::invalid_argument("GPT: recompute_every " + std::to_string(cfg_.recompute_every) +
                                 " with recompute " + to_string(cfg_.recompute) +
                                 " (k >= 1; k > 1 needs full recomputation)");
+  if (cfg_.experts > 0) moe_ = std::make_shared<MoeContext>(cfg_.experts, &ExpertComm::none());
+}
+
+GPT GPT::with_expert_comm(ExpertComm* comm) const {
+  if (cfg_.experts == 0)
+    throw std::invalid_argument("GPT::with_expert_comm: model '" + cfg_.name + "' has no experts");
+  if (tiles_ || core_)
+    throw std::invalid_argument("GPT::with_expert_comm: the model is already " +
+                                std::string(tiles_ ? "tiled" : "context-parallel"));
+  if (!comm) comm = &ExpertComm::none();
+  GPT split = *this;
+  split.layout_ = GPTLayout(cfg_, tp_->size(), tp_->rank(), comm->size(), comm->rank());
+  split.moe_ = std::make_shared<MoeContext>(cfg_.experts, comm);
+  return split;
 }
 
 GPT GPT::with_attention_core(AttentionCore* core) const {
+  if (core && cfg_.experts > 0)
+    throw std::invalid_argument("GPT::with_attention_core: a mixture of experts routes whole "
+                                "sequences (its token groups); context parallelism splits them");
   if (core && (tp_->size() > 1 || tiles_))
     throw std::invalid_argument("GPT::with_attention_core: the model is already " +
                                 std::string(tiles_ ? "tiled" : "tensor-parallel") +

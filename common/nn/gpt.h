@@ -23,11 +23,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "common/nn/attention_core.h"
 #include "common/nn/block_params.h"
+#include "common/nn/moe.h"
 #include "common/nn/recompute.h"
 #include "common/nn/tp_comm.h"
 #include "common/tensor/tensor.h"
@@ -54,9 +56,24 @@ struct GPTConfig {
   /// tensor-parallel group and all-gathered before its recomputation (tp_comm.h).
   bool partition_checkpoints = false;
 
+  // ---- Mixture of experts (moe.h). experts = 0: every block has the dense MLP. ----
+  int experts = 0;               ///< E expert MLPs (each C -> 4C -> C) in every MoE block
+  int top_k = 1;                 ///< k experts per token: 1 Switch, 2 GShard (gates renormalised)
+  int moe_every = 1;             ///< block l is MoE when (l+1) % moe_every == 0 (2: GLaM's half)
+  double capacity_factor = 1.25; ///< c: ⌈k·T·c/E⌉ slots per expert per sequence (moe_routing.h)
+  double aux_loss_coef = 0.01;   ///< α: the loss is CE + α·Σ_MoE-blocks mean_seq(E·Σ_e f_e·P_e)
+  /// Whether block l's MLP is a mixture of experts.
+  bool is_moe_block(int l) const { return experts > 0 && (l + 1) % moe_every == 0; }
+  /// Number of MoE blocks: ⌊L / moe_every⌋ (0 for a dense model).
+  int moe_blocks() const { return experts > 0 ? layers / moe_every : 0; }
+
   /// tiny: L=2 C=32 H=2 T=16 V=256.  mini: L=4 C=128 H=4 T=64 V=256 (834,304 parameters).
   /// gpt2: L=12 C=768 H=12 T=1024 V=50257 (124,439,808 parameters).
-  /// Throws std::invalid_argument("unknown model preset 'x' (expected tiny, mini or gpt2)").
+  /// moe-tiny: tiny with block 1 a mixture of E=4 experts, top-2, c=1 (drops tokens), α=0.01.
+  /// moe-mini: mini with blocks 1 and 3 mixtures of E=8 experts, top-1 (Switch), c=1.25,
+  /// α=0.01 (3,203,840 parameters; the same FLOPs per token as mini plus the router's).
+  /// Throws std::invalid_argument("unknown model preset 'x' (expected tiny, mini, gpt2,
+  /// moe-tiny or moe-mini)").
   static GPTConfig preset(const std::string& name);
 };
 
@@ -82,7 +99,12 @@ class GPTLayout {
  public:
   /// Throws std::invalid_argument naming the values when the config is invalid, or when t does not
   /// divide H, 4C and V ("tensor-parallel size 3 does not divide H=4, 4C=512 and V=256").
-  explicit GPTLayout(const GPTConfig& cfg, int tp_size = 1, int tp_rank = 0);
+  /// With experts (GPTConfig::experts > 0) and ep_size > 1: rank ep_rank of the expert-parallel
+  /// group, holding experts [ep_rank·E/ep, (ep_rank+1)·E/ep) of each MoE block (kExpertParams)
+  /// and every other tensor whole. Throws std::invalid_argument naming the values when ep does
+  /// not divide E, or when a mixture of experts is given t > 1 or invalid E, k, c.
+  explicit GPTLayout(const GPTConfig& cfg, int tp_size = 1, int tp_rank = 0, int ep_size = 1,
+                     int ep_rank = 0);
   const std::vector<ParamSpec>& params() const { return params_; }
   int64_t num_params() const { return total_; }  ///< Ψ (t = 1) or Ψ_r
   int num_units() const { return static_cast<int>(unit_offset_.size()); }  ///< L + 2
@@ -92,6 +114,8 @@ class GPTLayout {
   const ParamSpec& find(const std::string& name) const;
   int tp_size() const { return tp_size_; }
   int tp_rank() const { return tp_rank_; }
+  int ep_size() const { return ep_size_; }
+  int ep_rank() const { return ep_rank_; }
   const BlockShape& block_shape() const { return shape_; }
 
   /// Copies this rank's part of the whole model's flat buffer `full` (t = 1 layout, Ψ floats)
@@ -105,7 +129,7 @@ class GPTLayout {
   std::vector<ParamSpec> params_;
   std::vector<int64_t> unit_offset_, unit_numel_;
   int64_t total_ = 0;
-  int tp_size_ = 1, tp_rank_ = 0;
+  int tp_size_ = 1, tp_rank_ = 0, ep_size_ = 1, ep_rank_ = 0;
   BlockShape shape_;
 };
 
@@ -130,6 +154,7 @@ struct BlockCache {
   AttentionCache attn;
   Tensor res1;  ///< (B,Tl,C) x + attn(ln_1(x)): the MLP sub-layer's input
   MlpCache mlp;
+  MoeCache moe;  ///< instead of mlp in a mixture-of-experts block (moe.h)
   bool filled() const { return res1.defined(); }
   /// Bytes of the tensors held now (views of one storage counted once per tensor).
   int64_t bytes() const;
@@ -147,6 +172,7 @@ struct SublayerGrads {
 /// B's kept gradients of both sub-layers of a block.
 struct BlockGradCache {
   SublayerGrads attn, mlp;
+  MoeGrads moe;  ///< instead of mlp in a mixture-of-experts block
   bool filled() const { return attn.dln.defined(); }
 };
 
@@ -191,6 +217,16 @@ class GPT {
   /// The attention core (nullptr: whole sequences on this rank, the default).
   AttentionCore* attention_core() const { return core_; }
 
+  /// This model with the experts of its MoE blocks spread over `comm`'s ep ranks (expert
+  /// parallelism, moe.h): its layout holds experts [r·E/ep, (r+1)·E/ep) of each MoE block, and
+  /// the blocks move tokens to them and back by all_to_all. A fresh MoeContext (statistics).
+  /// `comm` must outlive the copy. Throws std::invalid_argument when the model has no experts
+  /// or ep does not divide E.
+  GPT with_expert_comm(ExpertComm* comm) const;
+  /// The MoE blocks' shared state (routing statistics, the load-balancing loss's weight);
+  /// nullptr for a dense model.
+  MoeContext* moe() const { return moe_.get(); }
+
   // ---- Unit functions: what the walk (unit_runner.h) calls. `*_params` point at the unit's
   // first element in this rank's layout; `*_grads` likewise. Backward ACCUMULATES (+=) into grads
   // and returns a new input gradient. Activations are Tensors of this rank's rows (B,Tl,C). ----
@@ -201,19 +237,21 @@ class GPT {
   void embed_backward(const int32_t* tokens, int B, int T, const Tensor& dx, float* emb_grads) const;
 
   /// block(x) (B,Tl,C); fills `cache` (allocates its tensors anew) for the backward.
-  Tensor block_forward(const float* block_params, const Tensor& x, int B, int T,
+  /// `layer`: l, which says whether the block's MLP is dense or a mixture of experts.
+  Tensor block_forward(int layer, const float* block_params, const Tensor& x, int B, int T,
                        BlockCache* cache) const;
   /// dL/dx (B,Tl,C) from dy (B,Tl,C); block_grads += dL/dparams. Frees the cache's tensors.
   /// Exactly block_backward_input followed by block_backward_weight, sub-layer by sub-layer.
-  Tensor block_backward(const float* block_params, const Tensor& x, BlockCache* cache,
+  Tensor block_backward(int layer, const float* block_params, const Tensor& x, BlockCache* cache,
                         const Tensor& dy, float* block_grads) const;
   /// B of a zero-bubble backward: dL/dx only; keeps in `keep` what W needs, and frees the parts
   /// of the cache W does not need (qkv, att, fch).
-  Tensor block_backward_input(const float* block_params, const Tensor& x, BlockCache* cache,
-                              const Tensor& dy, BlockGradCache* keep) const;
+  Tensor block_backward_input(int layer, const float* block_params, const Tensor& x,
+                              BlockCache* cache, const Tensor& dy, BlockGradCache* keep) const;
   /// W: block_grads += dL/dparams from the forward's cache and B's kept gradients.
-  void block_backward_weight(const float* block_params, const Tensor& x, const BlockCache& cache,
-                             const BlockGradCache& keep, float* block_grads) const;
+  void block_backward_weight(int layer, const float* block_params, const Tensor& x,
+                             const BlockCache& cache, const BlockGradCache& keep,
+                             float* block_grads) const;
 
   /// ZeRO-R's Pa (TpComm::partition_checkpoint): this rank's 1/t of a block input kept for
   /// recomputation, and the whole (B,Tl,C) again from the parts. Identity on one rank and under
@@ -249,6 +287,7 @@ class GPT {
   DType act_dtype_ = DType::kF32;
   WeightTiles* tiles_ = nullptr;
   AttentionCore* core_ = nullptr;
+  std::shared_ptr<MoeContext> moe_;  // with experts only
 };
 
 }  // namespace llmp

@@ -87,12 +87,12 @@ int main(int argc, char** argv) {
     double t0 = thread_cpu_ms(), t1;
     xs.push_back(m.embed_forward(P(0), tok.data(), B, T));
     t1 = thread_cpu_ms(), t_emb += t1 - t0, t0 = t1;
-    for (int l = 0; l < L; ++l) xs.push_back(m.block_forward(P(1 + l), xs[l], B, T, &caches[l]));
+    for (int l = 0; l < L; ++l) xs.push_back(m.block_forward(l, P(1 + l), xs[l], B, T, &caches[l]));
     t1 = thread_cpu_ms(), t_fwd += t1 - t0, t0 = t1;
     llmp::Tensor dx;
     m.head_forward_backward(P(L + 1), P(0), xs[L], tgt.data(), B, T, scale, &dx, G(L + 1), G(0));
     t1 = thread_cpu_ms(), t_head += t1 - t0, t0 = t1;
-    for (int l = L - 1; l >= 0; --l) dx = m.block_backward(P(1 + l), xs[l], &caches[l], dx, G(1 + l));
+    for (int l = L - 1; l >= 0; --l) dx = m.block_backward(l, P(1 + l), xs[l], &caches[l], dx, G(1 + l));
     t1 = thread_cpu_ms(), t_bwd += t1 - t0, t0 = t1;
     m.embed_backward(tok.data(), B, T, dx, G(0));
     t_emb += thread_cpu_ms() - t0;

@@ -101,11 +101,11 @@ TEST_F(TinyGradCheck, BlockUnit) {
     std::vector<float> g(lay.unit_numel(1 + l), 0.f);
     auto loss = [&] {
       BlockCache c;
-      return dot(m.block_forward(P, x, B, T, &c), R);
+      return dot(m.block_forward(l, P, x, B, T, &c), R);
     };
     BlockCache cache;
-    m.block_forward(P, x, B, T, &cache);
-    const Tensor dx = m.block_backward(P, x, &cache, act(R), g.data());
+    m.block_forward(l, P, x, B, T, &cache);
+    const Tensor dx = m.block_backward(l, P, x, &cache, act(R), g.data());
     check("block dx_in", x.f32(), dx.f32(), B * T * C, loss);
     check_unit(1 + l, P, g.data(), "block ", loss);
   }

@@ -10,8 +10,11 @@
 // Rank r of t tensor-parallel ranks (block_params.h has the table of splits):
 //   Ψ_r = VC/t + ctx·C + L·(12C²/t + 7C/t + 6C) + 2C
 //
+// A mixture-of-experts block (block_params.h, kExpertParams) holds 4C² + 8C + CE + E·(8C² + 5C);
+// rank r of ep expert-parallel ranks holds experts [r·E/ep, (r+1)·E/ep) of it.
+//
 // Glossary: V vocab, ctx context length, C channels, L layers, H heads, Ψ parameter count,
-// t tensor-parallel ranks, r rank.
+// t tensor-parallel ranks, r rank, E experts, ep expert-parallel ranks.
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -30,10 +33,17 @@ GPTConfig GPTConfig::preset(const std::string& name) {
     c.vocab = 256, c.ctx = 64, c.layers = 4, c.d = 128, c.heads = 4;
   } else if (name == "gpt2") {
     c.vocab = 50257, c.ctx = 1024, c.layers = 12, c.d = 768, c.heads = 12;
+  } else if (name == "moe-tiny") {
+    c = preset("tiny");
+    c.experts = 4, c.top_k = 2, c.moe_every = 2, c.capacity_factor = 1.0;
+  } else if (name == "moe-mini") {
+    c = preset("mini");
+    c.experts = 8, c.top_k = 1, c.moe_every = 2, c.capacity_factor = 1.25;
   } else {
     throw std::invalid_argument("unknown model preset '" + name +
-                                "' (expected tiny, mini or gpt2)");
+                                "' (expected tiny, mini, gpt2, moe-tiny or moe-mini)");
   }
+  c.name = name;
   return c;
 }
 
@@ -50,7 +60,8 @@ BlockShape shape_for(const GPTConfig& cfg, int t) {
 }
 }  // namespace
 
-GPTLayout::GPTLayout(const GPTConfig& cfg, int t, int r) : tp_size_(t), tp_rank_(r) {
+GPTLayout::GPTLayout(const GPTConfig& cfg, int t, int r, int ep, int ep_rank)
+    : tp_size_(t), tp_rank_(r), ep_size_(ep), ep_rank_(ep_rank) {
   if (cfg.vocab <= 0 || cfg.ctx <= 0 || cfg.layers < 0 || cfg.d <= 0 || cfg.heads <= 0 ||
       cfg.d % cfg.heads != 0)
     throw std::invalid_argument("invalid GPT config '" + cfg.name + "': V=" + str(cfg.vocab) +
@@ -62,6 +73,19 @@ GPTLayout::GPTLayout(const GPTConfig& cfg, int t, int r) : tp_size_(t), tp_rank_
     throw std::invalid_argument("tensor-parallel size " + str(t) + " (rank " + str(r) +
                                 ") does not divide H=" + str(cfg.heads) + ", 4C=" +
                                 str(4 * cfg.d) + " and V=" + str(cfg.vocab));
+  if (cfg.experts > 0) {
+    if (cfg.moe_every < 1 || cfg.top_k < 1 || cfg.top_k > cfg.experts || !(cfg.capacity_factor > 0))
+      throw std::invalid_argument("invalid mixture of experts in '" + cfg.name + "': experts=" +
+                                  str(cfg.experts) + " top_k=" + str(cfg.top_k) + " moe_every=" +
+                                  str(cfg.moe_every) + " capacity_factor=" +
+                                  std::to_string(cfg.capacity_factor));
+    if (t != 1)
+      throw std::invalid_argument("a mixture of experts is not split by tensor parallelism (t=" +
+                                  str(t) + ")");
+  }
+  if (ep < 1 || ep_rank < 0 || ep_rank >= ep || (ep > 1 && cfg.experts % ep != 0))
+    throw std::invalid_argument("expert-parallel size " + str(ep) + " (rank " + str(ep_rank) +
+                                ") does not divide experts=" + str(cfg.experts));
   shape_ = shape_for(cfg, t);
   const BlockShape whole = shape_for(cfg, 1);
   const int64_t C = cfg.d;
@@ -89,10 +113,31 @@ GPTLayout::GPTLayout(const GPTConfig& cfg, int t, int r) : tp_size_(t), tp_rank_
   // (V/t,C): vocab-parallel rows, also the LM head's weight (tied)
   add("wte.weight", {cfg.vocab / t, C}, {cfg.vocab, C}, Split::kRows, 0);
   add("wpe.weight", {cfg.ctx, C}, {cfg.ctx, C}, Split::kReplicated, 0);  // (ctx,C)
-  for (int l = 0; l < cfg.layers; ++l)
-    for (const BlockParamDef& d : kBlockParams)
-      add("h." + std::to_string(l) + "." + d.suffix, block_param_shape(d, shape_),
-          block_param_shape(d, whole), d.split, 1 + l);
+  for (int l = 0; l < cfg.layers; ++l) {
+    const std::string h = "h." + std::to_string(l) + ".";
+    if (!cfg.is_moe_block(l)) {
+      for (const BlockParamDef& d : kBlockParams)
+        add(h + d.suffix, block_param_shape(d, shape_), block_param_shape(d, whole), d.split,
+            1 + l);
+      continue;
+    }
+    for (size_t i = 0; i < kMoeSharedParams; ++i) {  // ln_1, attention, ln_2 as a dense block
+      const BlockParamDef& d = kBlockParams[i];
+      add(h + d.suffix, block_param_shape(d, shape_), block_param_shape(d, whole), d.split, 1 + l);
+    }
+    add(h + "mlp.router.weight", {C, cfg.experts}, {C, cfg.experts}, Split::kReplicated, 1 + l);
+    // Experts [ep_rank·E/ep, (ep_rank+1)·E/ep) are this rank's; the others only move `global`.
+    const int held = cfg.experts / ep;
+    for (int e = 0; e < cfg.experts; ++e)
+      for (const BlockParamDef& d : kExpertParams) {
+        const std::vector<int64_t> shape = block_param_shape(d, whole);
+        if (e / held == ep_rank)
+          add(h + "mlp.experts." + std::to_string(e) + "." + d.suffix, shape, shape, d.split,
+              1 + l);
+        else
+          global += shape_numel(shape);
+      }
+  }
   add("ln_f.weight", {C}, {C}, Split::kReplicated, cfg.layers + 1);
   add("ln_f.bias", {C}, {C}, Split::kReplicated, cfg.layers + 1);
 }
@@ -112,6 +157,7 @@ void for_each_run(const ParamSpec& p, int r, F copy) {
   const int64_t cols = p.shape.back(), gcols = p.global_shape.back();
   switch (p.split) {
     case Split::kReplicated:
+    case Split::kExpert:  // whole, at the expert's place in the whole model
       copy(p.offset, p.global_offset, p.numel);
       return;
     case Split::kRows:  // rows [r·rows, (r+1)·rows) of the whole tensor: one run

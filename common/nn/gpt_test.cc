@@ -78,12 +78,12 @@ TEST(GPT, ForwardBackwardIsTheUnitComposition) {
   auto U = [&](int u) { return P + lay.unit_offset(u); };
   std::vector<Tensor> xs{m.embed_forward(U(0), s.tok.data(), B, T)};
   std::vector<BlockCache> caches(L);
-  for (int l = 0; l < L; ++l) xs.push_back(m.block_forward(U(1 + l), xs[l], B, T, &caches[l]));
+  for (int l = 0; l < L; ++l) xs.push_back(m.block_forward(l, U(1 + l), xs[l], B, T, &caches[l]));
   Tensor dx;
   const double loss2 = m.head_forward_backward(U(L + 1), P, xs[L], s.tgt.data(), B, T, scale, &dx,
                                                g2.data() + lay.unit_offset(L + 1), g2.data());
   for (int l = L - 1; l >= 0; --l)
-    dx = m.block_backward(U(1 + l), xs[l], &caches[l], dx, g2.data() + lay.unit_offset(1 + l));
+    dx = m.block_backward(l, U(1 + l), xs[l], &caches[l], dx, g2.data() + lay.unit_offset(1 + l));
   m.embed_backward(s.tok.data(), B, T, dx, g2.data());
   EXPECT_EQ(loss1, loss2);
   EXPECT_EQ(g1, g2);
@@ -106,23 +106,23 @@ TEST(GPT, BlockBackwardIsItsInputAndWeightHalves) {
 
   BlockCache cache;
   std::vector<float> g_ref(nb, 0.0f), g(nb, 0.0f);
-  m.block_forward(bp, x, B, T, &cache);
-  const Tensor dx_ref = m.block_backward(bp, x, &cache, dy, g_ref.data());
+  m.block_forward(0, bp, x, B, T, &cache);
+  const Tensor dx_ref = m.block_backward(0, bp, x, &cache, dy, g_ref.data());
   EXPECT_FALSE(cache.filled()) << "block_backward frees the cache";
 
   BlockCache cache2;
   BlockGradCache keep;
-  m.block_forward(bp, x, B, T, &cache2);
-  const Tensor dx = m.block_backward_input(bp, x, &cache2, dy, &keep);
+  m.block_forward(0, bp, x, B, T, &cache2);
+  const Tensor dx = m.block_backward_input(0, bp, x, &cache2, dy, &keep);
   EXPECT_FALSE(cache2.attn.att.defined()) << "B frees attention's probabilities";
   EXPECT_FALSE(cache2.attn.qkv.defined());
   EXPECT_FALSE(cache2.mlp.fch.defined());
   EXPECT_TRUE(std::all_of(g.begin(), g.end(), [](float v) { return v == 0.0f; }))
       << "B must not touch the weight gradients";
-  m.block_backward_weight(bp, x, cache2, keep, g.data());
+  m.block_backward_weight(0, bp, x, cache2, keep, g.data());
   EXPECT_TRUE(std::equal(dx.f32(), dx.f32() + dx.numel(), dx_ref.f32()));
   EXPECT_EQ(g, g_ref);
-  EXPECT_THROW(m.block_backward(bp, x, &cache, dy, g.data()), std::invalid_argument)
+  EXPECT_THROW(m.block_backward(0, bp, x, &cache, dy, g.data()), std::invalid_argument)
       << "a used cache is refused";
 }
 
@@ -222,7 +222,7 @@ TEST(GPT, ActivationMemoryMatchesTheClosedFormAndIsReleased) {
   BlockCache c;
   Tensor x = Tensor::empty({2, 16, 32}, DType::kF32, MemCategory::kActivations);
   x.fill(0.1f);
-  s.m.block_forward(s.params.data() + s.m.layout().unit_offset(1), x, 2, 16, &c);
+  s.m.block_forward(0, s.params.data() + s.m.layout().unit_offset(1), x, 2, 16, &c);
   for (const Tensor* t : {&c.attn.ln1, &c.attn.ln1_mean, &c.attn.ln1_rstd, &c.attn.qkv, &c.attn.att,
                           &c.attn.atty, &c.res1, &c.mlp.ln2, &c.mlp.ln2_mean, &c.mlp.ln2_rstd,
                           &c.mlp.fch, &c.mlp.fch_gelu})

@@ -39,7 +39,7 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 }  // namespace
 
 void GPT::init_params(float* params, uint64_t seed) const {
-  if (layout_.tp_size() > 1) {  // a tensor-parallel slice: initialise the whole model, keep ours
+  if (layout_.tp_size() > 1 || layout_.ep_size() > 1) {  // a slice: the whole model, keep ours
     const GPT whole(cfg_);
     std::vector<float> full(whole.layout().num_params());
     whole.init_params(full.data(), seed);

@@ -183,11 +183,11 @@ TEST(TiledLinear, TiledBlockIsBitIdentical) {
     Tensor dy = Tensor::empty({B, T, C}, DType::kF32, MemCategory::kActivations);
     std::memcpy(dy.f32(), dyv.data(), sizeof(float) * dyv.size());
     BlockCache c1, c2;
-    const Tensor y1 = model.block_forward(unit, x, B, T, &c1);
-    const Tensor y2 = tiled.block_forward(rest.data(), x, B, T, &c2);
+    const Tensor y1 = model.block_forward(0, unit, x, B, T, &c1);
+    const Tensor y2 = tiled.block_forward(0, rest.data(), x, B, T, &c2);
     std::vector<float> g1(n_u, 0.f), g2(n_u, 0.f);
-    const Tensor dx1 = model.block_backward(unit, x, &c1, dy, g1.data());
-    const Tensor dx2 = tiled.block_backward(rest.data(), x, &c2, dy, g2.data());
+    const Tensor dx1 = model.block_backward(0, unit, x, &c1, dy, g1.data());
+    const Tensor dx2 = tiled.block_backward(0, rest.data(), x, &c2, dy, g2.data());
     EXPECT_EQ(std::memcmp(y1.f32(), y2.f32(), y1.nbytes()), 0) << "k=" << k;
     EXPECT_EQ(std::memcmp(dx1.f32(), dx2.f32(), dx1.nbytes()), 0) << "k=" << k;
     EXPECT_EQ(std::memcmp(g1.data(), g2.data(), sizeof(float) * n_u), 0) << "k=" << k;

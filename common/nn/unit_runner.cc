@@ -98,6 +98,12 @@ UnitRunner::UnitRunner(const GPT& model, ParamSource& params, GradSink* grads)
 
 double UnitRunner::run(const std::vector<WalkStep>& steps, const UnitRange& r, const Args& a,
                        Tape* tape) {
+  // The load-balancing loss of MoE blocks is scaled like the cross-entropy (moe.h): the scale
+  // of the forward walk stays set for its backward (which the pipelines run with scale 1).
+  MoeContext* moe = model_.moe();
+  if (moe && !steps.empty() &&
+      (steps[0].kind == WalkStep::kEmbed || steps[0].kind == WalkStep::kBlockForward))
+    moe->set_loss_scale(a.loss_scale);
   double loss = 0;
   for (size_t k = 0; k < steps.size(); ++k) {
     params_.before_step(steps, k);
@@ -130,7 +136,7 @@ void UnitRunner::recompute_if_dropped(int j, const UnitRange& r, const Args& a, 
   if (tape->x[c].ndim() == 1)  // ZeRO-R Pa: this rank's part only; the whole from every rank
     tape->x[c] = model_.gather_checkpoint(tape->x[c], {a.B, a.T, model_.config().d});
   for (int i = c; i <= j; ++i) {
-    Tensor y = model_.block_forward(params_.get(1 + r.first_block + i), tape->x[i], a.B, a.T,
+    Tensor y = model_.block_forward(r.first_block + i, params_.get(1 + r.first_block + i), tape->x[i], a.B, a.T,
                                     &tape->cache[i]);
     if (i < j) tape->x[i + 1] = std::move(y);
     ++stats_.recomputed_blocks;
@@ -151,7 +157,7 @@ double UnitRunner::step(const WalkStep& s, const UnitRange& r, const Args& a, Ta
     case WalkStep::kBlockForward: {  // x_j -> x_{j+1}, keeping what the policy keeps
       const int64_t before = mt.current(MemCategory::kActivations);
       BlockCache cache;
-      Tensor y = model_.block_forward(params_.get(1 + s.layer), tape->x.back(), a.B, a.T, &cache);
+      Tensor y = model_.block_forward(s.layer, params_.get(1 + s.layer), tape->x.back(), a.B, a.T, &cache);
       if (!a.train) {  // evaluation keeps nothing for a backward
         tape->x.assign(1, std::move(y));
         return 0;
@@ -201,7 +207,7 @@ double UnitRunner::step(const WalkStep& s, const UnitRange& r, const Args& a, Ta
     }
     case WalkStep::kBlockBackward: {  // dx_{j+1} -> dx_j; block gradients += ...
       recompute_if_dropped(j, r, a, tape);
-      tape->dy = model_.block_backward(params_.get(1 + s.layer), tape->x[j], &tape->cache[j],
+      tape->dy = model_.block_backward(s.layer, params_.get(1 + s.layer), tape->x[j], &tape->cache[j],
                                        tape->dy, grads_->get(1 + s.layer));
       tape->x[j + 1] = Tensor();
       grads_->ready(1 + s.layer);
@@ -209,11 +215,11 @@ double UnitRunner::step(const WalkStep& s, const UnitRange& r, const Args& a, Ta
     }
     case WalkStep::kBlockBackwardInput:  // B: dx only, W's inputs kept
       recompute_if_dropped(j, r, a, tape);
-      tape->dy = model_.block_backward_input(params_.get(1 + s.layer), tape->x[j],
+      tape->dy = model_.block_backward_input(s.layer, params_.get(1 + s.layer), tape->x[j],
                                              &tape->cache[j], tape->dy, &tape->keep[j]);
       return 0;
     case WalkStep::kBlockBackwardWeight:  // W: block gradients += ..., then free the block
-      model_.block_backward_weight(params_.get(1 + s.layer), tape->x[j], tape->cache[j],
+      model_.block_backward_weight(s.layer, params_.get(1 + s.layer), tape->x[j], tape->cache[j],
                                    tape->keep[j], grads_->get(1 + s.layer));
       tape->cache[j] = BlockCache{};
       tape->keep[j] = BlockGradCache{};
