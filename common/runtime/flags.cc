@@ -33,7 +33,7 @@ std::string format_double(double v) {
 }  // namespace
 
 const std::vector<std::string>& known_presets() {
-  static const std::vector<std::string> names = {"tiny", "mini", "gpt2"};
+  static const std::vector<std::string> names = {"tiny", "mini", "gpt2", "moe-tiny", "moe-mini"};
   return names;
 }
 
@@ -49,7 +49,7 @@ void add_train_flags(CLI::App& app, TrainConfig& cfg) {
   app.add_option("--global_batch", cfg.global_batch,
                  "sequences per optimizer step, all ranks together (B)")
       ->capture_default_str();
-  app.add_option("--model", cfg.model, "model preset: tiny, mini or gpt2")->capture_default_str();
+  app.add_option("--model", cfg.model, "model preset: tiny, mini, gpt2, moe-tiny or moe-mini")->capture_default_str();
   app.add_option("--layers", cfg.layers,
                  "override the preset's number of transformer blocks L (0: the preset's)")
       ->capture_default_str();
@@ -61,6 +61,16 @@ void add_train_flags(CLI::App& app, TrainConfig& cfg) {
                  "override the preset's number of attention heads H, which must divide C "
                  "(0: the preset's)")
       ->capture_default_str();
+  app.add_option("--experts", cfg.experts,
+                 "mixture of experts: E expert MLPs in each MoE block (0: dense; -1: the preset's)");
+  app.add_option("--top_k", cfg.top_k, "mixture of experts: experts per token k (-1: the preset's)");
+  app.add_option("--moe_every", cfg.moe_every,
+                 "mixture of experts: every n-th block is MoE (-1: the preset's)");
+  app.add_option("--capacity_factor", cfg.capacity_factor,
+                 "mixture of experts: c, slots per expert per sequence ⌈k·T·c/E⌉ (the preset's: "
+                 "1.25, moe-tiny 1)");
+  app.add_option("--aux_loss_coef", cfg.aux_loss_coef,
+                 "mixture of experts: α of the load-balancing loss (the preset's: 0.01)");
   app.add_option("--data", cfg.data, "corpus: a text file or a folder of them")
       ->capture_default_str();
   // CLI11 2.1 would wrap "-1" into an unsigned 2^64-1; refuse it instead.
@@ -165,6 +175,14 @@ std::string validation_error(const TrainConfig& cfg, int dp_size) {
   if (cfg.layers < 0) return "layers " + std::to_string(cfg.layers) + " must not be negative";
   if (cfg.ctx < 0) return "ctx " + std::to_string(cfg.ctx) + " must not be negative";
   if (cfg.heads < 0) return "heads " + std::to_string(cfg.heads) + " must not be negative";
+  for (const auto& [flag, v] : {std::pair<const char*, int>{"experts", cfg.experts},
+                                {"top_k", cfg.top_k}, {"moe_every", cfg.moe_every}})
+    if (v < -1) return std::string(flag) + " " + std::to_string(v) + " must not be negative";
+  if (cfg.moe_every == 0) return "moe_every 0 must be at least 1";
+  if (!std::isnan(cfg.capacity_factor) && !(cfg.capacity_factor > 0 && std::isfinite(cfg.capacity_factor)))
+    return "capacity factor " + format_double(cfg.capacity_factor) + " must be > 0";
+  if (!std::isnan(cfg.aux_loss_coef) && !(cfg.aux_loss_coef >= 0 && std::isfinite(cfg.aux_loss_coef)))
+    return "aux loss coefficient " + format_double(cfg.aux_loss_coef) + " must not be negative";
   if (cfg.log_every < 1) return "log_every " + std::to_string(cfg.log_every) + " must be at least 1";
   if (!(cfg.timeout >= 0) || !std::isfinite(cfg.timeout))
     return "timeout " + format_double(cfg.timeout) + " s must be 0 (off) or positive";
@@ -213,7 +231,8 @@ std::string validation_error(const TrainConfig& cfg, int dp_size) {
     return "--defrag needs --arena_bytes N (it arranges the arena's blocks; without one there is "
            "no arena)";
   if (!is_known_preset(cfg.model))
-    return "unknown model preset '" + cfg.model + "' (expected tiny, mini or gpt2)";
+    return "unknown model preset '" + cfg.model +
+           "' (expected tiny, mini, gpt2, moe-tiny or moe-mini)";
   if (!fs::exists(cfg.data, ec)) return "data path " + cfg.data + " does not exist";
   const std::string kind = Corpus::kind_error(cfg.data);  // /dev/zero, a FIFO: never read
   if (!kind.empty()) return "--data " + cfg.data + ": " + kind;

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,13 @@ struct TrainConfig {
   /// --heads: > 0 overrides the preset's number of attention heads H (must divide C): Ulysses
   /// needs p | H (--model tiny --heads 4 on 4 ranks).
   int heads = 0;
+  // Mixture of experts (common/nn/moe.h; the stages that train it set StageSpec::supports_moe).
+  // Each overrides the preset's value when set: -1 (or NaN) means "the preset's".
+  int experts = -1;        ///< --experts: E expert MLPs per MoE block (0: a dense model)
+  int top_k = -1;          ///< --top_k: k experts per token (1 ≤ k ≤ E)
+  int moe_every = -1;      ///< --moe_every: every n-th block is MoE (n ≥ 1)
+  double capacity_factor = std::numeric_limits<double>::quiet_NaN();  ///< --capacity_factor c > 0
+  double aux_loss_coef = std::numeric_limits<double>::quiet_NaN();    ///< --aux_loss_coef α ≥ 0
   std::string data = kDefaultCorpusPath;  ///< --data: corpus file or folder (common/data)
   uint64_t seed = 1337;        ///< --seed: initialisation and sampling seed
   /// --lr: AdamW learning rate. 1e-3 (not GPT-2's 6e-4 or the 3e-4 "Karpathy constant"):

@@ -120,7 +120,7 @@ TEST(Flags, ValidationMessages) {
   EXPECT_EQ(validation_error(c), "learning rate -0.5 must be positive");
   c = ok;
   c.model = "huge";
-  EXPECT_EQ(validation_error(c), "unknown model preset 'huge' (expected tiny, mini or gpt2)");
+  EXPECT_EQ(validation_error(c), "unknown model preset 'huge' (expected tiny, mini, gpt2, moe-tiny or moe-mini)");
   c = ok;
   c.data = "/no/such/corpus";
   EXPECT_EQ(validation_error(c), "data path /no/such/corpus does not exist");

@@ -12,6 +12,7 @@
 
 #include "common/data/corpus.h"
 #include "common/data/sampler.h"
+#include "common/nn/moe_routing.h"
 #include "common/runtime/check.h"
 #include "common/tensor/precision.h"
 #include "common/runtime/launch.h"
@@ -70,6 +71,22 @@ void validate_before_launch(const TrainConfig& cfg, const StageSpec& spec) {
     user_error("--precision " + cfg.precision + ": " + spec.name +
                " trains in fp32 only (mixed precision: baseline, naive_dp, ddp, zero1, zero2, "
                "zero3, mixed_precision)");
+  {
+    GPTConfig m;
+    try {
+      m = model_config(cfg);
+    } catch (const std::exception& e) {
+      user_error(e.what());
+    }
+    if (m.experts > 0 && !spec.supports_moe)
+      user_error("--model " + m.name + " (experts=" + std::to_string(m.experts) + "): " +
+                 spec.name + " trains dense models only (a mixture of experts: baseline, moe)");
+    if (m.experts > 0 && cfg.precision != "fp32")
+      user_error("--precision " + cfg.precision + ": a mixture of experts trains in fp32 only");
+    if (m.experts > 0 && cfg.recompute != "none")
+      user_error("--recompute " + cfg.recompute + ": a mixture of experts is not recomputed "
+                 "(its routing statistics and all_to_alls would run twice)");
+  }
   if (cfg.partition_activations && spec.grid(cfg).tp == 1)
     user_error("--partition_activations: " + spec.name +
                " has no tensor-parallel group (tp = 1): nothing is replicated to partition "
@@ -121,6 +138,22 @@ GPTConfig model_config(const TrainConfig& cfg) {
                                   std::to_string(mc.d) + " channels of '" + mc.name + "'");
     mc.heads = cfg.heads;
     mc.name += "-H" + std::to_string(cfg.heads);
+  }
+  // Mixture of experts: E and n change the tensors (so the name); k, c and α the routing only.
+  if (cfg.experts >= 0 && cfg.experts != mc.experts) {
+    mc.experts = cfg.experts;
+    mc.name += "-E" + std::to_string(cfg.experts);
+  }
+  if (cfg.moe_every > 0 && cfg.moe_every != mc.moe_every && mc.experts > 0) {
+    mc.moe_every = cfg.moe_every;
+    mc.name += "-every" + std::to_string(cfg.moe_every);
+  }
+  if (cfg.top_k > 0) mc.top_k = cfg.top_k;
+  if (!std::isnan(cfg.capacity_factor)) mc.capacity_factor = cfg.capacity_factor;
+  if (!std::isnan(cfg.aux_loss_coef)) mc.aux_loss_coef = cfg.aux_loss_coef;
+  if (mc.experts > 0) {
+    const std::string err = routing_error(mc.experts, mc.top_k, mc.capacity_factor);
+    if (!err.empty()) throw std::invalid_argument(err);
   }
   mc.recompute = parse_recompute(cfg.recompute);  // validated: none, full or selective
   mc.recompute_every = cfg.recompute_every;

@@ -88,6 +88,9 @@ struct StageSpec {
   /// Whether the stage trains in mixed precision (--precision bf16 / fp16, the loss-scale flags;
   /// common/tensor/precision.h). Stages that don't refuse --precision other than fp32 by name.
   bool supports_precision = false;
+  /// Whether the stage trains a mixture-of-experts model (--model moe-*, --experts E;
+  /// common/nn/moe.h). Stages that don't refuse such a model by name, before launch.
+  bool supports_moe = false;
   /// The dp × pp × tp grid for a parsed config; dp·pp·tp must equal cfg.world_size. Pipeline
   /// stages ask for pp = world_size (pipeline_stage_spec). The global batch must divide by dp
   /// (the data-parallel ranks split it; pipeline ranks all see the whole batch). A mismatch ends

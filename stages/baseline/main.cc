@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
   spec.summary = "the single-rank reference trainer every stage is checked against";
   spec.default_world_size = 1;
   spec.supports_precision = true;
+  spec.supports_moe = true;
   spec.validate = [](const llmp::TrainConfig& cfg) {
     if (cfg.world_size != 1)
       llmp::user_error("the baseline runs on one rank, not --world_size " +
