@@ -233,8 +233,29 @@ TEST(Flags, KnownPresets) {
   EXPECT_TRUE(is_known_preset("tiny"));
   EXPECT_TRUE(is_known_preset("mini"));
   EXPECT_TRUE(is_known_preset("gpt2"));
+  EXPECT_TRUE(is_known_preset("moe-tiny"));
+  EXPECT_TRUE(is_known_preset("moe-mini"));
   EXPECT_FALSE(is_known_preset("Mini"));
-  EXPECT_EQ(known_presets().size(), 3u);
+  EXPECT_EQ(known_presets().size(), 5u);
+}
+
+TEST(Flags, MixtureOfExpertsValues) {
+  TrainConfig c;
+  c.data = ::testing::TempDir();
+  c.capacity_factor = 0;
+  EXPECT_EQ(validation_error(c), "capacity factor 0 must be > 0");
+  c.capacity_factor = -0.5;
+  EXPECT_EQ(validation_error(c), "capacity factor -0.5 must be > 0");
+  c.capacity_factor = 1.5;
+  EXPECT_EQ(validation_error(c), "");
+  c.top_k = -3;
+  EXPECT_EQ(validation_error(c), "top_k -3 must not be negative");
+  c.top_k = -1;
+  c.moe_every = 0;
+  EXPECT_EQ(validation_error(c), "moe_every 0 must be at least 1");
+  c.moe_every = -1;
+  c.aux_loss_coef = -1;
+  EXPECT_EQ(validation_error(c), "aux loss coefficient -1 must not be negative");
 }
 
 TEST(FlagsDeathTest, ValidateExitsTwoWithOneLine) {
