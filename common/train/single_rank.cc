@@ -4,7 +4,9 @@
 
 #include "common/nn/unit_runner.h"
 #include "common/optim/decay_mask.h"
+#include "common/runtime/log.h"
 #include "common/train/dp_util.h"
+#include "common/train/moe_report.h"
 
 namespace llmp {
 
@@ -23,6 +25,7 @@ double SingleRankStrategy::train_step(const int32_t* tokens, const int32_t* targ
                                       int global_batch, int T, int64_t step) {
   grads_.fill(0.0f);
   mp_.begin_step();
+  if (MoeContext* moe = model_.moe()) moe->stats().reset(model_.config().experts);
   // loss_scale 1/(B·T): the gradient of the mean loss over the whole batch (times fp16's S).
   const float mean = 1.0f / (global_batch * T);
   FlatParams params(model_.layout(), params_);
@@ -32,7 +35,12 @@ double SingleRankStrategy::train_step(const int32_t* tokens, const int32_t* targ
                                             mp_.walk_loss_scale(mean, step));
   const double mean_loss = mp_.unscale_loss(loss, mean, step);  // with the S this walk used
   mp_.optimizer_step(opt_, params_, grads_, step);  // fp16: skipped on an overflow
+  if (MoeContext* moe = model_.moe()) last_routing_ = moe->stats(), last_T_ = T;
   return mean_loss;
+}
+
+void SingleRankStrategy::finish() {
+  if (model_.moe()) log_info("{}", routing_summary(last_routing_, model_.config(), last_T_));
 }
 
 double SingleRankStrategy::eval_loss(const int32_t* tokens, const int32_t* targets,

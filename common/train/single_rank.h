@@ -36,6 +36,10 @@ class SingleRankStrategy : public MixedPrecisionStrategy {
   void get_state(float* params, float* exp_avg, float* exp_avg_sq) override;
   void set_state(const float* params, const float* exp_avg, const float* exp_avg_sq) override;
   std::vector<ReportRow> report() const override;
+  /// A mixture of experts: prints the last step's routing (moe_report.h). Else nothing.
+  void finish() override;
+  /// The last training step's routing statistics (empty for a dense model).
+  const MoeStats& last_routing() const { return last_routing_; }
 
   /// The fp32 parameters (throws std::runtime_error under mixed precision: see params_tensor()).
   const float* params() const { return params_.f32(); }
@@ -48,6 +52,8 @@ class SingleRankStrategy : public MixedPrecisionStrategy {
   const GPT& model_;
   Tensor params_, grads_;  // Ψ each, in mp_.dtype()
   AdamW opt_;              // m, v (and the fp32 master weights when 16-bit): Ψ each
+  MoeStats last_routing_;
+  int last_T_ = 0;
 };
 
 }  // namespace llmp

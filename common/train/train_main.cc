@@ -167,6 +167,7 @@ int run(int argc, char** argv, const StageSpec& spec) {
   TrainConfig cfg;
   cfg.world_size = spec.default_world_size;
   cfg.layers = spec.default_layers;
+  if (!spec.default_model.empty()) cfg.model = spec.default_model;
   CLI::App app{spec.name + ": " + spec.summary, "train"};
   add_train_flags(app, cfg);
   if (spec.add_flags) spec.add_flags(app);

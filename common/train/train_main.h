@@ -82,6 +82,7 @@ struct StageSpec {
   std::string summary;     ///< one line for --help
   int default_world_size = 4;
   int default_layers = 0;  ///< --layers default: 0 keeps the preset's L
+  std::string default_model;  ///< --model default: empty keeps "mini" (the MoE stage: moe-mini)
   /// Whether the stage writes a Chrome trace for --trace (the pipeline stages do). Stages that
   /// don't reject the flag instead of ignoring it.
   bool supports_trace = false;

@@ -1,0 +1,60 @@
+// bazel run //stages/moe:train  — a mixture-of-experts GPT (moe-mini: 8 experts in every other
+// block, top-1) with its experts spread over 4 ranks by all_to_all, every rank reading its own
+// quarter of the batch. Flags: bazel run //stages/moe:train -- --help
+//   --ep 2: two expert-parallel groups of 2, each expert's gradient all-reduced over the other.
+//   --top_k 2 --capacity_factor 1: GShard's top-2 routing with a tighter capacity.
+#include <CLI/CLI.hpp>
+
+#include <memory>
+#include <string>
+
+#include "common/runtime/check.h"
+#include "common/train/train_main.h"
+#include "stages/moe/moe.h"
+
+namespace {
+int ep_flag = 0;  // --ep: expert-parallel size (0: the world size)
+
+int ep_of(const llmp::TrainConfig& cfg) { return ep_flag > 0 ? ep_flag : cfg.world_size; }
+}  // namespace
+
+int main(int argc, char** argv) {
+  llmp::StageSpec spec;
+  spec.name = "moe";
+  spec.summary = "mixture of experts: experts split over ep ranks (all_to_all to them and back), "
+                 "the rest replicated (data parallel over all ranks)";
+  spec.supports_moe = true;
+  spec.default_model = "moe-mini";
+  spec.add_flags = [](CLI::App& app) {
+    app.add_option("--ep", ep_flag,
+                   "expert-parallel size: ranks the experts are split over (0: --world_size)")
+        ->capture_default_str();
+  };
+  spec.grid = [](const llmp::TrainConfig& cfg) {
+    const int ep = ep_of(cfg);
+    return ep >= 1 && cfg.world_size % ep == 0 ? llmp::expert_parallel_grid(cfg.world_size, ep)
+                                               : llmp::GridShape{cfg.world_size, 1, 1};
+  };
+  spec.validate = [](const llmp::TrainConfig& cfg) {
+    const int ep = ep_of(cfg);
+    const llmp::GPTConfig mc = llmp::model_config(cfg);
+    if (mc.experts == 0)
+      llmp::user_error("--model " + mc.name + " has no experts (use --model moe-mini, or "
+                       "--experts E)");
+    if (ep < 1 || cfg.world_size % ep != 0)
+      llmp::user_error("expert-parallel size --ep " + std::to_string(ep) +
+                       " does not divide world size " + std::to_string(cfg.world_size));
+    if (mc.experts % ep != 0)
+      llmp::user_error("experts E=" + std::to_string(mc.experts) +
+                       " are not divisible by expert-parallel size ep=" + std::to_string(ep));
+    if (cfg.global_batch % cfg.world_size != 0)
+      llmp::user_error("global batch " + std::to_string(cfg.global_batch) +
+                       " is not divisible by world size " + std::to_string(cfg.world_size) +
+                       " (every rank reads its own sequences)");
+  };
+  spec.make = [](const llmp::StageContext& ctx) -> std::unique_ptr<llmp::Strategy> {
+    return std::make_unique<llmp::ExpertParallelStrategy>(ctx.model, ctx.grid, ctx.opt,
+                                                          ctx.cfg.seed);
+  };
+  return llmp::train_main(argc, argv, spec);
+}

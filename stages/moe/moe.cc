@@ -1,0 +1,165 @@
+// The expert-parallel strategy (moe.h): the step, the state, and the report of what it measured.
+#include "stages/moe/moe.h"
+
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "common/nn/unit_runner.h"
+#include "common/optim/decay_mask.h"
+#include "common/runtime/log.h"
+#include "common/train/moe_report.h"
+
+namespace llmp {
+
+MoeParamCounts MoeParamCounts::of(const GPTConfig& c, int ep) {
+  const double C = c.d, E = c.experts, Lm = c.moe_blocks(), Ld = c.layers - Lm;
+  MoeParamCounts n;
+  n.dense = (c.vocab + c.ctx) * C + Ld * (12 * C * C + 13 * C) + Lm * (4 * C * C + 8 * C + C * E) +
+            2 * C;
+  n.experts = Lm * (E / ep) * (8 * C * C + 5 * C);
+  return n;
+}
+
+double moe_all_to_all_bytes(const GPTConfig& c, int ep, int G, int T) {
+  const double cap = std::ceil(static_cast<double>(c.top_k) * T * c.capacity_factor / c.experts);
+  const double buffer = 4.0 * c.experts * G * std::max(1.0, cap) * c.d;  // (E,G,cap,C) f32
+  return 4.0 * c.moe_blocks() * (ep - 1.0) / ep * buffer;
+}
+
+GridShape expert_parallel_grid(int world_size, int ep) {
+  return {world_size / ep, 1, ep};
+}
+
+ExpertParallelStrategy::ExpertParallelStrategy(const GPT& model, ProcessGrid& grid,
+                                               AdamWConfig opt, uint64_t seed)
+    : world_(grid.world()),
+      edp_(grid.dp_group()),
+      ep_(grid.tp_group().duplicate()),
+      ep_comm_(*ep_),
+      model_(model.with_expert_comm(&ep_comm_)),
+      params_(Tensor::empty({model_.layout().num_params()}, DType::kF32,
+                            MemCategory::kParameters)),
+      grads_(Tensor::empty({model_.layout().num_params()}, DType::kF32, MemCategory::kGradients)),
+      opt_(model_.layout().num_params(), opt, decay_ranges(model_.layout(), opt.decay)),
+      metrics_(grid.world()),
+      book_(grid.tp_group().duplicate()) {
+  if (model.activation_dtype() != DType::kF32)
+    throw std::invalid_argument("expert parallelism trains in fp32 only");
+  // The buffer's runs of dense and of expert tensors (each MoE unit: dense prefix, experts).
+  for (const ParamSpec& p : model_.layout().params()) {
+    auto& runs = p.split == Split::kExpert ? expert_ : dense_;
+    (p.split == Split::kExpert ? expert_numel_ : dense_numel_) += p.numel;
+    if (!runs.empty() && runs.back().first + runs.back().second == p.offset)
+      runs.back().second += p.numel;
+    else
+      runs.push_back({p.offset, p.numel});
+  }
+  model_.init_params(params_.f32(), seed);  // each rank: its part of the whole model's init
+}
+
+BatchSlice ExpertParallelStrategy::batch_slice(int global_batch) const {
+  return rank_slice(global_batch, world_.rank(), world_.size());
+}
+
+namespace {
+/// Σ over `group` of the runs of `buf`, through one packed kCommBuffers tensor.
+void all_reduce_runs(ProcessGroup& group, float* buf,
+                     const std::vector<std::pair<int64_t, int64_t>>& runs, int64_t numel) {
+  Tensor packed = Tensor::empty({numel}, DType::kF32, MemCategory::kCommBuffers);
+  int64_t at = 0;
+  for (const auto& [off, n] : runs) std::memcpy(packed.f32() + at, buf + off, n * 4), at += n;
+  group.all_reduce(packed, ReduceOp::kSum);
+  at = 0;
+  for (const auto& [off, n] : runs) std::memcpy(buf + off, packed.f32() + at, n * 4), at += n;
+}
+}  // namespace
+
+double ExpertParallelStrategy::train_step(const int32_t* tokens, const int32_t* targets,
+                                          int global_batch, int T, int64_t step) {
+  const int W = world_.size(), G = global_batch / W;
+  const double a2a = ep_->stats().total_bytes(), dense = world_.stats().total_bytes(),
+               expert = edp_.stats().total_bytes();
+  model_.moe()->stats().reset(model_.config().experts);
+  // 1. This rank's G sequences; the all_to_alls inside every MoE block.
+  grads_.fill(0.0f);
+  const float scale = 1.0f / (static_cast<float>(global_batch) * T);
+  const double local = forward_backward(model_, params_.f32(), grads_.f32(), tokens, targets, G,
+                                        T, scale);
+  // 2. Dense gradients: Σ over all W ranks.                            sends 2(W-1)/W·4Ψ_d
+  all_reduce_runs(world_, grads_.f32(), dense_, dense_numel_);
+  // 3. Expert gradients: complete on their rank when ep = W; else Σ over the ranks holding the
+  //    same experts.                                                   sends 2(D-1)/D·4Ψ_x
+  if (edp_.size() > 1) all_reduce_runs(edp_, grads_.f32(), expert_, expert_numel_);
+  // 4. AdamW on this rank's parameters.
+  opt_.step(params_.f32(), grads_.f32(), step);
+  last_a2a_ = ep_->stats().total_bytes() - a2a;
+  last_dense_ = world_.stats().total_bytes() - dense;
+  last_expert_ = edp_.stats().total_bytes() - expert;
+  last_G_ = G, last_T_ = T;
+  last_routing_ = sum_over(metrics_, model_.moe()->stats());
+  return metrics_.sum(local);
+}
+
+double ExpertParallelStrategy::eval_loss(const int32_t* tokens, const int32_t* targets,
+                                         int global_batch, int T) {
+  const int W = world_.size();
+  const double local =
+      forward_loss(model_, params_.f32(), tokens, targets, global_batch / W, T);
+  return metrics_.sum(local) / W;  // the mean of W means over equal numbers of tokens
+}
+
+void ExpertParallelStrategy::get_state(float* params, float* exp_avg, float* exp_avg_sq) {
+  // Each expert lives on one rank of the expert-parallel group: write ours into zeros, Σ over
+  // the group (the experts are disjoint), then the replicated tensors from this rank.
+  const GPTLayout& lay = model_.layout();
+  const int64_t full = GPT(model_.config()).layout().num_params();
+  Tensor buf = Tensor::empty({full}, DType::kF32, MemCategory::kOther);
+  for (auto [local, out] : {std::pair<const float*, float*>{params_.f32(), params},
+                            {opt_.exp_avg().f32(), exp_avg},
+                            {opt_.exp_avg_sq().f32(), exp_avg_sq}}) {
+    buf.fill(0.0f);
+    for (const ParamSpec& p : lay.params())
+      if (p.split == Split::kExpert)
+        std::memcpy(buf.f32() + p.global_offset, local + p.offset, p.numel * 4);
+    book_->all_reduce(buf, ReduceOp::kSum);
+    lay.copy_to_full(local, buf.f32());  // the replicated tensors (and ours again)
+    std::memcpy(out, buf.f32(), full * 4);
+  }
+}
+
+void ExpertParallelStrategy::set_state(const float* params, const float* exp_avg,
+                                       const float* exp_avg_sq) {
+  const GPTLayout& lay = model_.layout();
+  lay.copy_from_full(params, params_.f32());
+  lay.copy_from_full(exp_avg, opt_.exp_avg().f32());
+  lay.copy_from_full(exp_avg_sq, opt_.exp_avg_sq().f32());
+}
+
+std::vector<ReportRow> ExpertParallelStrategy::report() const {
+  const MemoryTracker& mt = MemoryTracker::instance();
+  const GPTConfig& c = model_.config();
+  const int W = world_.size(), ep = ep_->size(), D = W / ep;
+  const MoeParamCounts n = MoeParamCounts::of(c, ep);
+  const double psi = n.dense + n.experts;
+  return {
+      {"parameters", static_cast<double>(mt.current(MemCategory::kParameters)), 4 * psi,
+       "4(Ψ_d+Ψ_x)"},
+      {"gradients", static_cast<double>(mt.current(MemCategory::kGradients)), 4 * psi,
+       "4(Ψ_d+Ψ_x)"},
+      {"optimizer state", static_cast<double>(mt.current(MemCategory::kOptimizerState)), 8 * psi,
+       "8(Ψ_d+Ψ_x)"},
+      {"all_to_all/step", last_a2a_, moe_all_to_all_bytes(c, ep, last_G_, last_T_),
+       "4L_m(ep-1)/ep·4EG·cap·C"},
+      {"dense all_reduce/step", last_dense_, 2.0 * (W - 1) / W * 4 * n.dense, "2(W-1)/W·4Ψ_d"},
+      {"expert all_reduce/step", last_expert_, 2.0 * (D - 1) / D * 4 * n.experts,
+       "2(D-1)/D·4Ψ_x"},
+  };
+}
+
+void ExpertParallelStrategy::finish() {
+  log_info("{}", routing_summary(last_routing_, model_.config(), last_T_));
+}
+
+}  // namespace llmp
