@@ -41,6 +41,22 @@ GPTConfig model() {
   return c;
 }
 
+// A mixture of experts: the estimate's parameters are the layout's, on one rank and on a rank of
+// the moe stage's expert-parallel group (in the grid's tp slot: experts split, the rest whole).
+TEST(Resources, MixtureOfExpertsParametersAreTheLayouts) {
+  for (const char* preset : {"moe-tiny", "moe-mini"})
+    for (const int ep : {1, 2, 4}) {
+      const GPTConfig mc = GPTConfig::preset(preset);
+      TrainConfig cfg;
+      cfg.world_size = ep;
+      cfg.global_batch = 4;
+      const RankMemoryEstimate e =
+          estimate_rank_memory(mc, cfg, {1, 1, ep}, DPStage::kBaseline);
+      EXPECT_DOUBLE_EQ(e.params_per_rank, double(GPTLayout(mc, 1, 0, ep, 0).num_params()))
+          << preset << " ep=" << ep;
+    }
+}
+
 TEST(Resources, EstimateIsWhatDdpAllocatesAndALowerBoundOfItsActivations) {
   const int N = test_world().size(), B = 3 * N;
   TrainConfig cfg;

@@ -26,11 +26,18 @@ RankMemoryEstimate estimate_rank_memory(const GPTConfig& mc, const TrainConfig& 
   // Doubles throughout: --layers 2147483647 or --global_batch 2147483647 overflow no product.
   const double blocks = std::ceil(double(mc.layers) / std::max(1, grid.pp));
   const TpModelDims dims{mc.vocab, mc.ctx, static_cast<int64_t>(blocks), mc.d, mc.heads};
-  const int t = std::max(1, grid.tp), dp = std::max(1, grid.dp);
+  // A mixture of experts (the moe stage) puts its expert-parallel group in the grid's tp slot:
+  // the experts are split over it, everything else is whole.
+  const int ep = mc.experts > 0 ? std::max(1, grid.tp) : 1;
+  const int t = mc.experts > 0 ? 1 : std::max(1, grid.tp), dp = std::max(1, grid.dp);
   // --precision bf16 / fp16: 2-byte parameters and gradients, K = 12, 2-byte activations.
   const bool mixed = is_mixed(parse_precision(cfg.precision));
   RankMemoryEstimate e;
   e.params_per_rank = tp_params_per_rank(dims, t);
+  if (mc.experts > 0) {  // a MoE block: its MLP becomes a router and E experts (E/ep on a rank)
+    const double C = mc.d, mlp = 8 * C * C + 5 * C, moe_blocks = std::floor(blocks / mc.moe_every);
+    e.params_per_rank += moe_blocks * (C * mc.experts + double(mc.experts) / ep * mlp - mlp);
+  }
   e.model_states =
       plan_memory(stage, e.params_per_rank, dp, mixed ? Precision::mixed_adam() : Precision::fp32())
           .total();
