@@ -17,11 +17,13 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-# The CI subset (~1/3 of the suite): the shared layer's unit tests, the CPU kernels (the fp16/bf16
-# conversions), ZeRO-1/2/3 (the sharded AdamW ranges and padding, 16-bit shards) and one pipeline
-# stage.
-ASAN_CI_TARGETS=(//common/... //kernels/cpu:all //stages/zero1:all //stages/zero2:all
-                 //stages/zero3:all
+# The CI subset (~1/3 of the suite): the shared layer's unit tests (the mixture of experts'
+# dispatch buffers among them), the CPU kernels (the fp16/bf16 conversions), ZeRO-1/2/3 (the
+# sharded AdamW ranges and padding, 16-bit shards) and one pipeline stage. The long-sequence cores
+# (common/cp) are left to a full `tools/asan.sh` run (they passed it when they landed): CI's
+# 30 minutes on 2 cores have room for one sanitizer build of the shared layer, not all of it.
+ASAN_CI_TARGETS=(//common/... -//common/cp/... //kernels/cpu:all //stages/zero1:all
+                 //stages/zero2:all //stages/zero3:all
                  //stages/1f1b:all)
 
 targets=("$@")
@@ -33,4 +35,4 @@ fi
 # --build_tests_only: the sanitizer build compiles what the tests need (and the binaries they
 # run), not every binary and library the patterns match (benchmarks, tools): its compile is most
 # of .ci/run's ASan time. The normal build (bazel test //...) still compiles everything.
-exec bazel test --config=asan --build_tests_only --color=no --curses=no "${targets[@]}"
+exec bazel test --config=asan --build_tests_only --color=no --curses=no -- "${targets[@]}"
