@@ -317,7 +317,12 @@ INSTANTIATE_TEST_SUITE_P(TopK, RouteBackwardFd,
                          ::testing::Values(FdCase{1, 4, 4, 3, 1.0, 0.5},
                                            FdCase{2, 4, 4, 3, 1.0, 0.5},
                                            FdCase{3, 5, 5, 2, 0.8, 0.7},
-                                           FdCase{2, 8, 8, 2, 0.5, 0.0}));
+                                           FdCase{2, 8, 8, 2, 0.5, 0.0}),
+                         [](const ::testing::TestParamInfo<FdCase>& i) {
+                           return "k" + std::to_string(i.param.k) + "_E" +
+                                  std::to_string(i.param.E) +
+                                  (i.param.a > 0 ? "_aux" : "_noaux");
+                         });
 
 }  // namespace
 }  // namespace llmp
