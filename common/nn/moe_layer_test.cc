@@ -60,7 +60,8 @@ struct MoeBlock {
 
 Tensor random_input(uint64_t seed) {
   Tensor x = Tensor::empty({kB, kT, 32}, DType::kF32, MemCategory::kActivations);
-  for (int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = static_cast<float>(2 * uniform_at(seed, i) - 1);
+  for (int64_t i = 0; i < x.numel(); ++i)
+    x.f32()[i] = static_cast<float>(2 * uniform_at(seed, i) - 1);
   return x;
 }
 
@@ -138,7 +139,8 @@ TEST_P(IdenticalExperts, AreTheDenseMlpScaledByTheGates) {
   const GPT dense(GPTConfig::preset("tiny"));
   std::vector<float> dp(dense.layout().num_params());
   dense.init_params(dp.data(), 11);
-  for (size_t i = 0; i < dp.size(); ++i) dp[i] += static_cast<float>(0.1 * (uniform_at(12, i) - 0.5));
+  for (size_t i = 0; i < dp.size(); ++i)
+    dp[i] += static_cast<float>(0.1 * (uniform_at(12, i) - 0.5));
   // The MoE block's ln_1, attention and ln_2 from the dense block; every expert = its MLP.
   auto copy = [&](const std::string& to, const std::string& from) {
     const ParamSpec& d = dense.layout().find(from);
@@ -155,13 +157,13 @@ TEST_P(IdenticalExperts, AreTheDenseMlpScaledByTheGates) {
   const Tensor x = random_input(4);
   BlockCache mc, dc;
   const Tensor mout = s.m.block_forward(kLayer, s.unit(), x, kB, kT, &mc);
-  const Tensor dout =
-      dense.block_forward(kLayer, dp.data() + dense.layout().unit_offset(1 + kLayer), x, kB, kT, &dc);
+  const float* dense_unit = dp.data() + dense.layout().unit_offset(1 + kLayer);
+  const Tensor dout = dense.block_forward(kLayer, dense_unit, x, kB, kT, &dc);
   const int C = s.cfg.d, E = s.cfg.experts, n = kB * kT;
   ASSERT_EQ(std::memcmp(mc.res1.f32(), dc.res1.f32(), mc.res1.nbytes()), 0)
       << "the attention sub-layers differ";
   // g = Σ of the kept gates: p_{e1} for k = 1 (probabilities from the logits, in double);
-  // p_{e1}/(p_{e1}) + ... = 1 for k = 2.
+  // (p_{e1} + p_{e2})/(p_{e1} + p_{e2}) = 1 for k = 2.
   const std::vector<float> z = router_logits(s, mc.res1);
   double worst = 0, g_min = 1, mlp_max = 0;
   for (int t = 0; t < n; ++t) {
