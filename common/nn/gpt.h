@@ -71,7 +71,9 @@ struct GPTConfig {
   /// gpt2: L=12 C=768 H=12 T=1024 V=50257 (124,439,808 parameters).
   /// moe-tiny: tiny with block 1 a mixture of E=4 experts, top-2, c=1 (drops tokens), α=0.01.
   /// moe-mini: mini with blocks 1 and 3 mixtures of E=8 experts, top-1 (Switch), c=1.25,
-  /// α=0.01 (2,680,320 parameters; the FLOPs per token of mini plus the router's).
+  /// α=0.01 (2,680,320 parameters; each token through one 4C-wide MLP per block as in mini,
+  /// plus the router, while the experts multiply every capacity slot: E·⌈T·c/E⌉ rows per
+  /// sequence of T, 1.25× the MoE blocks' MLP FLOPs; moe.h).
   /// Throws std::invalid_argument("unknown model preset 'x' (expected tiny, mini, gpt2,
   /// moe-tiny or moe-mini)").
   static GPTConfig preset(const std::string& name);
