@@ -83,7 +83,8 @@ GPTLayout::GPTLayout(const GPTConfig& cfg, int t, int r, int ep, int ep_rank)
       throw std::invalid_argument("a mixture of experts is not split by tensor parallelism (t=" +
                                   str(t) + ")");
   }
-  if (ep < 1 || ep_rank < 0 || ep_rank >= ep || (ep > 1 && (cfg.experts == 0 || cfg.experts % ep != 0)))
+  if (ep < 1 || ep_rank < 0 || ep_rank >= ep ||
+      (ep > 1 && (cfg.experts == 0 || cfg.experts % ep != 0)))
     throw std::invalid_argument("expert-parallel size " + str(ep) + " (rank " + str(ep_rank) +
                                 ") does not divide experts=" + str(cfg.experts));
   shape_ = shape_for(cfg, t);
