@@ -15,8 +15,9 @@
 
 namespace llmp {
 
-GPTConfig moe_tiny(int top_k, double capacity_factor, int moe_every) {
+GPTConfig moe_tiny(int top_k, double capacity_factor, int moe_every, int experts) {
   GPTConfig c = GPTConfig::preset("moe-tiny");
+  c.experts = experts;
   c.top_k = top_k;
   c.capacity_factor = capacity_factor;
   c.moe_every = moe_every;
@@ -94,9 +95,9 @@ MoeEquivalence run_moe_against_baseline(const GPTConfig& config, int ep, int ste
       if (d > worst) worst = d, res.worst_param = p.name;
     }
   if (print)
-    std::printf("W %d, ep %d, k %d, c %g, moe_every %d: largest relative difference: losses "
+    std::printf("W %d, ep %d, E %d, k %d, c %g, moe_every %d: largest relative difference: losses "
                 "%.3e, parameters %.3e (largest |diff| in %s); dropped %lld of %lld\n",
-                test_world().size(), ep, config.top_k, config.capacity_factor, config.moe_every,
+                test_world().size(), ep, config.experts, config.top_k, config.capacity_factor, config.moe_every,
                 res.max_loss_rel, res.max_param_rel, res.worst_param.c_str(),
                 static_cast<long long>(out.routing.dropped),
                 static_cast<long long>(out.routing.assignments));

@@ -25,9 +25,9 @@
 
 namespace llmp {
 
-/// moe-tiny (L = 2, C = 32, H = 2, T = 16, V = 256, E = 4; block 1 MoE) with k, c and n
-/// (moe_every) set: moe_tiny(2, 1.0, 2) is the preset itself.
-GPTConfig moe_tiny(int top_k, double capacity_factor, int moe_every);
+/// moe-tiny (L = 2, C = 32, H = 2, T = 16, V = 256, E = 4; block 1 MoE) with k, c, n
+/// (moe_every) and E set: moe_tiny(2, 1.0, 2) is the preset itself.
+GPTConfig moe_tiny(int top_k, double capacity_factor, int moe_every, int experts = 4);
 
 /// The stage's grid W/ep × 1 × ep over all ranks, one per ep for the whole test binary (the
 /// strategy keeps references to its groups, so they must outlive it). Collective on first use.

@@ -62,6 +62,13 @@ TEST(Moe, EveryBlockAMixtureMatchesTheBaseline) {
   expect_matches_baseline(moe_tiny(2, 1.0, /*every=*/1), test_world().size());
 }
 
+TEST(Moe, SeveralExpertsPerRankMatchTheBaseline) {
+  // E = 8: E/ep = 4 experts per rank at W = 2, 2 at W = 4, so the dispatch buffer's chunks
+  // (ep, E/ep, G, cap, C) are neither one expert per rank nor square (E/ep = ep): an expert→rank
+  // mix-up in the all_to_all's chunking shows. cap = ⌈2·16·1/8⌉ = 4.
+  expect_matches_baseline(moe_tiny(2, 1.0, 2, /*experts=*/8), test_world().size());
+}
+
 TEST(Moe, ExpertDataParallelMatchesTheBaselineAtEpBelowW) {
   const int W = test_world().size();
   if (W == 1) GTEST_SKIP() << "ep < W needs two ranks";
