@@ -26,8 +26,8 @@ fast=(--steps 1 --eval_every 0 --quiet)
 # Refused before any rank starts: expect's one line, and exit status 2 (user_error).
 expect_before_launch() {
   local name=$1
+  if [[ "$skip" == *" $name "* ]]; then echo "skip $name (left out by --skip: see the BUILD rule)"; return; fi
   expect "$@"
-  [[ "$skip" == *" $name "* ]] && return
   shift 3
   timeout 120 "$@" >/dev/null 2>&1
   local rc=$?
@@ -41,7 +41,7 @@ expect_before_launch() {
 expect_in_ranks() {
   local name=$1 want=$2
   shift 3
-  if [[ "$skip" == *" $name "* ]]; then echo "skip $name"; return; fi
+  if [[ "$skip" == *" $name "* ]]; then echo "skip $name (left out by --skip: see the BUILD rule)"; return; fi
   local err="$expect_tmp/err" rc lines named
   timeout 120 mpiexec -n 4 "$@" >/dev/null 2>"$err"
   rc=$?
