@@ -16,7 +16,9 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fails=0
 # "step 4/5 | loss 5.3672 | ..." lines: "4 5.3672" per step; and the routing line.
-losses() { grep -o '^step [0-9]*/[0-9]* | loss [0-9.]*' | awk '{split($2, s, "/"); print s[1], $5}'; }
+losses() {
+  grep -o '^step [0-9]*/[0-9]* | loss [0-9.]*' | awk '{split($2, s, "/"); print s[1], $5}'
+}
 routing() { grep -o 'routing (last step.*' | tail -1; }
 run() { timeout 300 "$@" --model moe-tiny --global_batch 8 --eval_every 0 --log_every 1 2>&1; }
 
@@ -25,7 +27,8 @@ run "$moe" --world_size 4 --ep 4 --steps 5 >"$tmp/ref.out" ||
 want=$(losses <"$tmp/ref.out" | awk '$1 >= 4')
 want_routing=$(routing <"$tmp/ref.out")
 echo "reference (5 steps, ep 4): steps 4 and 5: $(echo $want)"
-[ "$(echo "$want" | wc -l)" -eq 2 ] || { echo "FAIL no step 4 and 5 losses in the reference"; exit 1; }
+[ "$(echo "$want" | wc -l)" -eq 2 ] ||
+  { echo "FAIL no step 4 and 5 losses in the reference"; exit 1; }
 
 # check NAME OUTPUT_FILE: steps 4, 5 and the routing line against the reference.
 check() {

@@ -97,7 +97,8 @@ MoeEquivalence run_moe_against_baseline(const GPTConfig& config, int ep, int ste
   if (print)
     std::printf("W %d, ep %d, E %d, k %d, c %g, moe_every %d: largest relative difference: losses "
                 "%.3e, parameters %.3e (largest |diff| in %s); dropped %lld of %lld\n",
-                test_world().size(), ep, config.experts, config.top_k, config.capacity_factor, config.moe_every,
+                test_world().size(), ep, config.experts, config.top_k, config.capacity_factor,
+                config.moe_every,
                 res.max_loss_rel, res.max_param_rel, res.worst_param.c_str(),
                 static_cast<long long>(out.routing.dropped),
                 static_cast<long long>(out.routing.assignments));

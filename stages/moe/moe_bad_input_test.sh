@@ -26,7 +26,9 @@ fast=(--steps 1 --eval_every 0 --quiet)
 # Refused before any rank starts: expect's one line, and exit status 2 (user_error).
 expect_before_launch() {
   local name=$1
-  if [[ "$skip" == *" $name "* ]]; then echo "skip $name (left out by --skip: see the BUILD rule)"; return; fi
+  if [[ "$skip" == *" $name "* ]]; then
+    echo "skip $name (left out by --skip: see the BUILD rule)"; return
+  fi
   expect "$@"
   shift 3
   timeout 120 "$@" >/dev/null 2>&1
@@ -41,7 +43,9 @@ expect_before_launch() {
 expect_in_ranks() {
   local name=$1 want=$2
   shift 3
-  if [[ "$skip" == *" $name "* ]]; then echo "skip $name (left out by --skip: see the BUILD rule)"; return; fi
+  if [[ "$skip" == *" $name "* ]]; then
+    echo "skip $name (left out by --skip: see the BUILD rule)"; return
+  fi
   local err="$expect_tmp/err" rc lines named
   timeout 120 mpiexec -n 4 "$@" >/dev/null 2>"$err"
   rc=$?
@@ -60,7 +64,8 @@ expect_in_ranks() {
 }
 
 if [ -n "$moe" ]; then
-  expect_before_launch experts_not_divisible_by_ep "experts E=6 are not divisible by expert-parallel size ep=4" -- \
+  expect_before_launch experts_not_divisible_by_ep \
+    "experts E=6 are not divisible by expert-parallel size ep=4" -- \
     "$moe" "${fast[@]}" --experts 6 --ep 4
   expect_before_launch top_k_exceeds_experts "top_k=9 exceeds experts=8" -- \
     "$moe" "${fast[@]}" --model moe-mini --top_k 9
