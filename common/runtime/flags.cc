@@ -179,6 +179,7 @@ std::string validation_error(const TrainConfig& cfg, int dp_size) {
                                 {"top_k", cfg.top_k}, {"moe_every", cfg.moe_every}})
     if (v < -1) return std::string(flag) + " " + std::to_string(v) + " must not be negative";
   if (cfg.moe_every == 0) return "moe_every 0 must be at least 1";
+  if (cfg.top_k == 0) return "top_k 0 must be at least 1 (-1: the preset's)";
   if (!std::isnan(cfg.capacity_factor) && !(cfg.capacity_factor > 0 && std::isfinite(cfg.capacity_factor)))
     return "capacity factor " + format_double(cfg.capacity_factor) + " must be > 0";
   if (!std::isnan(cfg.aux_loss_coef) && !(cfg.aux_loss_coef >= 0 && std::isfinite(cfg.aux_loss_coef)))

@@ -250,6 +250,8 @@ TEST(Flags, MixtureOfExpertsValues) {
   EXPECT_EQ(validation_error(c), "");
   c.top_k = -3;
   EXPECT_EQ(validation_error(c), "top_k -3 must not be negative");
+  c.top_k = 0;
+  EXPECT_EQ(validation_error(c), "top_k 0 must be at least 1 (-1: the preset's)");
   c.top_k = -1;
   c.moe_every = 0;
   EXPECT_EQ(validation_error(c), "moe_every 0 must be at least 1");

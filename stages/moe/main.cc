@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include <memory>
+#include <stdexcept>
 #include <string>
 
 #include "common/runtime/check.h"
@@ -15,7 +16,28 @@
 namespace {
 int ep_flag = 0;  // --ep: expert-parallel size (0: the world size)
 
-int ep_of(const llmp::TrainConfig& cfg) { return ep_flag > 0 ? ep_flag : cfg.world_size; }
+int ep_of(const llmp::TrainConfig& cfg) { return ep_flag == 0 ? cfg.world_size : ep_flag; }
+
+/// "" when the run can be split as asked, else the one line naming the values.
+std::string split_error(const llmp::TrainConfig& cfg) {
+  const int ep = ep_of(cfg);
+  const llmp::GPTConfig mc = llmp::model_config(cfg);
+  if (mc.experts == 0)
+    return "--model " + mc.name + " has no experts (use --model moe-mini, or --experts E)";
+  if (ep < 1)
+    return "expert-parallel size --ep " + std::to_string(ep) + " must be positive (0: the "
+           "world size)";
+  if (cfg.world_size % ep != 0)
+    return "expert-parallel size --ep " + std::to_string(ep) + " does not divide world size " +
+           std::to_string(cfg.world_size);
+  if (mc.experts % ep != 0)
+    return "experts E=" + std::to_string(mc.experts) +
+           " are not divisible by expert-parallel size ep=" + std::to_string(ep);
+  if (cfg.global_batch % cfg.world_size != 0)
+    return "global batch " + std::to_string(cfg.global_batch) + " is not divisible by world "
+           "size " + std::to_string(cfg.world_size) + " (every rank reads its own sequences)";
+  return "";
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -30,29 +52,21 @@ int main(int argc, char** argv) {
                    "expert-parallel size: ranks the experts are split over (0: --world_size)")
         ->capture_default_str();
   };
+  // An ep that does not fit keeps the plain grid, so that split_error (below), not the grid's
+  // own check, names what is wrong.
   spec.grid = [](const llmp::TrainConfig& cfg) {
     const int ep = ep_of(cfg);
     return ep >= 1 && cfg.world_size % ep == 0 ? llmp::expert_parallel_grid(cfg.world_size, ep)
                                                : llmp::GridShape{cfg.world_size, 1, 1};
   };
+  // Before launch: one line, exit 2. Inside the ranks (started by mpiexec directly, which skips
+  // the launcher's checks) the same line from every rank, before anything is built.
   spec.validate = [](const llmp::TrainConfig& cfg) {
-    const int ep = ep_of(cfg);
-    const llmp::GPTConfig mc = llmp::model_config(cfg);
-    if (mc.experts == 0)
-      llmp::user_error("--model " + mc.name + " has no experts (use --model moe-mini, or "
-                       "--experts E)");
-    if (ep < 1 || cfg.world_size % ep != 0)
-      llmp::user_error("expert-parallel size --ep " + std::to_string(ep) +
-                       " does not divide world size " + std::to_string(cfg.world_size));
-    if (mc.experts % ep != 0)
-      llmp::user_error("experts E=" + std::to_string(mc.experts) +
-                       " are not divisible by expert-parallel size ep=" + std::to_string(ep));
-    if (cfg.global_batch % cfg.world_size != 0)
-      llmp::user_error("global batch " + std::to_string(cfg.global_batch) +
-                       " is not divisible by world size " + std::to_string(cfg.world_size) +
-                       " (every rank reads its own sequences)");
+    if (const std::string err = split_error(cfg); !err.empty()) llmp::user_error(err);
   };
   spec.make = [](const llmp::StageContext& ctx) -> std::unique_ptr<llmp::Strategy> {
+    if (const std::string err = split_error(ctx.cfg); !err.empty())
+      throw std::invalid_argument(err);
     return std::make_unique<llmp::ExpertParallelStrategy>(ctx.model, ctx.grid, ctx.opt,
                                                           ctx.cfg.seed);
   };

@@ -82,7 +82,8 @@ if [ -n "$moe" ]; then
   expect_before_launch recompute_moe "--recompute full: a mixture of experts" -- \
     "$moe" "${fast[@]}" --recompute full
   # The same refusals inside the ranks: every rank ends.
-  expect_in_ranks experts_not_divisible_in_ranks "experts=6" -- \
+  expect_in_ranks experts_not_divisible_in_ranks \
+    "experts E=6 are not divisible by expert-parallel size ep=4" -- \
     "$moe" --world_size 4 "${fast[@]}" --experts 6 --ep 4
   expect_in_ranks top_k_in_ranks "top_k=9 exceeds experts=8" -- \
     "$moe" --world_size 4 "${fast[@]}" --top_k 9
