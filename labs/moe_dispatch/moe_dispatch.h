@@ -94,7 +94,8 @@ using ExpertFn = std::function<Tensor(int e, const Tensor& rows)>;
 ///      output for the row this rank put at D[e][g][s];
 ///   5. combine: out[t] = Σ_{j: slot ≥ 0} gate[t,j] · Yd[e_j][t/S][slot[t,j]]; a dropped
 ///      assignment adds nothing (in a transformer the residual connection carries the token).
-/// expert is never called for an expert this rank does not hold. Forward only, f32.
+/// expert is never called for an expert this rank does not hold; an expert that returns another
+/// shape than its rows' ends every rank with LLMP_CHECK naming both. Forward only, f32.
 ///
 /// Collective: every rank of ep_group calls it with the same E, k, S, cap, C and n (so G is the
 /// same), each with its own tokens and routing. On one rank both all_to_alls are copies.
@@ -102,8 +103,8 @@ using ExpertFn = std::function<Tensor(int e, const Tensor& rows)>;
 /// bytes per rank (ep_group.stats()), 0 on one rank; no other communication.
 /// Throws std::invalid_argument, one line naming the values, before any communication, when:
 /// E is not divisible by ep ("experts=6 are not divisible by ep=4"); x is not a 2-D host f32
-/// tensor with routing.n rows; routing's vectors are not (n, k) or its E, k, S, cap do not route
-/// (as route_top_k's checks).
+/// tensor with routing.n rows; routing's vectors are not (n, k), an expert is outside [0, E) or a
+/// slot outside [-1, cap), or its E, k, S, cap do not route (as route_top_k's checks).
 Tensor moe_dispatch_combine(ProcessGroup& ep_group, const Tensor& x, const TopKRouting& routing,
                             const ExpertFn& expert);
 

@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "common/runtime/check.h"
 #include "labs/moe_dispatch/moe_dispatch.h"
 
 namespace llmp {
@@ -71,6 +72,13 @@ Tensor moe_dispatch_combine(ProcessGroup& ep_group, const Tensor& x, const TopKR
       rt.slot.size() != size_t(n) * k)
     throw std::invalid_argument("moe_dispatch_combine: want x (n=" + std::to_string(n) +
                                 ", C) host f32 and (n, k) routing vectors, got x " + x.describe());
+  for (int i = 0; i < n * k; ++i)
+    if (rt.expert[i] < 0 || rt.expert[i] >= E || rt.slot[i] < -1 || rt.slot[i] >= rt.cap)
+      throw std::invalid_argument("moe_dispatch_combine: assignment (" + std::to_string(i / k) +
+                                  ", " + std::to_string(i % k) + ") has expert " +
+                                  std::to_string(rt.expert[i]) + " of " + std::to_string(E) +
+                                  ", slot " + std::to_string(rt.slot[i]) + " of cap " +
+                                  std::to_string(rt.cap));
   const int64_t C = x.dim(1), G = n / rt.S, cap = rt.cap, El = E / ep, M = ep * G * cap;
   auto row = [&](int t, int j) { return ((int64_t(rt.expert[t * k + j]) * G + t / rt.S) * cap +
                                          rt.slot[t * k + j]) * C; };
@@ -90,9 +98,8 @@ Tensor moe_dispatch_combine(ProcessGroup& ep_group, const Tensor& x, const TopKR
     for (int i = 0; i < ep; ++i)
       std::copy_n(X.f32() + (int64_t(i) * El + l) * block, block, Xe.f32() + i * block);
     const Tensor Ye = expert(r * El + l, Xe);
-    if (Ye.shape() != Xe.shape())
-      throw std::invalid_argument("expert " + std::to_string(r * El + l) + " returned " +
-                                  Ye.describe() + " for rows " + Xe.describe());
+    LLMP_CHECK(Ye.shape() == Xe.shape(), "expert " + std::to_string(r * El + l) + " returned " +
+                                             Ye.describe() + " for rows " + Xe.describe());
     for (int i = 0; i < ep; ++i)
       std::copy_n(Ye.f32() + i * block, block, Y.f32() + (int64_t(i) * El + l) * block);
   }
