@@ -57,7 +57,10 @@ struct ModelRow {
   int64_t flops_measured = 0;  ///< the counter over all training steps (flops.h)
   int64_t flops_formula = 0;   ///< training_step_flops × steps
   int64_t steps = 0;
-  double tokens_per_s = 0;     ///< over the steps after the first (the first warms up)
+  double tokens_per_s = 0;     ///< over the steps after the first (the first warms up), wall clock
+  /// The same tokens over the process's CPU time in those steps: what the run costs when other
+  /// work shares the cores (the wall clock then counts the time the process waited too).
+  double tokens_per_cpu_s = 0;
   double train_loss = 0;       ///< the last step's mean cross-entropy (nats/token)
   double val_loss = 0;         ///< after the last step, mean over the validation batches
   std::vector<std::pair<int64_t, double>> val_curve;  ///< (step, validation loss)

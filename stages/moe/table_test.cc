@@ -79,6 +79,7 @@ TEST(MoeTable, RowsShowWhatTheReadmeSays) {
     EXPECT_TRUE(std::isfinite(r->train_loss)) << r->model;
     EXPECT_TRUE(std::isfinite(r->val_loss)) << r->model;
     EXPECT_GT(r->tokens_per_s, 0) << r->model;
+    EXPECT_GT(r->tokens_per_cpu_s, 0) << r->model;
     ASSERT_EQ(r->val_curve.size(), 2u) << r->model;
     EXPECT_EQ(r->val_curve[0].first, 2);
     EXPECT_EQ(r->val_curve[1].first, 4);
