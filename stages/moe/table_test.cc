@@ -1,5 +1,6 @@
 // What the dense-vs-MoE table (README.md, "Dense vs mixture of experts") claims, checked on the
-// tiny pair: tiny against moe-tiny made top-1 (block 1 a mixture of E = 4 experts), 4 steps of B = 4 sequences.
+// tiny pair: tiny against moe-tiny made top-1 (block 1 a mixture of E = 4 experts), 4 steps of
+// B = 4 sequences.
 //
 // Hand-worked counts (kernels/cpu/flops.h's convention; tiny: V = 256, T = 16, C = 32, H = 2, L = 2):
 //   tiny, per token      6·(V·C + 12C²·L) = 6·(8,192 + 24,576) = 196,608
