@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "common/nn/gpt.h"
+#include "common/testing/files.h"
 #include "common/nn/init.h"
 
 namespace llmp {
@@ -43,15 +44,7 @@ int64_t closed_form(const GPTConfig& c) {
          moe * (4 * C * C + 8 * C + C * E + E * (8 * C * C + 5 * C)) + 2 * C;
 }
 
-template <typename F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const std::invalid_argument& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::error_of;  // common/testing/files.h
 
 bool has(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;

@@ -27,6 +27,7 @@
 
 #include "common/nn/init.h"
 #include "common/nn/moe_routing.h"
+#include "common/testing/files.h"
 
 namespace llmp {
 namespace {
@@ -39,16 +40,7 @@ std::vector<float> log_probs(const std::vector<std::vector<double>>& p) {
   return z;
 }
 
-/// The message of the std::invalid_argument `f` throws ("" when it throws nothing).
-template <typename F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const std::invalid_argument& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::error_of;  // common/testing/files.h
 
 bool has(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
