@@ -62,6 +62,7 @@ struct GPTConfig {
   int moe_every = 1;             ///< block l is MoE when (l+1) % moe_every == 0 (2: GLaM's half)
   double capacity_factor = 1.25; ///< c: ⌈k·T·c/E⌉ slots per expert per sequence (moe_routing.h)
   double aux_loss_coef = 0.01;   ///< α: the loss is CE + α·Σ_MoE-blocks mean_seq(E·Σ_e f_e·P_e)
+  double z_loss_coef = 0;        ///< β: + β·Σ_MoE-blocks mean_token(lse²), ST-MoE's z-loss; 0 off
   /// Whether block l's MLP is a mixture of experts.
   bool is_moe_block(int l) const { return experts > 0 && (l + 1) % moe_every == 0; }
   /// Number of MoE blocks: ⌊L / moe_every⌋ (0 for a dense model).

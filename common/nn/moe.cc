@@ -89,7 +89,7 @@ Tensor moe_forward(const GPTConfig& cfg, const BlockShape& s, MoeContext& ctx, c
   for (int t = 0; t < n; ++t) ++st.first[r.expert[t * k]];
   st.assignments += static_cast<int64_t>(n) * k;
   for (int e = 0; e < E; ++e) st.dropped += r.routed[e] - r.kept[e];
-  st.aux_sum += r.aux_sum, st.aux_terms += G, ++st.forwards;
+  st.aux_sum += r.aux_sum, st.aux_terms += G, st.z_sum += r.z_sum, ++st.forwards;
   // Dispatch: D[e][g][s] = ln2[t] (E,G,cap,C); to the experts' ranks.     sends (ep-1)/ep·4·|D|
   Tensor x;
   {
@@ -182,11 +182,11 @@ Tensor moe_backward_input(const GPTConfig& cfg, const BlockShape& s, MoeContext&
   c->fch = Tensor();  // W needs only GELU's output
   // Back to the tokens (the dispatch's backward).                    sends (ep-1)/ep·4·|D|
   const Tensor dD = comm.all_to_all(swap_leading(dx, held, ep, MemCategory::kCommBuffers));
-  // The router: dlogits from the gates and the load-balancing loss (weight α per sequence of
-  // the global mean: α·loss_scale·T), then dln2 = dlogits @ W_routerᵀ + Σ_j dD[row(t,j)].
+  // The router: dlogits from the gates, the load-balancing loss (weight α per sequence of the
+  // global mean: α·loss_scale·T) and the z-loss (β per token: β·loss_scale), then dln2 = dlogits @ W_routerᵀ + Σ_j dD[row(t,j)].
   keep->dlogits = activation({n / r.S, r.S, E}, DType::kF32);
   route_backward(r, dgate.data(), cfg.aux_loss_coef * ctx.loss_scale() * r.S,
-                 keep->dlogits.f32());
+                 keep->dlogits.f32(), cfg.z_loss_coef * ctx.loss_scale());
   keep->dln = activation({n / r.S, r.S, C}, DType::kF32);
   cpu::matmul_backward_input(keep->dln.f32(), keep->dlogits.f32(), mp.router, n, C, E);
   for (int t = 0; t < n; ++t)

@@ -67,6 +67,7 @@ struct MoeStats {
   int64_t dropped = 0;          ///< assignments over capacity
   double aux_sum = 0;           ///< Σ over MoE blocks and sequences of E·Σ_e f_e·P_e
   int64_t aux_terms = 0;        ///< how many (block, sequence) terms aux_sum holds
+  double z_sum = 0;             ///< Σ over MoE blocks and tokens of lse² (the router z-loss)
   int64_t forwards = 0;         ///< MoE block forwards run
   void reset(int E);
 };

@@ -1,5 +1,6 @@
 // Finite-difference gradient checks of the mixture-of-experts GPT (moe.h) on moe-tiny: the
-// whole model's loss, cross-entropy plus α times the load-balancing loss, against the backward,
+// whole model's loss, cross-entropy plus α times the load-balancing loss (and β times the router
+// z-loss in one case), against the backward,
 // sampling entries of every tensor (the router, each expert, the dense parts), for top-1 and
 // top-2 with a capacity factor that drops tokens.
 //
@@ -32,13 +33,15 @@ struct Case {
   int k;
   double c;
   double alpha;
+  double beta = 0;  // the router z-loss
 };
 
 class MoeGradCheck : public ::testing::TestWithParam<Case> {};
 
 TEST_P(MoeGradCheck, WholeModel) {
   GPTConfig cfg = GPTConfig::preset("moe-tiny");
-  cfg.top_k = GetParam().k, cfg.capacity_factor = GetParam().c, cfg.aux_loss_coef = GetParam().alpha;
+  cfg.top_k = GetParam().k, cfg.capacity_factor = GetParam().c;
+  cfg.aux_loss_coef = GetParam().alpha, cfg.z_loss_coef = GetParam().beta;
   const GPT m(cfg);
   const GPTLayout& lay = m.layout();
   const int B = 2, T = 8;
@@ -58,17 +61,22 @@ TEST_P(MoeGradCheck, WholeModel) {
   MoeContext& ctx = *m.moe();
   std::vector<float> grads(lay.num_params(), 0.f);
   ctx.stats().reset(cfg.experts);
-  forward_backward(m, params.data(), grads.data(), tok.data(), tgt.data(), B, T, 1.0f);
+  // Trained as the stages train: loss scale 1/(B·T) (the mean), so the load-balancing and
+  // z-losses must scale with it (moe.cc); the gradients times B·T are then those of the sum.
+  forward_backward(m, params.data(), grads.data(), tok.data(), tgt.data(), B, T,
+                   1.0f / (B * T));
+  for (float& g : grads) g *= static_cast<float>(B * T);
   const MoeStats base = ctx.stats();
   EXPECT_GT(base.dropped, 0) << "the capacity factor should drop tokens in this test";
-  // Σ CE + α·T·Σ_g aux_g: loss_scale 1 weighs each sequence's load-balancing loss by α·T.
+  // Σ CE + α·T·Σ_g aux_g + β·Σ_t lse_t²: loss_scale 1 weighs each sequence's load-balancing
+  // loss by α·T and each token's z-loss by β.
   bool crossed = false;  // whether an evaluation routed differently from the unperturbed model
   auto loss = [&] {
     ctx.stats().reset(cfg.experts);
     const double ce = forward_loss(m, params.data(), tok.data(), tgt.data(), B, T) * B * T;
     const MoeStats& s = ctx.stats();
     if (s.kept != base.kept || s.routed != base.routed || s.first != base.first) crossed = true;
-    return ce + cfg.aux_loss_coef * T * s.aux_sum;
+    return ce + cfg.aux_loss_coef * T * s.aux_sum + cfg.z_loss_coef * s.z_sum;
   };
   GradCheckResult worst;
   int checked = 0, skipped = 0;
@@ -94,7 +102,7 @@ TEST_P(MoeGradCheck, WholeModel) {
 
 INSTANTIATE_TEST_SUITE_P(TopK, MoeGradCheck,
                          ::testing::Values(Case{1, 1.0, 0.01}, Case{2, 1.0, 0.01},
-                                           Case{2, 0.5, 1.0}));
+                                           Case{2, 0.5, 1.0}, Case{2, 1.0, 0.01, 0.5}));
 
 }  // namespace
 }  // namespace llmp

@@ -36,6 +36,7 @@ Routing route(const float* logits, int n, int E, int k, int S, double capacity_f
                                 std::to_string(S));
   r.n = n, r.E = E, r.k = k, r.S = S;
   r.probs.resize(static_cast<size_t>(n) * E);
+  r.lse.resize(n);
   r.expert.resize(static_cast<size_t>(n) * k);
   r.gate.resize(static_cast<size_t>(n) * k);
   r.slot.assign(static_cast<size_t>(n) * k, -1);
@@ -50,6 +51,9 @@ Routing route(const float* logits, int n, int E, int k, int S, double capacity_f
     double sum = 0;
     for (int e = 0; e < E; ++e) sum += (p[e] = std::exp(z[e] - zmax));
     for (int e = 0; e < E; ++e) p[e] = static_cast<float>(p[e] / sum);
+    const double lse = zmax + std::log(sum);  // log Σ_e exp z_e, the z-loss's term
+    r.lse[t] = static_cast<float>(lse);
+    r.z_sum += lse * lse;
     // top-k by decreasing probability; stable, so ties go to the lower index.
     for (int e = 0; e < E; ++e) order[e] = e;
     std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return p[a] > p[b]; });
@@ -88,7 +92,8 @@ Routing route(const float* logits, int n, int E, int k, int S, double capacity_f
   return r;
 }
 
-void route_backward(const Routing& r, const float* dgate, double aux_weight, float* dlogits) {
+void route_backward(const Routing& r, const float* dgate, double aux_weight, float* dlogits,
+                    double z_weight) {
   const int E = r.E, k = r.k, S = r.S;
   std::vector<double> dp(E), f(E);
   for (int g = 0; g < r.groups(); ++g) {
@@ -112,7 +117,9 @@ void route_backward(const Routing& r, const float* dgate, double aux_weight, flo
       double s = 0;
       for (int e = 0; e < E; ++e) s += dp[e] * p[e];
       float* dz = dlogits + static_cast<size_t>(t) * E;
-      for (int e = 0; e < E; ++e) dz[e] = static_cast<float>(p[e] * (dp[e] - s));
+      // The z-loss: d(lse²)/dz_e = 2·lse·p_e.
+      const double zg = z_weight * 2.0 * r.lse[t];
+      for (int e = 0; e < E; ++e) dz[e] = static_cast<float>(p[e] * (dp[e] - s + zg));
     }
   }
 }

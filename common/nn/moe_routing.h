@@ -12,6 +12,8 @@
 //          GShard's random dispatch of the second expert is left out, so routing is deterministic)
 //   aux    per group: E · Σ_e f_e · P_e, f_e = (1/S)·#{tokens whose e_1 = e}, P_e = (1/S)·Σ p_e
 //          (Switch Transformer, eq. 4-6): 1 when perfectly balanced, E when all go to one expert
+//   z      per token: (log Σ_e exp z_e)², the router z-loss of ST-MoE (Zoph et al. 2022, §3.1,
+//          eq. 5): it keeps the logits small, so the softmax stays in fp32's (and bf16's) range
 //
 // A dropped assignment contributes nothing to the layer's output: the residual carries the token.
 // A token group here is ONE SEQUENCE (S = T): every way of splitting the global batch over ranks
@@ -47,6 +49,8 @@ struct Routing {
   std::vector<int64_t> routed;   ///< (E) assignments chosen for e (before capacity)
   std::vector<int64_t> kept;     ///< (E) assignments that got a slot
   double aux_sum = 0;            ///< Σ over the G groups of E·Σ_e f_e·P_e
+  std::vector<float> lse;        ///< (n) log Σ_e exp z_e of each token
+  double z_sum = 0;              ///< Σ over the n tokens of lse²
   /// Row of the (E, G, cap) dispatch buffer that assignment (t, j) fills; -1 when dropped.
   int64_t buffer_row(int t, int j) const {
     const int s = slot[t * k + j];
@@ -59,11 +63,14 @@ struct Routing {
 Routing route(const float* logits, int n, int E, int k, int S, double capacity_factor);
 
 /// The router's backward: dlogits (n,E) OVERWRITTEN with dL/dlogits, given dgate (n,k) = dL/dg
-/// (0 for dropped assignments) and the load-balancing loss's weight `aux_weight` per group
-/// (the loss holds aux_weight · Σ_g aux_g; its gradient flows through P_e only, f_e is a count).
+/// (0 for dropped assignments), the load-balancing loss's weight `aux_weight` per group (the
+/// loss holds aux_weight · Σ_g aux_g; its gradient flows through P_e only, f_e is a count) and
+/// the z-loss's weight `z_weight` per token (the loss holds z_weight · Σ_t lse_t²).
 ///   gates:  k = 1: dp_{e_1} = dg_1;  k ≥ 2: dp_{e_i} = (dg_i − Σ_j dg_j g_j) / Σ_j p_{e_j}
 ///   aux:    dp_{t,e} += aux_weight · E · f_e / S          (f_e of token t's group)
 ///   softmax dlogits_{t,e} = p_{t,e} · (dp_{t,e} − Σ_e' dp_{t,e'} p_{t,e'})
-void route_backward(const Routing& r, const float* dgate, double aux_weight, float* dlogits);
+///   z       dlogits_{t,e} += z_weight · 2·lse_t · p_{t,e}          (d lse / dz_e = p_e)
+void route_backward(const Routing& r, const float* dgate, double aux_weight, float* dlogits,
+                    double z_weight = 0);
 
 }  // namespace llmp

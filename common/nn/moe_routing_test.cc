@@ -259,11 +259,12 @@ TEST(RouteBackward, SwitchGateClosedForm) {
 struct FdCase {
   int k, E, S, G;
   double c, a;
+  double zw = 0;  // the z-loss's weight per token
 };
 
 class RouteBackwardFd : public ::testing::TestWithParam<FdCase> {};
 
-// L = Σ w·g + a·Σ_g aux_g through route(), central differences at ε = 1e-3 in the logits, sums in
+// L = Σ w·g + a·Σ_g aux_g + zw·Σ_t lse_t² through route(), central differences at ε = 1e-3 in the logits, sums in
 // double; entries whose ±ε step changes any expert choice or slot are skipped (no derivative).
 TEST_P(RouteBackwardFd, MatchesCentralDifferences) {
   const FdCase q = GetParam();
@@ -273,12 +274,12 @@ TEST_P(RouteBackwardFd, MatchesCentralDifferences) {
   for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(2 * (uniform_at(22, i) - 0.5));
   const Routing base = route(z.data(), n, q.E, q.k, q.S, q.c);
   auto loss = [&](const Routing& r) {
-    double L = q.a * r.aux_sum;
+    double L = q.a * r.aux_sum + q.zw * r.z_sum;
     for (size_t i = 0; i < w.size(); ++i) L += static_cast<double>(w[i]) * r.gate[i];
     return L;
   };
   std::vector<float> dz(n * q.E);
-  route_backward(base, w.data(), q.a, dz.data());
+  route_backward(base, w.data(), q.a, dz.data(), q.zw);
   const float eps = 1e-3f;
   int checked = 0;
   double worst = 0;
@@ -309,11 +310,13 @@ INSTANTIATE_TEST_SUITE_P(TopK, RouteBackwardFd,
                          ::testing::Values(FdCase{1, 4, 4, 3, 1.0, 0.5},
                                            FdCase{2, 4, 4, 3, 1.0, 0.5},
                                            FdCase{3, 5, 5, 2, 0.8, 0.7},
-                                           FdCase{2, 8, 8, 2, 0.5, 0.0}),
+                                           FdCase{2, 8, 8, 2, 0.5, 0.0},
+                                           FdCase{2, 4, 4, 3, 1.0, 0.5, 0.3}),
                          [](const ::testing::TestParamInfo<FdCase>& i) {
                            return "k" + std::to_string(i.param.k) + "_E" +
                                   std::to_string(i.param.E) +
-                                  (i.param.a > 0 ? "_aux" : "_noaux");
+                                  (i.param.a > 0 ? "_aux" : "_noaux") +
+                                  (i.param.zw > 0 ? "_z" : "");
                          });
 
 }  // namespace

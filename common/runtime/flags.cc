@@ -71,6 +71,9 @@ void add_train_flags(CLI::App& app, TrainConfig& cfg) {
                  "1.25, moe-tiny 1)");
   app.add_option("--aux_loss_coef", cfg.aux_loss_coef,
                  "mixture of experts: α of the load-balancing loss (the preset's: 0.01)");
+  app.add_option("--z_loss_coef", cfg.z_loss_coef,
+                 "mixture of experts: β of ST-MoE's router z-loss, mean of (log Σ exp z)² "
+                 "(the preset's: 0, off)");
   app.add_option("--data", cfg.data, "corpus: a text file or a folder of them")
       ->capture_default_str();
   // CLI11 2.1 would wrap "-1" into an unsigned 2^64-1; refuse it instead.
@@ -184,6 +187,8 @@ std::string validation_error(const TrainConfig& cfg, int dp_size) {
     return "capacity factor " + format_double(cfg.capacity_factor) + " must be > 0";
   if (!std::isnan(cfg.aux_loss_coef) && !(cfg.aux_loss_coef >= 0 && std::isfinite(cfg.aux_loss_coef)))
     return "aux loss coefficient " + format_double(cfg.aux_loss_coef) + " must not be negative";
+  if (!std::isnan(cfg.z_loss_coef) && !(cfg.z_loss_coef >= 0 && std::isfinite(cfg.z_loss_coef)))
+    return "z-loss coefficient " + format_double(cfg.z_loss_coef) + " must not be negative";
   if (cfg.log_every < 1) return "log_every " + std::to_string(cfg.log_every) + " must be at least 1";
   if (!(cfg.timeout >= 0) || !std::isfinite(cfg.timeout))
     return "timeout " + format_double(cfg.timeout) + " s must be 0 (off) or positive";

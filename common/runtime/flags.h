@@ -54,6 +54,7 @@ struct TrainConfig {
   int moe_every = -1;      ///< --moe_every: every n-th block is MoE (n ≥ 1)
   double capacity_factor = std::numeric_limits<double>::quiet_NaN();  ///< --capacity_factor c > 0
   double aux_loss_coef = std::numeric_limits<double>::quiet_NaN();    ///< --aux_loss_coef α ≥ 0
+  double z_loss_coef = std::numeric_limits<double>::quiet_NaN();      ///< --z_loss_coef β ≥ 0
   std::string data = kDefaultCorpusPath;  ///< --data: corpus file or folder (common/data)
   uint64_t seed = 1337;        ///< --seed: initialisation and sampling seed
   /// --lr: AdamW learning rate. 1e-3 (not GPT-2's 6e-4 or the 3e-4 "Karpathy constant"):

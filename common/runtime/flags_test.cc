@@ -258,6 +258,9 @@ TEST(Flags, MixtureOfExpertsValues) {
   c.moe_every = -1;
   c.aux_loss_coef = -1;
   EXPECT_EQ(validation_error(c), "aux loss coefficient -1 must not be negative");
+  c.aux_loss_coef = 0.01;
+  c.z_loss_coef = -0.5;
+  EXPECT_EQ(validation_error(c), "z-loss coefficient -0.5 must not be negative");
 }
 
 TEST(FlagsDeathTest, ValidateExitsTwoWithOneLine) {

@@ -15,6 +15,7 @@ MoeStats sum_over(MetricsReducer& metrics, const MoeStats& local) {
   for (int64_t* x : {&s.assignments, &s.dropped, &s.aux_terms, &s.forwards})
     *x = static_cast<int64_t>(metrics.sum(static_cast<double>(*x)));
   s.aux_sum = metrics.sum(s.aux_sum);
+  s.z_sum = metrics.sum(s.z_sum);
   return s;
 }
 
@@ -31,7 +32,13 @@ std::string routing_summary(const MoeStats& s, const GPTConfig& cfg, int T) {
                 100.0 * s.dropped / s.assignments,
                 expert_capacity(cfg.top_k, T, cfg.capacity_factor, cfg.experts),
                 s.aux_terms ? s.aux_sum / s.aux_terms : 0.0, cfg.experts);
-  return line;
+  std::string out = line;
+  if (cfg.z_loss_coef > 0 && s.assignments > 0) {  // tokens over all MoE blocks: assignments / k
+    std::snprintf(line, sizeof line, ", router z-loss %.4f per token and block (β = %g)",
+                  s.z_sum / (static_cast<double>(s.assignments) / cfg.top_k), cfg.z_loss_coef);
+    out += line;
+  }
+  return out;
 }
 
 }  // namespace llmp

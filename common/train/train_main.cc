@@ -151,6 +151,7 @@ GPTConfig model_config(const TrainConfig& cfg) {
   if (cfg.top_k > 0) mc.top_k = cfg.top_k;
   if (!std::isnan(cfg.capacity_factor)) mc.capacity_factor = cfg.capacity_factor;
   if (!std::isnan(cfg.aux_loss_coef)) mc.aux_loss_coef = cfg.aux_loss_coef;
+  if (!std::isnan(cfg.z_loss_coef)) mc.z_loss_coef = cfg.z_loss_coef;
   if (mc.experts > 0) {
     const std::string err = routing_error(mc.experts, mc.top_k, mc.capacity_factor);
     if (!err.empty()) throw std::invalid_argument(err);
