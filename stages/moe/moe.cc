@@ -104,17 +104,15 @@ double ExpertParallelStrategy::train_step(const int32_t* tokens, const int32_t* 
 
 double ExpertParallelStrategy::eval_loss(const int32_t* tokens, const int32_t* targets,
                                          int global_batch, int T) {
-  const int W = world_.size();
-  const double local =
-      forward_loss(model_, params_.f32(), tokens, targets, global_batch / W, T);
-  return metrics_.sum(local) / W;  // the mean of W means over equal numbers of tokens
+  // Every rank its B/W sequences, the mean of the W means (dp_util.h), over all W ranks.
+  return dp_eval_loss(model_, params_.f32(), tokens, targets, global_batch, T, world_, metrics_);
 }
 
 void ExpertParallelStrategy::get_state(float* params, float* exp_avg, float* exp_avg_sq) {
   // Each expert lives on one rank of the expert-parallel group: write ours into zeros, Σ over
   // the group (the experts are disjoint), then the replicated tensors from this rank.
   const GPTLayout& lay = model_.layout();
-  const int64_t full = GPT(model_.config()).layout().num_params();
+  const int64_t full = GPTLayout(model_.config()).num_params();  // the whole model's Ψ
   Tensor buf = Tensor::empty({full}, DType::kF32, MemCategory::kOther);
   for (auto [local, out] : {std::pair<const float*, float*>{params_.f32(), params},
                             {opt_.exp_avg().f32(), exp_avg},
