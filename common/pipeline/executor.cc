@@ -50,12 +50,13 @@ class LocalGrads : public GradSink {
 }  // namespace
 
 PipelineExecutor::PipelineExecutor(const GPT& model, const GPTPartition& part, ProcessGroup& pp,
-                                   const Schedule& schedule)
+                                   const Schedule& schedule, LogicalCosts clock_costs)
     : model_(model),
       part_(part),
       schedule_(schedule),
       clock_group_(pp.duplicate()),
       link_{pp, schedule, pp.rank(), *clock_group_},
+      clock_(clock_costs),
       rank_(pp.rank()),
       v_(schedule.v) {
   LLMP_CHECK(schedule.p == pp.size() && schedule.p == part.p() && schedule.v == part.v(),

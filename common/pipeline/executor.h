@@ -70,8 +70,10 @@ class PipelineExecutor {
   /// `schedule` must be valid (simulate() accepted it) and match pp.size() == p and the
   /// partition's p and v. The references must outlive the executor. Collective over `pp` (it
   /// makes the duplicate() the logical times travel on).
+  /// `clock_costs`: the logical clock's op costs (F = 1, B = 2 by default; Chimera's stage uses
+  /// the paper's F = B = 1).
   PipelineExecutor(const GPT& model, const GPTPartition& part, ProcessGroup& pp,
-                   const Schedule& schedule);
+                   const Schedule& schedule, LogicalCosts clock_costs = LogicalCosts{});
 
   /// One step's forwards and backwards over the global batch of B sequences, cut into m
   /// micro-batches of b = B/m. params/grads: this rank's local buffers (GPTPartition layout);

@@ -20,8 +20,14 @@
 // after its chunks ("the wte copy"); the gradients of the two copies are summed over the
 // embedding group {first rank, last rank} before the optimizer step, so both stay identical.
 //
-// A rank's local buffer is its chunks' ranges in chunk order, then the wte copy (if any):
+// A rank's local buffer is its chunks' ranges in model order, then the wte copy (if any):
 //   rank 1 above: [units 3,4 | units 7,8,9 | wte copy]
+//
+// Chimera (two pipelines, schedule.h's Placement): the model is cut into p stages, and rank r
+// holds stage r (down, chunk 0) and stage p-1-r (up, chunk 1). Every stage sits on two ranks,
+// and ranks r and p-1-r hold the SAME two stages; in model order their local buffers have the
+// same layout, so the replicas' gradients are all-reduced as one buffer. The ranks holding the
+// last stage (p-1 and 0) also hold the first, so no wte copy is needed.
 //
 // Glossary: L layers, p pipeline stages (ranks), v chunks per rank, k blocks per virtual stage,
 // s virtual stage, r rank, c chunk, V vocab, C channels.
@@ -32,6 +38,7 @@
 #include <vector>
 
 #include "common/nn/gpt.h"
+#include "common/pipeline/schedule.h"
 
 namespace llmp {
 
@@ -41,6 +48,7 @@ struct ParamSegment {
   int64_t local_offset = 0;   ///< elements into the rank's local buffer
   int64_t numel = 0;
   bool wte_copy = false;      ///< the last stage's copy of wte (not owned: rank 0 owns wte)
+  int chunk = -1;             ///< the chunk this segment is (-1 for the wte copy)
 };
 
 /// What one virtual stage computes.
@@ -55,21 +63,27 @@ struct VirtualStage {
 
 class GPTPartition {
  public:
-  /// The first problem with (L, p, v) as one line, or "" when fine (check_layers_divisible's
-  /// message of schedule.h: "layers 6 not divisible by p·v = 4 (p=2, v=2)").
-  static std::string check(int layers, int p, int v);
+  /// The first problem with (L, p, v, pipelines) as one line, or "" when fine
+  /// (check_layers_divisible's message of schedule.h: "layers 6 not divisible by p·v = 4 (p=2,
+  /// v=2)").
+  static std::string check(int layers, int p, int v, int pipelines = 1);
 
   /// Throws std::invalid_argument with check()'s message when (L, p, v) do not fit.
-  GPTPartition(const GPTLayout& layout, int layers, int p, int v);
+  /// pipelines = 2: Chimera's placement (v must be 2).
+  GPTPartition(const GPTLayout& layout, int layers, int p, int v, int pipelines = 1);
 
   int p() const { return p_; }
   int v() const { return v_; }
-  int num_virtual_stages() const { return p_ * v_; }
-  /// Chunk c of rank r (virtual stage c·p + r).
+  const Placement& placement() const { return pl_; }
+  /// Virtual stages per pipeline: p·v, or p for Chimera.
+  int num_virtual_stages() const { return pl_.num_stages(); }
+  /// Blocks per virtual stage: k = L / num_virtual_stages().
+  int blocks_per_stage() const { return k_; }
+  /// Chunk c of rank r (virtual stage c·p + r; Chimera: Placement::stage).
   VirtualStage stage(int rank, int chunk) const;
-  /// Rank and chunk of virtual stage s.
-  int rank_of(int s) const { return s % p_; }
-  int chunk_of(int s) const { return s / p_; }
+  /// Rank and chunk of virtual stage s of pipeline 0 (the one forward_only uses).
+  int rank_of(int s) const { return pl_.where(s).rank; }
+  int chunk_of(int s) const { return pl_.where(s).chunk; }
 
   /// Units [begin, end) of virtual stage s.
   int unit_begin(int s) const;
@@ -79,8 +93,10 @@ class GPTPartition {
   const std::vector<ParamSegment>& segments(int rank) const { return segments_.at(rank); }
   /// Elements in rank r's local buffer (including the wte copy).
   int64_t local_numel(int rank) const;
+  /// The segment of chunk c on rank r.
+  const ParamSegment& chunk_segment(int rank, int chunk) const;
   /// Local offset of chunk c's first element on rank r.
-  int64_t chunk_local_offset(int rank, int chunk) const { return segments(rank).at(chunk).local_offset; }
+  int64_t chunk_local_offset(int rank, int chunk) const { return chunk_segment(rank, chunk).local_offset; }
   /// Local offset of wte on rank r: 0 on the first rank, the copy on the last one, -1 elsewhere.
   int64_t wte_local_offset(int rank) const;
   /// Local offset of unit u's first element on rank r, for the walk's ParamSource/GradSink
@@ -89,10 +105,13 @@ class GPTPartition {
   int64_t unit_local_offset(int rank, int unit) const;
   /// Ranks holding wte: {0, p-1} (one rank when p = 1). Their wte gradients are summed.
   std::vector<int> embedding_ranks() const;
+  /// True when `rank` holds virtual stage s (of any pipeline) in one of its chunks.
+  bool holds_stage(int rank, int s) const;
 
  private:
   const GPTLayout& layout_;
   int L_, p_, v_, k_;
+  Placement pl_;
   std::vector<std::vector<ParamSegment>> segments_;  // per rank
 };
 

@@ -23,7 +23,8 @@ std::string pipeline_config_error(const TrainConfig& cfg, const std::string& sch
            std::to_string(m) + " micro-batches (--micro_batches)";
   try {
     const GPTConfig mc = model_config(cfg);  // the preset, or --layers
-    const std::string err = GPTPartition::check(mc.layers, p, v);
+    const int pipelines = schedule == "chimera" ? 2 : 1;  // Chimera: two chunks, one per pipeline
+    const std::string err = GPTPartition::check(mc.layers, p, pipelines == 2 ? 2 : v, pipelines);
     if (!err.empty()) return err + " for model " + mc.name;
     make_schedule(schedule, p, m, v);  // the schedule's own constraints (m % p, ...)
   } catch (const std::invalid_argument& e) {
@@ -64,7 +65,8 @@ StageSpec pipeline_stage_spec(const PipelineStageOptions& o) {
     ProcessGroup& pp = ctx.grid.pp_group();  // every rank of the world, stage s on rank s
     Schedule s = make_schedule(opts->schedule, pp.size(), opts->micro_batches, opts->chunks);
     auto strategy = std::make_unique<PipelineStrategy>(ctx.model, pp, ctx.opt, ctx.cfg.seed,
-                                                       std::move(s), ctx.cfg.trace);
+                                                       std::move(s), ctx.cfg.trace,
+                                                       opts->clock_costs);
     if (opts->bubble_formula) {
       const double f = opts->bubble_formula(pp.size(), opts->micro_batches, opts->chunks);
       if (f >= 0) strategy->set_bubble_formula(f, opts->bubble_formula_text);

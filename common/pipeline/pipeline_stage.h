@@ -24,6 +24,7 @@
 #include <functional>
 #include <string>
 
+#include "common/pipeline/logical_clock.h"
 #include "common/train/train_main.h"
 
 namespace llmp {
@@ -43,6 +44,9 @@ struct PipelineStageOptions {
   /// none printed.
   std::function<double(int p, int m, int v)> bubble_formula;
   std::string bubble_formula_text;  ///< e.g. "(p-1)/(m+p-1)"
+  /// The executor's logical clock (logical_clock.h): F = 1, B = 2 unless the stage's paper
+  /// states its bubble for other costs (Chimera: F = B = 1).
+  LogicalCosts clock_costs;
 };
 
 /// The first problem with running `schedule` on cfg.world_size ranks with m micro-batches and

@@ -25,7 +25,8 @@ std::string check_setup(const GPT& model, const ProcessGroup& pp, const Schedule
   if (schedule.p != pp.size())
     return "the " + schedule.name + " schedule has p = " + std::to_string(schedule.p) +
            " pipeline stages but the pipeline group has " + std::to_string(pp.size()) + " ranks";
-  const std::string err = GPTPartition::check(model.config().layers, schedule.p, schedule.v);
+  const std::string err =
+      GPTPartition::check(model.config().layers, schedule.p, schedule.v, schedule.pipelines);
   if (!err.empty()) return err;
   try {
     simulate(schedule);
@@ -38,17 +39,19 @@ std::string check_setup(const GPT& model, const ProcessGroup& pp, const Schedule
 }  // namespace
 
 PipelineStrategy::PipelineStrategy(const GPT& model, ProcessGroup& pp, AdamWConfig opt,
-                                   uint64_t seed, Schedule schedule, std::string trace_path)
+                                   uint64_t seed, Schedule schedule, std::string trace_path,
+                                   LogicalCosts clock_costs)
     : model_(model),
       pp_(pp),
       schedule_(std::move(schedule)),
       trace_path_(std::move(trace_path)),
-      metrics_(pp) {
+      metrics_(pp),
+      clock_costs_(clock_costs) {
   const std::string err = check_setup(model, pp, schedule_);
   all_ranks_ok(err.empty(), err);  // one line from one rank, every rank exits 2
   const int r = pp.rank();
   part_ = std::make_unique<GPTPartition>(model.layout(), model.config().layers, schedule_.p,
-                                         schedule_.v);
+                                         schedule_.v, schedule_.pipelines);
   sim_ = simulate(schedule_);  // unit costs: the bubble and in-flight figures of the papers
   const int64_t n = part_->local_numel(r);
   params_ = Tensor::empty({n}, DType::kF32, MemCategory::kParameters);
@@ -68,16 +71,22 @@ PipelineStrategy::PipelineStrategy(const GPT& model, ProcessGroup& pp, AdamWConf
       std::memcpy(params_.f32() + s.local_offset, full.data() + s.global_offset,
                   s.numel * sizeof(float));
   }
-  exec_ = std::make_unique<PipelineExecutor>(model, *part_, pp, schedule_);
+  exec_ = std::make_unique<PipelineExecutor>(model, *part_, pp, schedule_, clock_costs_);
   const std::vector<int> emb = part_->embedding_ranks();
-  in_emb_ = r == emb.front() || r == emb.back();
+  const bool two_pipelines = schedule_.pipelines == 2;
+  in_emb_ = !two_pipelines && (r == emb.front() || r == emb.back());
   emb_ = pp.split(in_emb_ ? 0 : 1 + r, r);  // collective over pp; a 1-rank group off the ends
+  if (two_pipelines) {  // Chimera: the pair {r, p-1-r} holding the same two stages
+    const int p = pp.size();
+    replicas_ = pp.split(std::min(r, p - 1 - r), r);  // collective over pp
+  }
   book_ = pp.duplicate();                    // collective over pp: bookkeeping, not counted
 }
 
 double PipelineStrategy::train_step(const int32_t* tokens, const int32_t* targets,
                                     int global_batch, int T, int64_t step) {
-  const double bytes_before = pp_.stats().total_bytes() + emb_->stats().total_bytes();
+  const double bytes_before = pp_.stats().total_bytes() + emb_->stats().total_bytes() +
+                              (replicas_ ? replicas_->stats().total_bytes() : 0.0);
   book_->barrier();  // 1. line the ranks up so that their spans share one time axis
   const double t0 = wall_seconds();
 
@@ -93,12 +102,16 @@ double PipelineStrategy::train_step(const int32_t* tokens, const int32_t* target
     Tensor g = grads_.narrow(wte, model_.layout().find("wte.weight").numel);
     emb_->all_reduce(g, ReduceOp::kSum);  // sends 2(N-1)/N·4VC = 4VC bytes, N = 2
   }
+  // 3'. Chimera: each stage ran half the micro-batches on each of its two replicas.
+  if (replicas_ && replicas_->size() > 1)
+    replicas_->all_reduce(grads_, ReduceOp::kSum);  // sends 2(N-1)/N·4Ψ_r = 4Ψ_r, N = 2
   // 4. AdamW on this rank's parameters (and, on the last rank, its copy of wte).
   opt_->step(params_.f32(), grads_.f32(), step);
 
   std::vector<Span> spans = exec_->stats().spans;
   spans.push_back(Span{pp_.rank(), t_opt - t0, wall_seconds() - t0, "opt", "optimizer"});
-  last_step_bytes_ = pp_.stats().total_bytes() + emb_->stats().total_bytes() - bytes_before;
+  last_step_bytes_ = pp_.stats().total_bytes() + emb_->stats().total_bytes() +
+                     (replicas_ ? replicas_->stats().total_bytes() : 0.0) - bytes_before;
   last_B_ = global_batch, last_T_ = T;
 
   // 5. Bookkeeping: the loss from the last stage, the spans to rank 0 (absolute time there).
@@ -124,12 +137,15 @@ double PipelineStrategy::eval_loss(const int32_t* tokens, const int32_t* targets
 }
 
 void PipelineStrategy::get_state(float* params, float* exp_avg, float* exp_avg_sq) {
-  // Every rank contributes its own segments (not the wte copy); together they tile [0, Ψ).
+  // Every rank contributes its own segments (not the wte copy, and for Chimera only its down
+  // pipeline's stage: the up chunks are replicas); together they tile [0, Ψ).
   const int p = pp_.size();
+  const bool chimera = schedule_.pipelines == 2;
+  auto owned = [chimera](const ParamSegment& s) { return !s.wte_copy && (!chimera || s.chunk == 0); };
   std::vector<int64_t> counts(p, 0);
   for (int q = 0; q < p; ++q)
     for (const ParamSegment& s : part_->segments(q))
-      if (!s.wte_copy) counts[q] += s.numel;
+      if (owned(s)) counts[q] += s.numel;
   const int64_t psi = model_.layout().num_params();
   Tensor mine = Tensor::empty({counts[pp_.rank()]}, DType::kF32, MemCategory::kCommBuffers);
   Tensor all = Tensor::empty({psi}, DType::kF32, MemCategory::kCommBuffers);
@@ -137,14 +153,14 @@ void PipelineStrategy::get_state(float* params, float* exp_avg, float* exp_avg_s
                           {&opt_->exp_avg(), exp_avg}, {&opt_->exp_avg_sq(), exp_avg_sq}}) {
     int64_t at = 0;
     for (const ParamSegment& s : part_->segments(pp_.rank()))
-      if (!s.wte_copy)
+      if (owned(s))
         std::memcpy(mine.f32() + at, src->f32() + s.local_offset, s.numel * sizeof(float)),
             at += s.numel;
     pp_.all_gather_v(mine, all, counts);
     at = 0;
     for (int q = 0; q < p; ++q)
       for (const ParamSegment& s : part_->segments(q))
-        if (!s.wte_copy)
+        if (owned(s))
           std::memcpy(dst + s.global_offset, all.f32() + at, s.numel * sizeof(float)),
               at += s.numel;
   }
@@ -185,12 +201,14 @@ double PipelineStrategy::expected_bytes_per_step(int global_batch, int T) const 
     sends += a.op == Op::kSendForward || a.op == Op::kSendBackward;
   const double act = 4.0 * (global_batch / schedule_.m) * T * c.d;  // 4·b·T·C
   const double emb = (in_emb_ && emb_->size() > 1) ? 4.0 * c.vocab * c.d : 0.0;
-  return sends * act + emb;
+  const double n = static_cast<double>(part_->local_numel(pp_.rank()));
+  const double rep = (replicas_ && replicas_->size() > 1) ? 4.0 * n : 0.0;  // 2(N-1)/N·4Ψ_r
+  return sends * act + emb + rep;
 }
 
 double PipelineStrategy::expected_activation_bytes(int global_batch, int T) const {
   const GPTConfig& c = model_.config();
-  const int64_t b = global_batch / schedule_.m, k = c.layers / (schedule_.p * schedule_.v);
+  const int64_t b = global_batch / schedule_.m, k = part_->blocks_per_stage();
   // k blocks of what each keeps under the recomputation policy (recompute_formulas.h); with
   // none 4bT(16C + HT + 4) each.
   return static_cast<double>(k) *
@@ -200,19 +218,21 @@ double PipelineStrategy::expected_activation_bytes(int global_batch, int T) cons
 std::vector<ReportRow> PipelineStrategy::report() const {
   const MemoryTracker& mt = MemoryTracker::instance();
   const double n = static_cast<double>(part_->local_numel(pp_.rank()));
+  const char* k_text = replicas_ ? "k=L/p" : "k=L/(pv)";
   std::vector<ReportRow> rows = {
-      {"parameters", double(mt.current(MemCategory::kParameters)), 4 * n, "4Ψ_r (own units+wte copy)"},
+      {"parameters", double(mt.current(MemCategory::kParameters)), 4 * n,
+       replicas_ ? "4Ψ_r (two stages, one per pipeline)" : "4Ψ_r (own units+wte copy)"},
       {"gradients", double(mt.current(MemCategory::kGradients)), 4 * n, "4Ψ_r"},
       {"optimizer state", double(mt.current(MemCategory::kOptimizerState)), 8 * n, "8Ψ_r"},
       {"activations per micro-batch", double(exec_->stats().stored_per_forward),
        expected_activation_bytes(last_B_, last_T_),
        model_.config().recompute == Recompute::kNone
-           ? "4bTk(16C+HT+4), k=L/(pv)"
+           ? std::string("4bTk(16C+HT+4), ") + k_text
            : std::string("k·(") + activation_formula_text(model_.config().recompute,
                                                          model_.config().recompute_every, 4) +
-                 "), k=L/(pv)"},
+                 "), " + k_text},
       {"sent per step", last_step_bytes_, expected_bytes_per_step(last_B_, last_T_),
-       "sends·4bTC + 4VC (wte ranks)"}};
+       replicas_ ? "sends·4bTC + 4Ψ_r (replica all_reduce)" : "sends·4bTC + 4VC (wte ranks)"}};
   return rows;
 }
 
@@ -224,12 +244,16 @@ void PipelineStrategy::finish() {
                            std::to_string(schedule_.v);
   // The headline: the step as executed, on the logical clock (3 characters per unit, F = 1).
   const double T = executed_makespan();
+  char costs_buf[96];
+  std::snprintf(costs_buf, sizeof(costs_buf), "F = %g, B = %g, zero bubble B = W = %g",
+                clock_costs_.forward, clock_costs_.backward, clock_costs_.backward_input);
+  const std::string costs_text = costs_buf;
   const int width = std::clamp(static_cast<int>(std::lround(3 * T)), 1, 480);
   char unit[64];
   std::snprintf(unit, sizeof(unit), "1 unit = %.3g characters", width / std::max(T, 1.0));
   std::printf("\n%s", render_spans(last_logical_, schedule_.p, width,
                                    name + ", last step as EXECUTED: logical clock over the real "
-                                          "messages (F = 1, B = 2, zero bubble B = W = 1; " +
+                                          "messages (" + costs_text + "; " +
                                           unit + ")",
                                    "executed bubble fraction")
                           .c_str());

@@ -12,6 +12,10 @@
 //      tied head's gradient (last stage) plus the embedding's (first stage), as in Megatron-LM;
 //      both copies of wte then take the same AdamW step and stay identical.
 //                                       sends 2(N-1)/N·4VC = 4VC bytes (N = 2)
+//      Chimera instead: ranks r and p-1-r hold the same two stages (one per pipeline, same
+//      local layout), each having run half the micro-batches through them; all_reduce of the
+//      whole gradient buffer over that pair (wte included: ranks 0 and p-1 are a pair).
+//                                       sends 2(N-1)/N·4Ψ_r = 4Ψ_r bytes (N = 2)
 //   4. AdamW on this rank's local parameters only.
 //   5. the global mean loss, summed from the last stage (MetricsReducer: not in CommStats), and
 //      every rank's spans gathered on rank 0 (span_gather.h), wall-clock and logical. Steps 1
@@ -54,8 +58,11 @@ class PipelineStrategy : public Strategy {
   /// schedule's p differs from pp.size(), the layers do not divide into p·v virtual stages, or
   /// the simulator rejects the schedule. Every rank initialises the full model from `seed` and
   /// keeps its part. trace_path: where finish() writes the Chrome trace ("" = none).
+  /// clock_costs: the executor's logical clock (F = 1, B = 2 unless a stage's paper counts
+  /// otherwise; Chimera's F = B = 1).
   PipelineStrategy(const GPT& model, ProcessGroup& pp, AdamWConfig opt, uint64_t seed,
-                   Schedule schedule, std::string trace_path = "");
+                   Schedule schedule, std::string trace_path = "",
+                   LogicalCosts clock_costs = LogicalCosts{});
 
   /// The whole batch on every rank (pipeline ranks split layers, not data).
   BatchSlice batch_slice(int global_batch) const override { return {0, global_batch}; }
@@ -121,7 +128,9 @@ class PipelineStrategy : public Strategy {
   std::unique_ptr<PipelineExecutor> exec_;
   std::shared_ptr<ProcessGroup> emb_;  // {first rank, last rank}; a 1-rank group elsewhere
   bool in_emb_ = false;
+  std::shared_ptr<ProcessGroup> replicas_;  // Chimera: {r, p-1-r}; null otherwise
   MetricsReducer metrics_;
+  LogicalCosts clock_costs_;
   std::shared_ptr<ProcessGroup> book_;  // duplicate of pp: the step's barrier, span gathering
   double last_step_bytes_ = 0;
   int last_B_ = 0, last_T_ = 0;

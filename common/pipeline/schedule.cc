@@ -87,7 +87,7 @@ StageRef Schedule::peer(int rank, const Action& a) const {
                                 " (virtual stage " + std::to_string(s) + " of " +
                                 std::to_string(num_virtual_stages()) + ") has no peer stage");
   }
-  return stage_of(other);
+  return stage_of(other, placement().pipeline_of(a.chunk));
 }
 
 int Schedule::message_tag(int rank, const Action& a) const {
@@ -95,7 +95,8 @@ int Schedule::message_tag(int rank, const Action& a) const {
   const bool sending = a.op == Op::kSendForward || a.op == Op::kSendBackward;
   const int receiver = sending ? virtual_stage(other.rank, other.chunk) : virtual_stage(rank, a.chunk);
   const int direction = (a.op == Op::kSendForward || a.op == Op::kRecvForward) ? 0 : 1;
-  return (direction * num_virtual_stages() + receiver) * m + a.microbatch;
+  const int pipeline = placement().pipeline_of(a.chunk);
+  return (direction * p * v + pipeline * num_virtual_stages() + receiver) * m + a.microbatch;
 }
 
 size_t Schedule::num_actions() const {
@@ -159,11 +160,12 @@ void append_backward_weight(Schedule& s, int rank, int mb, int chunk) {
 }
 
 std::vector<std::string> schedule_names() {
-  return {"naive", "gpipe", "1f1b", "interleaved_1f1b", "zb_h1"};
+  return {"naive", "gpipe", "1f1b", "interleaved_1f1b", "zb_h1", "chimera"};
 }
 
 Schedule make_schedule(const std::string& name, int p, int m, int v) {
   if (name == "interleaved_1f1b") return interleaved_1f1b(p, m, v);
+  if (name == "chimera" && (v == 1 || v == 2)) return chimera(p, m);
   bool known = false;
   for (const auto& n : schedule_names()) known = known || n == name;
   if (!known) {
@@ -181,7 +183,14 @@ Schedule make_schedule(const std::string& name, int p, int m, int v) {
   return zb_h1(p, m);
 }
 
-void check_layers_divisible(int num_layers, int p, int v) {
+void check_layers_divisible(int num_layers, int p, int v, int pipelines) {
+  if (pipelines == 2) {
+    if (p < 1 || num_layers < 1 || num_layers % p != 0)
+      throw std::invalid_argument("layers " + std::to_string(num_layers) +
+                                  " not divisible by p = " + std::to_string(p) +
+                                  " stages per pipeline (chimera)");
+    return;
+  }
   if (p < 1 || v < 1 || num_layers < 1 || num_layers % (p * v) != 0) {
     throw std::invalid_argument("layers " + std::to_string(num_layers) +
                                 " not divisible by p·v = " + std::to_string(p * v) + " (p=" +

@@ -13,6 +13,9 @@
 //   interleaved_1f1b same paper §2.2.2: each rank holds v model chunks (Megatron's schedule).
 //   zb_h1            Qi et al. 2023, "Zero Bubble Pipeline Parallelism" §3.1 (ZB-H1): backward
 //                    split into B (input gradient) and W (weight gradient); W fills the bubbles.
+//   chimera          Li & Hoefler 2021, "Chimera: Efficiently Training Large-Scale Neural
+//                    Networks with Bidirectional Pipelines" §3: two pipelines over the same ranks
+//                    in opposite directions, each rank one stage of each (schedule_chimera.cc).
 //
 // Glossary:
 //   p  pipeline stages (ranks of the pipeline group), rank r in 0..p-1
@@ -21,6 +24,11 @@
 //   virtual stage s = c·p + r (Megatron's interleaved assignment), 0..p·v-1; layers are cut into
 //      p·v equal slices and virtual stage s holds slice s. Data flows s -> s+1 (forward) and
 //      s+1 -> s (backward), so the last rank's chunk c feeds rank 0's chunk c+1.
+//   pipeline: a chain of virtual stages a micro-batch flows through. Every schedule has one
+//      except Chimera, which has two over the same ranks (Placement below): "down", stage s on
+//      rank s (chunk 0), and "up", stage s on rank p-1-s (chunk 1). Each holds the whole model
+//      cut into p stages, so every stage is held twice (ranks s and p-1-s), and each micro-batch
+//      runs through one of the two pipelines (Schedule::microbatch_pipeline).
 //   warm-up / steady state / cool-down: the three phases of 1F1B-style schedules.
 //   bubble: time a rank sits idle inside one optimizer step (see simulator.h for the fraction).
 //
@@ -67,6 +75,35 @@ struct StageRef {
   int chunk = 0;
 };
 
+/// Where each virtual stage lives: which (rank, chunk) holds stage s of pipeline q, and back.
+/// One pipeline (every schedule but Chimera): stage s = chunk·p + rank, p·v stages. Two
+/// pipelines (Chimera, v = 2): chunk c of every rank belongs to pipeline c; pipeline 0 ("down")
+/// puts stage s on rank s, pipeline 1 ("up") on rank p-1-s; p stages each. Shared by Schedule
+/// (who talks to whom) and GPTPartition (which layers a chunk holds), so both agree.
+struct Placement {
+  int p = 1;          ///< ranks
+  int v = 1;          ///< chunks per rank
+  int pipelines = 1;  ///< 1, or 2 for Chimera (then v = 2)
+
+  /// Virtual stages in ONE pipeline: p·v / pipelines (the model is cut into this many slices).
+  int num_stages() const { return p * v / pipelines; }
+  /// The pipeline chunk `chunk` belongs to: 0, or the chunk itself for Chimera.
+  int pipeline_of(int chunk) const { return pipelines == 1 ? 0 : chunk; }
+  /// The stage, within its pipeline, of chunk `chunk` on `rank`.
+  int stage(int rank, int chunk) const {
+    if (pipelines == 1) return chunk * p + rank;
+    return chunk == 0 ? rank : p - 1 - rank;
+  }
+  /// Where stage s of pipeline q lives.
+  StageRef where(int s, int q = 0) const {
+    if (pipelines == 1) return {s % p, s / p};
+    return {q == 0 ? s : p - 1 - s, q};
+  }
+  /// How many of a rank's chunks one micro-batch passes through: v / pipelines (v for
+  /// interleaved, 1 for Chimera). A chunk op costs 1/this of a whole rank's work (simulator.h).
+  int chunks_per_microbatch() const { return v / pipelines; }
+};
+
 /// The standard name of an op: "forward", "backward", "backward_input", "backward_weight",
 /// "send_forward", "recv_forward", "send_backward", "recv_backward".
 const char* op_name(Op op);
@@ -92,13 +129,30 @@ struct Schedule {
   int p = 1;
   int m = 1;
   int v = 1;
+  int pipelines = 1;  ///< 2 for Chimera (Placement); then v = 2 and chunk c is pipeline c
+  /// Chimera: [i] = the pipeline micro-batch i runs through (0 down, 1 up). Empty: all 0.
+  std::vector<int> microbatch_pipeline;
   std::vector<std::vector<Action>> ranks;  ///< ranks[r]: rank r's actions, in execution order
 
-  /// Virtual stage of chunk `chunk` on `rank`: chunk·p + rank (Megatron interleaved assignment).
-  int virtual_stage(int rank, int chunk) const { return chunk * p + rank; }
-  int num_virtual_stages() const { return p * v; }
-  /// Where virtual stage s lives: rank s mod p, chunk s / p.
-  StageRef stage_of(int virtual_stage) const { return {virtual_stage % p, virtual_stage / p}; }
+  Placement placement() const { return {p, v, pipelines}; }
+  /// Virtual stage of chunk `chunk` on `rank`, within its pipeline: chunk·p + rank (Megatron
+  /// interleaved assignment); Chimera: rank (down) or p-1-rank (up).
+  int virtual_stage(int rank, int chunk) const { return placement().stage(rank, chunk); }
+  /// Virtual stages per pipeline: p·v, or p for Chimera.
+  int num_virtual_stages() const { return placement().num_stages(); }
+  /// Where virtual stage s of pipeline q lives: rank s mod p, chunk s / p (Chimera: Placement).
+  StageRef stage_of(int virtual_stage, int pipeline = 0) const {
+    return placement().where(virtual_stage, pipeline);
+  }
+  /// The pipeline micro-batch i runs through: microbatch_pipeline[i], or 0.
+  int pipeline_of_microbatch(int i) const {
+    return microbatch_pipeline.empty() ? 0 : microbatch_pipeline.at(i);
+  }
+  /// True when micro-batch i passes through chunk c (every chunk with one pipeline; Chimera:
+  /// the chunk of its pipeline only).
+  bool runs_through(int i, int c) const {
+    return pipelines == 1 || placement().pipeline_of(c) == pipeline_of_microbatch(i);
+  }
   bool is_first_stage(int rank, int chunk) const { return virtual_stage(rank, chunk) == 0; }
   bool is_last_stage(int rank, int chunk) const {
     return virtual_stage(rank, chunk) == num_virtual_stages() - 1;
@@ -110,8 +164,9 @@ struct Schedule {
   StageRef peer(int rank, const Action& a) const;
 
   /// MPI tag for the message carried by send/recv action `a` on `rank`. Sender and receiver
-  /// compute the same tag: (direction·p·v + receiving virtual stage)·m + micro-batch, where
-  /// direction is 0 forward, 1 backward. Range 0..2·p·v·m-1.
+  /// compute the same tag: (direction·p·v + pipeline·S + receiving virtual stage)·m +
+  /// micro-batch, where direction is 0 forward, 1 backward and S = num_virtual_stages() (the
+  /// pipeline term is 0 but for Chimera). Range 0..2·p·v·m-1.
   int message_tag(int rank, const Action& a) const;
 
   /// Total number of actions over all ranks.
@@ -169,8 +224,16 @@ Schedule interleaved_1f1b(int p, int m, int v);
 /// done) min(p, m) on every rank: the same peak as 1F1B's rank 0. Any m ≥ 1.
 Schedule zb_h1(int p, int m);
 
-/// By name: "naive", "gpipe", "1f1b", "interleaved_1f1b", "zb_h1". v must be 1 except for
-/// interleaved_1f1b. Throws std::invalid_argument naming the known schedules for an unknown name.
+/// Chimera (Li & Hoefler 2021 §3.2-3.5): p ranks (p even), two pipelines in opposite
+/// directions (Placement), m micro-batches taken in units of p: in each unit the first p/2 go
+/// down, the last p/2 up ("direct concatenation" of basic units when m > p). Needs m % p == 0:
+/// "chimera needs m % p == 0 (units of p micro-batches, half per direction); got m=6, p=4".
+/// The order on each rank is the list schedule of schedule_chimera.cc (unit costs F = B = 1,
+/// as the paper's figures): bubble fraction (p-2)/(2m+p-2), against 1F1B's (p-1)/(m+p-1).
+Schedule chimera(int p, int m);
+
+/// By name: "naive", "gpipe", "1f1b", "interleaved_1f1b", "zb_h1", "chimera". v must be 1
+/// except for interleaved_1f1b (chimera's two chunks are implied: pass v = 1 or 2). Throws std::invalid_argument naming the known schedules for an unknown name.
 Schedule make_schedule(const std::string& name, int p, int m, int v = 1);
 
 /// Names accepted by make_schedule, in reading order.
@@ -178,7 +241,9 @@ std::vector<std::string> schedule_names();
 
 /// Throws std::invalid_argument("layers 6 not divisible by p·v = 4 (p=2, v=2)") unless
 /// num_layers % (p·v) == 0. The executor's check before cutting the model into virtual stages.
-void check_layers_divisible(int num_layers, int p, int v);
+/// With two pipelines (Chimera) the model is cut into p·v/2 = p stages: "layers 6 not divisible
+/// by p = 4 stages per pipeline (chimera)".
+void check_layers_divisible(int num_layers, int p, int v, int pipelines = 1);
 
 /// Layers [first, last) of virtual stage (rank, chunk): slice s = chunk·p + rank of num_layers
 /// cut into p·v equal slices. Calls check_layers_divisible.

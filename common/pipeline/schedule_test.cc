@@ -112,7 +112,8 @@ TEST(Schedule, ErrorsNameTheValues) {
   EXPECT_EQ(error_of([] { make_schedule("gpipe", 2, 4, 2); }),
             "schedule gpipe runs one model chunk per rank; got v=2 (use interleaved_1f1b for v > 1)");
   EXPECT_EQ(error_of([] { make_schedule("pipedream", 2, 4); }),
-            "unknown pipeline schedule 'pipedream'; known: naive, gpipe, 1f1b, interleaved_1f1b, zb_h1");
+            "unknown pipeline schedule 'pipedream'; known: naive, gpipe, 1f1b, interleaved_1f1b, zb_h1, "
+            "chimera");
   EXPECT_EQ(error_of([] { check_layers_divisible(6, 2, 2); }), "layers 6 not divisible by p·v = 4 (p=2, v=2)");
   EXPECT_EQ(error_of([] { check_layers_divisible(8, 2, 2); }), "");
 }

@@ -68,6 +68,9 @@ void check_rank(const Schedule& s, int r) {
       fail("micro-batch or chunk out of range (m=" + std::to_string(s.m) + ", v=" +
                std::to_string(s.v) + ")", r, i, a);
     }
+    if (!s.runs_through(a.microbatch, a.chunk))
+      fail("micro-batch of pipeline " + std::to_string(s.pipeline_of_microbatch(a.microbatch)) +
+               " on a chunk of the other pipeline", r, i, a);
     const bool first = s.is_first_stage(r, a.chunk), last = s.is_last_stage(r, a.chunk);
     switch (a.op) {
       case Op::kRecvForward:
@@ -149,6 +152,7 @@ void check_complete(const Schedule& s, int r) {
   const int n = static_cast<int>(s.ranks[r].size());
   for (int c = 0; c < s.v; ++c) {
     for (int mb = 0; mb < s.m; ++mb) {
+      if (!s.runs_through(mb, c)) continue;  // Chimera: the other pipeline's micro-batch
       if (!has(Op::kForward, mb, c)) fail("missing forward", r, n, {Op::kForward, mb, c});
       if (!has(Op::kBackward, mb, c) && !has(Op::kBackwardInput, mb, c)) {
         fail("missing backward", r, n, {Op::kBackward, mb, c});
@@ -173,7 +177,7 @@ SimResult simulate(const Schedule& s, const Costs& costs) {
   for (int r = 0; r < s.p; ++r) check_complete(s, r);
 
   SimResult res;
-  res.p = s.p, res.m = s.m, res.v = s.v;
+  res.p = s.p, res.m = s.m, res.v = s.placement().chunks_per_microbatch();
   res.busy.assign(s.p, 0.0);
   res.peak_in_flight.assign(s.p, 0);
   res.start.resize(s.p);
@@ -202,7 +206,7 @@ SimResult simulate(const Schedule& s, const Costs& costs) {
         } else if (is_send(a.op)) {
           posted[message_of(s, r, a)] = clock[r];
         } else {
-          clock[r] += costs.of(a.op, s.v);
+          clock[r] += costs.of(a.op, s.placement().chunks_per_microbatch());
           res.busy[r] += clock[r] - t0;
           if (a.op == Op::kForward) res.peak_in_flight[r] = std::max(res.peak_in_flight[r], ++in_flight[r]);
           if (a.op == Op::kBackward || a.op == Op::kBackwardWeight) --in_flight[r];

@@ -7,7 +7,9 @@
 // rank with actions left is blocked, the schedule deadlocks.
 //
 // Costs are per micro-batch through ALL of a rank's layers; a chunk action of an interleaved
-// schedule costs 1/v of it (each chunk holds 1/v of the rank's layers). So the ideal (bubble-free)
+// schedule costs 1/v of it (each chunk holds 1/v of the rank's layers). Chimera's two chunks
+// are whole stages of two pipelines and a micro-batch passes one of them: its chunk actions
+// cost a whole op (the divisor is Placement::chunks_per_microbatch(), v / pipelines). So the ideal (bubble-free)
 // busy time of every rank is m·(F + B) for any schedule and any v, and schedules compare directly.
 //
 // Papers: as in schedule.h (GPipe, Megatron-LM §2.2, Zero Bubble §3).
@@ -68,7 +70,8 @@ class ScheduleError : public std::invalid_argument {
 
 /// Timing and memory of one simulated optimizer step.
 struct SimResult {
-  int p = 1, m = 1, v = 1;
+  int p = 1, m = 1;
+  int v = 1;  ///< chunks one micro-batch passes per rank (Placement::chunks_per_microbatch())
   double makespan = 0.0;                  ///< T: when the last action ends
   std::vector<double> busy;               ///< [rank] compute time
   double bubble_fraction = 0.0;           ///< Σ_r (T - busy_r) / (p·T)
