@@ -72,89 +72,125 @@ UnitRange PipelineExecutor::range(int chunk) const {
 
 double PipelineExecutor::run(const float* params, float* grads, const int32_t* tokens,
                              const int32_t* targets, int B, int T, double t0) {
-  const int m = schedule_.m, C = model_.config().d;
+  const int m = schedule_.m;
   LLMP_CHECK(B % m == 0, "global batch " + std::to_string(B) + " is not divisible by " +
                              std::to_string(m) + " micro-batches");
-  b_ = B / m, T_ = T;
-  scale_ = 1.0f / (static_cast<float>(B) * T);  // every micro-batch's loss counts toward the mean
-  tapes_.assign(static_cast<size_t>(m) * v_, Tape());
-  stats_ = ExecutorStats();
-  in_flight_ = 0;
+  begin_run(B / m, B, T, static_cast<size_t>(m) * v_, /*reset_clock=*/true);
   LocalParams source(part_, rank_, params);
   LocalGrads sink(part_, rank_, grads);
   UnitRunner runner(model_, source, &sink);
-  MemoryTracker& mem = MemoryTracker::instance();
-  const int64_t act_before = mem.current(MemCategory::kActivations);
-  mem.reset_peak();
-  clock_.reset();
   double loss = 0;
-
-  for (const Action& a : schedule_.ranks.at(rank_)) {
-    const double start = wall_seconds();
-    Tape& tp = tape(a);
-    // The op's logical interval (logical_clock.h): compute ops take their cost, a send happens
-    // at the end of the op that produced its tensor, a recv ends at its message's logical time.
-    LogicalInterval logical = is_compute(a.op) ? clock_.compute(a.op) : clock_.send();
-    switch (a.op) {
-      case Op::kRecvForward:
-        tp.x.assign(1, activation(b_, T_, C));
-        logical = clock_.receive(recv_forward(link_, a, tp.x[0]));
-        break;
-      case Op::kForward:
-        ++in_flight_;
-        forward(a, runner, tokens, targets, &loss);
-        break;
-      case Op::kSendForward:
-        send_forward(link_, a, tp.x.back(), clock_.now(), &pending_);
-        tp.x.back() = Tensor();  // the output is not needed here any more; pending_ holds it
-        break;
-      case Op::kRecvBackward:
-        tp.dy = activation(b_, T_, C);
-        logical = clock_.receive(recv_backward(link_, a, tp.dy));
-        break;
-      case Op::kBackward:  // dx_j from dx_{j+1} through the blocks in reverse; grads += ...
-        stats_.stored_per_forward = std::max(stats_.stored_per_forward, tp.stored_bytes());
-        runner.backward(range(a.chunk), tokens + rows(a), b_, T_, &tp);
-        --in_flight_;
-        break;
-      case Op::kBackwardInput:  // dx only; W's inputs are kept in the tape
-        stats_.stored_per_forward = std::max(stats_.stored_per_forward, tp.stored_bytes());
-        runner.backward_input(range(a.chunk), b_, T_, &tp);
-        break;
-      case Op::kBackwardWeight:  // the weight gradients (and the embedding's, virtual stage 0)
-        runner.backward_weight(range(a.chunk), tokens + rows(a), b_, T_, &tp);
-        --in_flight_;
-        break;
-      case Op::kSendBackward:
-        send_backward(link_, a, tp.dx, clock_.now(), &pending_);
-        tp.dx = Tensor();
-        break;
-    }
-    stats_.peak_in_flight = std::max(stats_.peak_in_flight, in_flight_);
-    stats_.spans.push_back(make_span(rank_, a, v_, start - t0, wall_seconds() - t0));
-    stats_.logical_spans.push_back(make_span(rank_, a, v_, logical.start, logical.end));
-    pending_.poll();
-  }
+  for (const Action& a : schedule_.ranks.at(rank_))
+    execute(a, runner, tokens + rows(a), targets + rows(a), t0, &loss);
   pending_.wait_all();  // sends complete by the end of the step
   tapes_.clear();
-  stats_.peak_activation_bytes = mem.peak(MemCategory::kActivations) - act_before;
+  end_run();
   return loss;
 }
 
-void PipelineExecutor::forward(const Action& a, UnitRunner& runner, const int32_t* tokens,
-                               const int32_t* targets, double* loss) {
-  const UnitRange r = range(a.chunk);
+void PipelineExecutor::begin_run(int b, int B, int T, size_t num_tapes, bool reset_clock) {
+  b_ = b, T_ = T;
+  scale_ = 1.0f / (static_cast<float>(B) * T);  // every micro-batch's loss counts toward the mean
+  if (num_tapes > 0) tapes_.assign(num_tapes, Tape());
+  const int64_t stored = stats_.stored_per_forward;
+  stats_ = ExecutorStats();
+  if (reset_clock) in_flight_ = 0, clock_.reset();
+  else stats_.stored_per_forward = stored;  // a stream's later segment: the max over the stream
+  MemoryTracker& mem = MemoryTracker::instance();
+  act_before_ = mem.current(MemCategory::kActivations);
+  mem.reset_peak();
+}
+
+void PipelineExecutor::end_run() {
+  stats_.peak_activation_bytes =
+      MemoryTracker::instance().peak(MemCategory::kActivations) - act_before_;
+}
+
+void PipelineExecutor::execute(const Action& a, UnitRunner& runner, const int32_t* tokens,
+                               const int32_t* targets, double t0, double* loss) {
+  const int C = model_.config().d;
+  const double start = wall_seconds();
   Tape& tp = tape(a);
-  LLMP_CHECK(r.embed || tp.x.size() == 1, "forward before recv_forward: " + to_string(a));
-  // x_0 = embed(tokens_i) or the received input; x_{j+1} = block(x_j); on the last virtual
-  // stage the fused head: loss_i and dy = d(loss)/dx_k now, ln_f and wte grads accumulate.
-  *loss += runner.forward(r, tokens + rows(a), targets + rows(a), b_, T_, scale_, /*train=*/true,
-                          &tp);
+  // The op's logical interval (logical_clock.h): compute ops take their cost, a send happens
+  // at the end of the op that produced its tensor, a recv ends at its message's logical time.
+  LogicalInterval logical = is_compute(a.op) ? clock_.compute(a.op) : clock_.send();
+  switch (a.op) {
+    case Op::kRecvForward:
+      tp.x.assign(1, activation(b_, T_, C));
+      logical = clock_.receive(recv_forward(link_, a, tp.x[0]));
+      break;
+    case Op::kForward: {
+      ++in_flight_;
+      const UnitRange r = range(a.chunk);
+      LLMP_CHECK(r.embed || tp.x.size() == 1, "forward before recv_forward: " + to_string(a));
+      // x_0 = embed(tokens_i) or the received input; x_{j+1} = block(x_j); on the last virtual
+      // stage the fused head: loss_i and dy = d(loss)/dx_k now, ln_f and wte grads accumulate.
+      *loss += runner.forward(r, tokens, targets, b_, T_, scale_, /*train=*/true, &tp);
+      break;
+    }
+    case Op::kSendForward:
+      send_forward(link_, a, tp.x.back(), clock_.now(), &pending_);
+      tp.x.back() = Tensor();  // the output is not needed here any more; pending_ holds it
+      break;
+    case Op::kRecvBackward:
+      tp.dy = activation(b_, T_, C);
+      logical = clock_.receive(recv_backward(link_, a, tp.dy));
+      break;
+    case Op::kBackward:  // dx_j from dx_{j+1} through the blocks in reverse; grads += ...
+      stats_.stored_per_forward = std::max(stats_.stored_per_forward, tp.stored_bytes());
+      runner.backward(range(a.chunk), tokens, b_, T_, &tp);
+      --in_flight_;
+      break;
+    case Op::kBackwardInput:  // dx only; W's inputs are kept in the tape
+      stats_.stored_per_forward = std::max(stats_.stored_per_forward, tp.stored_bytes());
+      runner.backward_input(range(a.chunk), b_, T_, &tp);
+      break;
+    case Op::kBackwardWeight:  // the weight gradients (and the embedding's, virtual stage 0)
+      runner.backward_weight(range(a.chunk), tokens, b_, T_, &tp);
+      --in_flight_;
+      break;
+    case Op::kSendBackward:
+      send_backward(link_, a, tp.dx, clock_.now(), &pending_);
+      tp.dx = Tensor();
+      break;
+  }
+  stats_.peak_in_flight = std::max(stats_.peak_in_flight, in_flight_);
+  stats_.spans.push_back(make_span(rank_, a, v_, start - t0, wall_seconds() - t0));
+  stats_.logical_spans.push_back(make_span(rank_, a, v_, logical.start, logical.end));
+  pending_.poll();
+}
+
+double PipelineExecutor::run_segment(const std::vector<Action>& actions, size_t begin,
+                                     size_t end, int m_batch, int B, int T,
+                                     const StreamBatches& io, double t0) {
+  LLMP_CHECK(m_batch >= 1 && B % m_batch == 0,
+             "global batch " + std::to_string(B) + " is not divisible by " +
+                 std::to_string(m_batch) + " micro-batches");
+  const bool first = tapes_.empty();  // the stream's first segment (finish_stream() clears)
+  begin_run(B / m_batch, B, T, first ? static_cast<size_t>(schedule_.m) * v_ : 0, first);
+  double loss = 0;
+  for (size_t i = begin; i < end; ++i) {
+    const Action& a = actions.at(i);
+    const int batch = a.microbatch / m_batch;
+    const int64_t at = static_cast<int64_t>(a.microbatch % m_batch) * b_ * T_;
+    // The weight version and the gradient buffer of the micro-batch's own batch.
+    LocalParams source(part_, rank_, io.params(batch));
+    LocalGrads sink(part_, rank_, io.grads(batch));
+    UnitRunner runner(model_, source, &sink);
+    execute(a, runner, io.tokens(batch) + at, io.targets(batch) + at, t0, &loss);
+  }
+  end_run();
+  return loss;
+}
+
+void PipelineExecutor::finish_stream() {
+  pending_.wait_all();
+  tapes_.clear();
 }
 
 double PipelineExecutor::forward_only(const float* params, const int32_t* tokens,
-                                      const int32_t* targets, int B, int T) {
-  const int m = schedule_.m, C = model_.config().d;
+                                      const int32_t* targets, int B, int T, int micro_batches) {
+  const int m = micro_batches > 0 ? micro_batches : schedule_.m, C = model_.config().d;
   b_ = B / m, T_ = T;
   const float scale = 1.0f / (static_cast<float>(B) * T);
   LocalParams source(part_, rank_, params);

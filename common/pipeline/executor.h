@@ -38,6 +38,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -83,16 +84,45 @@ class PipelineExecutor {
   double run(const float* params, float* grads, const int32_t* tokens, const int32_t* targets,
              int B, int T, double t0);
 
-  /// Forward only (validation), micro-batch by micro-batch through the virtual stages in order.
-  /// Same return convention as run().
+  /// Forward only (validation), micro-batch by micro-batch through the virtual stages of
+  /// pipeline 0 in order, in `micro_batches` micro-batches (0: the schedule's m). Same return
+  /// convention as run().
   double forward_only(const float* params, const int32_t* tokens, const int32_t* targets, int B,
-                      int T);
+                      int T, int micro_batches = 0);
+
+  /// What each batch of a flush-free stream reads (PipeDream-2BW, stages/pipedream_2bw): the
+  /// stream's micro-batch i belongs to batch i / m_batch, and reads that batch's weight version,
+  /// gradient buffer and (B,T) tokens and targets.
+  struct StreamBatches {
+    std::function<const float*(int batch)> params;
+    std::function<float*(int batch)> grads;
+    std::function<const int32_t*(int batch)> tokens;
+    std::function<const int32_t*(int batch)> targets;
+  };
+
+  /// Runs actions[begin, end) of a flush-free stream: a schedule whose micro-batches are the
+  /// concatenated micro-batches of successive batches (m_batch each, b = B/m_batch sequences),
+  /// run without a flush between batches, so one call (a segment) may hold the backwards of
+  /// the previous batch and the forwards of the next. Tapes of micro-batches whose backward
+  /// lies in a later segment are kept; the logical clock runs on from the previous segment
+  /// (the stream's first call starts it at 0); sends are not waited for (their receivers may
+  /// take them in their own next segment). The executor's schedule must be the stream's (its
+  /// message tags). Returns the losses of the forwards run here on a last-stage rank, else 0.
+  double run_segment(const std::vector<Action>& actions, size_t begin, size_t end, int m_batch,
+                     int B, int T, const StreamBatches& io, double t0);
+  /// The end of a stream: waits for the outstanding sends and drops the tapes.
+  void finish_stream();
 
   const ExecutorStats& stats() const { return stats_; }
 
  private:
-  void forward(const Action& a, UnitRunner& runner, const int32_t* tokens, const int32_t* targets,
-               double* loss);
+  /// One action of the rank's list; tokens/targets point at its micro-batch's rows.
+  void execute(const Action& a, UnitRunner& runner, const int32_t* tokens, const int32_t* targets,
+               double t0, double* loss);
+  /// Per-run bookkeeping: micro-batch size, loss scale 1/(B·T), tapes (num_tapes > 0: fresh
+  /// ones), stats and activation peak; the logical clock and in-flight count when reset_clock.
+  void begin_run(int b, int B, int T, size_t num_tapes, bool reset_clock);
+  void end_run();
   /// The chunk's range of units (a virtual stage) for the walk.
   UnitRange range(int chunk) const;
   /// The tape of a (micro-batch, chunk): its activations between its forward and its backward.
@@ -112,6 +142,7 @@ class PipelineExecutor {
   std::vector<Tape> tapes_;  // [microbatch·v + chunk]
   PendingSends pending_;
   int in_flight_ = 0;
+  int64_t act_before_ = 0;
   ExecutorStats stats_;
 };
 

@@ -52,16 +52,20 @@ StageSpec pipeline_stage_spec(const PipelineStageOptions& o) {
       app.add_option("--chunks", opts->chunks, "v: model chunks (virtual stages) per rank")
           ->capture_default_str();
   };
-  spec.validate = [opts](const TrainConfig& cfg) {
-    const std::string err =
-        pipeline_config_error(cfg, opts->schedule, opts->micro_batches, opts->chunks);
+  auto check = [opts](const TrainConfig& cfg) {
+    std::string err = pipeline_config_error(cfg, opts->schedule, opts->micro_batches, opts->chunks);
+    if (err.empty() && opts->extra_check) err = opts->extra_check(cfg.world_size, opts->micro_batches);
+    return err;
+  };
+  spec.validate = [check](const TrainConfig& cfg) {
+    const std::string err = check(cfg);
     if (!err.empty()) user_error(err);
   };
-  spec.make = [opts](const StageContext& ctx) -> std::unique_ptr<Strategy> {
+  spec.make = [opts, check](const StageContext& ctx) -> std::unique_ptr<Strategy> {
     // Inside the ranks (also when started by mpiexec directly, skipping the launcher's checks).
-    const std::string err =
-        pipeline_config_error(ctx.cfg, opts->schedule, opts->micro_batches, opts->chunks);
+    const std::string err = check(ctx.cfg);
     all_ranks_ok(err.empty(), err);
+    if (opts->make_strategy) return opts->make_strategy(ctx, opts->micro_batches);
     ProcessGroup& pp = ctx.grid.pp_group();  // every rank of the world, stage s on rank s
     Schedule s = make_schedule(opts->schedule, pp.size(), opts->micro_batches, opts->chunks);
     auto strategy = std::make_unique<PipelineStrategy>(ctx.model, pp, ctx.opt, ctx.cfg.seed,

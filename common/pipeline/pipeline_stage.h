@@ -22,6 +22,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "common/pipeline/logical_clock.h"
@@ -47,6 +48,12 @@ struct PipelineStageOptions {
   /// The executor's logical clock (logical_clock.h): F = 1, B = 2 unless the stage's paper
   /// states its bubble for other costs (Chimera: F = B = 1).
   LogicalCosts clock_costs;
+  /// A further check of (p, m) a stage's schedule needs, as one line ("" when fine): e.g.
+  /// PipeDream-2BW's m >= p. Empty: none.
+  std::function<std::string(int p, int m)> extra_check;
+  /// The strategy, when the stage is not a PipelineStrategy over make_schedule(schedule, ...)
+  /// (PipeDream-2BW's flush-free stream). Empty: that PipelineStrategy.
+  std::function<std::unique_ptr<Strategy>(const StageContext& ctx, int m)> make_strategy;
 };
 
 /// The first problem with running `schedule` on cfg.world_size ranks with m micro-batches and

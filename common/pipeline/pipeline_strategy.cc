@@ -46,7 +46,8 @@ PipelineStrategy::PipelineStrategy(const GPT& model, ProcessGroup& pp, AdamWConf
       schedule_(std::move(schedule)),
       trace_path_(std::move(trace_path)),
       metrics_(pp),
-      clock_costs_(clock_costs) {
+      clock_costs_(clock_costs),
+      step_micro_batches_(schedule_.m) {
   const std::string err = check_setup(model, pp, schedule_);
   all_ranks_ok(err.empty(), err);  // one line from one rank, every rank exits 2
   const int r = pp.rank();
@@ -208,7 +209,7 @@ double PipelineStrategy::expected_bytes_per_step(int global_batch, int T) const 
 
 double PipelineStrategy::expected_activation_bytes(int global_batch, int T) const {
   const GPTConfig& c = model_.config();
-  const int64_t b = global_batch / schedule_.m, k = part_->blocks_per_stage();
+  const int64_t b = global_batch / step_micro_batches_, k = part_->blocks_per_stage();
   // k blocks of what each keeps under the recomputation policy (recompute_formulas.h); with
   // none 4bT(16C + HT + 4) each.
   return static_cast<double>(k) *

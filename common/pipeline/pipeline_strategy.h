@@ -116,7 +116,7 @@ class PipelineStrategy : public Strategy {
   /// its input x_j (C):  4·b·T·k·(16C + H·T + 4) bytes, k = L/(p·v) blocks per chunk.
   double expected_activation_bytes(int global_batch, int T) const;
 
- private:
+ protected:  // PipeDream-2BW (stages/pipedream_2bw) runs its own step on the same state
   const GPT& model_;
   ProcessGroup& pp_;
   Schedule schedule_;
@@ -131,6 +131,7 @@ class PipelineStrategy : public Strategy {
   std::shared_ptr<ProcessGroup> replicas_;  // Chimera: {r, p-1-r}; null otherwise
   MetricsReducer metrics_;
   LogicalCosts clock_costs_;
+  int step_micro_batches_ = 1;  // m of one optimizer step (schedule_.m but for a 2BW stream)
   std::shared_ptr<ProcessGroup> book_;  // duplicate of pp: the step's barrier, span gathering
   double last_step_bytes_ = 0;
   int last_B_ = 0, last_T_ = 0;
