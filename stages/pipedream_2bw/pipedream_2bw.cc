@@ -144,6 +144,12 @@ double PipeDream2BWStrategy::train_step(const int32_t* tokens, const int32_t* ta
   return loss;
 }
 
+void PipeDream2BWStrategy::set_state(const float* params, const float* exp_avg,
+                                     const float* exp_avg_sq) {
+  PipelineStrategy::set_state(params, exp_avg, exp_avg_sq);
+  std::memcpy(older_.f32(), params_.f32(), params_.numel() * sizeof(float));
+}
+
 double PipeDream2BWStrategy::eval_loss(const int32_t* tokens, const int32_t* targets,
                                        int global_batch, int T) {
   return metrics_.sum(exec_->forward_only(params_.f32(), tokens, targets, global_batch, T, m_));

@@ -64,6 +64,9 @@ class PipeDream2BWStrategy : public PipelineStrategy {
   /// t, computed with W(t-1).
   double train_step(const int32_t* tokens, const int32_t* targets, int global_batch, int T,
                     int64_t step) override;
+  /// A checkpoint's state becomes BOTH versions: the stream restarts from it as from W(0)
+  /// (W(-1) = W(0)), so a resumed run's first step is not stale.
+  void set_state(const float* params, const float* exp_avg, const float* exp_avg_sq) override;
   /// With the newest complete version (W(t) after step t; after the last step, W(steps)).
   double eval_loss(const int32_t* tokens, const int32_t* targets, int global_batch,
                    int T) override;
