@@ -195,6 +195,7 @@ double PipelineExecutor::forward_only(const float* params, const int32_t* tokens
   const float scale = 1.0f / (static_cast<float>(B) * T);
   LocalParams source(part_, rank_, params);
   UnitRunner runner(model_, source);
+  PendingSends sends;
   double loss = 0;
   // Every rank visits (micro-batch i, virtual stage s) in the same global order and acts on the
   // stages it holds: sends never block, so each recv's send comes earlier in that order.
@@ -210,10 +211,10 @@ double PipelineExecutor::forward_only(const float* params, const int32_t* tokens
         recv_forward(link_, {Op::kRecvForward, i, chunk}, tp.x[0]);  // no timeline: time unused
       }
       loss += runner.forward(r, tokens + at, targets + at, b_, T_, scale, /*train=*/false, &tp);
-      if (!r.head) send_forward(link_, {Op::kSendForward, i, chunk}, tp.x.back(), 0.0, &pending_);
+      if (!r.head) send_forward(link_, {Op::kSendForward, i, chunk}, tp.x.back(), 0.0, &sends);
     }
   }
-  pending_.wait_all();
+  sends.wait_all();  // its own sends only: a stream's may wait for their receiver's next segment
   return loss;
 }
 
