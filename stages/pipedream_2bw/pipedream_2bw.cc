@@ -8,6 +8,7 @@
 #include "common/pipeline/schedule.h"
 #include "common/pipeline/span_gather.h"
 #include "common/pipeline/timeline.h"
+#include "common/pipeline/trace.h"
 #include "common/runtime/check.h"
 #include "common/runtime/clock.h"
 
@@ -121,8 +122,16 @@ double PipeDream2BWStrategy::train_step(const int32_t* tokens, const int32_t* ta
   // Bookkeeping: the loss from the last stage; the segment's spans to rank 0.
   const double loss = metrics_.sum(local_loss);
   std::vector<Span> all = gather_spans(*book_, logical, 0.0);
-  last_spans_ = gather_spans(*book_, spans, 0.0);
+  std::vector<Span> wall = gather_spans(*book_, spans, t0);  // absolute: no barrier lines them up
   if (pp_.rank() == 0) {
+    if (first_t0_ < 0) first_t0_ = t0;
+    last_spans_ = wall;
+    for (Span& s : last_spans_) s.start -= t0, s.end -= t0;
+    for (Span& s : wall) {  // the Chrome trace (--trace), seconds from the run's first step
+      if (trace_spans_.size() >= 200000) break;
+      s.start -= first_t0_, s.end -= first_t0_;
+      trace_spans_.push_back(s);
+    }
     const int p = pp_.size();
     segment_idle_.assign(p, 0.0);
     std::vector<double> end_of(p, 0.0), busy(p, 0.0);
@@ -201,6 +210,11 @@ void PipeDream2BWStrategy::finish() {
               3 * (p - 1), (p - 1.0) / (m_ + p - 1.0));
   std::printf("weight versions held: 2 × %s (rule: W(t+1) = AdamW(W(t), ∇f_t(W(t-1))))\n",
               format_bytes(4.0 * params_.numel()).c_str());
+  if (!trace_path_.empty()) {
+    write_trace(trace_path_, trace_spans_, p);
+    std::printf("trace: %s (%zu spans, wall clock; open in ui.perfetto.dev)\n",
+                trace_path_.c_str(), trace_spans_.size());
+  }
   std::fflush(stdout);
 }
 
