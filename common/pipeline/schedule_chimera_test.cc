@@ -15,8 +15,8 @@
 // Ψ parameters, slot one unit of compute.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
-#include <map>
 #include <set>
 #include <string>
 #include <tuple>
@@ -90,6 +90,23 @@ TEST(ChimeraSchedule, BubbleIsPMinusTwoOverTwoMPlusPMinusTwo) {
       EXPECT_DOUBLE_EQ(r.makespan, T);
       for (int q = 0; q < p; ++q) EXPECT_DOUBLE_EQ(r.busy[q], 2.0 * m) << "rank " << q;
       EXPECT_NEAR(r.bubble_fraction, (p - 2.0) / T, 1e-12);
+    }
+  }
+}
+
+TEST(ChimeraSchedule, MicroBatchesInFlight) {
+  // One unit (m = p): rank r is down stage r, which holds min(p-r, p/2) of the p/2 down
+  // micro-batches at its peak as in 1F1B, and up stage p-1-r, holding min(r+1, p/2) of the up
+  // ones, and both peaks fall together (p = 4: 2+1, 2+2, 2+2, 1+2 = 3, 4, 4, 3; chimera_test's
+  // table): between p/2+1 and p, the paper's range (Table 2). From two units on (m >= 2p), the
+  // next unit's forwards fill the junction and every rank holds p (1F1B's rank r: p-r).
+  for (int p : {2, 4, 6, 8}) {
+    for (int k : {1, 2, 3, 4}) {
+      const SimResult r = simulate(chimera(p, k * p));
+      for (int q = 0; q < p; ++q) {
+        const int want = k == 1 ? std::min(p - q, p / 2) + std::min(q + 1, p / 2) : p;
+        EXPECT_EQ(r.peak_in_flight[q], want) << "p=" << p << " m=" << k * p << " rank " << q;
+      }
     }
   }
 }
