@@ -45,7 +45,9 @@ TEST(Chimera, ExecutedBubbleIsTheFormula) {
         make, "chimera", m, chimera_bubble_fraction(p, m), "(p-2)/(2m+p-2)", 2.0 * m + p - 2);
     if (r.rank == 0) {
       EXPECT_NEAR(r.executed_bubble, (p - 2.0) / (2.0 * m + p - 2.0), 1e-12);
-      if (p == 2) EXPECT_EQ(r.executed_bubble, 0.0);
+      if (p == 2) {
+        EXPECT_EQ(r.executed_bubble, 0.0);
+      }
       EXPECT_LT(r.executed_bubble, (p - 1.0) / (m + p - 1.0)) << "1F1B's at the same p, m";
     }
   }
