@@ -2,18 +2,23 @@
 # Bad input to a stage's train binary: each case must end every rank with a non-zero exit and
 # print exactly one line "error: ..." that names the offending value. A hang is a failure
 # (timeout). Usage: bad_input_test.sh path/to/train [--skip=CASE ...] [--fp32_only]
+#   [--save_world_size=N]
 # --skip names a case that does not apply to the stage (naive_pp takes any global batch: m = 1).
 # --fp32_only: the stage does not take --precision bf16 / fp16 (StageSpec::supports_precision),
 # so --precision bf16 must be refused by name; without it that case is skipped.
+# --save_world_size: ranks of the run that writes the checkpoint the checkpoint cases load (1
+# unless the stage cannot run on one rank: Chimera needs an even number of pipeline stages).
 set -u
 bin=$1
 shift
 skip=" "
 fp32_only=0
+save_world_size=1
 for a in "$@"; do
   case "$a" in
     --skip=*) skip+="${a#--skip=} " ;;
     --fp32_only) fp32_only=1 ;;
+    --save_world_size=*) save_world_size=${a#--save_world_size=} ;;
     *) echo "unknown argument $a"; exit 2 ;;
   esac
 done
@@ -76,7 +81,7 @@ expect_before_launch tiny_arena "arena_bytes 4096 " -- "$bin" --arena_bytes 4096
 expect_before_launch defrag_without_arena "--defrag needs --arena_bytes" -- "$bin" --defrag
 
 # A real checkpoint of the tiny model, then loaded into mini: mismatched.
-if timeout 120 "$bin" --model tiny --world_size 1 "${fast[@]}" --save "$tmp/tiny.safetensors" \
+if timeout 120 "$bin" --model tiny --world_size "$save_world_size" "${fast[@]}" --save "$tmp/tiny.safetensors" \
     >/dev/null 2>"$tmp/save_err"; then
   expect mismatched_checkpoint "tiny" -- "$bin" --model mini --load "$tmp/tiny.safetensors"
   # The same file truncated: the header promises more bytes than the file has.

@@ -11,10 +11,12 @@ each flag of `shared_defaults` the command line does not set (e.g. --world_size 
 cases that do not apply to the stage (a stage that does not split the batch over its ranks takes
 any global batch). `takes_precision` False (every stage using this macro: the pipelines, tensor
 and sequence parallelism) adds the case that --precision bf16 is refused by name; the stages that
-train in mixed precision declare their sh_test without --fp32_only.
+train in mixed precision declare their sh_test without --fp32_only. `save_world_size`: the ranks of
+the run that writes the checkpoint the checkpoint cases load (1 unless the stage cannot run on one
+rank, as Chimera, whose p must be even).
 """
 
-def bad_input_test(shared_defaults = {}, skip = [], takes_precision = False):
+def bad_input_test(shared_defaults = {}, skip = [], takes_precision = False, save_world_size = 1):
     lines = [
         "cat > $@ <<'EOF'",
         "#!/usr/bin/env bash",
@@ -42,6 +44,7 @@ def bad_input_test(shared_defaults = {}, skip = [], takes_precision = False):
         size = "medium",
         srcs = ["//tests:bad_input_test.sh"],
         args = ["$(location :train_with_defaults.sh)"] + ["--skip=" + s for s in skip] +
-               ([] if takes_precision else ["--fp32_only"]),
+               ([] if takes_precision else ["--fp32_only"]) +
+               ([] if save_world_size == 1 else ["--save_world_size=%d" % save_world_size]),
         data = ["//common/testing:expect_error.sh", ":train", ":train_with_defaults.sh"],
     )

@@ -151,7 +151,19 @@ void expect_memory_rows_match_partition(const PipelineFactory& make, const std::
   const GPTLayout& layout = model.layout();
   const int r = pp.rank(), L = model.config().layers;
   int64_t psi_r = 0;
-  for (int c = 0; c < part.v(); ++c) {
+  if (s->schedule().pipelines == 2) {
+    // Chimera (two pipelines): rank r holds stage r of the down pipeline and stage p-1-r of the
+    // up one, k = L/p blocks each; stage 0 carries the embeddings (wte, wpe), stage p-1 the
+    // final LayerNorm. Ranks 0 and p-1 hold both ends, so the tied head reads wte from unit 0:
+    // no copy. Counted from p and r alone, not from the partition.
+    const int p = pp.size(), k = L / p;
+    for (int st : {r, p - 1 - r}) {
+      if (st == 0) psi_r += layout.unit_numel(0);  // wte, wpe
+      for (int l = st * k; l < (st + 1) * k; ++l) psi_r += layout.unit_numel(1 + l);
+      if (st == p - 1) psi_r += layout.unit_numel(L + 1);  // ln_f
+    }
+  }
+  for (int c = 0; c < part.v() && s->schedule().pipelines == 1; ++c) {
     const VirtualStage vs = part.stage(r, c);
     if (vs.first) psi_r += layout.unit_numel(0);  // wte, wpe
     for (int l = vs.first_block; l < vs.first_block + vs.num_blocks; ++l)

@@ -1,5 +1,5 @@
 // Test helpers shared by the pipeline stages' tests (gpipe, 1f1b, interleaved_1f1b, zero_bubble,
-// naive_pp): the equivalence run against the single-rank baseline, a short "probe" run that
+// naive_pp, chimera): the equivalence run against the single-rank baseline, a short "probe" run that
 // returns what one step measured (the executed logical timeline and its bubble, activation
 // memory, bytes; the simulator's replay alongside, for printing), and the memory rows of the
 // report against each rank's share of the model counted from the partition.
@@ -49,7 +49,7 @@ struct ProbeResult {
   ExecutorStats stats;            ///< this rank's measurements
   double measured_bubble = 0;     ///< rank 0 only: from the gathered wall-clock spans
   double executed_bubble = 0;     ///< rank 0 only: from the gathered logical spans
-  double executed_makespan = 0;   ///< rank 0 only: logical units (F = 1, B = 2, B = W = 1)
+  double executed_makespan = 0;   ///< rank 0 only: logical units of the stage's clock costs
   double bytes = 0;               ///< this rank, last step
   double expected_bytes = 0;      ///< PipelineStrategy::expected_bytes_per_step
   double expected_stored = 0;     ///< PipelineStrategy::expected_activation_bytes
@@ -79,8 +79,9 @@ ProbeResult expect_executed_bubble(const PipelineFactory& make, const std::strin
 /// rows and expects parameters = 4Ψ_r, gradients = 4Ψ_r and optimizer state = 8Ψ_r bytes
 /// (measured and formula columns), with Ψ_r counted here from the partition's virtual stages
 /// (embeddings on virtual stage 0, k blocks each, final LayerNorm on the last, plus the wte copy
-/// when the last virtual stage is not on rank 0) and the layout's unit sizes. A rank that
-/// allocates a full-model buffer fails.
+/// when the last virtual stage is not on rank 0) and the layout's unit sizes; for Chimera (two
+/// pipelines) from p and r alone: stages r and p-1-r, L/p blocks each, embeddings with stage 0,
+/// ln_f with stage p-1, no wte copy. A rank that allocates a full-model buffer fails.
 void expect_memory_rows_match_partition(const PipelineFactory& make, const std::string& stage,
                                         int m);
 
