@@ -24,6 +24,7 @@ std::string pipeline_config_error(const TrainConfig& cfg, const std::string& sch
   try {
     const GPTConfig mc = model_config(cfg);  // the preset, or --layers
     const int pipelines = schedule == "chimera" ? 2 : 1;  // Chimera: two chunks, one per pipeline
+    if (pipelines == 2) make_schedule(schedule, p, m, v);  // an odd p first, before the layers
     const std::string err = GPTPartition::check(mc.layers, p, pipelines == 2 ? 2 : v, pipelines);
     if (!err.empty()) return err + " for model " + mc.name;
     make_schedule(schedule, p, m, v);  // the schedule's own constraints (m % p, ...)

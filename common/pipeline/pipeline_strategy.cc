@@ -246,8 +246,15 @@ void PipelineStrategy::finish() {
   // The headline: the step as executed, on the logical clock (3 characters per unit, F = 1).
   const double T = executed_makespan();
   char costs_buf[96];
-  std::snprintf(costs_buf, sizeof(costs_buf), "F = %g, B = %g, zero bubble B = W = %g",
-                clock_costs_.forward, clock_costs_.backward, clock_costs_.backward_input);
+  bool split = false;  // zero bubble's B and W: say what they cost
+  for (const auto& list : schedule_.ranks)
+    for (const Action& a : list) split = split || a.op == Op::kBackwardWeight;
+  if (split)
+    std::snprintf(costs_buf, sizeof(costs_buf), "F = %g, B = W = %g", clock_costs_.forward,
+                  clock_costs_.backward_input);
+  else
+    std::snprintf(costs_buf, sizeof(costs_buf), "F = %g, B = %g", clock_costs_.forward,
+                  clock_costs_.backward);
   const std::string costs_text = costs_buf;
   const int width = std::clamp(static_cast<int>(std::lround(3 * T)), 1, 480);
   char unit[64];

@@ -165,7 +165,12 @@ std::vector<std::string> schedule_names() {
 
 Schedule make_schedule(const std::string& name, int p, int m, int v) {
   if (name == "interleaved_1f1b") return interleaved_1f1b(p, m, v);
-  if (name == "chimera" && (v == 1 || v == 2)) return chimera(p, m);
+  if (name == "chimera") {
+    if (v != 1 && v != 2)
+      throw std::invalid_argument("schedule chimera runs two chunks per rank, one per pipeline; "
+                                  "got v=" + std::to_string(v));
+    return chimera(p, m);
+  }
   bool known = false;
   for (const auto& n : schedule_names()) known = known || n == name;
   if (!known) {

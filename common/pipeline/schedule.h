@@ -226,8 +226,9 @@ Schedule zb_h1(int p, int m);
 
 /// Chimera (Li & Hoefler 2021 §3.2-3.5): p ranks (p even), two pipelines in opposite
 /// directions (Placement), m micro-batches taken in units of p: in each unit the first p/2 go
-/// down, the last p/2 up ("direct concatenation" of basic units when m > p). Needs m % p == 0:
-/// "chimera needs m % p == 0 (units of p micro-batches, half per direction); got m=6, p=4".
+/// down, the last p/2 up ("direct concatenation" of basic units when m > p). Needs an even p
+/// and m % p == 0: "chimera needs an even p and m % p == 0 (units of p micro-batches, half per
+/// direction); got m=6, p=4".
 /// The order on each rank is the list schedule of schedule_chimera.cc (unit costs F = B = 1,
 /// as the paper's figures): bubble fraction (p-2)/(2m+p-2), against 1F1B's (p-1)/(m+p-1).
 Schedule chimera(int p, int m);

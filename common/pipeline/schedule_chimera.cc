@@ -27,7 +27,7 @@
 //   3. among backwards, the lower stage, then the lower micro-batch.
 // This reproduces the paper's Fig. 3 for p = 4, m = 4: every rank idles p-2 = 2 slots, so the
 // makespan is 2m + p - 2 and the bubble fraction (p-2)/(2m+p-2) (1F1B: (p-1)/(m+p-1)); for
-// m = k·p the same holds (schedule_test checks p = 2..8, m = p..4p with the simulator).
+// m = k·p the same holds (schedule_chimera_test checks p = 2..8, m = p..4p with the simulator).
 //
 // Glossary: p pipeline stages (ranks, even), m micro-batches, F forward, B backward, slot one
 // unit of compute (F or B).

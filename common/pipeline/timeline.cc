@@ -94,7 +94,7 @@ std::string render_spans(const std::vector<Span>& spans, int num_ranks, int widt
     os << name << "|" << rows[r] << "|\n";
   }
   os << "legend: F3 forward of micro-batch 3, B3 its backward (zero bubble: input gradient), "
-        "W3 its weight gradient;\n        lower case: odd model chunk (interleaved), .c suffix: "
+        "W3 its weight gradient;\n        lower case: odd model chunk (interleaved; Chimera: the up pipeline), .c suffix: "
         "chunk c (v > 2); '.' idle\n";
   char line[48];
   std::snprintf(line, sizeof(line), " %.4f = idle / (p · makespan)\n",
