@@ -193,7 +193,17 @@ TEST(PipeDream2BW, BytesPerStep) {
   // and 2 backwards: rank 0 sends 2 send_forwards, rank 1 2 send_backwards. Step 1 applies no
   // update (32768 B), a steady step one (65536 B), the last step the drain and two (98304 B).
   const double hand[3] = {32768, 65536, 98304};
+  // Every p and m, counted from the segment's definition (pipedream_2bw.h: segment t =
+  // F(t·m+i) B(t·m+i-w), w = p-r-1): a rank sends its forwards unless last, its backwards
+  // unless first. Step 1 has m forwards and m-w backwards (batch 0's first), a steady step m
+  // of each, the last step also the drain's w backwards; updates 0, 1, 2 (4VC on ranks 0, p-1).
+  const int C = f.model.config().d, V = f.model.config().vocab, w = p - r - 1;
+  const bool fwd_sends = r < p - 1, bwd_sends = r > 0, emb = r == 0 || r == p - 1;
   for (int m : {p, 2 * p}) {
+    const double msg = 4.0 * (f.B / m) * f.T * C, upd = emb ? 4.0 * V * C : 0.0;
+    const double sends[3] = {fwd_sends * m + bwd_sends * (m - w), (fwd_sends + bwd_sends) * m,
+                             (fwd_sends + bwd_sends) * m + bwd_sends * w};
+    const double closed[3] = {sends[0] * msg, sends[1] * msg + upd, sends[2] * msg + 2 * upd};
     std::unique_ptr<PipeDream2BWStrategy> s = f.make(m, /*steps=*/3);
     for (int step = 1; step <= 3; ++step) {
       f.batch(step);
@@ -203,6 +213,7 @@ TEST(PipeDream2BW, BytesPerStep) {
       std::printf("p=%d m=%d rank %d step %d: sent %.0f B, formula %.0f B (%s)\n", p, m, r,
                   step, row.measured, row.formula, row.formula_text.c_str());
       EXPECT_EQ(row.measured, row.formula) << "rank " << r << " m=" << m << " step " << step;
+      EXPECT_EQ(row.measured, closed[step - 1]) << "rank " << r << " m=" << m << " step " << step;
       if (p == 2 && m == 2) {
         EXPECT_EQ(row.measured, hand[step - 1]) << "rank " << r << " step " << step;
       }
