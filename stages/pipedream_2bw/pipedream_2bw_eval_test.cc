@@ -3,8 +3,8 @@
 // 4·b·T·C = 128 KiB at p = 4, 256 KiB at p = 2). Mid-run the stream still has sends in flight
 // whose receivers take them in their next segment; eval_loss must neither wait for them nor
 // take them, and must equal the single-rank forward loss of the newest version W(t).
-// Kept apart from pipedream_2bw_test (and tagged manual in BUILD) because it hangs today: see
-// the BUILD comment.
+// Kept apart from pipedream_2bw_test (and tagged manual in BUILD) because it hangs without the
+// executor fix b91d717 (forward_only waits for its own sends only): see the BUILD comment.
 //
 // Glossary: p ranks, m micro-batches, b = B/m, T sequence length, C channels, W(t) version t.
 #include <gtest/gtest.h>
