@@ -1,0 +1,35 @@
+// The single-rank delayed-update trainer (see delayed_update_reference.h).
+#include "stages/pipedream_2bw/delayed_update_reference.h"
+
+#include <algorithm>
+
+#include "common/nn/unit_runner.h"
+#include "common/optim/decay_mask.h"
+
+namespace llmp {
+namespace testing {
+
+DelayedUpdateReference::DelayedUpdateReference(const GPT& model, AdamWConfig opt, uint64_t seed)
+    : model_(model),
+      older_(model.layout().num_params()),
+      newest_(model.layout().num_params()),
+      grads_(model.layout().num_params()),
+      opt_(model.layout().num_params(), opt, decay_ranges(model.layout(), opt.decay)) {
+  model.init_params(newest_.data(), seed);  // W(0)
+  older_ = newest_;                         // W(-1) = W(0)
+}
+
+double DelayedUpdateReference::train_step(const int32_t* tokens, const int32_t* targets, int B,
+                                          int T, int64_t step) {
+  // g(t) = ∇ f_t(W(t-1)): one walk over the whole batch, loss scale 1/(B·T) (the mean loss).
+  std::fill(grads_.begin(), grads_.end(), 0.0f);
+  const double loss = forward_backward(model_, older_.data(), grads_.data(), tokens, targets, B,
+                                       T, 1.0f / (static_cast<float>(B) * T));
+  // W(t+1) = AdamW(W(t), g(t)); W(t) becomes the older version.
+  older_ = newest_;
+  opt_.step(newest_.data(), grads_.data(), step);
+  return loss;
+}
+
+}  // namespace testing
+}  // namespace llmp
