@@ -1,4 +1,4 @@
-// pipeline_stage_spec: what the five pipeline stages' main.cc share — the flags --micro_batches
+// pipeline_stage_spec: what the pipeline stages' main.cc share — the flags --micro_batches
 // and --chunks, the checks that run before any rank starts, and the factory of a
 // PipelineStrategy for a named schedule (schedule.h's make_schedule).
 //

@@ -1,6 +1,7 @@
 // PipelineStrategy: pipeline parallelism as a Strategy (common/train/strategy.h), for any
-// schedule (naive, GPipe, 1F1B, interleaved 1F1B, ZB-H1): the stages differ only in the Schedule
-// they hand in.
+// schedule (naive, GPipe, 1F1B, interleaved 1F1B, ZB-H1, Chimera): the stages differ only in the
+// Schedule they hand in. PipeDream-2BW (stages/pipedream_2bw) derives from it: the same state,
+// its own flush-free step.
 //
 // Every rank of the pipeline group reads the WHOLE global batch (virtual stage 0 uses the
 // tokens, the last one the targets) and holds only its virtual stages' parameters, gradients
