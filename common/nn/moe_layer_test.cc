@@ -190,7 +190,9 @@ TEST_P(IdenticalExperts, AreTheDenseMlpScaledByTheGates) {
   std::printf("k=%d: largest |moe - (res1 + g·mlp)| = %.3g, smallest g %.3f, largest |mlp| %.3g\n",
               k, worst, g_min, mlp_max);
   // The comparison can tell g from 1 and the MLP from nothing.
-  if (k == 1) EXPECT_LT(g_min, 0.8);
+  if (k == 1) {
+    EXPECT_LT(g_min, 0.8);
+  }
   EXPECT_GT(mlp_max, 0.05);
 }
 
