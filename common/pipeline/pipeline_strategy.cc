@@ -98,11 +98,7 @@ double PipelineStrategy::train_step(const int32_t* tokens, const int32_t* target
   const double t_opt = wall_seconds();
 
   // 3. Tied embedding: wte's gradient = embedding part (first rank) + head part (last rank).
-  if (in_emb_ && emb_->size() > 1) {
-    const int64_t wte = part_->wte_local_offset(pp_.rank());
-    Tensor g = grads_.narrow(wte, model_.layout().find("wte.weight").numel);
-    emb_->all_reduce(g, ReduceOp::kSum);  // sends 2(N-1)/N·4VC = 4VC bytes, N = 2
-  }
+  all_reduce_tied_wte(grads_);
   // 3'. Chimera: each stage ran half the micro-batches on each of its two replicas.
   if (replicas_ && replicas_->size() > 1)
     replicas_->all_reduce(grads_, ReduceOp::kSum);  // sends 2(N-1)/N·4Ψ_r = 4Ψ_r, N = 2
@@ -118,18 +114,35 @@ double PipelineStrategy::train_step(const int32_t* tokens, const int32_t* target
   // 5. Bookkeeping: the loss from the last stage, the spans to rank 0 (absolute time there).
   const double loss = metrics_.sum(local_loss);
   last_logical_ = gather_spans(*book_, exec_->stats().logical_spans, 0.0);
-  std::vector<Span> all = gather_spans(*book_, spans, t0);
-  if (pp_.rank() == 0) {
-    last_spans_ = all;
-    for (Span& s : last_spans_) s.start -= t0, s.end -= t0;
-    if (first_t0_ < 0) first_t0_ = t0;
-    for (Span& s : all) {
-      if (trace_spans_.size() >= kMaxTraceSpans) break;
-      s.start -= first_t0_, s.end -= first_t0_;
-      trace_spans_.push_back(s);
-    }
-  }
+  record_wall_spans(spans, t0);
   return loss;
+}
+
+void PipelineStrategy::all_reduce_tied_wte(Tensor& grads) {
+  if (!in_emb_ || emb_->size() < 2) return;
+  const int64_t wte = part_->wte_local_offset(pp_.rank());
+  Tensor g = grads.narrow(wte, model_.layout().find("wte.weight").numel);
+  emb_->all_reduce(g, ReduceOp::kSum);  // sends 2(N-1)/N·4VC = 4VC bytes, N = 2
+}
+
+void PipelineStrategy::record_wall_spans(const std::vector<Span>& spans, double t0) {
+  std::vector<Span> all = gather_spans(*book_, spans, t0);  // absolute times, rank by rank
+  if (pp_.rank() != 0) return;
+  last_spans_ = all;
+  for (Span& s : last_spans_) s.start -= t0, s.end -= t0;
+  if (first_t0_ < 0) first_t0_ = t0;
+  for (Span& s : all) {
+    if (trace_spans_.size() >= kMaxTraceSpans) break;
+    s.start -= first_t0_, s.end -= first_t0_;
+    trace_spans_.push_back(s);
+  }
+}
+
+void PipelineStrategy::write_trace_if_asked() const {
+  if (trace_path_.empty()) return;
+  write_trace(trace_path_, trace_spans_, schedule_.p);
+  std::printf("trace: %s (%zu spans; open in ui.perfetto.dev)\n", trace_path_.c_str(),
+              trace_spans_.size());
 }
 
 double PipelineStrategy::eval_loss(const int32_t* tokens, const int32_t* targets,
@@ -196,15 +209,21 @@ double PipelineStrategy::executed_makespan() const {
 }
 
 double PipelineStrategy::expected_bytes_per_step(int global_batch, int T) const {
-  const GPTConfig& c = model_.config();
-  int sends = 0;
-  for (const Action& a : schedule_.ranks.at(pp_.rank()))
-    sends += a.op == Op::kSendForward || a.op == Op::kSendBackward;
-  const double act = 4.0 * (global_batch / schedule_.m) * T * c.d;  // 4·b·T·C
-  const double emb = (in_emb_ && emb_->size() > 1) ? 4.0 * c.vocab * c.d : 0.0;
+  const std::vector<Action>& list = schedule_.ranks.at(pp_.rank());
   const double n = static_cast<double>(part_->local_numel(pp_.rank()));
   const double rep = (replicas_ && replicas_->size() > 1) ? 4.0 * n : 0.0;  // 2(N-1)/N·4Ψ_r
-  return sends * act + emb + rep;
+  return sent_bytes(list.begin(), list.end(), /*wte_all_reduces=*/1, global_batch, T) + rep;
+}
+
+double PipelineStrategy::sent_bytes(std::vector<Action>::const_iterator begin,
+                                    std::vector<Action>::const_iterator end, int wte_all_reduces,
+                                    int global_batch, int T) const {
+  const GPTConfig& c = model_.config();
+  int sends = 0;
+  for (auto a = begin; a != end; ++a) sends += a->op == Op::kSendForward || a->op == Op::kSendBackward;
+  const double act = 4.0 * (global_batch / step_micro_batches_) * T * c.d;  // 4·b·T·C
+  const double emb = (in_emb_ && emb_->size() > 1) ? 4.0 * c.vocab * c.d : 0.0;
+  return sends * act + wte_all_reduces * emb;
 }
 
 double PipelineStrategy::expected_activation_bytes(int global_batch, int T) const {
@@ -279,11 +298,7 @@ void PipelineStrategy::finish() {
               "(simulated %d) × %s stored per forward\n",
               format_bytes(double(st.peak_activation_bytes)).c_str(), st.peak_in_flight,
               sim_.peak_in_flight.at(0), format_bytes(double(st.stored_per_forward)).c_str());
-  if (!trace_path_.empty()) {
-    write_trace(trace_path_, trace_spans_, schedule_.p);
-    std::printf("trace: %s (%zu spans; open in ui.perfetto.dev)\n", trace_path_.c_str(),
-                trace_spans_.size());
-  }
+  write_trace_if_asked();
   std::fflush(stdout);
 }
 

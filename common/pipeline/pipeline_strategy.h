@@ -118,6 +118,22 @@ class PipelineStrategy : public Strategy {
   double expected_activation_bytes(int global_batch, int T) const;
 
  protected:  // PipeDream-2BW (stages/pipedream_2bw) runs its own step on the same state
+  /// Step 3: the tied wte's gradient in `grads` (this rank's layout) summed over the embedding
+  /// group {first rank, last rank}; nothing elsewhere. Collective over that group.
+  void all_reduce_tied_wte(Tensor& grads);
+  /// Step 5's wall-clock half: every rank's `spans` (seconds from its own `t0`) to rank 0, kept
+  /// as the last step's spans (from rank 0's t0) and appended to the trace. Collective over pp.
+  void record_wall_spans(const std::vector<Span>& spans, double t0);
+  /// Rank 0: writes the Chrome trace and says where, when a trace path was given.
+  void write_trace_if_asked() const;
+  /// Closed form of the bytes a range of this rank's actions sends, with `wte_all_reduces` tied
+  /// embedding all_reduces: sends·4bTC + wte_all_reduces·4VC on the embedding ranks, b = B over
+  /// one step's micro-batches.
+  double sent_bytes(std::vector<Action>::const_iterator begin,
+                    std::vector<Action>::const_iterator end, int wte_all_reduces,
+                    int global_batch, int T) const;
+
+
   const GPT& model_;
   ProcessGroup& pp_;
   Schedule schedule_;

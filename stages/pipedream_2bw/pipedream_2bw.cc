@@ -8,7 +8,6 @@
 #include "common/pipeline/schedule.h"
 #include "common/pipeline/span_gather.h"
 #include "common/pipeline/timeline.h"
-#include "common/pipeline/trace.h"
 #include "common/runtime/check.h"
 #include "common/runtime/clock.h"
 
@@ -71,11 +70,7 @@ double PipeDream2BWStrategy::run(size_t begin, size_t end, int B, int T, double 
 
 void PipeDream2BWStrategy::apply_update(int batch) {
   Tensor& g = batch % 2 ? grads2_ : grads_;
-  if (in_emb_ && emb_->size() > 1) {  // the tied wte: embedding part + head part
-    const int64_t wte = part_->wte_local_offset(pp_.rank());
-    Tensor gw = g.narrow(wte, model_.layout().find("wte.weight").numel);
-    emb_->all_reduce(gw, ReduceOp::kSum);  // 4VC bytes
-  }
+  all_reduce_tied_wte(g);  // the tied wte: embedding part + head part
   // W(batch+1) = AdamW(W(batch), g(batch)): the newest version becomes the older one.
   std::memcpy(older_.f32(), params_.f32(), params_.numel() * sizeof(float));
   opt_->step(params_.f32(), g.f32(), step_of_.at(batch));
@@ -112,26 +107,15 @@ double PipeDream2BWStrategy::train_step(const int32_t* tokens, const int32_t* ta
   }
   last_step_bytes_ = pp_.stats().total_bytes() + emb_->stats().total_bytes() - bytes_before;
   last_B_ = global_batch, last_T_ = T;
+  last_begin_ = cut_[t];
+  last_end_ = t == steps_ - 1 ? schedule_.ranks.at(pp_.rank()).size() : cut_[t + 1];
   last_updates_ = (t >= 1) + (t == steps_ - 1);
-  last_sends_ = 0;
-  const std::vector<Action>& list = schedule_.ranks.at(pp_.rank());
-  const size_t end = t == steps_ - 1 ? list.size() : cut_[t + 1];
-  for (size_t i = cut_[t]; i < end; ++i)
-    last_sends_ += list[i].op == Op::kSendForward || list[i].op == Op::kSendBackward;
 
   // Bookkeeping: the loss from the last stage; the segment's spans to rank 0.
   const double loss = metrics_.sum(local_loss);
   std::vector<Span> all = gather_spans(*book_, logical, 0.0);
-  std::vector<Span> wall = gather_spans(*book_, spans, t0);  // absolute: no barrier lines them up
+  record_wall_spans(spans, t0);  // each rank's own t0: no barrier lines the ranks up
   if (pp_.rank() == 0) {
-    if (first_t0_ < 0) first_t0_ = t0;
-    last_spans_ = wall;
-    for (Span& s : last_spans_) s.start -= t0, s.end -= t0;
-    for (Span& s : wall) {  // the Chrome trace (--trace), seconds from the run's first step
-      if (trace_spans_.size() >= 200000) break;
-      s.start -= first_t0_, s.end -= first_t0_;
-      trace_spans_.push_back(s);
-    }
     const int p = pp_.size();
     segment_idle_.assign(p, 0.0);
     std::vector<double> end_of(p, 0.0), busy(p, 0.0);
@@ -171,14 +155,13 @@ int64_t PipeDream2BWStrategy::weight_version_bytes() const {
 std::vector<ReportRow> PipeDream2BWStrategy::report() const {
   std::vector<ReportRow> rows = PipelineStrategy::report();
   const double n = static_cast<double>(part_->local_numel(pp_.rank()));
-  const GPTConfig& c = model_.config();
+  const std::vector<Action>& list = schedule_.ranks.at(pp_.rank());
   for (ReportRow& row : rows) {
     if (row.what == "parameters") row.formula = 8 * n, row.formula_text = "2·4Ψ_r (two weight versions)";
     if (row.what == "gradients") row.formula = 8 * n, row.formula_text = "2·4Ψ_r (two gradient buffers)";
     if (row.what == "sent per step") {
-      const double act = 4.0 * (last_B_ / m_) * last_T_ * c.d;
-      const double emb = (in_emb_ && emb_->size() > 1) ? 4.0 * c.vocab * c.d : 0.0;
-      row.formula = last_sends_ * act + last_updates_ * emb;
+      row.formula = sent_bytes(list.begin() + last_begin_, list.begin() + last_end_,
+                               last_updates_, last_B_, last_T_);
       row.formula_text = "sends·4bTC + updates·4VC (wte ranks)";
     }
   }
@@ -210,11 +193,7 @@ void PipeDream2BWStrategy::finish() {
               3 * (p - 1), (p - 1.0) / (m_ + p - 1.0));
   std::printf("weight versions held: 2 × %s (rule: W(t+1) = AdamW(W(t), ∇f_t(W(t-1))))\n",
               format_bytes(4.0 * params_.numel()).c_str());
-  if (!trace_path_.empty()) {
-    write_trace(trace_path_, trace_spans_, p);
-    std::printf("trace: %s (%zu spans, wall clock; open in ui.perfetto.dev)\n",
-                trace_path_.c_str(), trace_spans_.size());
-  }
+  write_trace_if_asked();
   std::fflush(stdout);
 }
 

@@ -85,7 +85,6 @@ class PipeDream2BWStrategy : public PipelineStrategy {
   const std::vector<double>& steady_idle() const { return steady_idle_; }
   /// Bytes of weight versions this rank holds: 2 · 4Ψ_r.
   int64_t weight_version_bytes() const;
-  int micro_batches() const { return m_; }
 
  private:
   /// Where each action of this rank's stream list belongs: segment t, or `steps_` for the drain.
@@ -104,7 +103,8 @@ class PipeDream2BWStrategy : public PipelineStrategy {
   std::vector<int64_t> step_of_;                 // the train_step `step` of batch t
   int next_ = 0;         // the next segment (= batch) to run
   int current_ = 0;      // the batch whose micro-batches read params_ (the others read older_)
-  int last_sends_ = 0, last_updates_ = 0;  // of the last step, for report()
+  size_t last_begin_ = 0, last_end_ = 0;  // the last step's actions [begin, end), for report()
+  int last_updates_ = 0;                  // and its updates (tied-wte all_reduces)
   std::vector<double> prev_end_;           // rank 0: each rank's logical end of its last segment
   std::vector<double> segment_idle_, steady_idle_;
   std::vector<Span> steady_logical_;  // rank 0: the last steady-state segment's logical spans
