@@ -43,42 +43,31 @@ expect unknown_preset "gpt5" -- "$bin" --model gpt5
 expect corrupt_checkpoint "$tmp/corrupt.safetensors" -- "$bin" --load "$tmp/corrupt.safetensors"
 
 # Refused before any rank starts: expect's one line, and exit status 2 (user_error).
-expect_before_launch() {
-  local name=$1
-  expect "$@"
-  [[ "$skip" == *" $name "* ]] && return
-  shift 3
-  timeout 120 "$@" >/dev/null 2>&1
-  local rc=$?
-  if [ "$rc" -ne 2 ]; then
-    echo "FAIL $name: exit status $rc, expected 2 (refused before launch)"; fails=$((fails + 1))
-  fi
-}
 # Mixed precision (common/tensor/precision.h): the precision, the loss scale, the stage.
-expect_before_launch unknown_precision "unknown precision 'fp8'" -- "$bin" --precision fp8
-expect_before_launch negative_loss_scale "loss scale -1" -- \
+expect_exit_2 unknown_precision "unknown precision 'fp8'" -- "$bin" --precision fp8
+expect_exit_2 negative_loss_scale "loss scale -1" -- \
   "$bin" --precision fp16 --loss_scale -1
-expect_before_launch loss_scale_without_fp16 "--loss_scale 128" -- \
+expect_exit_2 loss_scale_without_fp16 "--loss_scale 128" -- \
   "$bin" --precision bf16 --loss_scale 128
-expect_before_launch precision_refused "--precision bf16" -- "$bin" --precision bf16
+expect_exit_2 precision_refused "--precision bf16" -- "$bin" --precision bf16
 # Activation recomputation (common/nn/recompute.h): the policy, k, and ZeRO-R's Pa, which only a
 # stage with a tensor-parallel group takes (those skip partition_refused).
-expect_before_launch unknown_recompute "unknown recompute 'partial'" -- "$bin" --recompute partial
-expect_before_launch recompute_every_zero "recompute_every 0" -- \
+expect_exit_2 unknown_recompute "unknown recompute 'partial'" -- "$bin" --recompute partial
+expect_exit_2 recompute_every_zero "recompute_every 0" -- \
   "$bin" --recompute full --recompute_every 0
-expect_before_launch recompute_every_without_full "--recompute_every 3 needs --recompute full" -- \
+expect_exit_2 recompute_every_without_full "--recompute_every 3 needs --recompute full" -- \
   "$bin" --recompute selective --recompute_every 3
-expect_before_launch partition_without_full "--partition_activations needs --recompute full" -- \
+expect_exit_2 partition_without_full "--partition_activations needs --recompute full" -- \
   "$bin" --partition_activations
-expect_before_launch partition_refused "has no tensor-parallel group" -- \
+expect_exit_2 partition_refused "has no tensor-parallel group" -- \
   "$bin" --recompute full --partition_activations
 # --heads and --ctx override the preset: H must divide C (mini: C = 128), T must be positive.
-expect_before_launch heads_not_dividing_c "--heads 5 does not divide C=128" -- "$bin" --heads 5
-expect_before_launch negative_ctx_shared "ctx -1 must not be negative" -- "$bin" --ctx -1
+expect_exit_2 heads_not_dividing_c "--heads 5 does not divide C=128" -- "$bin" --heads 5
+expect_exit_2 negative_ctx_shared "ctx -1 must not be negative" -- "$bin" --ctx -1
 # The arena (common/tensor/arena.h): its size, and --defrag without one.
-expect_before_launch negative_arena "arena_bytes -1 " -- "$bin" --arena_bytes -1
-expect_before_launch tiny_arena "arena_bytes 4096 " -- "$bin" --arena_bytes 4096
-expect_before_launch defrag_without_arena "--defrag needs --arena_bytes" -- "$bin" --defrag
+expect_exit_2 negative_arena "arena_bytes -1 " -- "$bin" --arena_bytes -1
+expect_exit_2 tiny_arena "arena_bytes 4096 " -- "$bin" --arena_bytes 4096
+expect_exit_2 defrag_without_arena "--defrag needs --arena_bytes" -- "$bin" --defrag
 
 # A real checkpoint of the tiny model, then loaded into mini: mismatched.
 if timeout 120 "$bin" --model tiny --world_size "$save_world_size" "${fast[@]}" --save "$tmp/tiny.safetensors" \

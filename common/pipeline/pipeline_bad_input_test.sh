@@ -44,17 +44,7 @@ if [ "$kind" = interleaved ]; then
 fi
 
 if [ "$kind" = chimera ]; then
-  # expect, then the exit status: 2 (bad input) from the launcher and from every rank alike.
-  expect_exit_2() {
-    local name=$1
-    expect "$@"
-    shift 3
-    timeout 120 "$@" >/dev/null 2>&1
-    local rc=$?
-    if [ "$rc" -ne 2 ]; then
-      echo "FAIL $name: exit status $rc, expected 2 (bad input)"; fails=$((fails + 1))
-    fi
-  }
+  # expect_exit_2: exit status 2 (bad input) from the launcher and from every rank alike.
   odd=(--model tiny --layers 6 --world_size 3 --micro_batches 6 --global_batch 12 "${fast[@]}")
   expect_exit_2 odd_pipeline_stages "got m=6, p=3" -- "$bin" "${odd[@]}"
   expect_exit_2 odd_pipeline_stages_in_ranks "got m=6, p=3" -- mpiexec -n 3 "$bin" "${odd[@]}"

@@ -24,19 +24,6 @@ source "${TEST_SRCDIR:+$TEST_SRCDIR/$TEST_WORKSPACE/}common/testing/expect_error
 fast=(--steps 1 --eval_every 0 --quiet)
 
 # Refused before any rank starts: expect's one line, and exit status 2 (user_error).
-expect_before_launch() {
-  local name=$1
-  if [[ "$skip" == *" $name "* ]]; then
-    echo "skip $name (left out by --skip: see the BUILD rule)"; return
-  fi
-  expect "$@"
-  shift 3
-  timeout 120 "$@" >/dev/null 2>&1
-  local rc=$?
-  if [ "$rc" -ne 2 ]; then
-    echo "FAIL $name: exit status $rc, expected 2 (refused before launch)"; fails=$((fails + 1))
-  fi
-}
 
 # Inside the ranks (4 of them, started by mpiexec): the job ends (no hang, non-zero exit), and
 # every "error:" line it prints names the values (each rank may print its own).
@@ -64,22 +51,22 @@ expect_in_ranks() {
 }
 
 if [ -n "$moe" ]; then
-  expect_before_launch experts_not_divisible_by_ep \
+  expect_exit_2 experts_not_divisible_by_ep \
     "experts E=6 are not divisible by expert-parallel size ep=4" -- \
     "$moe" "${fast[@]}" --experts 6 --ep 4
-  expect_before_launch top_k_exceeds_experts "top_k=9 exceeds experts=8" -- \
+  expect_exit_2 top_k_exceeds_experts "top_k=9 exceeds experts=8" -- \
     "$moe" "${fast[@]}" --model moe-mini --top_k 9
-  expect_before_launch capacity_zero "capacity factor 0 must be > 0" -- \
+  expect_exit_2 capacity_zero "capacity factor 0 must be > 0" -- \
     "$moe" "${fast[@]}" --capacity_factor 0
-  expect_before_launch capacity_negative "capacity factor -1 must be > 0" -- \
+  expect_exit_2 capacity_negative "capacity factor -1 must be > 0" -- \
     "$moe" "${fast[@]}" --capacity_factor -1
-  expect_before_launch ep_not_dividing_world "--ep 3 does not divide world size 4" -- \
+  expect_exit_2 ep_not_dividing_world "--ep 3 does not divide world size 4" -- \
     "$moe" "${fast[@]}" --world_size 4 --ep 3
-  expect_before_launch ep_negative "--ep -2" -- "$moe" "${fast[@]}" --ep -2
-  expect_before_launch dense_model "--model mini has no experts" -- "$moe" "${fast[@]}" --model mini
-  expect_before_launch indivisible_batch_moe "global batch 6 is not divisible by world size 4" -- \
+  expect_exit_2 ep_negative "--ep -2" -- "$moe" "${fast[@]}" --ep -2
+  expect_exit_2 dense_model "--model mini has no experts" -- "$moe" "${fast[@]}" --model mini
+  expect_exit_2 indivisible_batch_moe "global batch 6 is not divisible by world size 4" -- \
     "$moe" "${fast[@]}" --world_size 4 --global_batch 6
-  expect_before_launch recompute_moe "--recompute full: a mixture of experts" -- \
+  expect_exit_2 recompute_moe "--recompute full: a mixture of experts" -- \
     "$moe" "${fast[@]}" --recompute full
   # The same refusals inside the ranks: every rank ends.
   expect_in_ranks experts_not_divisible_in_ranks \
@@ -94,18 +81,18 @@ if [ -n "$moe" ]; then
 fi
 
 if [ -n "$base" ]; then
-  expect_before_launch baseline_top_k_exceeds_experts "top_k=9 exceeds experts=4" -- \
+  expect_exit_2 baseline_top_k_exceeds_experts "top_k=9 exceeds experts=4" -- \
     "$base" "${fast[@]}" --model moe-tiny --top_k 9
-  expect_before_launch baseline_capacity_zero "capacity factor 0 must be > 0" -- \
+  expect_exit_2 baseline_capacity_zero "capacity factor 0 must be > 0" -- \
     "$base" "${fast[@]}" --model moe-tiny --capacity_factor 0
 fi
 
 if [ -n "$dense" ]; then
-  expect_before_launch dense_stage_refuses_moe_preset "trains dense models only" -- \
+  expect_exit_2 dense_stage_refuses_moe_preset "trains dense models only" -- \
     "$dense" "${fast[@]}" --model moe-tiny
-  expect_before_launch dense_stage_names_the_model "--model moe-tiny (experts=4)" -- \
+  expect_exit_2 dense_stage_names_the_model "--model moe-tiny (experts=4)" -- \
     "$dense" "${fast[@]}" --model moe-tiny
-  expect_before_launch dense_stage_refuses_experts_flag "(experts=4)" -- \
+  expect_exit_2 dense_stage_refuses_experts_flag "(experts=4)" -- \
     "$dense" "${fast[@]}" --model tiny --experts 4
 fi
 
