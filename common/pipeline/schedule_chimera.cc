@@ -89,9 +89,9 @@ Schedule chimera(int p, int m) {
   std::vector<std::vector<const Op1*>> order(p);
   for (size_t left = ops.size(); left > 0; --left) {
     // The op that can start earliest anywhere (ties: the lower rank), by its rank's preference.
-    const Op1* best = nullptr;
+    Op1* best = nullptr;
     double best_start = std::numeric_limits<double>::infinity();
-    for (const Op1& o : ops) {
+    for (Op1& o : ops) {
       if (o.end >= 0) continue;
       const double r = ready_at(o);
       if (r < 0) continue;
@@ -101,7 +101,7 @@ Schedule chimera(int p, int m) {
                                                     (o.rank == best->rank && rank_key(o) < rank_key(*best))));
       if (earlier) best = &o, best_start = start;
     }
-    Op1& o = const_cast<Op1&>(*best);
+    Op1& o = *best;
     o.end = best_start + 1.0;  // unit costs: F = B = 1 slot
     free_at[o.rank] = o.end;
     order[o.rank].push_back(&o);
