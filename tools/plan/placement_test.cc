@@ -38,7 +38,9 @@ TEST(Placement, WholeReplicaInsideANode) {
 TEST(Placement, UnalignedGroupsAndTheEmbeddingPair) {
   // tp 4 on nodes of 6: the second group {4,5,6,7} straddles nodes 0 and 1.
   EXPECT_TRUE(place_groups(2, 1, 4, 6).tp);
-  // pp 4 tp 4 on nodes of 8: the embedding pair {0, 12} crosses, though {0, 4} does not.
+  // pp 4 tp 4 on nodes of 8: the pp group {0, 4, 8, 12} (stride tp) crosses; the embedding pair
+  // {0, 12} crosses, though with pp 2 the pair {0, 4} does not.
+  EXPECT_TRUE(place_groups(1, 4, 4, 8).pp);
   EXPECT_TRUE(place_groups(1, 4, 4, 8).emb);
   EXPECT_FALSE(place_groups(1, 2, 4, 8).emb);
   EXPECT_THROW(place_groups(0, 1, 1, 8), std::invalid_argument);
