@@ -80,6 +80,22 @@ std::string render_report(const PlanInput& in, const SearchResult& res) {
     const PlanCost& c = res.all[res.ranked[i]];
     s += printf_str("#%d  ", i + 1) + config_str(c.config) + "\n" + render_plan(c, k, "    ");
   }
+  if (res.gpus > 1) {  // the yardstick: the same search on one GPU
+    Cluster one = k;
+    one.gpus_per_node = one.nodes = 1;
+    SearchOptions o = in.options;
+    o.tp = o.pp = o.dp = 0;
+    const SearchResult alone = search(m, in.batch, one, o);
+    const PlanCost& first = res.all[res.ranked[0]];
+    if (alone.ranked.empty())
+      s += "\none GPU alone: nothing fits\n";
+    else
+      s += printf_str("\none GPU alone: step %s (%s); the first plan's speed-up on %d GPUs: "
+                      "%.2f×\n",
+                      secs_str(alone.all[alone.ranked[0]].step).c_str(),
+                      config_str(alone.all[alone.ranked[0]].config).c_str(),
+                      res.gpus, alone.all[alone.ranked[0]].step / first.step);
+  }
   s += "\nwhy not (the best plan with each value the first plan did not take):\n";
   for (const Alternative& a : alternatives(res, k))
     s += "  " + a.label + ": " + a.reason + "\n";

@@ -108,7 +108,7 @@ std::string loss_reason(const PlanCost& alt, const PlanCost& best, const Cluster
     r += placement_note(part->name, alt, best, cl);
   }
   if (!shown) r += "no component larger; the sum of small ones";
-  return r;
+  return r + " [" + config_str(alt.config) + "]";
 }
 
 std::string memory_reason(const PlanCost& c, const Cluster& cl) {
