@@ -1,6 +1,7 @@
 // parse_input and validate (see input.h).
 #include "tools/plan/input.h"
 
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -53,7 +54,11 @@ void set_preset(ModelSpec& m, const std::string& name) {
   m.ctx = c.ctx;
 }
 
-void read_json(const std::string& path, PlanInput& in) {
+void read_json(std::string path, PlanInput& in) {
+  // `bazel run` starts the binary in its runfiles: a relative path is the user's, from where
+  // bazel was called (BUILD_WORKING_DIRECTORY).
+  const char* cwd = std::getenv("BUILD_WORKING_DIRECTORY");
+  if (cwd && !path.empty() && path[0] != '/') path = std::string(cwd) + "/" + path;
   std::ifstream f(path);
   if (!f) throw PlanInputError("cannot read config file '" + path + "'");
   json j;

@@ -2,7 +2,7 @@
 // parallelism, ZeRO 0-3, micro-batches, interleaving, recomputation) of a cluster for a model and
 // a global batch by predicted step time, and says why the alternatives lost.
 //
-//   bazel run //tools/plan -- --config $PWD/tools/plan/examples/gpt3_175b_1024_a100.json
+//   bazel run //tools/plan -- --config tools/plan/examples/gpt3_175b_1024_a100.json
 //   bazel run //tools/plan -- --preset mini --batch 32 --gpus-per-node 8 --nodes 1
 //
 // The cost model: cost_model.h; the search: search.h; the inputs: input.h; README.md has the
