@@ -66,7 +66,7 @@ TEST(PlanCli, BadInputIsOneLineAndExitTwo) {
       {"--layers 4 --channels 130 --heads 4 --vocab 256 --seq 64 --batch 8", "C 130"},
       {"--batch 8", "no model"},
       {"--config /nonexistent.json", "/nonexistent.json"},
-      {"--preset mini --batch 8 --tp 3", "batch 8"},
+      {"--preset mini --batch 8 --tp 3", "tp 3"},
       {"--bogus 1", "bogus"},
   };
   for (const auto& c : cases) {

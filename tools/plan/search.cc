@@ -133,12 +133,17 @@ SearchResult search(const ModelSpec& md, int64_t B, const Cluster& cl, const Sea
     if (N < cl.gpus())
       res.note = "no configuration of all " + std::to_string(cl.gpus()) +
                  " GPUs is valid (dp must divide the batch " + std::to_string(B) +
-                 ", tp divide H, 4C and V, pp divide L): the plans use " + std::to_string(N);
+                 ", tp divide H, 4C and V, pp divide L, and the knobs held fixed hold): the plans "
+                 "use " + std::to_string(N);
     break;
   }
   if (res.all.empty())
     throw std::invalid_argument("no valid configuration for batch " + std::to_string(B) +
-                                " on up to " + std::to_string(cl.gpus()) + " GPUs");
+                                " on up to " + std::to_string(cl.gpus()) + " GPUs (with " +
+                                "the knobs held fixed: tp " + std::to_string(opt.tp) + ", pp " +
+                                std::to_string(opt.pp) + ", dp " + std::to_string(opt.dp) +
+                                ", m " + std::to_string(opt.m) + ", v " + std::to_string(opt.v) +
+                                "; 0 = free)");
   for (size_t i = 0; i < res.all.size(); ++i)
     if (res.all[i].fits) res.ranked.push_back(i);
   std::stable_sort(res.ranked.begin(), res.ranked.end(), [&](size_t a, size_t b) {
