@@ -195,6 +195,9 @@ class GPT {
   /// First row of wte this rank holds, and how many (0 and V on one rank).
   int vocab_begin() const { return layout_.tp_rank() * vocab_rows(); }
   int vocab_rows() const { return cfg_.vocab / layout_.tp_size(); }
+  /// s: the sequence shards of the residual stream (tp_comm.h): t under sequence parallelism,
+  /// else 1. Activations between units are (B, T/s, C).
+  int seq_shards() const { return tp_->seq_shards(); }
 
   /// GPT-2 initialisation, a pure function of `seed`: weights N(0, 0.02) (c_proj weights
   /// N(0, 0.02/sqrt(2L))), biases 0, LayerNorm weights 1. params: layout().num_params() floats,

@@ -90,7 +90,8 @@ double PipelineExecutor::run(const float* params, float* grads, const int32_t* t
 
 void PipelineExecutor::begin_run(int b, int B, int T, size_t num_tapes, bool reset_clock) {
   b_ = b, T_ = T;
-  scale_ = 1.0f / (static_cast<float>(B) * T);  // every micro-batch's loss counts toward the mean
+  // Every micro-batch's loss counts toward the mean over B (or the set loss batch) sequences.
+  scale_ = 1.0f / (static_cast<float>(loss_batch_ > 0 ? loss_batch_ : B) * T);
   if (num_tapes > 0) tapes_.assign(num_tapes, Tape());
   const int64_t stored = stats_.stored_per_forward;
   stats_ = ExecutorStats();
@@ -116,7 +117,7 @@ void PipelineExecutor::execute(const Action& a, UnitRunner& runner, const int32_
   LogicalInterval logical = is_compute(a.op) ? clock_.compute(a.op) : clock_.send();
   switch (a.op) {
     case Op::kRecvForward:
-      tp.x.assign(1, activation(b_, T_, C));
+      tp.x.assign(1, activation(b_, T_ / model_.seq_shards(), C));
       logical = clock_.receive(recv_forward(link_, a, tp.x[0]));
       break;
     case Op::kForward: {
@@ -133,7 +134,7 @@ void PipelineExecutor::execute(const Action& a, UnitRunner& runner, const int32_
       tp.x.back() = Tensor();  // the output is not needed here any more; pending_ holds it
       break;
     case Op::kRecvBackward:
-      tp.dy = activation(b_, T_, C);
+      tp.dy = activation(b_, T_ / model_.seq_shards(), C);
       logical = clock_.receive(recv_backward(link_, a, tp.dy));
       break;
     case Op::kBackward:  // dx_j from dx_{j+1} through the blocks in reverse; grads += ...
@@ -192,7 +193,7 @@ double PipelineExecutor::forward_only(const float* params, const int32_t* tokens
                                       const int32_t* targets, int B, int T, int micro_batches) {
   const int m = micro_batches > 0 ? micro_batches : schedule_.m, C = model_.config().d;
   b_ = B / m, T_ = T;
-  const float scale = 1.0f / (static_cast<float>(B) * T);
+  const float scale = 1.0f / (static_cast<float>(loss_batch_ > 0 ? loss_batch_ : B) * T);
   LocalParams source(part_, rank_, params);
   UnitRunner runner(model_, source);
   PendingSends sends;
@@ -207,7 +208,7 @@ double PipelineExecutor::forward_only(const float* params, const int32_t* tokens
       const int64_t at = static_cast<int64_t>(i) * b_ * T_;
       Tape tp;
       if (!r.embed) {
-        tp.x.assign(1, activation(b_, T_, C));
+        tp.x.assign(1, activation(b_, T_ / model_.seq_shards(), C));
         recv_forward(link_, {Op::kRecvForward, i, chunk}, tp.x[0]);  // no timeline: time unused
       }
       loss += runner.forward(r, tokens + at, targets + at, b_, T_, scale, /*train=*/false, &tp);

@@ -115,6 +115,12 @@ class PipelineExecutor {
 
   const ExecutorStats& stats() const { return stats_; }
 
+  /// The batch whose mean loss the gradients are of: every micro-batch's loss is scaled by
+  /// 1/(B_loss·T). 0 (the default): the B each run is given. A data-parallel replica of a
+  /// pipeline runs its share B/dp of a global batch B and passes B here, so that summing the
+  /// replicas' gradients gives the gradient of the global mean loss (stages/hybrid_3d).
+  void set_loss_batch(int B_loss) { loss_batch_ = B_loss; }
+
  private:
   /// One action of the rank's list; tokens/targets point at its micro-batch's rows.
   void execute(const Action& a, UnitRunner& runner, const int32_t* tokens, const int32_t* targets,
@@ -138,6 +144,7 @@ class PipelineExecutor {
   int rank_, v_;
   // Per run:
   int b_ = 0, T_ = 0;
+  int loss_batch_ = 0;  // set_loss_batch (0: the run's B)
   float scale_ = 0;
   std::vector<Tape> tapes_;  // [microbatch·v + chunk]
   PendingSends pending_;

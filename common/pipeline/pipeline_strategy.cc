@@ -151,6 +151,12 @@ double PipelineStrategy::eval_loss(const int32_t* tokens, const int32_t* targets
 }
 
 void PipelineStrategy::get_state(float* params, float* exp_avg, float* exp_avg_sq) {
+  gather_stages({{params_.f32(), params}, {opt_->exp_avg().f32(), exp_avg},
+                 {opt_->exp_avg_sq().f32(), exp_avg_sq}});
+}
+
+void PipelineStrategy::gather_stages(
+    std::initializer_list<std::pair<const float*, float*>> states) {
   // Every rank contributes its own segments (not the wte copy, and for Chimera only its down
   // pipeline's stage: the up chunks are replicas); together they tile [0, Ψ).
   const int p = pp_.size();
@@ -163,12 +169,11 @@ void PipelineStrategy::get_state(float* params, float* exp_avg, float* exp_avg_s
   const int64_t psi = model_.layout().num_params();
   Tensor mine = Tensor::empty({counts[pp_.rank()]}, DType::kF32, MemCategory::kCommBuffers);
   Tensor all = Tensor::empty({psi}, DType::kF32, MemCategory::kCommBuffers);
-  for (auto [src, dst] : {std::pair<const Tensor*, float*>{&params_, params},
-                          {&opt_->exp_avg(), exp_avg}, {&opt_->exp_avg_sq(), exp_avg_sq}}) {
+  for (auto [src, dst] : states) {
     int64_t at = 0;
     for (const ParamSegment& s : part_->segments(pp_.rank()))
       if (owned(s))
-        std::memcpy(mine.f32() + at, src->f32() + s.local_offset, s.numel * sizeof(float)),
+        std::memcpy(mine.f32() + at, src + s.local_offset, s.numel * sizeof(float)),
             at += s.numel;
     pp_.all_gather_v(mine, all, counts);
     at = 0;
@@ -182,12 +187,15 @@ void PipelineStrategy::get_state(float* params, float* exp_avg, float* exp_avg_s
 
 void PipelineStrategy::set_state(const float* params, const float* exp_avg,
                                  const float* exp_avg_sq) {
-  for (const ParamSegment& s : part_->segments(pp_.rank())) {  // the wte copy included
-    const size_t bytes = s.numel * sizeof(float);
-    std::memcpy(params_.f32() + s.local_offset, params + s.global_offset, bytes);
-    std::memcpy(opt_->exp_avg().f32() + s.local_offset, exp_avg + s.global_offset, bytes);
-    std::memcpy(opt_->exp_avg_sq().f32() + s.local_offset, exp_avg_sq + s.global_offset, bytes);
-  }
+  scatter_stages({{params, params_.f32()}, {exp_avg, opt_->exp_avg().f32()},
+                  {exp_avg_sq, opt_->exp_avg_sq().f32()}});
+}
+
+void PipelineStrategy::scatter_stages(
+    std::initializer_list<std::pair<const float*, float*>> states) const {
+  for (auto [full, local] : states)
+    for (const ParamSegment& s : part_->segments(pp_.rank()))  // the wte copy included
+      std::memcpy(local + s.local_offset, full + s.global_offset, s.numel * sizeof(float));
 }
 
 double PipelineStrategy::measured_bubble_fraction() const {

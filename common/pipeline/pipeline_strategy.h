@@ -37,8 +37,10 @@
 // b = B/m, T sequence length, C channels, V vocab, Ψ_r parameters held by rank r.
 #pragma once
 
+#include <initializer_list>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/comm/process_group.h"
@@ -129,6 +131,13 @@ class PipelineStrategy : public Strategy {
   /// Closed form of the bytes a range of this rank's actions sends, with `wte_all_reduces` tied
   /// embedding all_reduces: sends·4bTC + wte_all_reduces·4VC on the embedding ranks, b = B over
   /// one step's micro-batches.
+  /// get_state's gather: for each (local, full) pair, every rank's owned segments of its local
+  /// buffer (GPTPartition layout) into their places in the whole model's buffer `full` (the
+  /// model's layout: Ψ floats), on every rank. Collective over pp.
+  void gather_stages(std::initializer_list<std::pair<const float*, float*>> states);
+  /// set_state's copy: for each (full, local) pair, this rank's segments (the wte copy included)
+  /// of the whole model's buffer into its local buffer. Local, no communication.
+  void scatter_stages(std::initializer_list<std::pair<const float*, float*>> states) const;
   double sent_bytes(std::vector<Action>::const_iterator begin,
                     std::vector<Action>::const_iterator end, int wte_all_reduces,
                     int global_batch, int T) const;

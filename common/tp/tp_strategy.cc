@@ -83,20 +83,26 @@ double TensorParallelStrategy::eval_loss(const int32_t* tokens, const int32_t* t
   return forward_loss(*model_, params_.f32(), tokens, targets, global_batch, T);
 }
 
-void TensorParallelStrategy::get_state(float* params, float* exp_avg, float* exp_avg_sq) {
+void tp_slices_to_full(ProcessGroup& tp, const GPTConfig& cfg, const float* slice, float* full) {
   // Every rank's slice (Ψ_r floats each, the same size on every rank) to every rank, then each
-  // slice into its places in the whole model. sends (t-1)/t·4tΨ_r per state; not part of a step.
-  const int t = tp_.size();
-  const GPTConfig& cfg = model_->config();
-  const int64_t n = model_->layout().num_params();
+  // slice into its places in the whole model.
+  const int t = tp.size();
   std::vector<GPTLayout> slices;  // every rank's layout: where its slice goes in the whole model
   for (int r = 0; r < t; ++r) slices.emplace_back(cfg, t, r);
+  const int64_t n = slices[0].num_params();
+  Tensor mine = Tensor::empty({n}, DType::kF32, MemCategory::kCommBuffers);
+  std::memcpy(mine.f32(), slice, n * sizeof(float));
   Tensor all = Tensor::empty({t * n}, DType::kF32, MemCategory::kCommBuffers);
-  for (auto [src, dst] : {std::pair<const Tensor*, float*>{&params_, params},
-                          {&opt_->exp_avg(), exp_avg}, {&opt_->exp_avg_sq(), exp_avg_sq}}) {
-    tp_.all_gather(*src, all);
-    for (int r = 0; r < t; ++r) slices[r].copy_to_full(all.f32() + r * n, dst);
-  }
+  tp.all_gather(mine, all);
+  for (int r = 0; r < t; ++r) slices[r].copy_to_full(all.f32() + r * n, full);
+}
+
+void TensorParallelStrategy::get_state(float* params, float* exp_avg, float* exp_avg_sq) {
+  // sends (t-1)/t·4tΨ_r per state; not part of a step.
+  const GPTConfig& cfg = model_->config();
+  tp_slices_to_full(tp_, cfg, params_.f32(), params);
+  tp_slices_to_full(tp_, cfg, opt_->exp_avg().f32(), exp_avg);
+  tp_slices_to_full(tp_, cfg, opt_->exp_avg_sq().f32(), exp_avg_sq);
 }
 
 void TensorParallelStrategy::set_state(const float* params, const float* exp_avg,

@@ -37,6 +37,12 @@
 
 namespace llmp {
 
+/// get_state's gather for any tensor-parallel slice: every rank's `slice` (its GPTLayout(cfg, t,
+/// r) buffer, Ψ_r floats, the same size on every rank) to every rank, each written into its
+/// places in the whole model's buffer `full` (Ψ floats, GPT-2 order). Collective over `tp`;
+/// sends (t-1)/t·4tΨ_r bytes (not part of a training step).
+void tp_slices_to_full(ProcessGroup& tp, const GPTConfig& cfg, const float* slice, float* full);
+
 class TensorParallelStrategy : public Strategy {
  public:
   /// Collective over `tp`. Every rank initialises the whole model from `seed` and keeps its

@@ -1,0 +1,241 @@
+// HybridStrategy (see hybrid_3d.h): the pipeline strategy over a tensor-parallel model, with
+// ZeRO-1 over the data-parallel group.
+#include "stages/hybrid_3d/hybrid_3d.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+#include <utility>
+
+#include "common/optim/decay_mask.h"
+#include "common/pipeline/span_gather.h"
+#include "common/runtime/check.h"
+#include "common/runtime/clock.h"
+#include "common/tensor/memory.h"
+#include "common/tp/tp_strategy.h"
+
+namespace llmp {
+namespace {
+
+/// The schedule of `o` for p stages: 1F1B, or interleaved 1F1B with v > 1 chunks. Fails on every
+/// rank with make_schedule's or hybrid_rank_plan's one line (exit 2) when (p, m, v) or the grid
+/// do not fit the model.
+Schedule checked_schedule(const GPTConfig& cfg, const ProcessGrid& grid, const HybridOptions& o) {
+  std::string err;
+  Schedule s;
+  try {
+    const TpModelDims d{cfg.vocab, cfg.ctx, cfg.layers, cfg.d, cfg.heads};
+    hybrid_rank_plan(d, {grid.dp(), grid.pp(), grid.tp(), o.micro_batches, o.chunks,
+                         o.sequence_parallel},
+                     0, int64_t(grid.dp()) * o.micro_batches, cfg.ctx);
+    s = make_schedule(o.chunks > 1 ? "interleaved_1f1b" : "1f1b", grid.pp(), o.micro_batches,
+                      o.chunks);
+  } catch (const std::invalid_argument& e) {
+    err = e.what();
+  }
+  all_ranks_ok(err.empty(), err);
+  return s;
+}
+
+}  // namespace
+
+hybrid_detail::TpModel::TpModel(const GPTConfig& cfg, ProcessGroup& tp, bool sequence_parallel)
+    : regather(tp.duplicate()), repl_grads(tp.duplicate()) {
+  comm = std::make_unique<TensorParallelComm>(tp, sequence_parallel, regather.get());
+  model = std::make_unique<GPT>(cfg, *comm);  // this rank's slice: H/t heads, 4C/t, V/t
+}
+
+HybridStrategy::HybridStrategy(const GPTConfig& cfg, ProcessGrid& grid, AdamWConfig opt,
+                               uint64_t seed, HybridOptions o)
+    : TpModel(cfg, grid.tp_group(), o.sequence_parallel),
+      PipelineStrategy(*model, grid.pp_group(), opt, seed, checked_schedule(cfg, grid, o),
+                       o.trace_path),
+      grid_(grid),
+      shape_{grid.dp(), grid.pp(), grid.tp(), o.micro_batches, o.chunks, o.sequence_parallel},
+      shards_(part_->local_numel(grid.pp_rank()), grid.dp()),
+      dp_metrics_(grid.dp_group()) {
+  // ZeRO-1: the optimizer state for this rank's shard of its Ψ_r parameters only. The decay
+  // ranges of the whole slice, segment by segment (as PipelineStrategy's), cut to the shard.
+  const int r = pp_.rank(), d = grid.dp_rank();
+  std::vector<ElementRange> local;
+  const std::vector<ElementRange> whole = decay_ranges(model_.layout(), opt.decay);
+  for (const ParamSegment& s : part_->segments(r))
+    for (const ElementRange& e : slice_ranges(whole, s.global_offset, s.numel, s.local_offset))
+      local.push_back(e);
+  opt_.reset();  // PipelineStrategy's full-size state, replaced by the shard's
+  opt_ = std::make_unique<AdamW>(shards_.padded, opt,
+                                 slice_ranges(local, shards_.begin[d], shards_.count[d]));
+  // Where the replicated tensors (wpe, LayerNorms, row-parallel biases) lie in the local buffer:
+  // under sequence parallelism each rank computes their gradients from its own rows only.
+  for (const ParamSegment& s : part_->segments(r)) {
+    if (s.wte_copy) continue;  // wte is split by rows, never replicated under t > 1
+    for (const ParamSpec& p : model_.layout().params()) {
+      if (p.split != Split::kReplicated) continue;
+      const int64_t a = std::max(p.offset, s.global_offset);
+      const int64_t b = std::min(p.offset + p.numel, s.global_offset + s.numel);
+      if (a < b) repl_.push_back({s.local_offset + (a - s.global_offset), b - a});
+    }
+  }
+}
+
+BatchSlice HybridStrategy::batch_slice(int global_batch) const {
+  const int n = global_batch / shape_.dp;
+  return {grid_.dp_rank() * n, n};
+}
+
+void HybridStrategy::all_reduce_replicated_grads() {
+  int64_t n = 0;
+  for (auto [at, len] : repl_) n += len;
+  Tensor packed = Tensor::empty({n}, DType::kF32, MemCategory::kCommBuffers);
+  int64_t k = 0;
+  for (auto [at, len] : repl_)
+    std::memcpy(packed.f32() + k, grads_.f32() + at, len * sizeof(float)), k += len;
+  repl_grads->all_reduce(packed, ReduceOp::kSum);  // sends 2(t-1)/t·4·Ψ_repl,r
+  k = 0;
+  for (auto [at, len] : repl_)
+    std::memcpy(grads_.f32() + at, packed.f32() + k, len * sizeof(float)), k += len;
+}
+
+void HybridStrategy::zero1_step(int64_t step) {
+  ProcessGroup& dp = grid_.dp_group();
+  const int d = dp.rank();
+  const int64_t begin = shards_.begin[d], count = shards_.count[d];
+  // reduce_scatter: this rank receives Σ_replicas grads[begin, begin + count). (dp-1)/dp·4Ψ_r
+  Tensor shard = Tensor::empty({count}, DType::kF32, MemCategory::kCommBuffers);
+  dp.reduce_scatter_v(grads_, shard, shards_.count, ReduceOp::kSum);
+  opt_->step(params_.f32() + begin, shard.f32(), step, count);  // AdamW on the shard only
+  shard = Tensor();
+  // all_gather: every replica again holds all Ψ_r parameters. (dp-1)/dp·4Ψ_r
+  dp.all_gather_v(params_.narrow(begin, count), params_, shards_.count);
+}
+
+double HybridStrategy::train_step(const int32_t* tokens, const int32_t* targets,
+                                  int global_batch, int T, int64_t step) {
+  ProcessGroup &tp = grid_.tp_group(), &dp = grid_.dp_group();
+  const double tp0 = tp.stats().total_bytes(), rg0 = regather->stats().total_bytes(),
+               rp0 = repl_grads->stats().total_bytes(), pp0 = pp_.stats().total_bytes(),
+               emb0 = emb_->stats().total_bytes(), dp0 = dp.stats().total_bytes();
+  book_->barrier();  // line the pipeline's ranks up so that their spans share one time axis
+  const double t0 = wall_seconds();
+
+  // 1. The schedule over this replica's B/dp sequences; losses scaled by 1/(B·T), B global.
+  grads_.fill(0.0f);
+  exec_->set_loss_batch(global_batch);
+  const double local_loss = exec_->run(params_.f32(), grads_.f32(), tokens, targets,
+                                       global_batch / shape_.dp, T, t0);
+  const double t_opt = wall_seconds();
+  all_reduce_tied_wte(grads_);                 // 2. over {first stage, last stage}
+  if (shape_.sp) all_reduce_replicated_grads();  // 3. over tp
+  zero1_step(step);                            // 4. over dp
+
+  const MemoryTracker& mt = MemoryTracker::instance();
+  measured_.params = double(mt.current(MemCategory::kParameters));
+  measured_.grads = double(mt.current(MemCategory::kGradients));
+  measured_.optimizer = double(mt.current(MemCategory::kOptimizerState));
+  measured_.activations_per_microbatch = double(exec_->stats().stored_per_forward);
+  measured_.tp = tp.stats().total_bytes() - tp0;
+  measured_.regather = regather->stats().total_bytes() - rg0;
+  measured_.repl_grads = repl_grads->stats().total_bytes() - rp0;
+  measured_.pp = pp_.stats().total_bytes() - pp0;
+  measured_.emb = emb_->stats().total_bytes() - emb0;
+  measured_.dp = dp.stats().total_bytes() - dp0;
+  last_step_bytes_ = measured_.pp + measured_.emb;
+  last_B_ = global_batch / shape_.dp, last_T_ = T, last_global_B_ = global_batch;
+
+  // 5. The loss: the last stage's, over pp; the replicas' parts, over dp (bookkeeping groups).
+  const double loss = dp_metrics_.sum(metrics_.sum(local_loss));
+  std::vector<Span> spans = exec_->stats().spans;
+  spans.push_back(Span{pp_.rank(), t_opt - t0, wall_seconds() - t0, "opt", "optimizer"});
+  last_logical_ = gather_spans(*book_, exec_->stats().logical_spans, 0.0);
+  record_wall_spans(spans, t0);
+  return loss;
+}
+
+double HybridStrategy::eval_loss(const int32_t* tokens, const int32_t* targets,
+                                 int global_batch, int T) {
+  exec_->set_loss_batch(global_batch);  // each replica's part of the global mean
+  const double local = exec_->forward_only(params_.f32(), tokens, targets,
+                                           global_batch / shape_.dp, T);
+  return dp_metrics_.sum(metrics_.sum(local));
+}
+
+void HybridStrategy::get_state(float* params, float* exp_avg, float* exp_avg_sq) {
+  // dp: every replica's optimizer shard into whole local buffers (Ψ_r floats).
+  ProcessGroup& dp = grid_.dp_group();
+  const int64_t n = part_->local_numel(pp_.rank());
+  Tensor m = Tensor::empty({n}, DType::kF32, MemCategory::kCommBuffers);
+  Tensor v = Tensor::empty({n}, DType::kF32, MemCategory::kCommBuffers);
+  const int d = dp.rank();
+  dp.all_gather_v(opt_->exp_avg().narrow(0, shards_.count[d]), m, shards_.count);
+  dp.all_gather_v(opt_->exp_avg_sq().narrow(0, shards_.count[d]), v, shards_.count);
+  // pp: the stages into this tp rank's slice of the model; tp: the slices into the whole model.
+  const int64_t slice = model_.layout().num_params();
+  std::vector<float> sp(slice), sm(slice), sv(slice);
+  gather_stages({{params_.f32(), sp.data()}, {m.f32(), sm.data()}, {v.f32(), sv.data()}});
+  ProcessGroup& tp = grid_.tp_group();
+  tp_slices_to_full(tp, model_.config(), sp.data(), params);
+  tp_slices_to_full(tp, model_.config(), sm.data(), exp_avg);
+  tp_slices_to_full(tp, model_.config(), sv.data(), exp_avg_sq);
+}
+
+void HybridStrategy::set_state(const float* params, const float* exp_avg,
+                               const float* exp_avg_sq) {
+  const int64_t slice = model_.layout().num_params(), n = part_->local_numel(pp_.rank());
+  std::vector<float> sp(slice), sm(slice), sv(slice), lm(n), lv(n);
+  model_.layout().copy_from_full(params, sp.data());  // the whole model -> this tp slice
+  model_.layout().copy_from_full(exp_avg, sm.data());
+  model_.layout().copy_from_full(exp_avg_sq, sv.data());
+  scatter_stages({{sp.data(), params_.f32()}, {sm.data(), lm.data()}, {sv.data(), lv.data()}});
+  const int d = grid_.dp_rank();  // this rank's shard of m and v
+  const size_t bytes = shards_.count[d] * sizeof(float);
+  std::memcpy(opt_->exp_avg().f32(), lm.data() + shards_.begin[d], bytes);
+  std::memcpy(opt_->exp_avg_sq().f32(), lv.data() + shards_.begin[d], bytes);
+}
+
+void HybridStrategy::finish() {
+  // One pipeline's timeline (dp_rank 0, tp_rank 0: world rank 0): every pipeline runs the same
+  // schedule, and the tp ranks of a stage run it in lock step.
+  if (grid_.world().rank() == 0) {
+    std::printf("\nthe pipeline of dp_rank 0, tp_rank 0 (world ranks");
+    for (int r = 0; r < shape_.pp; ++r)
+      std::printf(" %d", ProcessGrid::world_rank_of(0, r, 0, shape_.pp, shape_.tp));
+    std::printf("); the other %d pipelines run the same schedule\n", shape_.dp * shape_.tp - 1);
+  }
+  if (grid_.dp_rank() == 0 && grid_.tp_rank() == 0) PipelineStrategy::finish();
+}
+
+HybridRankPlan HybridStrategy::expected() const {
+  const GPTConfig& c = model_.config();
+  HybridShape s = shape_;
+  s.recompute = c.recompute, s.recompute_every = c.recompute_every;
+  return hybrid_rank_plan({c.vocab, c.ctx, c.layers, c.d, c.heads}, s, pp_.rank(),
+                          last_global_B_, last_T_);
+}
+
+std::vector<ReportRow> HybridStrategy::report() const {
+  const HybridRankPlan e = expected();
+  const HybridMeasured& m = measured_;
+  const bool sp = shape_.sp, t1 = shape_.tp > 1;
+  std::vector<ReportRow> rows = {
+      {"parameters", m.params, e.params, "4Ψ_r"},
+      {"gradients", m.grads, e.grads, "4Ψ_r"},
+      {"optimizer state", m.optimizer, e.optimizer, "8⌈Ψ_r/dp⌉"},
+      {"activations per micro-batch", m.activations_per_microbatch,
+       e.activations_per_microbatch,
+       sp ? "k·act_block(t, SP)" : "k·act_block(t)"},
+      {"sent per step (tp group)", m.tp, e.tp,
+       "m·Σ_c(4k+e+h)·2(t-1)/t·4bTC+…"}};
+  if (sp && t1) {
+    rows.push_back({"sent per step (tp re-gather)", m.regather, e.regather, "2mvk(t-1)/t·4bTC"});
+    rows.push_back({"sent per step (tp repl. grads)", m.repl_grads, e.repl_grads,
+                    "2(t-1)/t·4Ψ_repl,r"});
+  }
+  rows.push_back({"sent per step (pp group)", m.pp, e.pp, sp ? "sends·4bTC/t" : "sends·4bTC"});
+  // The same rows on every rank (the table is gathered row by row): 0 off the two end stages.
+  if (shape_.pp > 1) rows.push_back({"sent per step (wte pair)", m.emb, e.emb, "4VC/t, end stages"});
+  rows.push_back({"sent per step (dp group)", m.dp, e.dp, "2(dp-1)/dp·4Ψ_r"});
+  return rows;
+}
+
+}  // namespace llmp

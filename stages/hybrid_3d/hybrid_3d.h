@@ -1,0 +1,129 @@
+// HybridStrategy: 3D parallelism — data × pipeline × tensor parallelism — with ZeRO-1 over the
+// data-parallel group (Narayanan et al. 2021, "Efficient Large-Scale Language Model Training on
+// GPU Clusters Using Megatron-LM", §2-3; the ZeRO-1 part: Rajbhandari et al. 2020, §5.1).
+//
+// The grid (common/comm/grid.h): world rank = (dp_rank·pp + pp_rank)·tp + tp_rank, tensor-
+// parallel ranks adjacent (on a cluster: one node, NVLink), then pipeline, then data. For the
+// default 8 = dp 2 × pp 2 × tp 2:
+//
+//   world rank:  0 1 2 3 4 5 6 7     tp groups {0,1} {2,3} {4,5} {6,7}   (f, g inside a stage)
+//   dp_rank:     0 0 0 0 1 1 1 1     pp groups {0,2} {1,3} {4,6} {5,7}   (activations between
+//   pp_rank:     0 0 1 1 0 0 1 1                                          stages, the tied wte)
+//   tp_rank:     0 1 0 1 0 1 0 1     dp groups {0,4} {1,5} {2,6} {3,7}   (ZeRO-1)
+//
+// Nothing here is new: it is the three techniques of the earlier stages stacked, each talking
+// over its own group. A rank's model is
+//   - tensor parallelism (common/tp): the GPT with the rank's shapes — H/t heads, 4C/t MLP
+//     columns, V/t rows of wte — and a TensorParallelComm over the tp group (f before the column-
+//     parallel layers, g after the row-parallel ones; with sequence parallelism the residual
+//     stream between them is split along the sequence);
+//   - pipeline parallelism (common/pipeline): that slice's units cut into p·v virtual stages,
+//     run by the executor on a 1F1B schedule (interleaved when v > 1); the tp ranks of one stage
+//     run the same schedule in lock step, each sending its own activations (b, T/s, C) to the
+//     rank of the same tp_rank in the next stage (s = t under sequence parallelism: Megatron's
+//     scatter-gather optimisation comes for free);
+//   - data parallelism: the replica of dp_rank trains on sequences [dp_rank·B/dp, (dp_rank+1)·B/dp)
+//     of the global batch, its losses scaled by 1/(B·T) so that the sum over replicas is the
+//     global gradient; ZeRO-1 over the dp group: reduce_scatter of the Ψ_r gradients, AdamW on
+//     this rank's ⌈Ψ_r/dp⌉ shard (m and v only for it), all_gather of the updated parameters.
+//
+// One step:
+//   1. the pipeline schedule over this replica's B/dp sequences in m micro-batches;
+//   2. the tied wte's gradient all-reduced over {first stage, last stage} (V/t rows here);
+//   3. sequence parallelism: the replicated parameters' gradients all-reduced over tp;
+//   4. ZeRO-1 over dp: reduce_scatter, AdamW on the shard, all_gather;
+//   5. the loss: summed from the last stage over pp, then over dp.
+// Bytes per rank and group: common/plan/hybrid_formulas.h, whose closed forms the report prints
+// next to what each group's CommStats counted.
+//
+// Glossary: dp/pp/tp (p, t) the grid, m micro-batches, v chunks per rank, B global batch,
+// b = B/(dp·m), T sequence, C channels, Ψ_r parameters of this rank.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/comm/grid.h"
+#include "common/nn/gpt.h"
+#include "common/pipeline/pipeline_strategy.h"
+#include "common/plan/hybrid_formulas.h"
+#include "common/tp/tensor_parallel_comm.h"
+#include "common/train/dp_util.h"
+
+namespace llmp {
+
+struct HybridOptions {
+  int micro_batches = 4;         ///< m per replica and step
+  int chunks = 1;                ///< v: 1 is 1F1B, > 1 interleaved 1F1B
+  bool sequence_parallel = false;
+  std::string trace_path;        ///< Chrome trace of the pipeline ("" = none)
+};
+
+/// What the last step measured on this rank (bytes): MemoryTracker's current bytes by category,
+/// the executor's stored bytes per (micro-batch, chunk), and each group's CommStats.
+struct HybridMeasured {
+  double params = 0, grads = 0, optimizer = 0, activations_per_microbatch = 0;
+  double tp = 0, regather = 0, repl_grads = 0, pp = 0, emb = 0, dp = 0;
+};
+
+namespace hybrid_detail {
+/// The tensor-parallel GPT of a rank, built before the pipeline that walks it (base-from-member:
+/// PipelineStrategy keeps a reference to the model).
+struct TpModel {
+  TpModel(const GPTConfig& cfg, ProcessGroup& tp, bool sequence_parallel);
+  std::shared_ptr<ProcessGroup> regather, repl_grads;  // duplicates of tp: own CommStats
+  std::unique_ptr<TensorParallelComm> comm;
+  std::unique_ptr<GPT> model;
+};
+}  // namespace hybrid_detail
+
+class HybridStrategy : private hybrid_detail::TpModel, public PipelineStrategy {
+ public:
+  /// Collective over grid.world(). Every rank initialises the whole model from `seed` and keeps
+  /// its slice of its stages. Fails on every rank with one line (exit 2) when the grid does not
+  /// fit the model (hybrid_rank_plan's messages: t ∤ H, 4C or V; L not divisible by p·v) or the
+  /// schedule rejects (p, m, v).
+  HybridStrategy(const GPTConfig& cfg, ProcessGrid& grid, AdamWConfig opt, uint64_t seed,
+                 HybridOptions o);
+
+  /// This replica's share of the global batch: B/dp sequences from dp_rank·B/dp.
+  BatchSlice batch_slice(int global_batch) const override;
+  double train_step(const int32_t* tokens, const int32_t* targets, int global_batch, int T,
+                    int64_t step) override;
+  double eval_loss(const int32_t* tokens, const int32_t* targets, int global_batch,
+                   int T) override;
+  /// The whole model's state in GPT-2 order: shards gathered over dp, stages over pp, slices
+  /// over tp. Collective over the world.
+  void get_state(float* params, float* exp_avg, float* exp_avg_sq) override;
+  void set_state(const float* params, const float* exp_avg, const float* exp_avg_sq) override;
+  /// Memory by category and bytes sent per group in the last step, each next to its closed form
+  /// (common/plan/hybrid_formulas.h).
+  std::vector<ReportRow> report() const override;
+  /// World rank 0 prints the timeline of its pipeline (PipelineStrategy::finish).
+  void finish() override;
+
+  /// The closed forms for this rank and the last step's batch (hybrid_rank_plan).
+  HybridRankPlan expected() const;
+  /// What the last step measured on this rank.
+  HybridMeasured last_measured() const { return measured_; }
+  const HybridShape& shape() const { return shape_; }
+  ProcessGrid& grid() const { return grid_; }
+
+ private:
+  /// Step 3: the replicated tensors' gradients (their elements in this rank's stages) summed
+  /// over tp, packed in one buffer: sends 2(t-1)/t·4·Ψ_repl,r.
+  void all_reduce_replicated_grads();
+  /// Step 4, ZeRO-1: reduce_scatter the gradients over dp, AdamW on the shard, all_gather.
+  void zero1_step(int64_t step);
+
+  ProcessGrid& grid_;
+  HybridShape shape_;
+  ShardLayout shards_;                        // Ψ_r over dp
+  MetricsReducer dp_metrics_;                 // the loss over dp (bookkeeping)
+  std::vector<std::pair<int64_t, int64_t>> repl_;  // local (offset, numel) of replicated tensors
+  HybridMeasured measured_;
+  int last_global_B_ = 0;
+};
+
+}  // namespace llmp

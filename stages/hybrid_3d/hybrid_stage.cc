@@ -1,0 +1,71 @@
+// hybrid_stage_spec (see hybrid_stage.h).
+#include "stages/hybrid_3d/hybrid_stage.h"
+
+#include <CLI/CLI.hpp>
+
+#include <memory>
+#include <stdexcept>
+
+#include "common/pipeline/schedule.h"
+#include "common/plan/hybrid_formulas.h"
+#include "common/runtime/check.h"
+
+namespace llmp {
+
+std::string hybrid_config_error(const TrainConfig& cfg, const HybridFlags& f) {
+  const HybridOptions& o = f.options;
+  if (o.micro_batches < 1)
+    return "--micro_batches " + std::to_string(o.micro_batches) + " must be at least 1";
+  if (o.chunks < 1) return "--chunks " + std::to_string(o.chunks) + " must be at least 1";
+  if (cfg.partition_activations)
+    return "--partition_activations is not supported by hybrid_3d (use --sequence_parallel, "
+           "which splits the activations over tp instead)";
+  try {
+    const GPTConfig mc = model_config(cfg);
+    // Every divisibility the grid needs, with hybrid_formulas' messages.
+    hybrid_rank_plan({mc.vocab, mc.ctx, mc.layers, mc.d, mc.heads},
+                     {f.dp, f.pp, f.tp, o.micro_batches, o.chunks, o.sequence_parallel}, 0,
+                     cfg.global_batch, mc.ctx);
+    make_schedule(o.chunks > 1 ? "interleaved_1f1b" : "1f1b", f.pp, o.micro_batches, o.chunks);
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+StageSpec hybrid_stage_spec() {
+  auto f = std::make_shared<HybridFlags>();  // the parser writes into it
+  StageSpec spec;
+  spec.name = "hybrid_3d";
+  spec.summary = "3D parallelism: dp × pp × tp (Megatron TP/SP inside 1F1B stages), ZeRO-1 over dp";
+  spec.default_world_size = 8;
+  spec.supports_trace = true;
+  spec.grid = [f](const TrainConfig&) { return GridShape{f->dp, f->pp, f->tp}; };
+  spec.add_flags = [f](CLI::App& app) {
+    app.add_option("--dp", f->dp, "data-parallel size (ZeRO-1 over it)")->capture_default_str();
+    app.add_option("--pp", f->pp, "pipeline-parallel size p")->capture_default_str();
+    app.add_option("--tp", f->tp, "tensor-parallel size t (adjacent ranks)")->capture_default_str();
+    app.add_option("--micro_batches", f->options.micro_batches,
+                   "m: micro-batches per replica and step")
+        ->capture_default_str();
+    app.add_option("--chunks", f->options.chunks, "v: model chunks per pipeline rank (>1: interleaved)")
+        ->capture_default_str();
+    app.add_flag("--sequence_parallel", f->options.sequence_parallel,
+                 "Megatron sequence parallelism inside each stage");
+  };
+  spec.validate = [f](const TrainConfig& cfg) {
+    const std::string err = hybrid_config_error(cfg, *f);
+    if (!err.empty()) user_error(err);
+  };
+  spec.make = [f](const StageContext& ctx) -> std::unique_ptr<Strategy> {
+    const std::string err = hybrid_config_error(ctx.cfg, *f);  // mpiexec started directly
+    all_ranks_ok(err.empty(), err);
+    HybridOptions o = f->options;
+    o.trace_path = ctx.cfg.trace;
+    return std::make_unique<HybridStrategy>(ctx.model.config(), ctx.grid, ctx.opt, ctx.cfg.seed,
+                                            o);
+  };
+  return spec;
+}
+
+}  // namespace llmp
