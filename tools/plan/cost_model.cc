@@ -58,9 +58,9 @@ double seconds(double bytes, double steps, bool inter, const Cluster& c) {
 
 }  // namespace
 
-PlanCost evaluate(const ModelSpec& model, int64_t B, const Cluster& cluster,
-                  const PlanConfig& cfg) {
-  const HybridShape& s = cfg.shape;
+namespace {
+
+void check_config(const HybridShape& s) {
   if (s.zero < 0 || s.zero > 3)
     throw std::invalid_argument("ZeRO stage " + std::to_string(s.zero) +
                                 " (expected 0, 1, 2 or 3)");
@@ -68,43 +68,63 @@ PlanCost evaluate(const ModelSpec& model, int64_t B, const Cluster& cluster,
     throw std::invalid_argument("interleaved 1F1B (v " + std::to_string(s.v) +
                                 ") needs m % p == 0 (m " + std::to_string(s.m) + ", p " +
                                 std::to_string(s.pp) + ")");
+}
+
+RankCost rank_cost_placed(const ModelSpec& model, int64_t B, const Cluster& cluster,
+                          const PlanConfig& cfg, int r, const GroupPlacement& g) {
+  const HybridShape& s = cfg.shape;
   const HybridPrecision prec = cfg.mixed ? HybridPrecision::mixed() : HybridPrecision::fp32();
   HybridShape base = s;
   if (s.zero == 3) base.zero = 2;  // memory and dp bytes replaced below
+  const int64_t b = B / s.dp / s.m;
+  const double t = s.tp, n = s.dp;
+  RankCost rc;
+  rc.r = r;
+  rc.plan = hybrid_rank_plan(model.dims(), base, r, B, model.T, prec);
+  HybridRankPlan& h = rc.plan;
+  if (s.zero == 3 && s.dp > 1) {
+    h.params = prec.param * h.shard;
+    h.dp = s.m * (n - 1) / n * h.psi_r * (2 * prec.param + prec.grad);
+    h.dp_calls = 3 * s.m;
+  }
+  rc.in_flight = in_flight(s.pp, s.m, s.v, r);
+  rc.activations = rc.in_flight * h.activations_per_microbatch;
+  if (r == s.pp - 1) rc.logits = 4.0 * b * model.T * model.V / s.tp;
+  rc.memory = h.params + h.grads + h.optimizer + rc.activations + rc.logits;
+  rc.flops = rank_flops(model, B, s, r);
+  rc.compute = rc.flops / (cluster.peak_flops * cluster.efficiency);
+  // Ring steps: an all_reduce call is 2(n-1), a reduce_scatter or all_gather n-1; SP's calls
+  // are the latter, plain TP's the former.
+  const double tp_steps = h.tp_calls * (t - 1) * (s.sp ? 1 : 2);
+  rc.tp = seconds(h.tp, tp_steps, g.tp, cluster);
+  rc.regather = seconds(h.regather, s.sp ? s.m * s.v * (model.L / (s.pp * s.v)) * 2 * (t - 1) : 0,
+                        g.tp, cluster);
+  rc.repl = seconds(h.repl_grads, s.sp && s.tp > 1 ? 2 * (t - 1) : 0, g.tp, cluster);
+  rc.pp = seconds(h.pp, h.sends, g.pp, cluster);
+  rc.emb = seconds(h.emb, 2.0 * h.emb_calls, g.emb, cluster);
+  rc.dp = seconds(h.dp, h.dp_calls * (n - 1) * (s.zero == 0 ? 2 : 1), g.dp, cluster);
+  return rc;
+}
+
+}  // namespace
+
+RankCost rank_cost(const ModelSpec& model, int64_t B, const Cluster& cluster,
+                   const PlanConfig& cfg, int r) {
+  check_config(cfg.shape);
+  return rank_cost_placed(model, B, cluster, cfg, r,
+                          place_groups(cfg.shape.dp, cfg.shape.pp, cfg.shape.tp,
+                                       cluster.gpus_per_node));
+}
+
+PlanCost evaluate(const ModelSpec& model, int64_t B, const Cluster& cluster,
+                  const PlanConfig& cfg) {
+  const HybridShape& s = cfg.shape;
+  check_config(s);
   PlanCost out;
   out.config = cfg;
   out.placement = place_groups(s.dp, s.pp, s.tp, cluster.gpus_per_node);
-  const GroupPlacement& g = out.placement;
-  const int64_t b = B / s.dp / s.m;
-  const double t = s.tp, n = s.dp;
-  for (int r : evaluated_ranks(s.pp)) {
-    RankCost rc;
-    rc.r = r;
-    rc.plan = hybrid_rank_plan(model.dims(), base, r, B, model.T, prec);
-    HybridRankPlan& h = rc.plan;
-    if (s.zero == 3 && s.dp > 1) {
-      h.params = prec.param * h.shard;
-      h.dp = s.m * (n - 1) / n * h.psi_r * (2 * prec.param + prec.grad);
-      h.dp_calls = 3 * s.m;
-    }
-    rc.in_flight = in_flight(s.pp, s.m, s.v, r);
-    rc.activations = rc.in_flight * h.activations_per_microbatch;
-    if (r == s.pp - 1) rc.logits = 4.0 * b * model.T * model.V / s.tp;
-    rc.memory = h.params + h.grads + h.optimizer + rc.activations + rc.logits;
-    rc.flops = rank_flops(model, B, s, r);
-    rc.compute = rc.flops / (cluster.peak_flops * cluster.efficiency);
-    // Ring steps: an all_reduce call is 2(n-1), a reduce_scatter or all_gather n-1; SP's calls
-    // are the latter, plain TP's the former.
-    const double tp_steps = h.tp_calls * (t - 1) * (s.sp ? 1 : 2);
-    rc.tp = seconds(h.tp, tp_steps, g.tp, cluster);
-    rc.regather = seconds(h.regather, s.sp ? s.m * s.v * (model.L / (s.pp * s.v)) * 2 * (t - 1) : 0,
-                          g.tp, cluster);
-    rc.repl = seconds(h.repl_grads, s.sp && s.tp > 1 ? 2 * (t - 1) : 0, g.tp, cluster);
-    rc.pp = seconds(h.pp, h.sends, g.pp, cluster);
-    rc.emb = seconds(h.emb, 2.0 * h.emb_calls, g.emb, cluster);
-    rc.dp = seconds(h.dp, h.dp_calls * (n - 1) * (s.zero == 0 ? 2 : 1), g.dp, cluster);
-    out.ranks.push_back(rc);
-  }
+  for (int r : evaluated_ranks(s.pp))
+    out.ranks.push_back(rank_cost_placed(model, B, cluster, cfg, r, out.placement));
   const RankCost* worst = &out.ranks[0];
   const RankCost* late = &out.ranks[0];
   for (const RankCost& rc : out.ranks) {

@@ -116,6 +116,11 @@ int in_flight(int p, int m, int v, int r);
 /// Model FLOPs per step: 72·B·T·L·C²·(1 + T/6C + V/12LC) (no recomputation counted).
 double model_flops(const ModelSpec& model, int64_t B);
 
+/// The cost of pipeline rank r (0 ≤ r < pp) of `cfg`: the closed forms (with ZeRO-3 on top),
+/// in-flight activations, FLOPs and seconds per group. Throws as `evaluate`.
+RankCost rank_cost(const ModelSpec& model, int64_t B, const Cluster& cluster,
+                   const PlanConfig& cfg, int r);
+
 /// The cost of `cfg` for `model`, global batch B, on `cluster`. Throws std::invalid_argument
 /// (hybrid_formulas' messages, or "ZeRO stage 4 ...") when the configuration is not valid.
 PlanCost evaluate(const ModelSpec& model, int64_t B, const Cluster& cluster, const PlanConfig& cfg);
