@@ -8,6 +8,7 @@
 // (1,1,2); (1,2,2), (2,1,2), (2,2,1), (1,1,4), (4,1,1), (1,4,1); (2,2,2); each with m ∈ {1, 4},
 // sequence parallelism off and on (tp > 1), v ∈ {1, 2} where p·v divides L and p divides m. The
 // in-flight count the planner multiplies the activations by is checked against the executor's.
+// At world size 8 the mini preset runs the same variants on the stage's default grid (2, 2, 2).
 //
 // Glossary: dp/pp/tp the grid, m micro-batches, v chunks per pipeline rank, B global batch.
 #include <gtest/gtest.h>
@@ -31,14 +32,16 @@ struct Case {
   GridShape grid;
   int m, v;
   bool sp;
+  bool mini = false;  ///< the mini preset instead of the widened tiny
   std::string name() const {
-    return "dp " + std::to_string(grid.dp) + " pp " + std::to_string(grid.pp) + " tp " +
+    return std::string(mini ? "mini " : "tiny ") + "dp " + std::to_string(grid.dp) + " pp " + std::to_string(grid.pp) + " tp " +
            std::to_string(grid.tp) + " m " + std::to_string(m) + " v " + std::to_string(v) +
            (sp ? " sp" : "");
   }
 };
 
-GPTConfig model() {
+GPTConfig model(bool mini) {
+  if (mini) return GPTConfig::preset("mini");  // L 4, C 128, H 4, V 256, T 64
   GPTConfig c = GPTConfig::preset("tiny");
   c.layers = 4;  // pp = 4, and pp = 2 with v = 2
   c.heads = 4;   // tp = 4 (tiny's H = 2 would refuse it)
@@ -49,36 +52,38 @@ std::vector<Case> cases(int world) {
   const std::vector<GridShape> grids = {{1, 1, 1}, {2, 1, 1}, {1, 2, 1}, {1, 1, 2}, {1, 2, 2},
                                         {2, 1, 2}, {2, 2, 1}, {1, 1, 4}, {4, 1, 1}, {1, 4, 1},
                                         {2, 2, 2}};
-  const int L = model().layers;
   std::vector<Case> out;
-  for (const GridShape& g : grids) {
-    if (g.dp * g.pp * g.tp != world) continue;
-    for (int m : {1, 4})
-      for (int v : {1, 2}) {
-        if (L % (g.pp * v) || (v > 1 && (g.pp == 1 || m % g.pp))) continue;
-        for (int sp = 0; sp <= (g.tp > 1 ? 1 : 0); ++sp) out.push_back({g, m, v, sp == 1});
-      }
-  }
+  for (bool mini : {false, true})
+    for (const GridShape& g : grids) {
+      if (g.dp * g.pp * g.tp != world) continue;
+      if (mini && g.dp * g.pp * g.tp != 8) continue;  // mini: the stage's default grid only
+      const int L = model(mini).layers;
+      for (int m : {1, 4})
+        for (int v : {1, 2}) {
+          if (L % (g.pp * v) || (v > 1 && (g.pp == 1 || m % g.pp))) continue;
+          for (int sp = 0; sp <= (g.tp > 1 ? 1 : 0); ++sp)
+            out.push_back({g, m, v, sp == 1, mini});
+        }
+    }
   return out;
 }
 
 TEST(PlanVsHybrid, PredictedMemoryAndBytesEqualMeasuredOnEveryRank) {
   const std::shared_ptr<ProcessGroup> world = ProcessGroup::world();
-  const GPTConfig cfg = model();
-  plan::ModelSpec spec;
-  spec.name = "tiny (L 4, H 4)";
-  spec.L = cfg.layers, spec.C = cfg.d, spec.H = cfg.heads, spec.V = cfg.vocab;
-  spec.T = cfg.ctx, spec.ctx = cfg.ctx;
-  const int T = cfg.ctx;
-  // Any ids do: the bytes and the memory do not depend on them. (common/nn/random_ids.h cannot be
-  // included next to hybrid_3d.h: init.h and sampler.h declare splitmix64 differently.)
-  std::vector<int32_t> tokens(kB * T), targets(kB * T);
-  for (int i = 0; i < kB * T; ++i)
-    tokens[i] = (i * 37 + 11) % cfg.vocab, targets[i] = (i * 53 + 5) % cfg.vocab;
   const std::vector<Case> all = cases(world->size());
   ASSERT_FALSE(all.empty());
   for (const Case& c : all) {
     SCOPED_TRACE(c.name());
+    const GPTConfig cfg = model(c.mini);
+    plan::ModelSpec spec;
+    spec.L = cfg.layers, spec.C = cfg.d, spec.H = cfg.heads, spec.V = cfg.vocab;
+    spec.T = cfg.ctx, spec.ctx = cfg.ctx;
+    const int T = cfg.ctx;
+    // Any ids do: the bytes and the memory do not depend on them. (common/nn/random_ids.h cannot
+    // be included next to hybrid_3d.h: init.h and sampler.h declare splitmix64 differently.)
+    std::vector<int32_t> tokens(kB * T), targets(kB * T);
+    for (int i = 0; i < kB * T; ++i)
+      tokens[i] = (i * 37 + 11) % cfg.vocab, targets[i] = (i * 53 + 5) % cfg.vocab;
     ProcessGrid grid(world, c.grid);
     HybridOptions o;
     o.micro_batches = c.m, o.chunks = c.v, o.sequence_parallel = c.sp;
