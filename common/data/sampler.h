@@ -19,17 +19,10 @@
 #include <cstdint>
 
 #include "common/data/corpus.h"
+#include "common/runtime/splitmix64.h"  // splitmix64
 
 namespace llmp {
 
-/// splitmix64's finalizer (Steele, Lea & Flood, "Fast splittable pseudorandom number
-/// generators", OOPSLA 2014): a bijective 64-bit mix. Pure, constexpr.
-constexpr uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
 
 /// Start offset (bytes) of sequence `seq` of step `step` in a split of `split_len` bytes:
 /// splitmix64(splitmix64(splitmix64(seed) ^ step) ^ seq) mod (split_len - T), in [0, split_len-T).

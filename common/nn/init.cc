@@ -12,13 +12,6 @@
 
 namespace llmp {
 
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
 double uniform_at(uint64_t seed, uint64_t index) {
   const uint64_t bits = splitmix64(splitmix64(seed) + index);
   return static_cast<double>((bits >> 11) + 1) * 0x1.0p-53;  // (0, 1]: log() stays finite

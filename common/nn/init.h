@@ -12,10 +12,10 @@
 
 #include <cstdint>
 
+#include "common/runtime/splitmix64.h"  // splitmix64
+
 namespace llmp {
 
-/// splitmix64's finaliser applied to x + γ (γ = 2⁶⁴/φ): 64 well-mixed bits.
-uint64_t splitmix64(uint64_t x);
 
 /// Uniform in (0,1] from the 53 high bits of splitmix64(key).
 double uniform_at(uint64_t seed, uint64_t index);

@@ -79,8 +79,7 @@ TEST(PlanVsHybrid, PredictedMemoryAndBytesEqualMeasuredOnEveryRank) {
     spec.L = cfg.layers, spec.C = cfg.d, spec.H = cfg.heads, spec.V = cfg.vocab;
     spec.T = cfg.ctx, spec.ctx = cfg.ctx;
     const int T = cfg.ctx;
-    // Any ids do: the bytes and the memory do not depend on them. (common/nn/random_ids.h cannot
-    // be included next to hybrid_3d.h: init.h and sampler.h declare splitmix64 differently.)
+    // Any ids do: the bytes and the memory do not depend on them.
     std::vector<int32_t> tokens(kB * T), targets(kB * T);
     for (int i = 0; i < kB * T; ++i)
       tokens[i] = (i * 37 + 11) % cfg.vocab, targets[i] = (i * 53 + 5) % cfg.vocab;
