@@ -76,7 +76,8 @@ std::string kib(double bytes) {
 }
 
 int table_main(int argc, char** argv) {
-  launch_or_init(argc, argv, 4);
+  // The flags are read and checked before the launch (one line, exit 2, no ranks started);
+  // launch_or_init then starts the 4 ranks with the same arguments.
   CLI::App app{"PP + ZeRO-1 vs PP + ZeRO-2, measured (dp 2 × pp 2 × tp 1, 4 ranks)"};
   std::string preset = "mini";
   int steps = 3;
@@ -86,11 +87,11 @@ int table_main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    shutdown();
     return app.exit(e);
   }
   if (preset != "tiny" && preset != "mini") user_error("--preset " + preset + " must be tiny or mini");
   if (steps < 1) user_error("--steps " + std::to_string(steps) + " must be at least 1");
+  launch_or_init(argc, argv, 4);
   const GPTConfig cfg = GPTConfig::preset(preset);
   std::shared_ptr<ProcessGroup> world = ProcessGroup::world();
   ProcessGrid grid(world, 2, 2, 1);
