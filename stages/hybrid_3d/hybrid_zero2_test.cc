@@ -1,5 +1,6 @@
 // hybrid_3d under --zero 2 on 4 ranks, the tiny model: against the single-rank baseline at
-// (dp, pp, tp) = (2, 2, 1), (2, 1, 2) with and without sequence parallelism, and (2, 2, 1) with
+// (dp, pp, tp) = (2, 2, 1) (1F1B, and interleaved with v = 2), (2, 1, 2) with and without
+// sequence parallelism, and (2, 2, 1) with
 // m = 4; the gradient memory, dp bytes and dp calls of m = 1 and 4 against values worked by hand
 // here (and against zero2_grads.h's and hybrid_formulas.h's closed forms); the ZeRO-1 / ZeRO-2
 // bytes ratio measured.
@@ -69,6 +70,18 @@ TEST(HybridZero2, MatchesBaselineAt212WithSequenceParallelism) {  // replicated 
 TEST(HybridZero2, MatchesBaselineAt221WithFourMicroBatches) {
   expect_equivalent(run_against_baseline(zero2_factory(k221, 4), test_world(), config(16)),
                     1e-5);
+}
+
+TEST(HybridZero2, MatchesBaselineAt221Interleaved) {  // v = 2: two chunks' units per rank
+  EquivalenceConfig c = config();
+  c.layers = 4;  // p·v = 4 virtual stages of one block
+  const StrategyFactory make = [](const GPT& model, AdamWConfig opt, uint64_t seed) {
+    HybridOptions o;
+    o.micro_batches = 2, o.chunks = 2, o.zero = 2;
+    return std::unique_ptr<Strategy>(
+        std::make_unique<HybridStrategy>(model.config(), grid_of(k221), opt, seed, o));
+  };
+  expect_equivalent(run_against_baseline(make, test_world(), c), 1e-5);
 }
 
 /// One strategy on (2, 2, 1) after `steps` steps of B = 8 sequences, m micro-batches.
