@@ -1,8 +1,7 @@
 // hybrid_3d under --zero 2 on 4 ranks, the tiny model: against the single-rank baseline at
 // (dp, pp, tp) = (2, 2, 1) (1F1B, and interleaved with v = 2), (2, 1, 2) with and without
-// sequence parallelism, and (2, 2, 1) with
-// m = 4; the gradient memory, dp bytes and dp calls of m = 1 and 4 against values worked by hand
-// here (and against zero2_grads.h's and hybrid_formulas.h's closed forms); the ZeRO-1 / ZeRO-2
+// sequence parallelism, and (2, 2, 1) with m = 4; the gradient memory, dp bytes and dp calls
+// of m = 1 and 4 against values worked by hand here (and against zero2_grads.h's and hybrid_formulas.h's closed forms); the ZeRO-1 / ZeRO-2
 // bytes ratio measured.
 //
 // tiny: V = 256, ctx = T = 16, L = 2, C = 32, H = 2. Glossary as hybrid_3d.h and zero2_grads.h.
