@@ -39,7 +39,7 @@ Schedule checked_schedule(const GPTConfig& cfg, const ProcessGrid& grid, const H
 }
 
 /// Collective calls made on `g` so far (CommStats counts each call, bytes or not).
-int64_t dp_calls(const ProcessGroup& g) {
+int64_t calls_made(const ProcessGroup& g) {
   int64_t n = 0;
   for (const auto& kv : g.stats().calls) n += kv.second;
   return n;
@@ -131,7 +131,7 @@ double HybridStrategy::train_step(const int32_t* tokens, const int32_t* targets,
   book_->barrier();  // line the pipeline's ranks up so that their spans share one time axis
   const double t0 = wall_seconds();
 
-  const int64_t calls0 = dp_calls(dp);
+  const int64_t calls0 = calls_made(dp);
   double local_loss = 0, t_opt = 0;
   if (shape_.zero == 2) {  // 1-3 with the accumulation on the shards, then 4
     local_loss = zero2_backward(tokens, targets, global_batch, T, t0, &t_opt);
@@ -152,7 +152,7 @@ double HybridStrategy::train_step(const int32_t* tokens, const int32_t* targets,
   measured_.params = double(mt.current(MemCategory::kParameters));
   measured_.grads = double(mt.current(MemCategory::kGradients));
   measured_.grads_peak = double(mt.peak(MemCategory::kGradients));  // since the executor's run
-  measured_.dp_calls = dp_calls(dp) - calls0;
+  measured_.dp_calls = calls_made(dp) - calls0;
   measured_.optimizer = double(mt.current(MemCategory::kOptimizerState));
   measured_.activations_per_microbatch = double(exec_->stats().stored_per_forward);
   measured_.tp = tp.stats().total_bytes() - tp0;
