@@ -72,12 +72,17 @@ UnitRange PipelineExecutor::range(int chunk) const {
 
 double PipelineExecutor::run(const float* params, float* grads, const int32_t* tokens,
                              const int32_t* targets, int B, int T, double t0) {
+  LocalGrads sink(part_, rank_, grads);
+  return run(params, sink, tokens, targets, B, T, t0);
+}
+
+double PipelineExecutor::run(const float* params, GradSink& sink, const int32_t* tokens,
+                             const int32_t* targets, int B, int T, double t0) {
   const int m = schedule_.m;
   LLMP_CHECK(B % m == 0, "global batch " + std::to_string(B) + " is not divisible by " +
                              std::to_string(m) + " micro-batches");
   begin_run(B / m, B, T, static_cast<size_t>(m) * v_, /*reset_clock=*/true);
   LocalParams source(part_, rank_, params);
-  LocalGrads sink(part_, rank_, grads);
   UnitRunner runner(model_, source, &sink);
   double loss = 0;
   for (const Action& a : schedule_.ranks.at(rank_))

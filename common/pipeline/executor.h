@@ -83,6 +83,12 @@ class PipelineExecutor {
   /// count from. Returns Σ_i loss_i·b·T/(B·T) over micro-batches on the last stage's rank, else 0.
   double run(const float* params, float* grads, const int32_t* tokens, const int32_t* targets,
              int B, int T, double t0);
+  /// The same with the gradients going to `grads` instead of a local buffer: the walk calls
+  /// grads.get(u) for unit u's buffer (unit 0 on a rank holding only the wte copy: that copy,
+  /// V·C/t elements) and grads.ready(u) when a micro-batch's backward has made it final
+  /// (stages/hybrid_3d's ZeRO-2 reduce-scatters it there, every micro-batch).
+  double run(const float* params, GradSink& grads, const int32_t* tokens, const int32_t* targets,
+             int B, int T, double t0);
 
   /// Forward only (validation), micro-batch by micro-batch through the virtual stages of
   /// pipeline 0 in order, in `micro_batches` micro-batches (0: the schedule's m). Same return

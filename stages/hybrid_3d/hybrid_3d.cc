@@ -38,6 +38,13 @@ Schedule checked_schedule(const GPTConfig& cfg, const ProcessGrid& grid, const H
   return s;
 }
 
+/// Collective calls made on `g` so far (CommStats counts each call, bytes or not).
+int64_t calls_made(const ProcessGroup& g) {
+  int64_t n = 0;
+  for (const auto& kv : g.stats().calls) n += kv.second;
+  return n;
+}
+
 }  // namespace
 
 hybrid_detail::TpModel::TpModel(const GPTConfig& cfg, ProcessGroup& tp, bool sequence_parallel)
@@ -52,7 +59,8 @@ HybridStrategy::HybridStrategy(const GPTConfig& cfg, ProcessGrid& grid, AdamWCon
       PipelineStrategy(*model, grid.pp_group(), opt, seed, checked_schedule(cfg, grid, o),
                        o.trace_path),
       grid_(grid),
-      shape_{grid.dp(), grid.pp(), grid.tp(), o.micro_batches, o.chunks, o.sequence_parallel},
+      shape_{grid.dp(), grid.pp(), grid.tp(), o.micro_batches, o.chunks, o.sequence_parallel,
+             o.zero},
       shards_(part_->local_numel(grid.pp_rank()), grid.dp()),
       dp_metrics_(grid.dp_group()) {
   // ZeRO-1: the optimizer state for this rank's shard of its Ψ_r parameters only. The decay
@@ -76,6 +84,10 @@ HybridStrategy::HybridStrategy(const GPTConfig& cfg, ProcessGrid& grid, AdamWCon
       const int64_t b = std::min(p.offset + p.numel, s.global_offset + s.numel);
       if (a < b) repl_.push_back({s.local_offset + (a - s.global_offset), b - a});
     }
+  }
+  if (o.zero == 2) {  // the whole gradient never exists: a shard of it for the step
+    grads_ = Tensor();
+    grad_shard_ = Tensor::zeros({shards_.padded}, DType::kF32, MemCategory::kGradients);
   }
 }
 
@@ -119,19 +131,28 @@ double HybridStrategy::train_step(const int32_t* tokens, const int32_t* targets,
   book_->barrier();  // line the pipeline's ranks up so that their spans share one time axis
   const double t0 = wall_seconds();
 
-  // 1. The schedule over this replica's B/dp sequences; losses scaled by 1/(B·T), B global.
-  grads_.fill(0.0f);
-  exec_->set_loss_batch(global_batch);
-  const double local_loss = exec_->run(params_.f32(), grads_.f32(), tokens, targets,
-                                       global_batch / shape_.dp, T, t0);
-  const double t_opt = wall_seconds();
-  all_reduce_tied_wte(grads_);                 // 2. over {first stage, last stage}
-  if (shape_.sp) all_reduce_replicated_grads();  // 3. over tp
-  zero1_step(step);                            // 4. over dp
+  const int64_t calls0 = calls_made(dp);
+  double local_loss = 0, t_opt = 0;
+  if (shape_.zero == 2) {  // 1-3 with the accumulation on the shards, then 4
+    local_loss = zero2_backward(tokens, targets, global_batch, T, t0, &t_opt);
+    zero2_step(step);
+  } else {
+    // 1. The schedule over this replica's B/dp sequences; losses scaled by 1/(B·T), B global.
+    grads_.fill(0.0f);
+    exec_->set_loss_batch(global_batch);
+    local_loss = exec_->run(params_.f32(), grads_.f32(), tokens, targets,
+                            global_batch / shape_.dp, T, t0);
+    t_opt = wall_seconds();
+    all_reduce_tied_wte(grads_);                   // 2. over {first stage, last stage}
+    if (shape_.sp) all_reduce_replicated_grads();  // 3. over tp
+    zero1_step(step);                              // 4. over dp
+  }
 
   const MemoryTracker& mt = MemoryTracker::instance();
   measured_.params = double(mt.current(MemCategory::kParameters));
   measured_.grads = double(mt.current(MemCategory::kGradients));
+  measured_.grads_peak = double(mt.peak(MemCategory::kGradients));  // since the executor's run
+  measured_.dp_calls = calls_made(dp) - calls0;
   measured_.optimizer = double(mt.current(MemCategory::kOptimizerState));
   measured_.activations_per_microbatch = double(exec_->stats().stored_per_forward);
   measured_.tp = tp.stats().total_bytes() - tp0;
@@ -235,6 +256,7 @@ std::vector<ReportRow> HybridStrategy::report() const {
   // The same rows on every rank (the table is gathered row by row): 0 off the two end stages.
   if (shape_.pp > 1) rows.push_back({"sent per step (wte pair)", m.emb, e.emb, "4VC/t, end stages"});
   rows.push_back({"sent per step (dp group)", m.dp, e.dp, "2(dp-1)/dp·4Ψ_r"});
+  if (shape_.zero == 2) zero2_rows(&rows);
   return rows;
 }
 

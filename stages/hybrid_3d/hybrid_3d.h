@@ -57,6 +57,9 @@ struct HybridOptions {
   int micro_batches = 4;         ///< m per replica and step
   int chunks = 1;                ///< v: 1 is 1F1B, > 1 interleaved 1F1B
   bool sequence_parallel = false;
+  /// ZeRO stage over dp: 1 (whole gradient, one reduce_scatter per step) or 2 (a gradient
+  /// shard only, every micro-batch reduce-scattered: zero2_grads.h)
+  int zero = 1;
   std::string trace_path;        ///< Chrome trace of the pipeline ("" = none)
 };
 
@@ -65,6 +68,8 @@ struct HybridOptions {
 struct HybridMeasured {
   double params = 0, grads = 0, optimizer = 0, activations_per_microbatch = 0;
   double tp = 0, regather = 0, repl_grads = 0, pp = 0, emb = 0, dp = 0;
+  double grads_peak = 0;  ///< MemoryTracker's kGradients peak during the step
+  int64_t dp_calls = 0;   ///< collective calls on the dp group (CommStats::calls)
 };
 
 namespace hybrid_detail {
@@ -116,10 +121,20 @@ class HybridStrategy : private hybrid_detail::TpModel, public PipelineStrategy {
   void all_reduce_replicated_grads();
   /// Step 4, ZeRO-1: reduce_scatter the gradients over dp, AdamW on the shard, all_gather.
   void zero1_step(int64_t step);
+  /// ZeRO-2 (hybrid_zero2.cc, zero2_grads.h): steps 1-3 with every micro-batch's gradients
+  /// reduce-scattered into grad_shard_; returns the local loss and sets *t_opt after the
+  /// schedule. Then zero2_step: AdamW on the shard, all_gather.
+  double zero2_backward(const int32_t* tokens, const int32_t* targets, int global_batch, int T,
+                        double t0, double* t_opt);
+  void zero2_step(int64_t step);
+  /// The report's ZeRO-2 rows (gradient peak, dp bytes and calls next to zero2_grads.h's forms;
+  /// the replicated gradients all-reduced on the shard).
+  void zero2_rows(std::vector<ReportRow>* rows) const;
 
   ProcessGrid& grid_;
   HybridShape shape_;
   ShardLayout shards_;                        // Ψ_r over dp
+  Tensor grad_shard_;                         // ZeRO-2: ⌈Ψ_r/dp⌉ gradients (grads_ is freed)
   MetricsReducer dp_metrics_;                 // the loss over dp (bookkeeping)
   std::vector<std::pair<int64_t, int64_t>> repl_;  // local (offset, numel) of replicated tensors
   HybridMeasured measured_;

@@ -17,6 +17,8 @@ std::string hybrid_config_error(const TrainConfig& cfg, const HybridFlags& f) {
   if (o.micro_batches < 1)
     return "--micro_batches " + std::to_string(o.micro_batches) + " must be at least 1";
   if (o.chunks < 1) return "--chunks " + std::to_string(o.chunks) + " must be at least 1";
+  if (o.zero != 1 && o.zero != 2)
+    return "--zero " + std::to_string(o.zero) + " must be 1 or 2 (the ZeRO stage over dp)";
   if (cfg.partition_activations)
     return "--partition_activations is not supported by hybrid_3d (use --sequence_parallel, "
            "which splits the activations over tp instead)";
@@ -52,6 +54,10 @@ StageSpec hybrid_stage_spec() {
         ->capture_default_str();
     app.add_flag("--sequence_parallel", f->options.sequence_parallel,
                  "Megatron sequence parallelism inside each stage");
+    app.add_option("--zero", f->options.zero,
+                   "ZeRO stage over dp: 1 (one reduce_scatter per step) or 2 (gradient shard, "
+                   "every micro-batch reduce-scattered)")
+        ->capture_default_str();
   };
   spec.validate = [f](const TrainConfig& cfg) {
     const std::string err = hybrid_config_error(cfg, *f);

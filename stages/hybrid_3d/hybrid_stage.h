@@ -6,6 +6,7 @@
 //   - "layers 4 not divisible by p·v = 8 (p=4, v=2)";
 //   - "global batch 16 is not divisible by dp·m = 12 (dp=2, m=6)";
 //   - "sequence length T=64 is not divisible by tp 3 (sequence parallelism)";
+//   - "--zero 3 must be 1 or 2 (the ZeRO stage over dp)";
 //   - the schedule's own (interleaved 1F1B needs m % p == 0).
 //
 // Glossary: dp/pp/tp the grid, m micro-batches per replica, v chunks per pipeline rank.
