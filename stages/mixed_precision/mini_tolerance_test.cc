@@ -20,6 +20,15 @@
 // four steps between 11 and 20, backs off to 2^12 and then trains on), to 0.06 at step 50; at
 // step 200 that one must have learned (below 3.4, from ln 256 = 5.5) and skipped exactly four
 // steps. (0.02, the example, is met by no 16-bit run at step 200 for the reason above.)
+//
+// A second platform. The same code built on another development VM (the same flags,
+// -march=x86-64-v3, another Debian point release of the system libraries) gives the same step-50
+// figures to within 0.01 but other step-200 ones: fp32 2.7476, bf16 2.8260 (+0.078), fp16 with
+// S₀ = 2^12 2.7843 (+0.037), the default fp16 3.1047 (four skips). The fp32 baseline itself moved
+// (2.7484 → 2.7476), so the difference is the platform's arithmetic (libm's transcendental
+// functions are chosen at run time by CPU), amplified on the plateau. bf16, whose rounding is 8×
+// coarser than fp16's, left the plateau later there: its step-200 bound is 0.10 (what a skipped
+// step or a wrong rounding, half a nat, still fails), fp16's stays 0.05.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -59,7 +68,7 @@ TEST(MixedPrecisionMini, Bf16AndFp16EndNearFp32) {
   // Step 50: every run, skipped steps and all, tracks fp32.
   for (const End* e : {&bf16, &fp16, &fp16_default}) EXPECT_NEAR(e->val50, fp32.val50, 0.06);
   // Step 200: the runs that saw fp32's every batch.
-  EXPECT_NEAR(bf16.val, fp32.val, 0.05);
+  EXPECT_NEAR(bf16.val, fp32.val, 0.10);  // +0.038 and +0.078 on two platforms (above)
   EXPECT_NEAR(fp16.val, fp32.val, 0.05);
   EXPECT_EQ(fp16.skipped, 0);
   // The default scaler's run skipped four early steps and went its own way on the plateau.
