@@ -21,12 +21,12 @@
 // step 200 that one must have learned (below 3.4, from ln 256 = 5.5) and skipped exactly four
 // steps. (0.02, the example, is met by no 16-bit run at step 200 for the reason above.)
 //
-// A second platform. The same code built on another development VM (the same flags,
-// -march=x86-64-v3, another Debian point release of the system libraries) gives the same step-50
+// A second platform. The same code built on a later development VM (the same flags,
+// -march=x86-64-v3, its system libraries installed fresh by tools/setup.sh) gives the same step-50
 // figures to within 0.01 but other step-200 ones: fp32 2.7476, bf16 2.8260 (+0.078), fp16 with
 // S₀ = 2^12 2.7843 (+0.037), the default fp16 3.1047 (four skips). The fp32 baseline itself moved
-// (2.7484 → 2.7476), so the difference is the platform's arithmetic (libm's transcendental
-// functions are chosen at run time by CPU), amplified on the plateau. bf16, whose rounding is 8×
+// (2.7484 → 2.7476) with its code unchanged, so the platform's arithmetic differs (where exactly
+// was not traced: the system libraries or the CPU), and the plateau amplifies it. bf16, whose rounding is 8×
 // coarser than fp16's, left the plateau later there: its step-200 bound is 0.10 (what a skipped
 // step or a wrong rounding, half a nat, still fails), fp16's stays 0.05.
 #include <gtest/gtest.h>
