@@ -22,13 +22,14 @@
 // steps. (0.02, the example, is met by no 16-bit run at step 200 for the reason above.)
 //
 // A second platform. The same code built on a later development VM (the same flags,
-// -march=x86-64-v3, its system libraries installed fresh by tools/setup.sh) gives the same step-50
-// figures to within 0.01 but other step-200 ones: fp32 2.7476, bf16 2.8260 (+0.078), fp16 with
-// S₀ = 2^12 2.7843 (+0.037), the default fp16 3.1047 (four skips). The fp32 baseline itself moved
-// (2.7484 → 2.7476; the session that measured it had not touched the code the baseline runs), so the platform's arithmetic differs (where exactly
-// was not traced: the system libraries or the CPU), and the plateau amplifies it. bf16, whose rounding is 8×
-// coarser than fp16's, left the plateau later there: its step-200 bound is 0.10 (what a skipped
-// step or a wrong rounding, half a nat, still fails), fp16's stays 0.05.
+// -march=x86-64-v3, its system libraries installed fresh by tools/setup.sh) gives the same
+// step-50 figures to within 0.01 but other step-200 ones: fp32 2.7476, bf16 2.8260 (+0.078),
+// fp16 with S₀ = 2^12 2.7843 (+0.037), the default fp16 3.1047 (four skips). The fp32 baseline
+// itself moved (2.7484 → 2.7476; the session that measured it had not touched the code the
+// baseline runs), so the platform's arithmetic differs (where exactly was not traced: the system
+// libraries or the CPU), and the plateau amplifies it. bf16, whose rounding is 8× coarser than
+// fp16's, left the plateau later there: its step-200 bound is 0.10 (what a skipped step or a
+// wrong rounding, half a nat, still fails), fp16's stays 0.05.
 #include <gtest/gtest.h>
 
 #include <cmath>
