@@ -1,54 +1,37 @@
 // Runs the planner binary as a user would: the example configs print a ranked plan, a flag
 // overrides the file, and bad input is one line "error: ..." with exit status 2.
-#include <sys/wait.h>
-
 #include <cstdio>
 #include <string>
 
 #include <gtest/gtest.h>
 
+#include "common/testing/run_command.h"
+
 namespace {
 
-struct RunResult {
-  int status;
-  std::string out;  // stdout and stderr
-};
+using llmp::testing::CommandResult;
+using llmp::testing::count_lines;
 
-RunResult run(const std::string& args) {
-  const std::string cmd = "tools/plan/plan " + args + " 2>&1";  // runfiles-relative path
-  FILE* p = popen(cmd.c_str(), "r");
-  EXPECT_NE(p, nullptr) << cmd;
-  RunResult r{-1, ""};
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
-
-int lines(const std::string& s) {
-  int n = 0;
-  for (char c : s) n += c == '\n';
-  return n;
+CommandResult run(const std::string& args) {
+  return llmp::testing::run_command("tools/plan/plan " + args);  // runfiles-relative path
 }
 
 TEST(PlanCli, ExampleConfigsPrintARankedPlan) {
   for (const char* f : {"gpt3_175b_1024_a100", "mini_1gpu", "mini_8gpu_1node"}) {
-    const RunResult r = run(std::string("--config tools/plan/examples/") + f + ".json");
-    ASSERT_EQ(r.status, 0) << f << ": " << r.out;
-    EXPECT_NE(r.out.find("#1  dp "), std::string::npos) << r.out;
-    EXPECT_NE(r.out.find("MFU "), std::string::npos) << r.out;
+    const CommandResult r = run(std::string("--config tools/plan/examples/") + f + ".json");
+    ASSERT_EQ(r.status, 0) << f << ": " << r.output;
+    EXPECT_NE(r.output.find("#1  dp "), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("MFU "), std::string::npos) << r.output;
   }
 }
 
 TEST(PlanCli, FlagsOverrideTheFileAndFixKnobs) {
-  const RunResult r = run("--config tools/plan/examples/gpt3_175b_1024_a100.json --tp 8 --pp 8 "
+  const CommandResult r = run("--config tools/plan/examples/gpt3_175b_1024_a100.json --tp 8 --pp 8 "
                           "--sp 0 --recompute full --top 1");
-  ASSERT_EQ(r.status, 0) << r.out;
-  EXPECT_NE(r.out.find("#1  dp 16 pp 8 tp 8 ZeRO-"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("recompute full"), std::string::npos) << r.out;
-  EXPECT_EQ(r.out.find("#2 "), std::string::npos) << r.out;
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("#1  dp 16 pp 8 tp 8 ZeRO-"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("recompute full"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("#2 "), std::string::npos) << r.output;
 }
 
 TEST(PlanCli, BadInputIsOneLineAndExitTwo) {
@@ -70,11 +53,11 @@ TEST(PlanCli, BadInputIsOneLineAndExitTwo) {
       {"--bogus 1", "bogus"},
   };
   for (const auto& c : cases) {
-    const RunResult r = run(c.args);
-    EXPECT_EQ(r.status, 2) << c.args << ": " << r.out;
-    EXPECT_EQ(lines(r.out), 1) << c.args << ": " << r.out;
-    EXPECT_EQ(r.out.rfind("error: ", 0), 0u) << c.args << ": " << r.out;
-    EXPECT_NE(r.out.find(c.names), std::string::npos) << c.args << ": " << r.out;
+    const CommandResult r = run(c.args);
+    EXPECT_EQ(r.status, 2) << c.args << ": " << r.output;
+    EXPECT_EQ(count_lines(r.output), 1) << c.args << ": " << r.output;
+    EXPECT_EQ(r.output.rfind("error: ", 0), 0u) << c.args << ": " << r.output;
+    EXPECT_NE(r.output.find(c.names), std::string::npos) << c.args << ": " << r.output;
   }
 }
 
