@@ -41,9 +41,13 @@ void print_table(const std::string& stage, int N, int64_t psi, const std::vector
     for (int r = 0; r < N; ++r) {
       const ReportRow row{rows[i].what, all[2 * n * r + 2 * i], all[2 * n * r + 2 * i + 1], ""};
       ok = ok && report_row_ok(row);
-      auto fmt = [&](double v) {  // bytes, or a count of FLOPs in millions
-        if (!rows[i].flops) return format_bytes(v);
+      auto fmt = [&](double v) {  // bytes, a count of FLOPs in millions, or a count of calls
         char buf[32];
+        if (rows[i].count) {
+          std::snprintf(buf, sizeof buf, "%.0f calls", v);
+          return std::string(buf);
+        }
+        if (!rows[i].flops) return format_bytes(v);
         std::snprintf(buf, sizeof buf, "%.2f MFLOP", v / 1e6);
         return std::string(buf);
       };

@@ -27,6 +27,7 @@ struct ReportRow {
   double formula = 0;    ///< bytes (FLOPs when `flops`)
   std::string formula_text;  ///< e.g. "4Ψ", "8⌈Ψ/N⌉", "2(N-1)/N·4Ψ"
   bool flops = false;        ///< measured and formula count FLOPs, not bytes
+  bool count = false;        ///< measured and formula count operations (collective calls)
 };
 
 class Strategy {
