@@ -1,10 +1,10 @@
 // The group-split LayerNorm and cross-entropy (grid_layernorm.h, grid_cross_entropy.h) against
-// the dense kernels (kernels/cpu) at 1..4 ranks. Every rank builds the same whole rows from one
+// the dense kernels (kernels/cpu) at 1, 2 and 4 ranks. Every rank builds the same whole rows from one
 // seed, keeps its column (or vocabulary) block, runs the split op, and compares its block of the
 // result with the same block of the dense result; the whole-row statistics (mean, rstd, loss) must
 // be the same on every rank. A rank that skipped a reduction (or reduced the wrong buffer) gets
 // its own block's statistics, which differ from the row's: the comparisons fail.
-// Call counts and bytes are asserted against the header's numbers (2 calls of N floats forward,
+// Call counts (counted on a one-rank group too, with 0 bytes) and bytes are asserted against the header's numbers (2 calls of N floats forward,
 // 1 of 2N backward; 2 calls of N and 2N floats for the cross-entropy).
 #include <gtest/gtest.h>
 
@@ -49,10 +49,10 @@ TEST(GridLayerNorm, MatchesTheDenseKernelBlockByBlock) {
   if (kC % n != 0) GTEST_SKIP() << "C=" << kC << " is not divisible by " << n << " ranks";
   const int Cl = kC / n, c0 = r * Cl;
   std::vector<float> x(kN * kC), w(kC), b(kC), dy(kN * kC);
-  cpu::fill_uniform(x.data(), x.size(), 1, -2.0f, 3.0f);  // a non-zero mean per row
-  cpu::fill_uniform(w.data(), w.size(), 2, 0.5f, 1.5f);
-  cpu::fill_uniform(b.data(), b.size(), 3, -0.5f, 0.5f);
-  cpu::fill_uniform(dy.data(), dy.size(), 4, -1.0f, 1.0f);
+  testing::fill_uniform(x.data(), x.size(), 1, -2.0f, 3.0f);  // a non-zero mean per row
+  testing::fill_uniform(w.data(), w.size(), 2, 0.5f, 1.5f);
+  testing::fill_uniform(b.data(), b.size(), 3, -0.5f, 0.5f);
+  testing::fill_uniform(dy.data(), dy.size(), 4, -1.0f, 1.0f);
   // Dense reference.
   std::vector<float> y(kN * kC), mean(kN), rstd(kN), dx(kN * kC, 0.5f), dw(kC, 0), db(kC, 0);
   cpu::layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), kN, kC);
@@ -65,11 +65,11 @@ TEST(GridLayerNorm, MatchesTheDenseKernelBlockByBlock) {
   const double bytes0 = g->stats().total_bytes();
   grid_layernorm_forward(*g, yl.data(), ml.data(), rl.data(), xl.data(), w.data() + c0,
                          b.data() + c0, kN, Cl, kC);
-  EXPECT_EQ(calls(*g) - calls0, n > 1 ? 2 : 0) << "forward: two all_reduces of N floats";
+  EXPECT_EQ(calls(*g) - calls0, 2) << "forward: two all_reduces of N floats";
   EXPECT_DOUBLE_EQ(g->stats().total_bytes() - bytes0, 2 * 2.0 * (n - 1) / n * 4 * kN);
   grid_layernorm_backward(*g, dxl.data(), dwl.data(), dbl.data(), dyl.data(), xl.data(),
                           w.data() + c0, ml.data(), rl.data(), kN, Cl, kC);
-  EXPECT_EQ(calls(*g) - calls0, n > 1 ? 3 : 0) << "backward: one all_reduce of 2N floats";
+  EXPECT_EQ(calls(*g) - calls0, 3) << "backward: one all_reduce of 2N floats";
   const double dmean = max_diff(ml.data(), mean.data(), kN), drstd = max_diff(rl.data(), rstd.data(), kN);
   const double dyv = max_diff(yl.data(), cols(y, kN, kC, c0, Cl).data(), kN * Cl);
   const double ddx = max_diff(dxl.data(), cols(dx, kN, kC, c0, Cl).data(), kN * Cl);
@@ -98,7 +98,7 @@ TEST(GridCrossEntropy, MatchesTheDenseKernelBlockByBlock) {
   if (kV % n != 0) GTEST_SKIP() << "V=" << kV << " is not divisible by " << n << " ranks";
   const int Vr = kV / n, v0 = r * Vr;
   std::vector<float> z(kN * kV);
-  cpu::fill_uniform(z.data(), z.size(), 5, -4.0f, 4.0f);
+  testing::fill_uniform(z.data(), z.size(), 5, -4.0f, 4.0f);
   std::vector<int32_t> y(kN);
   for (int i = 0; i < kN; ++i) y[i] = (7 * i + 3) % kV;  // targets in every rank's block
   const float dloss = 0.25f;
@@ -111,7 +111,7 @@ TEST(GridCrossEntropy, MatchesTheDenseKernelBlockByBlock) {
   std::vector<float> zl = cols(z, kN, kV, v0, Vr);
   const int64_t calls0 = calls(*g);
   const double got = grid_cross_entropy(*g, zl.data(), y.data(), v0, kN, Vr, dloss, true);
-  EXPECT_EQ(calls(*g) - calls0, n > 1 ? 2 : 0);
+  EXPECT_EQ(calls(*g) - calls0, 2);  // counted on one rank too (0 bytes)
   const double dz = max_diff(zl.data(), cols(zd, kN, kV, v0, Vr).data(), kN * Vr);
   std::printf("rank %d/%d: loss %.8f (dense %.8f), max |dlogits diff| %.2e\n", r, n, got, loss, dz);
   EXPECT_NEAR(got, loss, 1e-5 * kN);
