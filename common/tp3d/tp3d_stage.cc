@@ -1,0 +1,54 @@
+// tp3d_stage_spec (see tp3d_stage.h).
+#include "common/tp3d/tp3d_stage.h"
+
+#include <memory>
+#include <stdexcept>
+
+#include "common/runtime/check.h"
+#include "common/tp3d/cube.h"
+#include "common/tp3d/layout_3d.h"
+#include "common/tp3d/tp3d_strategy.h"
+
+namespace llmp {
+
+std::string tp3d_config_error(const TrainConfig& cfg) {
+  const int P = cfg.world_size, q = cube_side(P);
+  if (q == 0)
+    return "tp_3d needs P = q×q×q ranks: world size " + std::to_string(P) + " is not a cube";
+  try {
+    const std::string err = layout3d_error(model_config(cfg), q);
+    if (!err.empty()) return err;
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  if (cfg.recompute != "none")
+    return "--recompute " + cfg.recompute +
+           ": tp_3d does not recompute (its walk keeps every block's activations)";
+  if (cfg.global_batch % (q * q) != 0)
+    return "global batch " + std::to_string(cfg.global_batch) + " is not divisible by q² = " +
+           std::to_string(q * q) + " (3D tensor parallelism splits it into q² sequence sub-blocks)";
+  return "";
+}
+
+StageSpec tp3d_stage_spec() {
+  StageSpec spec;
+  spec.name = "tp_3d";
+  spec.summary = "3D tensor parallelism (Bian et al. 2021): activations and weights split over a "
+                 "q×q×q cube of ranks";
+  spec.default_world_size = 8;
+  spec.grid = [](const TrainConfig& cfg) { return GridShape{1, 1, cfg.world_size}; };
+  spec.validate = [](const TrainConfig& cfg) {
+    const std::string err = tp3d_config_error(cfg);
+    if (!err.empty()) user_error(err);
+  };
+  spec.make = [](const StageContext& ctx) -> std::unique_ptr<Strategy> {
+    // Inside the ranks too (started by mpiexec directly, the launcher's checks are skipped).
+    const std::string err = tp3d_config_error(ctx.cfg);
+    all_ranks_ok(err.empty(), err);
+    return std::make_unique<Tp3dStrategy>(ctx.model.config(), ctx.grid.tp_group(), ctx.opt,
+                                          ctx.cfg.seed);
+  };
+  return spec;
+}
+
+}  // namespace llmp

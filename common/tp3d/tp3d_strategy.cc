@@ -1,0 +1,128 @@
+// Tp3dStrategy (see tp3d_strategy.h).
+#include "common/tp3d/tp3d_strategy.h"
+
+#include <cstring>
+
+#include "common/optim/decay_mask.h"
+#include "common/plan/tp3d_formulas.h"
+#include "common/tensor/memory.h"
+
+namespace llmp {
+namespace {
+
+// The decay ranges of this rank's buffer: a block is decayed when its whole tensor is.
+std::vector<ElementRange> local_decay(const GPTConfig& cfg, const Layout3d& lay, DecayRule rule) {
+  const std::vector<ElementRange> global = decay_ranges(GPTLayout(cfg), rule);
+  std::vector<ElementRange> out;
+  for (const Param3d& p : lay.params()) {
+    bool decayed = false;
+    for (const ElementRange& r : global) decayed |= p.global_offset >= r.begin && p.global_offset < r.end;
+    if (!decayed) continue;
+    if (!out.empty() && out.back().end == p.offset)
+      out.back().end += p.numel;
+    else
+      out.push_back({p.offset, p.offset + p.numel});
+  }
+  return out;
+}
+
+}  // namespace
+
+Tp3dStrategy::Tp3dStrategy(const GPTConfig& cfg, ProcessGroup& all, AdamWConfig opt,
+                           uint64_t seed)
+    : all_(all), cube_(all) {
+  model_ = std::make_unique<Gpt3d>(cfg, cube_);
+  const Layout3d& lay = model_->layout();
+  const int64_t n = lay.num_params();
+  params_ = Tensor::empty({n}, DType::kF32, MemCategory::kParameters);
+  grads_ = Tensor::zeros({n}, DType::kF32, MemCategory::kGradients);
+  opt_ = std::make_unique<AdamW>(n, opt, local_decay(cfg, lay, opt.decay));
+  const GPT whole(cfg);
+  std::vector<float> full(whole.layout().num_params());
+  whole.init_params(full.data(), seed);
+  lay.copy_from_full(full.data(), params_.f32());
+}
+
+double Tp3dStrategy::train_step(const int32_t* tokens, const int32_t* targets, int global_batch,
+                                int T, int64_t step) {
+  ProcessGroup* groups[5] = {cube_.i_axis.get(), cube_.j_axis.get(), cube_.l_axis.get(),
+                             cube_.plane_l.get(), cube_.plane_j.get()};
+  double before[5];
+  int64_t calls0 = 0;
+  for (int k = 0; k < 5; ++k) {
+    before[k] = groups[k]->stats().total_bytes();
+    for (const auto& kv : groups[k]->stats().calls) calls0 += kv.second;
+  }
+  grads_.fill(0.0f);
+  const double loss = model_->forward_backward(params_, &grads_, tokens, targets, global_batch, T);
+  opt_->step(params_.f32(), grads_.f32(), step);
+  calls_ = -calls0;
+  for (int k = 0; k < 5; ++k) {
+    bytes_[k] = groups[k]->stats().total_bytes() - before[k];
+    for (const auto& kv : groups[k]->stats().calls) calls_ += kv.second;
+  }
+  last_B_ = global_batch, last_T_ = T;
+  return loss;
+}
+
+double Tp3dStrategy::eval_loss(const int32_t* tokens, const int32_t* targets, int global_batch,
+                               int T) {
+  return model_->forward_backward(params_, nullptr, tokens, targets, global_batch, T);
+}
+
+void Tp3dStrategy::to_full(const float* local, float* full) {
+  // Every rank holds the same number of floats: gather them all, place each rank's blocks.
+  const int P = all_.size(), q = cube_.q;
+  const int64_t n = model_->layout().num_params();
+  Tensor mine = Tensor::empty({n}, DType::kF32, MemCategory::kCommBuffers);
+  std::memcpy(mine.f32(), local, n * sizeof(float));
+  Tensor every = Tensor::empty({P * n}, DType::kF32, MemCategory::kCommBuffers);
+  all_.all_gather(mine, every);  // not part of a step: (P-1)/P·4·P·Ψ_r
+  for (int r = 0; r < P; ++r)
+    Layout3d(model_->config(), q, r / (q * q), (r / q) % q, r % q)
+        .copy_to_full(every.f32() + r * n, full);
+}
+
+void Tp3dStrategy::get_state(float* params, float* exp_avg, float* exp_avg_sq) {
+  to_full(params_.f32(), params);
+  to_full(opt_->exp_avg().f32(), exp_avg);
+  to_full(opt_->exp_avg_sq().f32(), exp_avg_sq);
+}
+
+void Tp3dStrategy::set_state(const float* params, const float* exp_avg, const float* exp_avg_sq) {
+  const Layout3d& lay = model_->layout();
+  lay.copy_from_full(params, params_.f32());
+  lay.copy_from_full(exp_avg, opt_->exp_avg().f32());
+  lay.copy_from_full(exp_avg_sq, opt_->exp_avg_sq().f32());
+}
+
+std::vector<ReportRow> Tp3dStrategy::report() const {
+  const GPTConfig& c = model_->config();
+  const Tp3dDims d{c.vocab, c.ctx, c.layers, c.d, c.heads};
+  const int q = cube_.q;
+  const double psi_r = tp3d_params_per_rank(d, q);
+  const Tp3dBytes f = tp3d_bytes_per_step(d, last_B_, last_T_, q);
+  const MemoryTracker& mt = MemoryTracker::instance();
+  std::vector<ReportRow> rows = {
+      {"parameters", double(mt.current(MemCategory::kParameters)), 4 * psi_r,
+       "4Ψ_r, Ψ_r = (VC+12LC²)/q³ + (ctx+13L+2)C/q"},
+      {"gradients", double(mt.current(MemCategory::kGradients)), 4 * psi_r, "4Ψ_r"},
+      {"optimizer state", double(mt.current(MemCategory::kOptimizerState)), 8 * psi_r, "8Ψ_r"},
+      {"activations per block", model_->last_block_bytes(),
+       tp3d_activation_bytes_per_block(d, last_B_, last_T_, q),
+       "4[BTC(9+7q)/q³ + 4BT/q² + BHT²/q³]"},
+      {"sent per step (i-axis group)", bytes_[0], f.i_axis, "12f/q²·(12LC²+VC)"},
+      {"sent per step (j-axis group)", bytes_[1], f.j_axis, "4f/q²·(8L+2)·BTC + 24f·BT/q²"},
+      {"sent per step (l-axis group)", bytes_[2], f.l_axis,
+       "4f/q²·(24LC+2V)·BT + 32f·(2L+1)·BT/q²"},
+      {"sent per step (plane group, same l)", bytes_[3], f.plane_l,
+       "8f2·BTC/q + 8f2·(ctx+6L+2)C/q"},
+      {"sent per step (plane group, same j)", bytes_[4], f.plane_j, "8f2·7LC/q + 16f2"}};
+  ReportRow calls{"collective calls per step", double(calls_), double(tp3d_calls_per_step(d)),
+                  "34L+17"};
+  calls.count = true;
+  rows.push_back(calls);
+  return rows;
+}
+
+}  // namespace llmp
