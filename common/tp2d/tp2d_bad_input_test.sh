@@ -32,5 +32,7 @@ else
   expect_exit_2 batch_not_divisible "global batch 6 is not divisible by d·q = 4" -- \
     "$bin" --world_size 8 --depth 2 --global_batch 6 "${fast[@]}"
 fi
+expect_exit_2 recompute_refused "--recompute full: $stage has its own walk" -- \
+  "$bin" --recompute full "${fast[@]}"
 
 finish
