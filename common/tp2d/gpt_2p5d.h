@@ -22,8 +22,9 @@
 // Σ_j ln_f(x)_ij·wte_ljᵀ (summa_abt), so rank (i,l) holds sequences block i × vocabulary block
 // l, and grid_cross_entropy over the row group; no rank holds the (B,T,V) logits.
 //
-// Glossary: B batch of this depth layer's d·q blocks, T sequence, C channels, H heads, V vocab,
-// L layers, q grid side, d depth, (h,i,j) this rank.
+// Glossary: B global batch, Bd = B/d sequences of a depth layer, Bl = Bd/q of a row block,
+// N = Bl·T rows, T sequence, C channels (Cl = C/q), H heads, V vocab, L layers, q grid side,
+// d depth, (h,i,j) this rank.
 #pragma once
 
 #include <cstdint>
