@@ -1,0 +1,148 @@
+// Tp2p5dStrategy (see tp2d_strategy.h).
+#include "common/tp2d/tp2d_strategy.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "common/plan/tp2d_formulas.h"
+#include "common/tensor/memory.h"
+
+namespace llmp {
+namespace {
+
+int64_t calls(const ProcessGroup& g) {
+  int64_t n = 0;
+  for (const auto& kv : g.stats().calls) n += kv.second;
+  return n;
+}
+
+}  // namespace
+
+Tp2p5dStrategy::Tp2p5dStrategy(const GPTConfig& cfg, ProcessGroup& all, int depth,
+                               AdamWConfig opt, uint64_t seed) {
+  grid_ = std::make_unique<Grid2p5d>(all, depth);  // throws when P ≠ d·q²
+  state_group_ = all.duplicate();
+  model_ = std::make_unique<Gpt2p5d>(cfg, *grid_);  // throws when q does not divide H, C, V
+  const Layout2p5d& lay = model_->layout();
+  const int64_t n = lay.num_params();
+  params_ = Tensor::empty({n}, DType::kF32, MemCategory::kParameters);
+  grads_ = Tensor::zeros({n}, DType::kF32, MemCategory::kGradients);
+  opt_ = std::make_unique<AdamW>(n, opt, lay.decay_ranges(opt.decay));
+  const GPT whole(cfg);  // the same initialisation as every stage, then this rank's blocks
+  std::vector<float> full(whole.layout().num_params());
+  whole.init_params(full.data(), seed);
+  lay.copy_from_full(full.data(), params_.f32());
+}
+
+BatchSlice Tp2p5dStrategy::batch_slice(int global_batch) const {
+  const int d = grid_->d();
+  return {grid_->h() * (global_batch / d), global_batch / d};
+}
+
+double Tp2p5dStrategy::train_step(const int32_t* tokens, const int32_t* targets, int global_batch,
+                                  int T, int64_t step) {
+  const int d = grid_->d(), q = grid_->q();
+  if (global_batch % (d * q) != 0)
+    throw std::invalid_argument("global batch " + std::to_string(global_batch) +
+                                " is not divisible by d·q = " + std::to_string(d * q));
+  ProcessGroup &row = grid_->row(), &col = grid_->col(), &dep = grid_->depth();
+  const double r0 = row.stats().total_bytes(), c0 = col.stats().total_bytes(),
+               d0 = dep.stats().total_bytes();
+  const int64_t n0 = calls(row) + calls(col) + calls(dep);
+  // 1. The walk: loss summed over this depth layer, gradients of this rank's rows.
+  grads_.fill(0.0f);
+  double loss = model_->forward_backward(params_.f32(), grads_.f32(), tokens, targets,
+                                         global_batch / d, T,
+                                         1.0f / (static_cast<float>(global_batch) * T));
+  Tensor total = Tensor::empty({1}, DType::kF64, MemCategory::kCommBuffers);
+  total.f64()[0] = loss;
+  dep.all_reduce(total);  // Σ over depth layers: 2(d-1)/d·8
+  loss = total.f64()[0] / (double(global_batch) * T);
+  // 2. Vectors (first in the buffer) over the column group, then everything over depth.
+  const Layout2p5d& lay = model_->layout();
+  Tensor vec = grads_.narrow(0, lay.num_vector_params());
+  col.all_reduce(vec);     // 2(q-1)/q·4Ψ_vec
+  dep.all_reduce(grads_);  // 2(d-1)/d·4Ψ_local
+  // 3. AdamW on this rank's blocks (replicas take the same step).
+  opt_->step(params_.f32(), grads_.f32(), step);
+  row_bytes_ = row.stats().total_bytes() - r0;
+  col_bytes_ = col.stats().total_bytes() - c0;
+  depth_bytes_ = dep.stats().total_bytes() - d0;
+  calls_ = double(calls(row) + calls(col) + calls(dep) - n0);
+  last_B_ = global_batch, last_T_ = T;
+  return loss;
+}
+
+double Tp2p5dStrategy::eval_loss(const int32_t* tokens, const int32_t* targets, int global_batch,
+                                 int T) {
+  const int d = grid_->d();
+  double loss = model_->forward_backward(params_.f32(), nullptr, tokens, targets,
+                                         global_batch / d, T, 1.0f);
+  Tensor total = Tensor::empty({1}, DType::kF64, MemCategory::kCommBuffers);
+  total.f64()[0] = loss;
+  grid_->depth().all_reduce(total);
+  return total.f64()[0] / (double(global_batch) * T);
+}
+
+void Tp2p5dStrategy::all_to_full(const float* local, float* full) {
+  // Every tensor written once: matrices by depth layer 0, vectors by (h, i) = (0, 0); the rest
+  // add zeros. One all_reduce of Ψ floats (not part of a step; its own group's CommStats).
+  const Layout2p5d& lay = model_->layout();
+  const int64_t psi = GPTLayout(model_->config()).num_params();
+  Tensor buf = Tensor::zeros({psi}, DType::kF32, MemCategory::kCommBuffers);
+  if (grid_->h() == 0) {
+    for (const Part2p5d& a : lay.parts()) {
+      if (!a.matrix && grid_->i() != 0) continue;
+      for (int64_t r = 0; r < a.rows; ++r)
+        for (int64_t c = 0; c < a.cols; ++c)
+          buf.f32()[a.global_offset + (a.r0 + r) * a.Cw + a.global_col(c)] =
+              local[a.offset + r * a.cols + c];
+    }
+  }
+  state_group_->all_reduce(buf);
+  std::copy(buf.f32(), buf.f32() + psi, full);
+}
+
+void Tp2p5dStrategy::get_state(float* params, float* exp_avg, float* exp_avg_sq) {
+  all_to_full(params_.f32(), params);
+  all_to_full(opt_->exp_avg().f32(), exp_avg);
+  all_to_full(opt_->exp_avg_sq().f32(), exp_avg_sq);
+}
+
+void Tp2p5dStrategy::set_state(const float* params, const float* exp_avg,
+                               const float* exp_avg_sq) {
+  const Layout2p5d& lay = model_->layout();
+  lay.copy_from_full(params, params_.f32());
+  lay.copy_from_full(exp_avg, opt_->exp_avg().f32());
+  lay.copy_from_full(exp_avg_sq, opt_->exp_avg_sq().f32());
+}
+
+std::vector<ReportRow> Tp2p5dStrategy::report() const {
+  const GPTConfig& c = model_->config();
+  const TpModelDims m{c.vocab, c.ctx, c.layers, c.d, c.heads};
+  const int q = grid_->q(), d = grid_->d();
+  const double psi = tp2d_params_per_rank(m, q);
+  const MemoryTracker& mt = MemoryTracker::instance();
+  ReportRow calls_row{"collective calls per step", calls_, tp2d_calls_per_step(m, q),
+                      "row (12L+3)q+6L+5, column (12L+3)q+4, depth 2"};
+  calls_row.count = true;
+  return {
+      {"parameters", double(mt.current(MemCategory::kParameters)), 4 * psi,
+       "4Ψ_local = 4((ctx·C+13LC+2C)/q + (VC+12LC²)/q²)"},
+      {"gradients", double(mt.current(MemCategory::kGradients)), 4 * psi, "4Ψ_local"},
+      {"optimizer state", double(mt.current(MemCategory::kOptimizerState)), 8 * psi, "8Ψ_local"},
+      {"activations per block", double(model_->block_kept_bytes()),
+       tp2d_activation_bytes_per_block(m, last_B_, last_T_, q, d), "4(15N·C/q + 4N + Bl·H·T²/q)"},
+      {"sent per step (row group)", row_bytes_,
+       tp2d_row_bytes_per_step(m, last_B_, last_T_, q, d),
+       "84LNC + 12NV + 2(q-1)/q·(16(2L+1)N + 12N)"},
+      {"sent per step (column group)", col_bytes_,
+       tp2d_column_bytes_per_step(m, last_B_, last_T_, q, d),
+       "(144LC² + 12VC)/q + 2(q-1)/q·(4NC + 8 + 4Ψ_vec)"},
+      {"sent per step (depth group)", depth_bytes_, tp2d_depth_bytes_per_step(m, q, d),
+       "2(d-1)/d·(8 + 4Ψ_local)"},
+      calls_row};
+}
+
+}  // namespace llmp
