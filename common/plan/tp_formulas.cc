@@ -1,6 +1,8 @@
 // The closed forms of tp_formulas.h, one line each.
 #include "common/plan/tp_formulas.h"
 
+#include <algorithm>
+
 #include "common/plan/recompute_formulas.h"
 
 namespace llmp {
@@ -28,6 +30,20 @@ double tp_bytes_per_step(const TpModelDims& d, int64_t B, int64_t T, int t) {
 
 double tp_recompute_bytes_per_step(const TpModelDims& d, int64_t B, int64_t T, int t) {
   return 4.0 * d.L * (t - 1) / t * 4.0 * B * T * d.C;
+}
+
+double tp_collective_calls_per_step(const TpModelDims& d, int64_t B, int64_t T, int t,
+                                    bool sequence_parallel, bool full_recompute,
+                                    int recompute_every, bool partition_checkpoints) {
+  const int64_t N = B * T, Vr = d.V / t;
+  const int64_t R = std::max<int64_t>(1, std::min<int64_t>(N, (int64_t{1} << 22) / Vr));
+  const int64_t chunks = (N + R - 1) / R;  // ⌈BT/R⌉
+  const double L = d.L;
+  double calls = sequence_parallel ? 10 * L + 5 + 2.0 * chunks : 4 * L + 2 + 2.0 * chunks;
+  if (full_recompute) calls += sequence_parallel ? 4 * L : 2 * L;
+  if (full_recompute && partition_checkpoints && !sequence_parallel && t > 1)
+    calls += (d.L + recompute_every - 1) / recompute_every;  // ⌈L/k⌉
+  return calls;
 }
 
 double sp_regather_bytes_per_step(const TpModelDims& d, int64_t B, int64_t T, int t) {

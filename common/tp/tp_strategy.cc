@@ -14,6 +14,15 @@
 
 namespace llmp {
 
+namespace {
+// Collective calls a group has counted so far, every operation together.
+int64_t calls_of(const ProcessGroup& g) {
+  int64_t n = 0;
+  for (const auto& kv : g.stats().calls) n += kv.second;
+  return n;
+}
+}  // namespace
+
 TensorParallelStrategy::TensorParallelStrategy(const GPTConfig& cfg, ProcessGroup& tp,
                                                AdamWConfig opt, uint64_t seed,
                                                bool sequence_parallel)
@@ -56,6 +65,10 @@ double TensorParallelStrategy::train_step(const int32_t* tokens, const int32_t* 
   const double tp0 = tp_.stats().total_bytes(), rg0 = regather_group_->stats().total_bytes(),
                gs0 = grad_group_->stats().total_bytes(),
                ck0 = checkpoint_group_->stats().total_bytes();
+  const std::vector<const ProcessGroup*> groups = {&tp_, regather_group_.get(), grad_group_.get(),
+                                                   checkpoint_group_.get()};
+  int64_t calls0 = 0;
+  for (const ProcessGroup* g : groups) calls0 += calls_of(*g);
   // 1. The walk over this rank's slice; f and g communicate inside it. The loss is the global
   //    mean: every rank sees the whole batch, scaled by 1/(B·T).
   grads_.fill(0.0f);
@@ -74,6 +87,8 @@ double TensorParallelStrategy::train_step(const int32_t* tokens, const int32_t* 
   regather_bytes_ = regather_group_->stats().total_bytes() - rg0;
   grad_sync_bytes_ = grad_group_->stats().total_bytes() - gs0;
   checkpoint_bytes_ = checkpoint_group_->stats().total_bytes() - ck0;
+  calls_ = -calls0;
+  for (const ProcessGroup* g : groups) calls_ += calls_of(*g);
   last_B_ = global_batch, last_T_ = T;
   return loss;
 }
@@ -151,6 +166,14 @@ std::vector<ReportRow> TensorParallelStrategy::report() const {
     rows.push_back({"sent per step (repl. grads)", grad_sync_bytes_,
                     sp_replicated_grad_bytes_per_step(d, t), "2(t-1)/t·4(ctx·C+6LC+2C)"});
   }
+  ReportRow calls{"collective calls per step", double(calls_),
+                  tp_collective_calls_per_step(d, last_B_, last_T_, t, sp_, full,
+                                               c.recompute_every, pa),
+                  sp_ ? "10L+5+2⌈BT/R⌉, R rows per CE chunk" : "4L+2+2⌈BT/R⌉, R rows per CE chunk"};
+  if (full) calls.formula_text += sp_ ? " +4L (recompute)" : " +2L (recompute)";
+  if (pa) calls.formula_text += " +⌈L/k⌉ (Pa)";
+  calls.count = true;
+  rows.push_back(calls);
   return rows;
 }
 

@@ -62,7 +62,8 @@ class TensorParallelStrategy : public Strategy {
   void set_state(const float* params, const float* exp_avg, const float* exp_avg_sq) override;
   /// Parameters, gradients and optimizer state against Ψ_r; activations per block against the
   /// table of tp_formulas.h; bytes sent in the last step against tp_bytes_per_step (and, with
-  /// sequence parallelism, the re-gather and the replicated gradients' all_reduce).
+  /// sequence parallelism, the re-gather and the replicated gradients' all_reduce); collective
+  /// calls of the last step, over every group, against tp_collective_calls_per_step.
   std::vector<ReportRow> report() const override;
 
   const GPT& model() const { return *model_; }
@@ -76,6 +77,8 @@ class TensorParallelStrategy : public Strategy {
   double last_step_grad_sync_bytes() const { return grad_sync_bytes_; }
   /// ZeRO-R Pa's all_gathers of partitioned checkpoints in the last step (their own group).
   double last_step_checkpoint_bytes() const { return checkpoint_bytes_; }
+  /// Collective calls this rank made in the last step over all its groups (CommStats calls).
+  int64_t last_step_collective_calls() const { return calls_; }
   /// kActivations bytes one block's forward kept in the last step (MemoryTracker).
   double last_block_activation_bytes() const { return block_bytes_; }
 
@@ -94,6 +97,7 @@ class TensorParallelStrategy : public Strategy {
   std::unique_ptr<AdamW> opt_;  // m, v: Ψ_r each
   double tp_bytes_ = 0, regather_bytes_ = 0, grad_sync_bytes_ = 0, checkpoint_bytes_ = 0;
   double block_bytes_ = 0;  // kept per block, averaged over the blocks
+  int64_t calls_ = 0;       // collective calls in the last step, every group
   int last_B_ = 0, last_T_ = 0;
 };
 
