@@ -75,6 +75,17 @@ Allocator*& slot(Device d) {
 
 void register_allocator(Device d, Allocator* a) { slot(d) = a; }
 
+void Allocator::set_zero(void* p, int64_t bytes) { std::memset(p, 0, static_cast<size_t>(bytes)); }
+
+void Allocator::fill_f32(float* p, int64_t n, float value) {
+  for (int64_t i = 0; i < n; ++i) p[i] = value;
+}
+
+void Allocator::copy(void* dst, Device /*dst_device*/, const void* src, Device /*src_device*/,
+                     int64_t bytes) {
+  std::memmove(dst, src, static_cast<size_t>(bytes));
+}
+
 Allocator& allocator_for(Device d) {
   if (d == Device::kCPU && !slot(d)) {
     static CpuAllocator cpu;
@@ -137,10 +148,7 @@ Tensor Tensor::empty_tagged(std::vector<int64_t> shape, DType dtype, MemCategory
 
 Tensor Tensor::zeros(std::vector<int64_t> shape, DType dtype, MemCategory category, Device device) {
   Tensor t = empty(std::move(shape), dtype, category, device);
-  if (device != Device::kCPU)
-    throw std::runtime_error("Tensor::zeros on " + std::string(to_string(device)) +
-                             ": use the device's fill kernel (kernels/cuda)");
-  std::memset(t.raw(), 0, t.nbytes());
+  allocator_for(device).set_zero(t.raw(), t.nbytes());
   return t;
 }
 
@@ -183,22 +191,23 @@ Tensor Tensor::narrow(int64_t offset, int64_t count) const {
 }
 
 void Tensor::fill(float value) {
-  if (device() != Device::kCPU) throw std::runtime_error("Tensor::fill is host only");
+  Allocator& a = allocator_for(device());
   if (value == 0.0f) {  // all-zero bits are 0 in every dtype: a 16-bit gradient buffer's reset
-    std::memset(raw(), 0, nbytes());
+    a.set_zero(raw(), nbytes());
     return;
   }
-  if (dtype_ != DType::kF32) throw std::runtime_error("Tensor::fill supports f32 only");
-  float* p = f32();
-  for (int64_t i = 0; i < numel_; ++i) p[i] = value;
+  if (dtype_ != DType::kF32)
+    throw std::runtime_error("Tensor::fill(" + std::to_string(value) + ") on " + describe() +
+                             ": a non-zero fill supports f32 only");
+  a.fill_f32(f32(), numel_, value);
 }
 
 void Tensor::copy_from(const Tensor& src) {
   if (src.numel_ != numel_ || src.dtype_ != dtype_)
     throw std::invalid_argument("copy_from: " + src.describe() + " into " + describe());
-  if (device() != Device::kCPU || src.device() != Device::kCPU)
-    throw std::runtime_error("Tensor::copy_from is host only");
-  std::memmove(raw(), src.raw(), nbytes());
+  // The device that is not the host does the copy (both on the host: the CPU allocator's memmove).
+  const Device by = device() != Device::kCPU ? device() : src.device();
+  allocator_for(by).copy(raw(), device(), src.raw(), src.device(), nbytes());
 }
 
 std::string Tensor::describe() const {

@@ -44,6 +44,21 @@ class Allocator {
   /// What Storage calls: `bytes` for a buffer counted under `category`. An allocator that places
   /// buffers by lifetime (common/tensor/arena.h, --defrag) overrides it; the default ignores it.
   virtual void* allocate_for(int64_t bytes, MemCategory /*category*/) { return allocate(bytes); }
+
+  // --- The memory operations Tensor::zeros, fill and copy_from need on this allocator's device.
+  // The defaults are the host's (memset, a loop, memmove); a device allocator overrides all three
+  // (kernels/cuda/device_allocator: cudaMemset, a fill kernel, cudaMemcpy). Each completes before
+  // it returns: a Tensor operation is synchronous on every device. ---
+
+  /// Sets `bytes` bytes at p (memory of this allocator's device) to zero.
+  virtual void set_zero(void* p, int64_t bytes);
+  /// Sets the n floats at p (memory of this allocator's device) to `value`.
+  virtual void fill_f32(float* p, int64_t n, float value);
+  /// Copies `bytes` from src (on src_device) to dst (on dst_device); one of the two devices is
+  /// this allocator's, the other is it too or the host. Overlapping ranges on one device are
+  /// copied as memmove does.
+  virtual void copy(void* dst, Device dst_device, const void* src, Device src_device,
+                    int64_t bytes);
 };
 void register_allocator(Device d, Allocator* a);
 /// Throws std::runtime_error("no allocator for device cuda ...") when none is registered.
@@ -83,7 +98,7 @@ class Tensor {
   /// empty(), counted also under `tag` (memory.h): e.g. attention scores among the activations.
   static Tensor empty_tagged(std::vector<int64_t> shape, DType dtype, MemCategory category,
                              MemTag tag);
-  /// Zero-filled (host memset, or the device allocator's fill for CUDA).
+  /// Zero-filled (host memset, or the device allocator's set_zero: cudaMemset for CUDA).
   static Tensor zeros(std::vector<int64_t> shape, DType dtype = DType::kF32,
                       MemCategory category = MemCategory::kOther, Device device = Device::kCPU);
 
@@ -112,9 +127,13 @@ class Tensor {
   /// This is how a rank addresses its shard of a flat parameter or gradient buffer.
   Tensor narrow(int64_t offset, int64_t count) const;
 
-  /// Fill every element with `value` (host only): f32 any value; 0 for every dtype.
+  /// Fill every element with `value`, on the tensor's device (the device allocator's set_zero
+  /// and fill_f32): f32 any value; 0 for every dtype. Throws std::runtime_error naming the
+  /// tensor for a non-zero value on a non-f32 tensor.
   void fill(float value);
-  /// Copy all elements from `src` (same numel and dtype; host only).
+  /// Copy all elements from `src` (same numel and dtype, else std::invalid_argument naming
+  /// both), across devices too: host -> host is a memmove, any copy touching a device goes
+  /// through that device's allocator (cudaMemcpy for CUDA). Synchronous.
   void copy_from(const Tensor& src);
 
   /// "(4, 64, 128) f32 cpu".

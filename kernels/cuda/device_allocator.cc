@@ -5,6 +5,7 @@
 
 #include "common/tensor/tensor.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/fill_kernel.h"
 
 namespace llmp {
 namespace {
@@ -21,6 +22,21 @@ class CudaAllocator : public Allocator {
   void deallocate(void* p, int64_t bytes) override {
     CUDA_CHECK(cudaFree(p));
     in_use_ -= bytes;
+  }
+  // Tensor::zeros, fill and copy_from on CUDA tensors. Synchronous, as the host's are: a cudaMemset
+  // or a kernel on the default stream, then a device synchronise; cudaMemcpy is synchronous for
+  // pageable host memory and device-to-device copies are ordered on the default stream.
+  void set_zero(void* p, int64_t bytes) override {
+    CUDA_CHECK(cudaMemset(p, 0, static_cast<size_t>(bytes)));
+  }
+  void fill_f32(float* p, int64_t n, float value) override {
+    cuda::fill(p, n, value);
+    CUDA_CHECK(cudaDeviceSynchronize());
+  }
+  // cudaMemcpyDefault: the direction comes from the pointers (unified virtual addressing, every
+  // 64-bit CUDA platform), so one call serves host->device, device->host and device->device.
+  void copy(void* dst, Device, const void* src, Device, int64_t bytes) override {
+    CUDA_CHECK(cudaMemcpy(dst, src, static_cast<size_t>(bytes), cudaMemcpyDefault));
   }
   int64_t in_use() const { return in_use_; }
 

@@ -8,9 +8,8 @@
 // the device, and bringing results back to compare against the CPU baseline. The GPU versions of
 // the layers (common/nn) and of the stages' collectives (NCCL) come later and build on these.
 //
-// Launch shape: fill uses a grid-stride loop (each thread handles elements i, i + G, i + 2G, ...
-// with G = gridDim.x * blockDim.x), so a capped grid covers any n and the kernel is correct
-// for every launch configuration.
+// The raw fill(float*, n, value) is in fill_kernel.h (the device allocator's target: Tensor::fill
+// on a CUDA tensor reaches it); this header adds the Tensor-level forms.
 //
 // Glossary: n = number of elements; d = device pointer; stream = CUDA stream (0 = default stream).
 #pragma once
@@ -20,14 +19,10 @@
 #include <cstdint>
 
 #include "common/tensor/tensor.h"
+#include "kernels/cuda/fill_kernel.h"
 
 namespace llmp {
 namespace cuda {
-
-/// Sets d[0..n) to `value` on `stream` (asynchronous: synchronise before reading on the host).
-/// d must be device memory holding n floats; n == 0 launches nothing. Launch errors are reported
-/// through CUDA_CHECK (file:line, call, reason).
-void fill(float* d, int64_t n, float value, cudaStream_t stream = 0);
 
 /// fill() on a whole f32 CUDA tensor (or view). Throws std::invalid_argument, naming the tensor,
 /// for a CPU or non-f32 tensor.

@@ -132,5 +132,22 @@ TEST_F(FillCopyGpu, DeviceBytesAreCountedUnderTheTensorsCategory) {
   EXPECT_EQ(cuda_bytes_in_use(), before_dev);
 }
 
+TEST_F(FillCopyGpu, TensorZerosFillAndCopyFromWorkOnTheDevice) {
+  // The same calls as common/tensor/tensor_device_test (there on a FakeDevice), on the GPU: the
+  // allocator's set_zero (cudaMemset), fill_f32 (the fill kernel) and copy (cudaMemcpy).
+  Tensor d = Tensor::zeros({1000}, DType::kF32, MemCategory::kGradients, Device::kCUDA);
+  d.narrow(100, 50).fill(2.5f);
+  Tensor d2 = Tensor::zeros({1000}, DType::kF32, MemCategory::kGradients, Device::kCUDA);
+  d2.copy_from(d);  // device -> device
+  Tensor h = Tensor::empty({1000});
+  h.copy_from(d2);  // device -> host
+  for (int64_t i = 0; i < 1000; ++i)
+    ASSERT_EQ(h.f32()[i], (i >= 100 && i < 150) ? 2.5f : 0.0f) << "element " << i;
+  for (int64_t i = 0; i < 1000; ++i) h.f32()[i] = static_cast<float>(i);
+  d.copy_from(h);  // host -> device
+  Tensor back = cuda::copy_to_host(d);
+  for (int64_t i = 0; i < 1000; ++i) ASSERT_EQ(back.f32()[i], static_cast<float>(i));
+}
+
 }  // namespace
 }  // namespace llmp
