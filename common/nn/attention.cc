@@ -20,20 +20,17 @@
 #include "common/nn/recompute.h"
 #include "common/nn/sublayer.h"
 #include "common/nn/tiled_linear.h"
-#include "kernels/cpu/attention.h"
 #include "kernels/cpu/flops.h"
-#include "kernels/cpu/layernorm.h"
-#include "kernels/cpu/matmul.h"
-#include "kernels/cpu/residual.h"
+#include "kernels/ops/kernel_ops.h"
 
 namespace llmp {
 
-Tensor activation(std::vector<int64_t> shape, DType dtype) {
-  return Tensor::empty(std::move(shape), dtype, MemCategory::kActivations);
+Tensor activation(std::vector<int64_t> shape, DType dtype, Device device) {
+  return Tensor::empty(std::move(shape), dtype, MemCategory::kActivations, device);
 }
 
-Tensor statistic(std::vector<int64_t> shape) {
-  return Tensor::empty(std::move(shape), DType::kF32, MemCategory::kActivations);
+Tensor statistic(std::vector<int64_t> shape, Device device) {
+  return Tensor::empty(std::move(shape), DType::kF32, MemCategory::kActivations, device);
 }
 
 Tensor attention_forward(const BlockShape& s, TpComm& tp, const BlockParams<const float>& p,
@@ -42,34 +39,36 @@ Tensor attention_forward(const BlockShape& s, TpComm& tp, const BlockParams<cons
   const int C = s.C, Tl = static_cast<int>(x.dim(1));
   const long n = static_cast<long>(B) * Tl, N = static_cast<long>(B) * T;
   const DType dt = x.dtype();  // f32, or the 16-bit storage of mixed precision (f32_view.h)
+  const Device dev = x.device();        // the walk runs where its activations are
+  KernelOps& ops = kernel_ops(dev);     // and with that device's kernels (kernel_ops.h)
   *c = AttentionCache{};  // release what the cache held before allocating anew (lower peak)
-  c->ln1 = activation({B, Tl, C}, dt);
-  c->ln1_mean = statistic({B, Tl});
-  c->ln1_rstd = statistic({B, Tl});
-  cpu::layernorm_forward(F32Out(c->ln1), c->ln1_mean.f32(), c->ln1_rstd.f32(), F32In(x), p.ln1_w,
+  c->ln1 = activation({B, Tl, C}, dt, dev);
+  c->ln1_mean = statistic({B, Tl}, dev);
+  c->ln1_rstd = statistic({B, Tl}, dev);
+  ops.layernorm_forward(F32Out(c->ln1), c->ln1_mean.f32(), c->ln1_rstd.f32(), F32In(x), p.ln1_w,
                          p.ln1_b, n, C);
   {
     const Tensor ln1f = tp.enter_forward(c->ln1);  // f: (n,C) -> (N,C)
-    c->qkv = activation({B, T, s.qkv()}, dt);
-    linear_forward(tiles, BlockLinear::kCAttn, F32Out(c->qkv), F32In(ln1f), p.attn_w, p.attn_b, N,
+    c->qkv = activation({B, T, s.qkv()}, dt, dev);
+    linear_forward(ops, tiles, BlockLinear::kCAttn, F32Out(c->qkv), F32In(ln1f), p.attn_w, p.attn_b, N,
                    C, s.qkv());
   }
-  c->atty = activation({B, T, s.attn()}, dt);
+  c->atty = activation({B, T, s.attn()}, dt, dev);
   if (core) {  // context parallelism: this rank's queries against every rank's keys
     core->forward(c->qkv, c->atty, B, T * core->shards(), s.heads, &c->keep);
   } else {
-    c->att = attention_scores({B, s.heads, T, T}, dt);
-    cpu::attention_forward(F32Out(c->atty), F32Out(c->att), F32In(c->qkv), B, T, s.attn(),
+    c->att = attention_scores({B, s.heads, T, T}, dt, dev);
+    ops.attention_forward(F32Out(c->atty), F32Out(c->att), F32In(c->qkv), B, T, s.attn(),
                            s.heads);
     if (!keep_probs) c->att = Tensor();  // selective recomputation: made again in the backward
   }
-  Tensor y = activation({B, T, C}, dt);
-  linear_forward(tiles, BlockLinear::kAttnProj, F32Out(y), F32In(c->atty), p.proj_w, nullptr, N,
+  Tensor y = activation({B, T, C}, dt, dev);
+  linear_forward(ops, tiles, BlockLinear::kAttnProj, F32Out(y), F32In(c->atty), p.proj_w, nullptr, N,
                  s.attn(), C);  // partial
   y = tp.exit_forward(std::move(y));  // g: Σ over the tp ranks, (N,C) -> (n,C)
   {
     F32Out res1(y, /*load=*/true);
-    cpu::residual_bias_add(res1, F32In(x), res1, p.proj_b, n, C);  // res1 = x + y + b
+    ops.residual_bias_add(res1, F32In(x), res1, p.proj_b, n, C);  // res1 = x + y + b
   }
   return y;
 }
@@ -80,15 +79,17 @@ namespace {
 void local_attention_backward(const BlockShape& s, AttentionCache* c, const Tensor& datty,
                               const Tensor& dqkv) {
   const int B = static_cast<int>(c->qkv.dim(0)), T = static_cast<int>(c->qkv.dim(1));
+  const Device dev = c->qkv.device();
+  KernelOps& ops = kernel_ops(dev);
   if (!c->att.defined()) {  // selective recomputation: P again from q and k (recompute.h)
     const int64_t flops = cpu::flops_done();
-    c->att = attention_scores({B, s.heads, T, T}, c->qkv.dtype());
-    cpu::attention_probs(F32Out(c->att), F32In(c->qkv), B, T, s.attn(), s.heads);
+    c->att = attention_scores({B, s.heads, T, T}, c->qkv.dtype(), dev);
+    ops.attention_probs(F32Out(c->att), F32In(c->qkv), B, T, s.attn(), s.heads);
     RecomputeMeter::instance().recomputed_probs += 1;
     RecomputeMeter::instance().recomputed_flops += cpu::flops_done() - flops;
   }
-  Tensor scratch = attention_scores({T, T});  // attention's dP of one head
-  cpu::attention_backward(F32Out(dqkv), F32In(datty), F32In(c->qkv), F32In(c->att),
+  Tensor scratch = attention_scores({T, T}, DType::kF32, dev);  // attention's dP of one head
+  ops.attention_backward(F32Out(dqkv), F32In(datty), F32In(c->qkv), F32In(c->att),
                           scratch.f32(), B, T, s.attn(), s.heads);  // dqkv (N,qkv)
 }
 }  // namespace
@@ -99,13 +100,15 @@ Tensor attention_backward_input(const BlockShape& s, TpComm& tp, const BlockPara
   const int C = s.C, B = static_cast<int>(c->qkv.dim(0)), T = static_cast<int>(c->qkv.dim(1));
   const long n = dres1.numel() / C, N = static_cast<long>(B) * T;
   const DType dt = x.dtype();
+  const Device dev = x.device();
+  KernelOps& ops = kernel_ops(dev);
   keep->dy = dres1;                          // c_proj's bias gradient (this rank's rows)
   keep->dy_full = tp.exit_backward(dres1);   // g's backward: (n,C) -> (N,C)
   {
-    Tensor datty = activation({B, T, s.attn()}, dt);
-    linear_backward_input(tiles, BlockLinear::kAttnProj, F32Out(datty), F32In(keep->dy_full),
+    Tensor datty = activation({B, T, s.attn()}, dt, dev);
+    linear_backward_input(ops, tiles, BlockLinear::kAttnProj, F32Out(datty), F32In(keep->dy_full),
                           p.proj_w, N, s.attn(), C);
-    keep->dhidden = activation({B, T, s.qkv()}, dt);
+    keep->dhidden = activation({B, T, s.qkv()}, dt, dev);
     if (core)  // context parallelism: the core's mirrored communication (attention_core.h)
       core->backward(datty, c->qkv, c->atty, &c->keep, keep->dhidden, B, T * core->shards(),
                      s.heads);
@@ -114,15 +117,15 @@ Tensor attention_backward_input(const BlockShape& s, TpComm& tp, const BlockPara
   }
   c->qkv = Tensor();  // W needs neither attention's inputs nor its probabilities
   c->att = Tensor();
-  Tensor dln1 = activation({B, T, C}, dt);
-  linear_backward_input(tiles, BlockLinear::kCAttn, F32Out(dln1), F32In(keep->dhidden), p.attn_w,
+  Tensor dln1 = activation({B, T, C}, dt, dev);
+  linear_backward_input(ops, tiles, BlockLinear::kCAttn, F32Out(dln1), F32In(keep->dhidden), p.attn_w,
                         N, C, s.qkv());
   keep->dln = tp.enter_backward(std::move(dln1));  // f's backward: Σ over ranks, -> (n,C)
   // dx = dres1 (residual path) + LN1ᵀ(dln1); layernorm_backward accumulates into dx.
-  Tensor dx = activation(x.shape(), dt);
+  Tensor dx = activation(x.shape(), dt, dev);
   F32Out dxf(dx);
-  cpu::widen(dres1.raw(), dt, dxf, dx.numel());
-  cpu::layernorm_backward(dxf, nullptr, nullptr, F32In(keep->dln), F32In(x), p.ln1_w,
+  ops.widen(dres1.raw(), dt, dxf, dx.numel());
+  ops.layernorm_backward(dxf, nullptr, nullptr, F32In(keep->dln), F32In(x), p.ln1_w,
                           c->ln1_mean.f32(), c->ln1_rstd.f32(), n, C);
   dxf.store();
   return dx;
@@ -133,16 +136,17 @@ void attention_backward_weight(const BlockShape& s, TpComm& tp, const Tensor& x,
                                const BlockParams<float>& g) {
   const int C = s.C;
   const long n = x.numel() / C, N = keep.dy_full.numel() / C;
+  KernelOps& ops = kernel_ops(x.device());
   // attn.c_proj: dW (attn,C) += attyᵀ @ dy_full; b (C) += Σ dy over this rank's rows.
-  cpu::matmul_backward_weight(g.proj_w, nullptr, F32In(keep.dy_full), F32In(c.atty), N, s.attn(),
+  ops.matmul_backward_weight(g.proj_w, nullptr, F32In(keep.dy_full), F32In(c.atty), N, s.attn(),
                               C);
-  cpu::residual_bias_backward(g.proj_b, F32In(keep.dy), n, C);
+  ops.residual_bias_backward(g.proj_b, F32In(keep.dy), n, C);
   // c_attn: dW (C,qkv) += ln1fᵀ @ dqkv, db (qkv) += Σ dqkv. ln1f is all-gathered again under
   // sequence parallelism (only this rank's rows were kept).
   const Tensor ln1f = tp.regather(c.ln1);
-  cpu::matmul_backward_weight(g.attn_w, g.attn_b, F32In(keep.dhidden), F32In(ln1f), N, C,
+  ops.matmul_backward_weight(g.attn_w, g.attn_b, F32In(keep.dhidden), F32In(ln1f), N, C,
                               s.qkv());
-  cpu::layernorm_backward_weight(g.ln1_w, g.ln1_b, F32In(keep.dln), F32In(x), c.ln1_mean.f32(),
+  ops.layernorm_backward_weight(g.ln1_w, g.ln1_b, F32In(keep.dln), F32In(x), c.ln1_mean.f32(),
                                  c.ln1_rstd.f32(), n, C);
 }
 

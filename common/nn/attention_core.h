@@ -42,9 +42,11 @@ namespace llmp {
 /// A fresh attention-score tensor (f32 unless the activations are stored in 16 bits): counted as
 /// activations and tagged MemTag::kAttentionScores, so the MemoryTracker measures the T² term
 /// apart (memory.h). Every score, probability or score-gradient buffer of the model is made here.
-inline Tensor attention_scores(std::vector<int64_t> shape, DType dtype = DType::kF32) {
+/// `device`: where the model's activations are (the CPU unless the walk runs on a GPU).
+inline Tensor attention_scores(std::vector<int64_t> shape, DType dtype = DType::kF32,
+                               Device device = Device::kCPU) {
   return Tensor::empty_tagged(std::move(shape), dtype, MemCategory::kActivations,
-                              MemTag::kAttentionScores);
+                              MemTag::kAttentionScores, device);
 }
 
 /// What a core's forward keeps for its backward (kActivations; scores tagged). Which tensors and

@@ -12,7 +12,8 @@
 //                       for kernels that accumulate into or update their output in place
 //
 // For f32 tensors both are the plain pointer, so fp32 training runs exactly the code it ran
-// before. The fp32 copies are temporaries, counted under MemCategory::kOther (a CPU's
+// before. The scratch lives on the tensor's device and is widened and rounded by that device's
+// kernels (kernels/ops/kernel_ops.h). The fp32 copies are temporaries, counted under MemCategory::kOther (a CPU's
 // "conversion scratch", where a GPU uses registers) and freed with the view; the activations the
 // model keeps are the 16-bit tensors.
 //
@@ -20,7 +21,7 @@
 #pragma once
 
 #include "common/tensor/tensor.h"
-#include "kernels/cpu/convert.h"
+#include "kernels/ops/kernel_ops.h"
 
 namespace llmp {
 
@@ -32,8 +33,8 @@ class F32In {
       p_ = t.f32();
       return;
     }
-    tmp_ = Tensor::empty(t.shape(), DType::kF32, MemCategory::kOther);
-    cpu::widen(t.raw(), t.dtype(), tmp_.f32(), t.numel());
+    tmp_ = Tensor::empty(t.shape(), DType::kF32, MemCategory::kOther, t.device());
+    kernel_ops(t.device()).widen(t.raw(), t.dtype(), tmp_.f32(), t.numel());
     p_ = tmp_.f32();
   }
   operator const float*() const { return p_; }  // NOLINT: reads as the pointer it stands for
@@ -52,8 +53,8 @@ class F32Out {
       p_ = t.f32();
       return;
     }
-    tmp_ = Tensor::empty(t.shape(), DType::kF32, MemCategory::kOther);
-    if (load) cpu::widen(t.raw(), t.dtype(), tmp_.f32(), t.numel());
+    tmp_ = Tensor::empty(t.shape(), DType::kF32, MemCategory::kOther, t.device());
+    if (load) kernel_ops(t.device()).widen(t.raw(), t.dtype(), tmp_.f32(), t.numel());
     p_ = tmp_.f32();
   }
   ~F32Out() { store(); }
@@ -64,7 +65,7 @@ class F32Out {
   /// Rounds the fp32 result into the 16-bit tensor (once; later calls do nothing).
   void store() {
     if (!tmp_.defined()) return;
-    cpu::round_to(tmp_.f32(), t_.raw(), t_.dtype(), t_.numel());
+    kernel_ops(t_.device()).round_to(tmp_.f32(), t_.raw(), t_.dtype(), t_.numel());
     tmp_ = Tensor();
   }
 

@@ -70,9 +70,23 @@ GPT GPT::with_attention_core(AttentionCore* core) const {
     throw std::invalid_argument("GPT::with_attention_core: the model is already " +
                                 std::string(tiles_ ? "tiled" : "tensor-parallel") +
                                 " (context parallelism splits whole replicas only)");
+  if (core && device_ != Device::kCPU)
+    throw std::invalid_argument("GPT::with_attention_core: the model runs on " +
+                                std::string(to_string(device_)) + "; attention cores are host-only");
   GPT split = *this;
   split.core_ = core;
   return split;
+}
+
+GPT GPT::with_device(Device device) const {
+  if (device != Device::kCPU && (tiles_ || core_ || cfg_.experts > 0))
+    throw std::invalid_argument(
+        std::string("GPT::with_device(") + to_string(device) + "): the model is " +
+        (tiles_ ? "tiled" : core_ ? "context-parallel" : "a mixture of experts") +
+        ", whose walk keeps host-side state; only the dense, untiled walk runs on a device");
+  GPT moved = *this;
+  moved.device_ = device;
+  return moved;
 }
 
 std::vector<int32_t> GPT::ids_held(const int32_t* ids, int B, int T) const {

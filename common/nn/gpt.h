@@ -232,6 +232,15 @@ class GPT {
   /// The MoE blocks' shared state (routing statistics, the load-balancing loss's weight);
   /// nullptr for a dense model.
   MoeContext* moe() const { return moe_.get(); }
+  /// This model walked on `device`: every `*_params` / `*_grads` pointer given to its unit
+  /// functions is memory of that device, its activations are allocated there, and its math runs
+  /// through that device's kernels (kernel_ops(device), kernels/ops/kernel_ops.h). The token and
+  /// target ids stay host arrays (they are checked there) and are copied to the device per call.
+  /// Throws std::invalid_argument for a device other than the CPU when the model is tiled,
+  /// context-parallel or a mixture of experts (those walks keep host-side state).
+  GPT with_device(Device device) const;
+  /// Where the walk runs (Device::kCPU unless with_device said otherwise).
+  Device device() const { return device_; }
 
   // ---- Unit functions: what the walk (unit_runner.h) calls. `*_params` point at the unit's
   // first element in this rank's layout; `*_grads` likewise. Backward ACCUMULATES (+=) into grads
@@ -293,6 +302,7 @@ class GPT {
   DType act_dtype_ = DType::kF32;
   WeightTiles* tiles_ = nullptr;
   AttentionCore* core_ = nullptr;
+  Device device_ = Device::kCPU;
   std::shared_ptr<MoeContext> moe_;  // with experts only
 };
 

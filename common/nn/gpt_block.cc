@@ -48,6 +48,9 @@ void check_filled(const BlockCache& c, const char* fn) {
 }  // namespace
 
 GPT GPT::with_weight_tiles(WeightTiles* tiles) const {
+  if (tiles && device_ != Device::kCPU)
+    throw std::invalid_argument("GPT::with_weight_tiles: the model runs on " +
+                                std::string(to_string(device_)) + "; weight tiles are host memory");
   GPT tiled = *this;
   tiled.tiles_ = tiles;
   return tiled;

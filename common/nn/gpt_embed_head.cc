@@ -26,16 +26,22 @@
 #include "common/nn/f32_view.h"
 #include "common/nn/gpt.h"
 #include "common/nn/sublayer.h"
-#include "kernels/cpu/cross_entropy.h"
-#include "kernels/cpu/embedding.h"
-#include "kernels/cpu/layernorm.h"
-#include "kernels/cpu/matmul.h"
+#include "kernels/ops/kernel_ops.h"
 
 namespace llmp {
 namespace {
 
 /// Largest logits chunk, in elements (rows·V/t).
 constexpr int64_t kLogitsChunk = int64_t{1} << 22;
+
+/// The n host ids where the kernels of `dev` read them: the host array itself on the CPU, else a
+/// copy in that device's memory (held by *keep, 4n bytes as u8: ids are moved, never added).
+const int32_t* ids_on(Device dev, const int32_t* ids, int64_t n, Tensor* keep) {
+  if (dev == Device::kCPU) return ids;
+  *keep = Tensor::empty({4 * n}, DType::kU8, MemCategory::kActivations, dev);
+  allocator_for(dev).copy(keep->raw(), dev, ids, Device::kCPU, 4 * n);
+  return static_cast<const int32_t*>(keep->raw());
+}
 
 }  // namespace
 
@@ -47,19 +53,24 @@ Tensor GPT::embed_forward(const float* emb_params, const int32_t* tokens, int B,
     const std::vector<int32_t> held = ids_held(tokens, B, T);
     const int C = cfg_.d, Tl = static_cast<int>(pos.size());
     Tensor x = activation({B, Tl, C}, act_dtype_);
-    cpu::token_embedding_forward(x.f32(), held.data(), emb_params, 0, cfg_.vocab, B * Tl, C);
-    cpu::position_embedding_forward_at(x.f32(), emb_params + int64_t{cfg_.vocab} * C, B, Tl,
-                                       pos.data(), C);
+    KernelOps& ops = kernel_ops(Device::kCPU);  // with_device refuses a core off the CPU
+    ops.token_embedding_forward(x.f32(), held.data(), emb_params, 0, cfg_.vocab, B * Tl, C);
+    ops.position_embedding_forward_at(x.f32(), emb_params + int64_t{cfg_.vocab} * C, B, Tl,
+                                      pos.data(), C);
     return x;
   }
   const int C = cfg_.d, Tl = T / tp_->seq_shards(), Vr = vocab_rows();
   const float* wte = emb_params;                            // (V/t,C)
   const float* wpe = emb_params + int64_t{Vr} * C;          // (ctx,C)
-  // The residual stream starts here, in the run's activation dtype (f32, or 16-bit: f32_view.h).
-  Tensor part = activation({B, T, C}, act_dtype_);
-  cpu::token_embedding_forward(F32Out(part), tokens, wte, vocab_begin(), Vr, B * T, C);
+  KernelOps& ops = kernel_ops(device_);
+  Tensor ids_dev;
+  const int32_t* ids = ids_on(device_, tokens, int64_t{B} * T, &ids_dev);
+  // The residual stream starts here, in the run's activation dtype (f32, or 16-bit: f32_view.h),
+  // on the model's device.
+  Tensor part = activation({B, T, C}, act_dtype_, device_);
+  ops.token_embedding_forward(F32Out(part), ids, wte, vocab_begin(), Vr, B * T, C);
   Tensor x = tp_->exit_forward(std::move(part));  // Σ of the ranks' rows: (N,C) -> (n,C)
-  cpu::position_embedding_forward(F32Out(x, /*load=*/true), wpe, B, Tl, first_position(T), C);
+  ops.position_embedding_forward(F32Out(x, /*load=*/true), wpe, B, Tl, first_position(T), C);
   return x;
 }
 
@@ -71,16 +82,20 @@ void GPT::embed_backward(const int32_t* tokens, int B, int T, const Tensor& dx,
     const std::vector<int> pos = core_->positions(T);
     const std::vector<int32_t> held = ids_held(tokens, B, T);
     const int C = cfg_.d, Tl = static_cast<int>(pos.size());
-    cpu::position_embedding_backward_at(emb_grads + int64_t{cfg_.vocab} * C, dx.f32(), B, Tl,
-                                        pos.data(), C);
-    cpu::token_embedding_backward(emb_grads, dx.f32(), held.data(), 0, cfg_.vocab, B * Tl, C);
+    KernelOps& ops = kernel_ops(Device::kCPU);  // with_device refuses a core off the CPU
+    ops.position_embedding_backward_at(emb_grads + int64_t{cfg_.vocab} * C, dx.f32(), B, Tl,
+                                       pos.data(), C);
+    ops.token_embedding_backward(emb_grads, dx.f32(), held.data(), 0, cfg_.vocab, B * Tl, C);
     return;
   }
   const int C = cfg_.d, Tl = T / tp_->seq_shards(), Vr = vocab_rows();
-  cpu::position_embedding_backward(emb_grads + int64_t{Vr} * C, F32In(dx), B, Tl,
-                                   first_position(T), C);
+  KernelOps& ops = kernel_ops(device_);
+  Tensor ids_dev;
+  const int32_t* ids = ids_on(device_, tokens, int64_t{B} * T, &ids_dev);
+  ops.position_embedding_backward(emb_grads + int64_t{Vr} * C, F32In(dx), B, Tl,
+                                  first_position(T), C);
   const Tensor dfull = tp_->exit_backward(dx);  // (n,C) -> (N,C)
-  cpu::token_embedding_backward(emb_grads, F32In(dfull), tokens, vocab_begin(), Vr, B * T, C);
+  ops.token_embedding_backward(emb_grads, F32In(dfull), ids, vocab_begin(), Vr, B * T, C);
 }
 
 double GPT::head_forward_backward(const float* lnf_params, const float* wte, const Tensor& x,
@@ -104,15 +119,20 @@ double GPT::head_forward_backward(const float* lnf_params, const float* wte, con
   // Under mixed precision h and dh are 16-bit like every activation; the logits chunk, its
   // softmax and the loss stay fp32 (f32_view.h).
   const DType dt = x.dtype();
-  Tensor h = activation(x.shape(), dt), mean = statistic({n}), rstd = statistic({n});
-  cpu::layernorm_forward(F32Out(h), mean.f32(), rstd.f32(), F32In(x), lnf_w, lnf_b, n, C);
+  const Device dev = x.device();
+  KernelOps& ops = kernel_ops(dev);
+  Tensor ids_dev;
+  targets = ids_on(dev, targets, int64_t{N}, &ids_dev);
+  Tensor h = activation(x.shape(), dt, dev), mean = statistic({n}, dev), rstd = statistic({n}, dev);
+  ops.layernorm_forward(F32Out(h), mean.f32(), rstd.f32(), F32In(x), lnf_w, lnf_b, n, C);
   const Tensor hf = tp_->enter_forward(h);
   const F32In hf32(hf);
 
   const int rows = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(N, kLogitsChunk / Vr)));
-  Tensor logits = statistic({rows, Vr}), m = statistic({rows}), sums = statistic({2 * rows});
+  Tensor logits = statistic({rows, Vr}, dev), m = statistic({rows}, dev);
+  Tensor sums = statistic({2 * rows}, dev);
   Tensor dh;
-  if (backward) dh = activation({B, T, C}, dt);
+  if (backward) dh = activation({B, T, C}, dt, dev);
   F32Out dh32(dh);
 
   double total = 0.0;
@@ -120,25 +140,25 @@ double GPT::head_forward_backward(const float* lnf_params, const float* wte, con
     const int k = std::min(rows, N - r0);
     const float* hc = hf32.get() + int64_t{r0} * C;
     const int32_t* y = targets + r0;
-    cpu::matmul_nt_forward(logits.f32(), hc, wte, k, C, Vr);  // (k,C) @ (C,V/t) -> (k,V/t)
-    cpu::cross_entropy_row_max(m.f32(), logits.f32(), k, Vr);
+    ops.matmul_nt_forward(logits.f32(), hc, wte, k, C, Vr);  // (k,C) @ (C,V/t) -> (k,V/t)
+    ops.cross_entropy_row_max(m.f32(), logits.f32(), k, Vr);
     Tensor mk = m.narrow(0, k), sk = sums.narrow(0, 2 * k);
     tp_->all_reduce_max(mk);  // the row maxima over the whole vocabulary
-    cpu::cross_entropy_exp_sums(sums.f32(), logits.f32(), y, v0, k, Vr, m.f32());
+    ops.cross_entropy_exp_sums(sums.f32(), logits.f32(), y, v0, k, Vr, m.f32());
     tp_->all_reduce_sum(sk);  // Σ exp and the target logit over the whole vocabulary
     // Σ CE over the chunk; with backward the logits become loss_scale·(softmax - onehot).
-    total += cpu::cross_entropy_loss(logits.f32(), y, v0, k, Vr, m.f32(), sums.f32(), loss_scale,
-                                     backward);
+    total += ops.cross_entropy_loss(logits.f32(), y, v0, k, Vr, m.f32(), sums.f32(), loss_scale,
+                                    backward);
     if (backward)  // dh (k,C) = dlogits @ wte_r (partial);  dwte_r (V/t,C) += dlogitsᵀ @ h
-      cpu::matmul_nt_backward(dh32.get() + int64_t{r0} * C, wte_grads, logits.f32(), hc, wte, k, C,
-                              Vr);
+      ops.matmul_nt_backward(dh32.get() + int64_t{r0} * C, wte_grads, logits.f32(), hc, wte, k, C,
+                             Vr);
   }
   if (backward) {  // dx (n,C) = LNᵀ(Σ_ranks dh); layernorm_backward accumulates, so start from 0
     dh32.store();
     const Tensor dhs = tp_->enter_backward(std::move(dh));
-    *dx = Tensor::zeros(x.shape(), dt, MemCategory::kActivations);
-    cpu::layernorm_backward(F32Out(*dx, /*load=*/true), lnf_grads, lnf_grads + C, F32In(dhs),
-                            F32In(x), lnf_w, mean.f32(), rstd.f32(), n, C);
+    *dx = Tensor::zeros(x.shape(), dt, MemCategory::kActivations, dev);
+    ops.layernorm_backward(F32Out(*dx, /*load=*/true), lnf_grads, lnf_grads + C, F32In(dhs),
+                           F32In(x), lnf_w, mean.f32(), rstd.f32(), n, C);
   }
   return static_cast<double>(loss_scale) * total;
 }

@@ -17,10 +17,7 @@
 #include "common/nn/f32_view.h"
 #include "common/nn/sublayer.h"
 #include "common/nn/tiled_linear.h"
-#include "kernels/cpu/gelu.h"
-#include "kernels/cpu/layernorm.h"
-#include "kernels/cpu/matmul.h"
-#include "kernels/cpu/residual.h"
+#include "kernels/ops/kernel_ops.h"
 
 namespace llmp {
 
@@ -29,27 +26,29 @@ Tensor mlp_forward(const BlockShape& s, TpComm& tp, const BlockParams<const floa
   const int C = s.C, Tl = static_cast<int>(res1.dim(1));
   const long n = static_cast<long>(B) * Tl, N = static_cast<long>(B) * T;
   const DType dt = res1.dtype();  // f32, or mixed precision's 16-bit storage (f32_view.h)
+  const Device dev = res1.device();     // the walk runs where its activations are
+  KernelOps& ops = kernel_ops(dev);     // and with that device's kernels (kernel_ops.h)
   *c = MlpCache{};
-  c->ln2 = activation({B, Tl, C}, dt);
-  c->ln2_mean = statistic({B, Tl});
-  c->ln2_rstd = statistic({B, Tl});
-  cpu::layernorm_forward(F32Out(c->ln2), c->ln2_mean.f32(), c->ln2_rstd.f32(), F32In(res1),
+  c->ln2 = activation({B, Tl, C}, dt, dev);
+  c->ln2_mean = statistic({B, Tl}, dev);
+  c->ln2_rstd = statistic({B, Tl}, dev);
+  ops.layernorm_forward(F32Out(c->ln2), c->ln2_mean.f32(), c->ln2_rstd.f32(), F32In(res1),
                          p.ln2_w, p.ln2_b, n, C);
   {
     const Tensor ln2f = tp.enter_forward(c->ln2);  // f: (n,C) -> (N,C)
-    c->fch = activation({B, T, s.ffn}, dt);
-    linear_forward(tiles, BlockLinear::kFc, F32Out(c->fch), F32In(ln2f), p.fc_w, p.fc_b, N, C,
+    c->fch = activation({B, T, s.ffn}, dt, dev);
+    linear_forward(ops, tiles, BlockLinear::kFc, F32Out(c->fch), F32In(ln2f), p.fc_w, p.fc_b, N, C,
                    s.ffn);  // (N,ffn)
   }
-  c->fch_gelu = activation({B, T, s.ffn}, dt);
-  cpu::gelu_forward(F32Out(c->fch_gelu), F32In(c->fch), N * s.ffn);
-  Tensor y = activation({B, T, C}, dt);
-  linear_forward(tiles, BlockLinear::kFcProj, F32Out(y), F32In(c->fch_gelu), p.fcproj_w, nullptr,
+  c->fch_gelu = activation({B, T, s.ffn}, dt, dev);
+  ops.gelu_forward(F32Out(c->fch_gelu), F32In(c->fch), N * s.ffn);
+  Tensor y = activation({B, T, C}, dt, dev);
+  linear_forward(ops, tiles, BlockLinear::kFcProj, F32Out(y), F32In(c->fch_gelu), p.fcproj_w, nullptr,
                  N, s.ffn, C);  // partial
   y = tp.exit_forward(std::move(y));  // g: Σ over the tp ranks, (N,C) -> (n,C)
   {
     F32Out out(y, /*load=*/true);
-    cpu::residual_bias_add(out, F32In(res1), out, p.fcproj_b, n, C);  // out = res1 + y + b
+    ops.residual_bias_add(out, F32In(res1), out, p.fcproj_b, n, C);  // out = res1 + y + b
   }
   return y;
 }
@@ -60,25 +59,27 @@ Tensor mlp_backward_input(const BlockShape& s, TpComm& tp, const BlockParams<con
   const int C = s.C, B = static_cast<int>(c->fch.dim(0)), T = static_cast<int>(c->fch.dim(1));
   const long n = dout.numel() / C, N = static_cast<long>(B) * T;
   const DType dt = res1.dtype();
+  const Device dev = res1.device();
+  KernelOps& ops = kernel_ops(dev);
   keep->dy = dout;                         // c_proj's bias gradient (this rank's rows)
   keep->dy_full = tp.exit_backward(dout);  // g's backward: (n,C) -> (N,C)
-  keep->dhidden = activation({B, T, s.ffn}, dt);
+  keep->dhidden = activation({B, T, s.ffn}, dt, dev);
   {
     F32Out dfch(keep->dhidden);
-    linear_backward_input(tiles, BlockLinear::kFcProj, dfch, F32In(keep->dy_full), p.fcproj_w, N,
+    linear_backward_input(ops, tiles, BlockLinear::kFcProj, dfch, F32In(keep->dy_full), p.fcproj_w, N,
                           s.ffn, C);  // dfch_gelu
-    cpu::gelu_backward(dfch, F32In(c->fch), dfch, N * s.ffn);                         // dfch
+    ops.gelu_backward(dfch, F32In(c->fch), dfch, N * s.ffn);                         // dfch
   }
   c->fch = Tensor();  // W needs only GELU's output
-  Tensor dln2 = activation({B, T, C}, dt);
-  linear_backward_input(tiles, BlockLinear::kFc, F32Out(dln2), F32In(keep->dhidden), p.fc_w, N, C,
+  Tensor dln2 = activation({B, T, C}, dt, dev);
+  linear_backward_input(ops, tiles, BlockLinear::kFc, F32Out(dln2), F32In(keep->dhidden), p.fc_w, N, C,
                         s.ffn);
   keep->dln = tp.enter_backward(std::move(dln2));  // f's backward: Σ over ranks, -> (n,C)
   // dres1 = dout (residual path) + LN2ᵀ(dln2).
-  Tensor dres1 = activation(res1.shape(), dt);
+  Tensor dres1 = activation(res1.shape(), dt, dev);
   F32Out d(dres1);
-  cpu::widen(dout.raw(), dt, d, dres1.numel());
-  cpu::layernorm_backward(d, nullptr, nullptr, F32In(keep->dln), F32In(res1), p.ln2_w,
+  ops.widen(dout.raw(), dt, d, dres1.numel());
+  ops.layernorm_backward(d, nullptr, nullptr, F32In(keep->dln), F32In(res1), p.ln2_w,
                           c->ln2_mean.f32(), c->ln2_rstd.f32(), n, C);
   d.store();
   return dres1;
@@ -88,14 +89,15 @@ void mlp_backward_weight(const BlockShape& s, TpComm& tp, const Tensor& res1, co
                          const SublayerGrads& keep, const BlockParams<float>& g) {
   const int C = s.C;
   const long n = res1.numel() / C, N = keep.dy_full.numel() / C;
+  KernelOps& ops = kernel_ops(res1.device());
   // mlp.c_proj: dW (ffn,C) += fch_geluᵀ @ dy_full; b (C) += Σ dy over this rank's rows.
-  cpu::matmul_backward_weight(g.fcproj_w, nullptr, F32In(keep.dy_full), F32In(c.fch_gelu), N,
+  ops.matmul_backward_weight(g.fcproj_w, nullptr, F32In(keep.dy_full), F32In(c.fch_gelu), N,
                               s.ffn, C);
-  cpu::residual_bias_backward(g.fcproj_b, F32In(keep.dy), n, C);
+  ops.residual_bias_backward(g.fcproj_b, F32In(keep.dy), n, C);
   // c_fc: dW (C,ffn) += ln2fᵀ @ dfch, db (ffn) += Σ dfch (ln2f all-gathered again under SP).
   const Tensor ln2f = tp.regather(c.ln2);
-  cpu::matmul_backward_weight(g.fc_w, g.fc_b, F32In(keep.dhidden), F32In(ln2f), N, C, s.ffn);
-  cpu::layernorm_backward_weight(g.ln2_w, g.ln2_b, F32In(keep.dln), F32In(res1), c.ln2_mean.f32(),
+  ops.matmul_backward_weight(g.fc_w, g.fc_b, F32In(keep.dhidden), F32In(ln2f), N, C, s.ffn);
+  ops.layernorm_backward_weight(g.ln2_w, g.ln2_b, F32In(keep.dln), F32In(res1), c.ln2_mean.f32(),
                                  c.ln2_rstd.f32(), n, C);
 }
 

@@ -36,10 +36,11 @@
 namespace llmp {
 
 /// A fresh activation tensor (MemCategory::kActivations) in `dtype`: f32, or the 16-bit storage
-/// of mixed precision (the block input's dtype decides; f32_view.h).
-Tensor activation(std::vector<int64_t> shape, DType dtype);
+/// of mixed precision (the block input's dtype decides; f32_view.h), on `device` (the block
+/// input's: the walk runs where its activations are, kernels/ops/kernel_ops.h).
+Tensor activation(std::vector<int64_t> shape, DType dtype, Device device = Device::kCPU);
 /// A fresh f32 activation tensor whatever the precision: LayerNorm's mean and rstd, scratch.
-Tensor statistic(std::vector<int64_t> shape);
+Tensor statistic(std::vector<int64_t> shape, Device device = Device::kCPU);
 
 /// res1 (B,Tl,C) = x + attention(ln_1(x)); fills `c` anew. keep_probs false (selective
 /// recomputation, recompute.h) frees the softmax probabilities c->att (B,H/t,T,T) at once.

@@ -19,6 +19,13 @@ namespace {
 constexpr std::array<int, kBlockLinears> kWeightIndex = {2, 4, 8, 10};
 
 // Scratch of the tiling (windows, output tiles): MemCategory::kOther, freed after each tile.
+// Tiles are gathered into host buffers (ZeRO-3's tiled gatherer); a device walk does not tile.
+void require_host(const KernelOps& ops, const char* what) {
+  if (ops.device() != Device::kCPU)
+    throw std::invalid_argument(std::string(what) + ": weight tiles are host memory, and this "
+                                "layer runs on " + to_string(ops.device()));
+}
+
 Tensor scratch(int64_t rows, int64_t cols) {
   return Tensor::zeros({rows, cols}, DType::kF32, MemCategory::kOther);
 }
@@ -66,12 +73,13 @@ TileRange panel_window(TileRange t, int64_t D) {
   return {lo, hi};
 }
 
-void linear_forward(WeightTiles* tiles, BlockLinear w, float* y, const float* x, const float* W,
-                    const float* bias, int N, int C, int OC) {
+void linear_forward(KernelOps& ops, WeightTiles* tiles, BlockLinear w, float* y, const float* x,
+                    const float* W, const float* bias, int N, int C, int OC) {
   if (!tiles) {
-    cpu::matmul_forward(y, x, W, bias, N, C, OC);  // the untiled layer, unchanged
+    ops.matmul_forward(y, x, W, bias, N, C, OC);  // the untiled layer, unchanged
     return;
   }
+  require_host(ops, "linear_forward");
   const int k = tiles->tile_factor();
   for (int i = 0; i < k; ++i) {
     const TileRange t = tile_range(OC, k, i), win = panel_window(t, OC);
@@ -99,12 +107,13 @@ void linear_forward(WeightTiles* tiles, BlockLinear w, float* y, const float* x,
   }
 }
 
-void linear_backward_input(WeightTiles* tiles, BlockLinear w, float* dx, const float* dy,
-                           const float* W, int N, int C, int OC) {
+void linear_backward_input(KernelOps& ops, WeightTiles* tiles, BlockLinear w, float* dx,
+                           const float* dy, const float* W, int N, int C, int OC) {
   if (!tiles) {
-    cpu::matmul_backward_input(dx, dy, W, N, C, OC);  // the untiled layer, unchanged
+    ops.matmul_backward_input(dx, dy, W, N, C, OC);  // the untiled layer, unchanged
     return;
   }
+  require_host(ops, "linear_backward_input");
   const int k = tiles->tile_factor();
   for (int i = 0; i < k; ++i) {
     const TileRange t = tile_range(C, k, i), win = panel_window(t, C);

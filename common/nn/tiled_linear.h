@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "common/nn/block_params.h"
+#include "kernels/ops/kernel_ops.h"
 
 namespace llmp {
 
@@ -86,14 +87,15 @@ class WeightTiles {
   virtual void release_tile() = 0;
 };
 
-/// y (N,OC) = x (N,C) @ W + b (bias may be nullptr). tiles == nullptr: cpu::matmul_forward with
-/// W, exactly the untiled layer. Otherwise W is ignored and read from `tiles` column tile by
-/// column tile; bit-identical to the untiled layer.
-void linear_forward(WeightTiles* tiles, BlockLinear w, float* y, const float* x, const float* W,
+/// y (N,OC) = x (N,C) @ W + b (bias may be nullptr). tiles == nullptr: ops.matmul_forward with
+/// W, exactly the untiled layer, on ops' device (kernels/ops/kernel_ops.h). Otherwise W is ignored
+/// and read from `tiles` column tile by column tile; bit-identical to the untiled layer. Tiles
+/// are host memory: with tiles, ops must be the CPU's (std::invalid_argument otherwise).
+void linear_forward(KernelOps& ops, WeightTiles* tiles, BlockLinear w, float* y, const float* x, const float* W,
                     const float* bias, int N, int C, int OC);
-/// dx (N,C) = dy (N,OC) @ Wᵀ, OVERWRITTEN. tiles == nullptr: cpu::matmul_backward_input with W;
-/// otherwise row tile by row tile, bit-identical.
-void linear_backward_input(WeightTiles* tiles, BlockLinear w, float* dx, const float* dy,
+/// dx (N,C) = dy (N,OC) @ Wᵀ, OVERWRITTEN. tiles == nullptr: ops.matmul_backward_input with W;
+/// otherwise row tile by row tile (host only, as above), bit-identical.
+void linear_backward_input(KernelOps& ops, WeightTiles* tiles, BlockLinear w, float* dx, const float* dy,
                            const float* W, int N, int C, int OC);
 
 /// The ranges (within the unit, in order) of a block's rest: its vectors (LayerNorm weights and

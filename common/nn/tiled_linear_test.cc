@@ -98,19 +98,20 @@ TEST(TiledLinear, BitIdenticalToTheUntiledLayer) {
                                    b = randn(OC, 3), dy = randn(size_t(N) * OC, 4);
           std::vector<float> y(size_t(N) * OC), yt(y.size()), dx(size_t(N) * C), dxt(dx.size());
           MemoryTiles tiles(k, s);
+          KernelOps& cpu_ops = kernel_ops(Device::kCPU);
           tiles.set(BlockLinear::kFc, W.data());
-          linear_forward(nullptr, BlockLinear::kFc, y.data(), x.data(), W.data(), b.data(), N, C,
-                         OC);
-          linear_forward(&tiles, BlockLinear::kFc, yt.data(), x.data(), nullptr, b.data(), N, C,
-                         OC);
-          linear_backward_input(nullptr, BlockLinear::kFc, dx.data(), dy.data(), W.data(), N, C,
-                                OC);
-          linear_backward_input(&tiles, BlockLinear::kFc, dxt.data(), dy.data(), nullptr, N, C,
-                                OC);
-          EXPECT_EQ(differing(y, yt), 0) << "forward N=" << N << " C=" << C << " OC=" << OC
-                                         << " k=" << k;
-          EXPECT_EQ(differing(dx, dxt), 0) << "backward N=" << N << " C=" << C << " OC=" << OC
-                                           << " k=" << k;
+          linear_forward(cpu_ops, nullptr, BlockLinear::kFc, y.data(), x.data(), W.data(), b.data(),
+                         N, C, OC);
+          linear_forward(cpu_ops, &tiles, BlockLinear::kFc, yt.data(), x.data(), nullptr, b.data(),
+                         N, C, OC);
+          linear_backward_input(cpu_ops, nullptr, BlockLinear::kFc, dx.data(), dy.data(), W.data(),
+                                N, C, OC);
+          linear_backward_input(cpu_ops, &tiles, BlockLinear::kFc, dxt.data(), dy.data(), nullptr,
+                                N, C, OC);
+          EXPECT_EQ(differing(y, yt), 0)
+              << "forward N=" << N << " C=" << C << " OC=" << OC << " k=" << k;
+          EXPECT_EQ(differing(dx, dxt), 0)
+              << "backward N=" << N << " C=" << C << " OC=" << OC << " k=" << k;
           // Each weight element handed out once per pass; k tiles per pass; one alive at a time.
           EXPECT_EQ(tiles.elements_handed, 2 * int64_t(C) * OC);
           EXPECT_EQ(tiles.tiles_handed, 2 * k);

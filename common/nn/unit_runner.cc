@@ -8,6 +8,7 @@
 #include "common/tensor/arena.h"
 #include "common/tensor/memory.h"
 #include "kernels/cpu/flops.h"
+#include "kernels/ops/kernel_ops.h"
 
 namespace llmp {
 
@@ -49,8 +50,9 @@ const float* FlatParams::get(int u) {
   Tensor& w = widened_.at(u);
   if (!w.defined()) {  // exact: every 16-bit value is an fp32 value
     const int64_t n = layout_.unit_numel(u);
-    w = Tensor::empty({n}, DType::kF32, MemCategory::kOther);
-    cpu::widen(flat16_.narrow(layout_.unit_offset(u), n).raw(), flat16_.dtype(), w.f32(), n);
+    w = Tensor::empty({n}, DType::kF32, MemCategory::kOther, flat16_.device());
+    kernel_ops(flat16_.device())
+        .widen(flat16_.narrow(layout_.unit_offset(u), n).raw(), flat16_.dtype(), w.f32(), n);
   }
   return w.f32();
 }
@@ -77,7 +79,8 @@ FlatGrads::FlatGrads(const GPTLayout& layout, const Tensor& flat, std::function<
 float* FlatGrads::get(int u) {
   if (base_) return base_ + layout_.unit_offset(u);
   Tensor& a = acc_.at(u);
-  if (!a.defined()) a = Tensor::zeros({layout_.unit_numel(u)}, DType::kF32, MemCategory::kOther);
+  if (!a.defined())
+    a = Tensor::zeros({layout_.unit_numel(u)}, DType::kF32, MemCategory::kOther, flat16_.device());
   return a.f32();
 }
 
@@ -85,7 +88,8 @@ void FlatGrads::ready(int u) {
   if (!base_) {
     Tensor& a = acc_.at(u);
     if (a.defined()) {  // round once into the 16-bit buffer, then free the fp32 accumulator
-      cpu::accumulate_to(a.f32(), flat16_.narrow(layout_.unit_offset(u), a.numel()).raw(),
+      kernel_ops(flat16_.device())
+          .accumulate_to(a.f32(), flat16_.narrow(layout_.unit_offset(u), a.numel()).raw(),
                          flat16_.dtype(), a.numel(), stats_);
       a = Tensor();
     }

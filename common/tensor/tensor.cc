@@ -137,12 +137,12 @@ Tensor Tensor::empty(std::vector<int64_t> shape, DType dtype, MemCategory catego
 }
 
 Tensor Tensor::empty_tagged(std::vector<int64_t> shape, DType dtype, MemCategory category,
-                            MemTag tag) {
+                            MemTag tag, Device device) {
   Tensor t;
   t.numel_ = shape_numel(shape);
   t.shape_ = std::move(shape);
   t.dtype_ = dtype;
-  t.storage_ = std::make_shared<Storage>(t.numel_ * dtype_size(dtype), Device::kCPU, category, tag);
+  t.storage_ = std::make_shared<Storage>(t.numel_ * dtype_size(dtype), device, category, tag);
   return t;
 }
 

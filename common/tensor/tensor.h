@@ -97,7 +97,7 @@ class Tensor {
                       MemCategory category = MemCategory::kOther, Device device = Device::kCPU);
   /// empty(), counted also under `tag` (memory.h): e.g. attention scores among the activations.
   static Tensor empty_tagged(std::vector<int64_t> shape, DType dtype, MemCategory category,
-                             MemTag tag);
+                             MemTag tag, Device device = Device::kCPU);
   /// Zero-filled (host memset, or the device allocator's set_zero: cudaMemset for CUDA).
   static Tensor zeros(std::vector<int64_t> shape, DType dtype = DType::kF32,
                       MemCategory category = MemCategory::kOther, Device device = Device::kCPU);

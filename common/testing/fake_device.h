@@ -12,9 +12,18 @@
 //   FakeDevice dev;                                 // registered for Device::kCUDA until destroyed
 //   Tensor d = Tensor::zeros({4}, DType::kF32, MemCategory::kOther, Device::kCUDA);
 //   d.copy_from(host);                              // dev.h2d_bytes() == 16
+//
+// Guarded (FakeDevice dev(/*guarded=*/true)): every allocation gets pages of its own (mmap) that
+// are unreadable (mprotect PROT_NONE) except while a "device operation" runs: one of this
+// allocator's set_zero / fill_f32 / copy, or a kernel of FakeKernelOps (fake_kernel_ops.h), which
+// opens the memory with an Access scope. Host code that reads or writes device memory outside
+// them, the bug a GPU port makes (a device pointer dereferenced on the host), then dies with
+// SIGSEGV at the faulting line instead of passing silently, as it would on the host-memory
+// stand-in and crash only on a real GPU.
 #pragma once
 
 #include <cstdint>
+#include <map>
 
 #include "common/tensor/tensor.h"
 
@@ -23,16 +32,37 @@ namespace testing {
 
 class FakeDevice : public Allocator {
  public:
-  /// Registers this allocator for Device::kCUDA, replacing the one there (restored on destruction).
-  FakeDevice();
+  /// Registers this allocator for Device::kCUDA, replacing the one there (restored on
+  /// destruction). `guarded`: device memory unreadable outside device operations (above).
+  explicit FakeDevice(bool guarded = false);
   ~FakeDevice() override;
   FakeDevice(const FakeDevice&) = delete;
   FakeDevice& operator=(const FakeDevice&) = delete;
 
   void* allocate(int64_t bytes) override;
   void deallocate(void* p, int64_t bytes) override;
+  void set_zero(void* p, int64_t bytes) override;
+  void fill_f32(float* p, int64_t n, float value) override;
   void copy(void* dst, Device dst_device, const void* src, Device src_device,
             int64_t bytes) override;
+
+  /// While alive, the guarded device memory is readable and writable (a device operation runs).
+  /// Nests; does nothing for an unguarded FakeDevice.
+  class Access {
+   public:
+    explicit Access(FakeDevice& d);
+    ~Access();
+    Access(const Access&) = delete;
+    Access& operator=(const Access&) = delete;
+
+   private:
+    FakeDevice& d_;
+  };
+  bool guarded() const { return guarded_; }
+  /// Whether [p, p + bytes) lies inside one live allocation of this device.
+  bool owns(const void* p, int64_t bytes = 1) const;
+  /// Device operations run so far (Access scopes opened at the outermost level).
+  int64_t operations() const { return operations_; }
 
   /// Bytes copied host -> device, device -> host and device -> device since construction.
   int64_t h2d_bytes() const { return h2d_; }
@@ -42,8 +72,12 @@ class FakeDevice : public Allocator {
   int64_t in_use() const { return in_use_; }
 
  private:
+  void protect_all(int prot);
   Allocator* previous_ = nullptr;
-  int64_t h2d_ = 0, d2h_ = 0, d2d_ = 0, in_use_ = 0;
+  bool guarded_ = false;
+  int open_ = 0;                              // nesting depth of Access scopes
+  std::map<void*, int64_t> pages_;            // live allocations: start -> bytes (mapped, if guarded)
+  int64_t h2d_ = 0, d2h_ = 0, d2d_ = 0, in_use_ = 0, operations_ = 0;
 };
 
 }  // namespace testing

@@ -1,0 +1,209 @@
+// FakeKernelOps: kernels/cpu as the kernels of a FakeDevice. See the header.
+#include "common/testing/fake_kernel_ops.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <initializer_list>
+#include <stdexcept>
+
+namespace llmp {
+namespace testing {
+namespace {
+
+// Each method opens the device memory (FakeDevice::Access) and runs the CPU kernel of that name.
+// Before that, every pointer argument (but RoundStats, a host result) must be nullptr or device
+// memory: a kernel handed a host buffer is the bug a GPU port makes by allocating an activation
+// without its device; a real GPU faults on it, so this table stops the process naming the kernel.
+class Table final : public KernelOps {
+ public:
+  explicit Table(FakeDevice& dev) : dev_(dev), cpu_(kernel_ops(Device::kCPU)) {}
+  Device device() const override { return Device::kCUDA; }
+  void matmul_forward(float* y, const float* x, const float* W, const float* bias, int N, int C,
+                      int OC) override {
+    on_device("matmul_forward", {y, x, W, bias});
+    FakeDevice::Access a(dev_);
+    cpu_.matmul_forward(y, x, W, bias, N, C, OC);
+  }
+  void matmul_backward_input(float* dx, const float* dy, const float* W, int N, int C,
+                             int OC) override {
+    on_device("matmul_backward_input", {dx, dy, W});
+    FakeDevice::Access a(dev_);
+    cpu_.matmul_backward_input(dx, dy, W, N, C, OC);
+  }
+  void matmul_backward_weight(float* dW, float* db, const float* dy, const float* x, int N, int C,
+                              int OC) override {
+    on_device("matmul_backward_weight", {dW, db, dy, x});
+    FakeDevice::Access a(dev_);
+    cpu_.matmul_backward_weight(dW, db, dy, x, N, C, OC);
+  }
+  void matmul_nt_forward(float* y, const float* x, const float* Wt, int N, int C, int OC) override {
+    on_device("matmul_nt_forward", {y, x, Wt});
+    FakeDevice::Access a(dev_);
+    cpu_.matmul_nt_forward(y, x, Wt, N, C, OC);
+  }
+  void matmul_nt_backward(float* dx, float* dWt, const float* dy, const float* x, const float* Wt,
+                          int N, int C, int OC) override {
+    on_device("matmul_nt_backward", {dx, dWt, dy, x, Wt});
+    FakeDevice::Access a(dev_);
+    cpu_.matmul_nt_backward(dx, dWt, dy, x, Wt, N, C, OC);
+  }
+  void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C,
+                         int H) override {
+    on_device("attention_forward", {out, att, qkv});
+    FakeDevice::Access a(dev_);
+    cpu_.attention_forward(out, att, qkv, B, T, C, H);
+  }
+  void attention_probs(float* att, const float* qkv, int B, int T, int C, int H) override {
+    on_device("attention_probs", {att, qkv});
+    FakeDevice::Access a(dev_);
+    cpu_.attention_probs(att, qkv, B, T, C, H);
+  }
+  void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att,
+                          float* scratch, int B, int T, int C, int H) override {
+    on_device("attention_backward", {dqkv, dout, qkv, att, scratch});
+    FakeDevice::Access a(dev_);
+    cpu_.attention_backward(dqkv, dout, qkv, att, scratch, B, T, C, H);
+  }
+  void layernorm_forward(float* y, float* mean, float* rstd, const float* x, const float* w,
+                         const float* b, int N, int C) override {
+    on_device("layernorm_forward", {y, mean, rstd, x, w, b});
+    FakeDevice::Access a(dev_);
+    cpu_.layernorm_forward(y, mean, rstd, x, w, b, N, C);
+  }
+  void layernorm_backward(float* dx, float* dw, float* db, const float* dy, const float* x,
+                          const float* w, const float* mean, const float* rstd, int N,
+                          int C) override {
+    on_device("layernorm_backward", {dx, dw, db, dy, x, w, mean, rstd});
+    FakeDevice::Access a(dev_);
+    cpu_.layernorm_backward(dx, dw, db, dy, x, w, mean, rstd, N, C);
+  }
+  void layernorm_backward_weight(float* dw, float* db, const float* dy, const float* x,
+                                 const float* mean, const float* rstd, int N, int C) override {
+    on_device("layernorm_backward_weight", {dw, db, dy, x, mean, rstd});
+    FakeDevice::Access a(dev_);
+    cpu_.layernorm_backward_weight(dw, db, dy, x, mean, rstd, N, C);
+  }
+  void gelu_forward(float* y, const float* x, long N) override {
+    on_device("gelu_forward", {y, x});
+    FakeDevice::Access a(dev_);
+    cpu_.gelu_forward(y, x, N);
+  }
+  void gelu_backward(float* dx, const float* x, const float* dy, long N) override {
+    on_device("gelu_backward", {dx, x, dy});
+    FakeDevice::Access a(dev_);
+    cpu_.gelu_backward(dx, x, dy, N);
+  }
+  void residual_bias_add(float* out, const float* x, const float* y, const float* b, long N,
+                         int C) override {
+    on_device("residual_bias_add", {out, x, y, b});
+    FakeDevice::Access a(dev_);
+    cpu_.residual_bias_add(out, x, y, b, N, C);
+  }
+  void residual_bias_backward(float* db, const float* dy, long N, int C) override {
+    on_device("residual_bias_backward", {db, dy});
+    FakeDevice::Access a(dev_);
+    cpu_.residual_bias_backward(db, dy, N, C);
+  }
+  void token_embedding_forward(float* out, const int32_t* tokens, const float* wte, int v0, int Vr,
+                               int N, int C) override {
+    on_device("token_embedding_forward", {out, tokens, wte});
+    FakeDevice::Access a(dev_);
+    cpu_.token_embedding_forward(out, tokens, wte, v0, Vr, N, C);
+  }
+  void token_embedding_backward(float* dwte, const float* dout, const int32_t* tokens, int v0,
+                                int Vr, int N, int C) override {
+    on_device("token_embedding_backward", {dwte, dout, tokens});
+    FakeDevice::Access a(dev_);
+    cpu_.token_embedding_backward(dwte, dout, tokens, v0, Vr, N, C);
+  }
+  void position_embedding_forward(float* x, const float* wpe, int B, int Tl, int t0,
+                                  int C) override {
+    on_device("position_embedding_forward", {x, wpe});
+    FakeDevice::Access a(dev_);
+    cpu_.position_embedding_forward(x, wpe, B, Tl, t0, C);
+  }
+  void position_embedding_backward(float* dwpe, const float* dx, int B, int Tl, int t0,
+                                   int C) override {
+    on_device("position_embedding_backward", {dwpe, dx});
+    FakeDevice::Access a(dev_);
+    cpu_.position_embedding_backward(dwpe, dx, B, Tl, t0, C);
+  }
+  void position_embedding_forward_at(float* x, const float* wpe, int B, int Tl,
+                                     const int* positions, int C) override {
+    on_device("position_embedding_forward_at", {x, wpe, positions});
+    FakeDevice::Access a(dev_);
+    cpu_.position_embedding_forward_at(x, wpe, B, Tl, positions, C);
+  }
+  void position_embedding_backward_at(float* dwpe, const float* dx, int B, int Tl,
+                                      const int* positions, int C) override {
+    on_device("position_embedding_backward_at", {dwpe, dx, positions});
+    FakeDevice::Access a(dev_);
+    cpu_.position_embedding_backward_at(dwpe, dx, B, Tl, positions, C);
+  }
+  void cross_entropy_row_max(float* m, const float* z, int N, int Vr) override {
+    on_device("cross_entropy_row_max", {m, z});
+    FakeDevice::Access a(dev_);
+    cpu_.cross_entropy_row_max(m, z, N, Vr);
+  }
+  void cross_entropy_exp_sums(float* sums, float* z, const int32_t* y, int v0, int N, int Vr,
+                              const float* m) override {
+    on_device("cross_entropy_exp_sums", {sums, z, y, m});
+    FakeDevice::Access a(dev_);
+    cpu_.cross_entropy_exp_sums(sums, z, y, v0, N, Vr, m);
+  }
+  double cross_entropy_loss(float* z, const int32_t* y, int v0, int N, int Vr, const float* m,
+                            const float* sums, float dloss, bool backward) override {
+    on_device("cross_entropy_loss", {z, y, m, sums});
+    FakeDevice::Access a(dev_);
+    return cpu_.cross_entropy_loss(z, y, v0, N, Vr, m, sums, dloss, backward);
+  }
+  void widen(const void* src, DType src_dtype, float* dst, int64_t n) override {
+    on_device("widen", {src, dst});
+    FakeDevice::Access a(dev_);
+    cpu_.widen(src, src_dtype, dst, n);
+  }
+  void round_to(const float* src, void* dst, DType dst_dtype, int64_t n,
+                cpu::RoundStats* stats) override {
+    on_device("round_to", {src, dst});
+    FakeDevice::Access a(dev_);
+    cpu_.round_to(src, dst, dst_dtype, n, stats);
+  }
+  void accumulate_to(const float* src, void* dst, DType dst_dtype, int64_t n,
+                     cpu::RoundStats* stats) override {
+    on_device("accumulate_to", {src, dst});
+    FakeDevice::Access a(dev_);
+    cpu_.accumulate_to(src, dst, dst_dtype, n, stats);
+  }
+
+ private:
+  void on_device(const char* kernel, std::initializer_list<const void*> pointers) const {
+    int i = 0;
+    for (const void* p : pointers) {
+      if (p && !dev_.owns(p)) {
+        std::fprintf(stderr, "FakeKernelOps: %s: pointer argument %d is not device memory\n",
+                     kernel, i);
+        std::abort();
+      }
+      ++i;
+    }
+  }
+
+  FakeDevice& dev_;
+  KernelOps& cpu_;
+};
+
+}  // namespace
+
+FakeKernelOps::FakeKernelOps(FakeDevice& dev) : table_(std::make_unique<Table>(dev)) {
+  try {
+    previous_ = &kernel_ops(Device::kCUDA);
+  } catch (const std::runtime_error&) {
+    previous_ = nullptr;
+  }
+  register_kernel_ops(Device::kCUDA, table_.get());
+}
+
+FakeKernelOps::~FakeKernelOps() { register_kernel_ops(Device::kCUDA, previous_); }
+
+}  // namespace testing
+}  // namespace llmp

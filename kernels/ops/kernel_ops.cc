@@ -1,0 +1,145 @@
+// The CPU table of KernelOps (kernels/cpu behind every method) and the per-device registry.
+#include "kernels/ops/kernel_ops.h"
+
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/cross_entropy.h"
+#include "kernels/cpu/embedding.h"
+#include "kernels/cpu/gelu.h"
+#include "kernels/cpu/layernorm.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/residual.h"
+
+namespace llmp {
+namespace {
+
+// Each method forwards to the kernels/cpu function of the same name.
+class CpuKernelOps final : public KernelOps {
+ public:
+  Device device() const override { return Device::kCPU; }
+  void matmul_forward(float* y, const float* x, const float* W, const float* bias, int N, int C,
+                      int OC) override {
+    cpu::matmul_forward(y, x, W, bias, N, C, OC);
+  }
+  void matmul_backward_input(float* dx, const float* dy, const float* W, int N, int C,
+                             int OC) override {
+    cpu::matmul_backward_input(dx, dy, W, N, C, OC);
+  }
+  void matmul_backward_weight(float* dW, float* db, const float* dy, const float* x, int N, int C,
+                              int OC) override {
+    cpu::matmul_backward_weight(dW, db, dy, x, N, C, OC);
+  }
+  void matmul_nt_forward(float* y, const float* x, const float* Wt, int N, int C, int OC) override {
+    cpu::matmul_nt_forward(y, x, Wt, N, C, OC);
+  }
+  void matmul_nt_backward(float* dx, float* dWt, const float* dy, const float* x, const float* Wt,
+                          int N, int C, int OC) override {
+    cpu::matmul_nt_backward(dx, dWt, dy, x, Wt, N, C, OC);
+  }
+  void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C,
+                         int H) override {
+    cpu::attention_forward(out, att, qkv, B, T, C, H);
+  }
+  void attention_probs(float* att, const float* qkv, int B, int T, int C, int H) override {
+    cpu::attention_probs(att, qkv, B, T, C, H);
+  }
+  void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att,
+                          float* scratch, int B, int T, int C, int H) override {
+    cpu::attention_backward(dqkv, dout, qkv, att, scratch, B, T, C, H);
+  }
+  void layernorm_forward(float* y, float* mean, float* rstd, const float* x, const float* w,
+                         const float* b, int N, int C) override {
+    cpu::layernorm_forward(y, mean, rstd, x, w, b, N, C);
+  }
+  void layernorm_backward(float* dx, float* dw, float* db, const float* dy, const float* x,
+                          const float* w, const float* mean, const float* rstd, int N,
+                          int C) override {
+    cpu::layernorm_backward(dx, dw, db, dy, x, w, mean, rstd, N, C);
+  }
+  void layernorm_backward_weight(float* dw, float* db, const float* dy, const float* x,
+                                 const float* mean, const float* rstd, int N, int C) override {
+    cpu::layernorm_backward_weight(dw, db, dy, x, mean, rstd, N, C);
+  }
+  void gelu_forward(float* y, const float* x, long N) override { cpu::gelu_forward(y, x, N); }
+  void gelu_backward(float* dx, const float* x, const float* dy, long N) override {
+    cpu::gelu_backward(dx, x, dy, N);
+  }
+  void residual_bias_add(float* out, const float* x, const float* y, const float* b, long N,
+                         int C) override {
+    cpu::residual_bias_add(out, x, y, b, N, C);
+  }
+  void residual_bias_backward(float* db, const float* dy, long N, int C) override {
+    cpu::residual_bias_backward(db, dy, N, C);
+  }
+  void token_embedding_forward(float* out, const int32_t* tokens, const float* wte, int v0, int Vr,
+                               int N, int C) override {
+    cpu::token_embedding_forward(out, tokens, wte, v0, Vr, N, C);
+  }
+  void token_embedding_backward(float* dwte, const float* dout, const int32_t* tokens, int v0,
+                                int Vr, int N, int C) override {
+    cpu::token_embedding_backward(dwte, dout, tokens, v0, Vr, N, C);
+  }
+  void position_embedding_forward(float* x, const float* wpe, int B, int Tl, int t0,
+                                  int C) override {
+    cpu::position_embedding_forward(x, wpe, B, Tl, t0, C);
+  }
+  void position_embedding_backward(float* dwpe, const float* dx, int B, int Tl, int t0,
+                                   int C) override {
+    cpu::position_embedding_backward(dwpe, dx, B, Tl, t0, C);
+  }
+  void position_embedding_forward_at(float* x, const float* wpe, int B, int Tl,
+                                     const int* positions, int C) override {
+    cpu::position_embedding_forward_at(x, wpe, B, Tl, positions, C);
+  }
+  void position_embedding_backward_at(float* dwpe, const float* dx, int B, int Tl,
+                                      const int* positions, int C) override {
+    cpu::position_embedding_backward_at(dwpe, dx, B, Tl, positions, C);
+  }
+  void cross_entropy_row_max(float* m, const float* z, int N, int Vr) override {
+    cpu::cross_entropy_row_max(m, z, N, Vr);
+  }
+  void cross_entropy_exp_sums(float* sums, float* z, const int32_t* y, int v0, int N, int Vr,
+                              const float* m) override {
+    cpu::cross_entropy_exp_sums(sums, z, y, v0, N, Vr, m);
+  }
+  double cross_entropy_loss(float* z, const int32_t* y, int v0, int N, int Vr, const float* m,
+                            const float* sums, float dloss, bool backward) override {
+    return cpu::cross_entropy_loss(z, y, v0, N, Vr, m, sums, dloss, backward);
+  }
+  void widen(const void* src, DType src_dtype, float* dst, int64_t n) override {
+    cpu::widen(src, src_dtype, dst, n);
+  }
+  void round_to(const float* src, void* dst, DType dst_dtype, int64_t n,
+                cpu::RoundStats* stats) override {
+    cpu::round_to(src, dst, dst_dtype, n, stats);
+  }
+  void accumulate_to(const float* src, void* dst, DType dst_dtype, int64_t n,
+                     cpu::RoundStats* stats) override {
+    cpu::accumulate_to(src, dst, dst_dtype, n, stats);
+  }
+};
+
+KernelOps*& slot(Device d) {
+  static KernelOps* slots[2] = {nullptr, nullptr};
+  return slots[static_cast<int>(d)];
+}
+
+}  // namespace
+
+KernelOps& kernel_ops(Device d) {
+  if (d == Device::kCPU && !slot(d)) {
+    static CpuKernelOps cpu;
+    slot(d) = &cpu;
+  }
+  if (!slot(d))
+    throw std::runtime_error(std::string("no kernels for device ") + to_string(d) +
+                             " (this binary does not link kernels/cuda:ops, or was built without "
+                             "CUDA)");
+  return *slot(d);
+}
+
+void register_kernel_ops(Device d, KernelOps* ops) { slot(d) = ops; }
+
+}  // namespace llmp

@@ -1,0 +1,112 @@
+// KernelOps: the one door from the model to the math, chosen by the device the tensors live on.
+//
+// The model's unit functions (common/nn: embed, attention, MLP, head, and the mixed-precision
+// views) never name a device's kernels. They ask for the kernels of their activations' device,
+//
+//   KernelOps& ops = kernel_ops(x.device());      // x: the unit's input activation
+//   ops.layernorm_forward(y, mean, rstd, x, w, b, N, C);
+//
+// and get kernels/cpu's functions for Device::kCPU (built in, CpuKernelOps below) or the CUDA
+// twins for Device::kCUDA (kernels/cuda:ops, registered when linked, as the device allocator
+// is). So every stage runs on either device without GPU code of its own: the same walk, with
+// other kernels behind this table. PyTorch's dispatcher does this per operator and per dispatch
+// key; here it is one virtual table per device, with exactly the kernels the GPT needs.
+//
+// Every method has the signature and the semantics of the kernels/cpu function of the same name
+// (read that header for shapes, what is overwritten and what accumulated); pointers are memory
+// of the table's device. Results a kernel returns to the host (cross_entropy_loss's sum) are
+// host values on every device.
+//
+// Glossary: N rows (tokens), C channels, OC output channels, B batch, T sequence, H heads,
+// V vocabulary, Vr the vocabulary rows this rank holds (v0 the first).
+#pragma once
+
+#include <cstdint>
+
+#include "common/tensor/tensor.h"
+#include "kernels/cpu/convert.h"
+
+namespace llmp {
+
+class KernelOps {
+ public:
+  virtual ~KernelOps() = default;
+  /// The device whose memory every pointer given to this table is in.
+  virtual Device device() const = 0;
+
+  // ---- matmul.h: y = x @ W + b and its backward, and the transposed-weight (tied head) form.
+  virtual void matmul_forward(float* y, const float* x, const float* W, const float* bias, int N,
+                              int C, int OC) = 0;
+  virtual void matmul_backward_input(float* dx, const float* dy, const float* W, int N, int C,
+                                     int OC) = 0;
+  virtual void matmul_backward_weight(float* dW, float* db, const float* dy, const float* x,
+                                      int N, int C, int OC) = 0;
+  virtual void matmul_nt_forward(float* y, const float* x, const float* Wt, int N, int C,
+                                 int OC) = 0;
+  virtual void matmul_nt_backward(float* dx, float* dWt, const float* dy, const float* x,
+                                  const float* Wt, int N, int C, int OC) = 0;
+
+  // ---- attention.h: causal multi-head self-attention on qkv (B,T,3C).
+  virtual void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C,
+                                 int H) = 0;
+  virtual void attention_probs(float* att, const float* qkv, int B, int T, int C, int H) = 0;
+  virtual void attention_backward(float* dqkv, const float* dout, const float* qkv,
+                                  const float* att, float* scratch, int B, int T, int C,
+                                  int H) = 0;
+
+  // ---- layernorm.h, gelu.h, residual.h: the element-wise and per-row layers.
+  virtual void layernorm_forward(float* y, float* mean, float* rstd, const float* x,
+                                 const float* w, const float* b, int N, int C) = 0;
+  virtual void layernorm_backward(float* dx, float* dw, float* db, const float* dy,
+                                  const float* x, const float* w, const float* mean,
+                                  const float* rstd, int N, int C) = 0;
+  virtual void layernorm_backward_weight(float* dw, float* db, const float* dy, const float* x,
+                                         const float* mean, const float* rstd, int N, int C) = 0;
+  virtual void gelu_forward(float* y, const float* x, long N) = 0;
+  virtual void gelu_backward(float* dx, const float* x, const float* dy, long N) = 0;
+  virtual void residual_bias_add(float* out, const float* x, const float* y, const float* b,
+                                 long N, int C) = 0;
+  virtual void residual_bias_backward(float* db, const float* dy, long N, int C) = 0;
+
+  // ---- embedding.h: token rows [v0, v0 + Vr) of wte, positions of wpe. tokens/positions are
+  // memory of this device too.
+  virtual void token_embedding_forward(float* out, const int32_t* tokens, const float* wte,
+                                       int v0, int Vr, int N, int C) = 0;
+  virtual void token_embedding_backward(float* dwte, const float* dout, const int32_t* tokens,
+                                        int v0, int Vr, int N, int C) = 0;
+  virtual void position_embedding_forward(float* x, const float* wpe, int B, int Tl, int t0,
+                                          int C) = 0;
+  virtual void position_embedding_backward(float* dwpe, const float* dx, int B, int Tl, int t0,
+                                           int C) = 0;
+  /// The same with the positions of each of the Tl rows given (context parallelism's rows).
+  virtual void position_embedding_forward_at(float* x, const float* wpe, int B, int Tl,
+                                             const int* positions, int C) = 0;
+  virtual void position_embedding_backward_at(float* dwpe, const float* dx, int B, int Tl,
+                                              const int* positions, int C) = 0;
+
+  // ---- cross_entropy.h: the three passes of a (vocabulary-sharded) cross-entropy.
+  virtual void cross_entropy_row_max(float* m, const float* z, int N, int Vr) = 0;
+  virtual void cross_entropy_exp_sums(float* sums, float* z, const int32_t* y, int v0, int N,
+                                      int Vr, const float* m) = 0;
+  virtual double cross_entropy_loss(float* z, const int32_t* y, int v0, int N, int Vr,
+                                    const float* m, const float* sums, float dloss,
+                                    bool backward) = 0;
+
+  // ---- convert.h: fp32 <-> 16-bit storage (mixed precision). RoundStats is filled on the host.
+  virtual void widen(const void* src, DType src_dtype, float* dst, int64_t n) = 0;
+  virtual void round_to(const float* src, void* dst, DType dst_dtype, int64_t n,
+                        cpu::RoundStats* stats = nullptr) = 0;
+  virtual void accumulate_to(const float* src, void* dst, DType dst_dtype, int64_t n,
+                             cpu::RoundStats* stats = nullptr) = 0;
+};
+
+/// The kernels for tensors on `d`: kernels/cpu for Device::kCPU (always there), whatever was
+/// registered for Device::kCUDA. Throws std::runtime_error("no kernels for device cuda ...")
+/// when none was.
+KernelOps& kernel_ops(Device d);
+
+/// Makes `ops` the kernels of ops->device() (replacing any; nullptr for `d` removes them). The
+/// table must outlive its use. kernels/cuda:ops calls it for its CUDA table when linked in.
+void register_kernel_ops(Device d, KernelOps* ops);
+
+}  // namespace llmp
