@@ -6,17 +6,24 @@
 #include <string>
 
 #include "kernels/cpu/convert.h"
+#include "kernels/ops/kernel_ops.h"
 
 namespace llmp {
 
 const char* decay_rule_name(DecayRule r) { return r == DecayRule::kAll ? "all" : "dim>=2"; }
 
-AdamW::AdamW(int64_t n, AdamWConfig cfg, std::vector<ElementRange> decay, DType param_dtype)
+AdamW::AdamW(int64_t n, AdamWConfig cfg, std::vector<ElementRange> decay, DType param_dtype,
+             Device device)
     : n_(n),
       cfg_(cfg),
       decay_(std::move(decay)),
-      m_(Tensor::zeros({n}, DType::kF32, MemCategory::kOptimizerState)),
-      v_(Tensor::zeros({n}, DType::kF32, MemCategory::kOptimizerState)) {
+      m_(Tensor::zeros({n}, DType::kF32, MemCategory::kOptimizerState, device)),
+      v_(Tensor::zeros({n}, DType::kF32, MemCategory::kOptimizerState, device)),
+      device_(device) {
+  if (device != Device::kCPU && param_dtype != DType::kF32)
+    throw std::invalid_argument(std::string("AdamW: ") + to_string(param_dtype) +
+                                " parameters on " + to_string(device) +
+                                " (mixed-precision AdamW runs on the host only)");
   int64_t prev = 0;
   for (const ElementRange& r : decay_)
     if (r.begin < prev || r.end < r.begin || r.end > n)
@@ -64,19 +71,21 @@ void AdamW::update(float* params, const float* grads, int64_t i0, int64_t count,
   const float b1 = cfg_.beta1, b2 = cfg_.beta2;
   const float c1 = 1.0f / (1.0f - static_cast<float>(std::pow(b1, t)));  // bias corrections
   const float c2 = 1.0f / (1.0f - static_cast<float>(std::pow(b2, t)));
-  const float lr = cfg_.lr, eps = cfg_.eps;
-  float* m = m_.f32() + i0;
-  float* v = v_.f32() + i0;
-  size_t k = 0;  // the first decay range that does not end before element i0 + i
-  for (int64_t i = 0; i < count; ++i) {
-    const int64_t e = i0 + i;
+  KernelOps& ops = kernel_ops(device_);
+  float* m = m_.f32();
+  float* v = v_.f32();
+  // Walk [i0, i0 + count) in segments of constant λ: inside a decay range λ, between them 0.
+  const int64_t end = i0 + count;
+  size_t k = 0;  // the first decay range that does not end at or before e
+  for (int64_t e = i0; e < end;) {
     while (k < decay_.size() && decay_[k].end <= e) ++k;
-    const float wd = k < decay_.size() && decay_[k].begin <= e ? cfg_.weight_decay : 0.0f;
-    const float g = grads[i];
-    m[i] = b1 * m[i] + (1.0f - b1) * g;
-    v[i] = b2 * v[i] + (1.0f - b2) * g * g;
-    const float m_hat = m[i] * c1, v_hat = v[i] * c2;
-    params[i] -= lr * (m_hat / (std::sqrt(v_hat) + eps) + wd * params[i]);
+    const bool inside = k < decay_.size() && decay_[k].begin <= e;
+    const int64_t stop = std::min(end, inside ? decay_[k].end
+                                              : (k < decay_.size() ? decay_[k].begin : end));
+    const float wd = inside ? cfg_.weight_decay : 0.0f;
+    ops.adamw_update(params + (e - i0), grads + (e - i0), m + e, v + e, stop - e, cfg_.lr, b1, b2,
+                     cfg_.eps, wd, c1, c2);
+    e = stop;
   }
 }
 

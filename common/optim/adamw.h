@@ -60,8 +60,12 @@ class AdamW {
   /// an fp32 MASTER copy of them (n floats, optimizer state: K = 12 bytes per parameter with m
   /// and v), set by master() before the first step, and step_mixed() updates the master copy and
   /// rounds it into the 16-bit parameters. Throws std::invalid_argument for another dtype.
+  /// `device`: where m, v (and the parameters and gradients step() is given) live; the update
+  /// runs through that device's kernels (kernels/ops/kernel_ops.h), one call per range of
+  /// constant λ. Mixed precision (step_mixed) is host-only: std::invalid_argument for a 16-bit
+  /// param_dtype on another device.
   AdamW(int64_t n, AdamWConfig cfg, std::vector<ElementRange> decay,
-        DType param_dtype = DType::kF32);
+        DType param_dtype = DType::kF32, Device device = Device::kCPU);
 
   /// One update of params[0..n) from grads[0..n) at step t ≥ 1. n defaults to size(); a smaller
   /// n updates only the valid part of a padded shard (ZeRO's last rank).
@@ -93,6 +97,7 @@ class AdamW {
   std::vector<ElementRange> decay_;
   Tensor m_, v_;
   Tensor master_;  // mixed precision only
+  Device device_ = Device::kCPU;
   DType master_dtype_ = DType::kF32;  // the 16-bit parameters' dtype
 };
 

@@ -85,6 +85,10 @@ void add_train_flags(CLI::App& app, TrainConfig& cfg) {
           ""))
       ->capture_default_str();
   app.add_option("--lr", cfg.lr, "AdamW learning rate")->capture_default_str();
+  app.add_option("--device", cfg.device,
+                 "cpu, or cuda: parameters, gradients, optimizer state, activations and kernels "
+                 "on the GPU (the stages that support it)")
+      ->capture_default_str();
   app.add_option("--precision", cfg.precision,
                  "fp32, or mixed precision: bf16 or fp16 (16-bit parameters, gradients and "
                  "activations, fp32 master weights)")
@@ -192,6 +196,8 @@ std::string validation_error(const TrainConfig& cfg, int dp_size) {
   if (cfg.log_every < 1) return "log_every " + std::to_string(cfg.log_every) + " must be at least 1";
   if (!(cfg.timeout >= 0) || !std::isfinite(cfg.timeout))
     return "timeout " + format_double(cfg.timeout) + " s must be 0 (off) or positive";
+  if (cfg.device != "cpu" && cfg.device != "cuda")
+    return "unknown device '" + cfg.device + "' (expected cpu or cuda)";
   if (cfg.precision != "fp32" && cfg.precision != "bf16" && cfg.precision != "fp16")
     return "unknown precision '" + cfg.precision + "' (expected fp32, bf16 or fp16)";
   if (cfg.recompute != "none" && cfg.recompute != "full" && cfg.recompute != "selective")

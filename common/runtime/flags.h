@@ -83,6 +83,10 @@ struct TrainConfig {
   /// --oversubscribe: allow more than kMaxRanksPerCore ranks per CPU core (refused otherwise).
   bool oversubscribe = false;
 
+  /// --device: cpu (the default), or cuda: the model's states, activations and math on the GPU
+  /// (GPT::with_device, kernels/ops/kernel_ops.h) for the stages with StageSpec::supports_device.
+  std::string device = "cpu";
+
   // Mixed precision (common/tensor/precision.h; the stages that take it set
   // StageSpec::supports_precision). Loss-scaler flags follow Megatron-LM's and DeepSpeed's.
   std::string precision = "fp32";  ///< --precision: fp32, bf16 or fp16

@@ -174,6 +174,12 @@ class Table final : public KernelOps {
     FakeDevice::Access a(dev_);
     cpu_.accumulate_to(src, dst, dst_dtype, n, stats);
   }
+  void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1,
+                    float beta2, float eps, float weight_decay, float c1, float c2) override {
+    on_device("adamw_update", {p, g, m, v});
+    FakeDevice::Access a(dev_);
+    cpu_.adamw_update(p, g, m, v, n, lr, beta1, beta2, eps, weight_decay, c1, c2);
+  }
 
  private:
   void on_device(const char* kernel, std::initializer_list<const void*> pointers) const {

@@ -61,14 +61,21 @@ double dp_eval_loss(const GPT& model, const float* params, const int32_t* tokens
   return metrics.sum(local_mean) / dp.size();  // equal slices: the mean of the means
 }
 
+void to_host(float* dst, const Tensor& src) {
+  allocator_for(src.device()).copy(dst, Device::kCPU, src.raw(), src.device(), src.nbytes());
+}
+
+void from_host(const Tensor& dst, const float* src) {
+  allocator_for(dst.device()).copy(dst.raw(), dst.device(), src, Device::kCPU, dst.nbytes());
+}
+
 void copy_replicated_state_out(const Tensor& params, AdamW& opt, float* params_out, float* m_out,
                                float* v_out) {
-  const int64_t bytes = params.numel() * static_cast<int64_t>(sizeof(float));
   // Mixed precision: the full-precision state is the fp32 master copy, not the 16-bit one.
   const Tensor& full = opt.has_master_weights() ? opt.master() : params;
-  std::memcpy(params_out, full.f32(), bytes);
-  std::memcpy(m_out, opt.exp_avg().f32(), bytes);
-  std::memcpy(v_out, opt.exp_avg_sq().f32(), bytes);
+  to_host(params_out, full);  // host buffers, from the state's device (a memcpy on the CPU)
+  to_host(m_out, opt.exp_avg());
+  to_host(v_out, opt.exp_avg_sq());
 }
 
 void copy_replicated_state_in(Tensor& params, AdamW& opt, const float* params_in,
@@ -78,10 +85,10 @@ void copy_replicated_state_in(Tensor& params, AdamW& opt, const float* params_in
     std::memcpy(opt.master().f32(), params_in, bytes);
     cpu::round_to(params_in, params.raw(), params.dtype(), n);
   } else {
-    std::memcpy(params.f32(), params_in, bytes);
+    from_host(params, params_in);
   }
-  std::memcpy(opt.exp_avg().f32(), m_in, bytes);
-  std::memcpy(opt.exp_avg_sq().f32(), v_in, bytes);
+  from_host(opt.exp_avg(), m_in);
+  from_host(opt.exp_avg_sq(), v_in);
 }
 
 void gather_shards_out(ProcessGroup& dp, const ShardLayout& shards,

@@ -61,6 +61,11 @@ double dp_eval_loss(const GPT& model, const float* params, const int32_t* tokens
                     const int32_t* targets, int global_batch, int T, const ProcessGroup& dp,
                     MetricsReducer& metrics);
 
+/// dst (host, src.numel() floats) = src, an f32 tensor on any device (Allocator::copy).
+void to_host(float* dst, const Tensor& src);
+/// dst (an f32 tensor on any device) = src (host, dst.numel() floats).
+void from_host(const Tensor& dst, const float* src);
+
 /// Replicated model state (baseline, naive DP, DDP): this rank's copy is the full state. Copies
 /// the Ψ parameters and AdamW's m and v (Ψ floats each) out to the caller's buffers. Under mixed
 /// precision the parameters copied are the fp32 master weights (the full-precision state).

@@ -52,14 +52,20 @@ MixedPrecision::MixedPrecision(const GPT& model, MixedPrecisionConfig cfg, Proce
 }
 
 Tensor MixedPrecision::new_buffer(int64_t n, MemCategory category) const {
-  return Tensor::zeros({n}, dtype(), category);
+  return Tensor::zeros({n}, dtype(), category, model_.device());  // where the walk runs
 }
 
 void MixedPrecision::init(uint64_t seed, const Tensor& params, AdamW& opt,
                           int64_t master_begin) const {
   const int64_t psi = model_.layout().num_params();
-  if (!mixed()) {
+  if (!mixed() && params.device() == Device::kCPU) {
     model_.init_params(params.f32(), seed);
+    return;
+  }
+  if (!mixed()) {  // on a device: initialise on the host, then one copy up
+    Tensor host = Tensor::empty({psi}, DType::kF32, MemCategory::kOther);
+    model_.init_params(host.f32(), seed);
+    Tensor(params).copy_from(host);  // a handle to the same storage
     return;
   }
   // The fp32 initialisation exists once, briefly (kOther), then lives on as the master copy.

@@ -16,8 +16,8 @@ SingleRankStrategy::SingleRankStrategy(const GPT& model, AdamWConfig opt, uint64
       model_(model),
       params_(mp_.new_buffer(model.layout().num_params(), MemCategory::kParameters)),
       grads_(mp_.new_buffer(model.layout().num_params(), MemCategory::kGradients)),
-      opt_(model.layout().num_params(), opt, decay_ranges(model.layout(), opt.decay),
-           mp_.dtype()) {
+      opt_(model.layout().num_params(), opt, decay_ranges(model.layout(), opt.decay), mp_.dtype(),
+           model.device()) {
   mp_.init(seed, params_, opt_);
 }
 

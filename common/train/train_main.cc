@@ -25,6 +25,7 @@
 #include "common/train/recompute_report.h"
 #include "common/train/report.h"
 #include "common/train/resources.h"
+#include "kernels/ops/kernel_ops.h"
 
 namespace llmp {
 namespace {
@@ -57,6 +58,26 @@ std::string output_paths_error(const TrainConfig& cfg) {
   return "";
 }
 
+/// --device cuda: the stage must support it, in fp32 for now, and the binary must have the
+/// device's kernels and see a device. Calls `fail` (user_error before launch; a rank's
+/// all-ranks check inside) with one line naming the reason.
+template <typename Fail>
+void device_error_or_none(const TrainConfig& cfg, const StageSpec& spec, Fail fail) {
+  if (!spec.supports_device)
+    return fail("--device " + cfg.device + ": " + spec.name +
+                " runs on the CPU only (on a GPU: baseline)");
+  if (cfg.precision != "fp32")
+    return fail("--device " + cfg.device + " --precision " + cfg.precision +
+                ": the GPU path trains in fp32 only so far (mixed precision runs on the CPU)");
+  std::string why;
+  try {
+    why = kernel_ops(Device::kCUDA).unavailable_reason();
+  } catch (const std::exception& e) {
+    why = e.what();
+  }
+  if (!why.empty()) return fail("--device " + cfg.device + ": " + why);
+}
+
 /// Everything that can be checked before any rank starts: one clear line, exit 2.
 void validate_before_launch(const TrainConfig& cfg, const StageSpec& spec) {
   if (cfg.world_size >= 1) {  // else validate() names the world size itself
@@ -67,6 +88,8 @@ void validate_before_launch(const TrainConfig& cfg, const StageSpec& spec) {
   if (!cfg.trace.empty() && !spec.supports_trace)
     user_error("--trace " + cfg.trace + ": " + spec.name +
                " does not write traces (the pipeline stages do)");
+  if (cfg.device != "cpu")
+    device_error_or_none(cfg, spec, [](const std::string& why) { user_error(why); });
   if (cfg.precision != "fp32" && !spec.supports_precision)
     user_error("--precision " + cfg.precision + ": " + spec.name +
                " trains in fp32 only (mixed precision: baseline, naive_dp, ddp, zero1, zero2, "
@@ -203,7 +226,12 @@ int run(int argc, char** argv, const StageSpec& spec) {
   install_arena_if_asked(cfg);
   // Under --precision bf16 / fp16 the activations are stored in 16 bits (common/nn/f32_view.h);
   // the stage keeps its parameters and gradients in the same dtype.
-  const GPT model(mc, TpComm::none(), storage_dtype(parse_precision(cfg.precision)));
+  // --device cuda: checked again here (a run started by mpiexec directly skipped the launcher).
+  if (cfg.device != "cpu")
+    device_error_or_none(cfg, spec, [](const std::string& why) { all_ranks_ok(false, why); });
+  const Device device = cfg.device == "cuda" ? Device::kCUDA : Device::kCPU;
+  const GPT model = GPT(mc, TpComm::none(), storage_dtype(parse_precision(cfg.precision)))
+                        .with_device(device);
   const int T = model.config().ctx, B = cfg.global_batch;
   Corpus corpus;
   std::string err;

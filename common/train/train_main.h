@@ -92,6 +92,9 @@ struct StageSpec {
   /// Whether the stage trains a mixture-of-experts model (--model moe-*, --experts E;
   /// common/nn/moe.h). Stages that don't refuse such a model by name, before launch.
   bool supports_moe = false;
+  /// Whether the stage trains with --device cuda (its states and the walk on the GPU: GPT::
+  /// with_device, kernels/ops/kernel_ops.h). Stages that don't refuse it by name, before launch.
+  bool supports_device = false;
   /// The dp × pp × tp grid for a parsed config; dp·pp·tp must equal cfg.world_size. Pipeline
   /// stages ask for pp = world_size (pipeline_stage_spec). The global batch must divide by dp
   /// (the data-parallel ranks split it; pipeline ranks all see the whole batch). A mismatch ends

@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/cpu/adamw.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/cross_entropy.h"
 #include "kernels/cpu/embedding.h"
@@ -118,6 +119,10 @@ class CpuKernelOps final : public KernelOps {
   void accumulate_to(const float* src, void* dst, DType dst_dtype, int64_t n,
                      cpu::RoundStats* stats) override {
     cpu::accumulate_to(src, dst, dst_dtype, n, stats);
+  }
+  void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1,
+                    float beta2, float eps, float weight_decay, float c1, float c2) override {
+    cpu::adamw_update(p, g, m, v, n, lr, beta1, beta2, eps, weight_decay, c1, c2);
   }
 };
 

@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "common/tensor/tensor.h"
 #include "kernels/cpu/convert.h"
@@ -98,6 +99,16 @@ class KernelOps {
                         cpu::RoundStats* stats = nullptr) = 0;
   virtual void accumulate_to(const float* src, void* dst, DType dst_dtype, int64_t n,
                              cpu::RoundStats* stats = nullptr) = 0;
+
+  // ---- adamw.h: the optimizer's element update of n elements with one weight decay.
+  virtual void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, float lr,
+                            float beta1, float beta2, float eps, float weight_decay, float c1,
+                            float c2) = 0;
+
+  /// "" when the device can run these kernels now, else why not ("no CUDA device
+  /// (cudaGetDeviceCount: ...)"): a table can be linked into a binary on a machine without its
+  /// device. The CPU's always can.
+  virtual std::string unavailable_reason() const { return ""; }
 };
 
 /// The kernels for tensors on `d`: kernels/cpu for Device::kCPU (always there), whatever was

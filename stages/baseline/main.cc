@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   spec.default_world_size = 1;
   spec.supports_precision = true;
   spec.supports_moe = true;
+  spec.supports_device = true;  // --device cuda (fp32): kernels/ops, GPT::with_device
   spec.validate = [](const llmp::TrainConfig& cfg) {
     if (cfg.world_size != 1)
       llmp::user_error("the baseline runs on one rank, not --world_size " +
