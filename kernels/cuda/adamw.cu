@@ -1,6 +1,5 @@
 // AdamW on the GPU: one grid-stride launch per run of equal weight decay (see adamw.h).
 #include "kernels/cuda/adamw.h"
-
 #include "kernels/cuda/context.h"
 #include "kernels/cuda/device_util.h"
 #include "kernels/cuda/dtype_io.h"
@@ -60,9 +59,8 @@ void dispatch_grads(Fmt g, void* p16, const void* g16, float grad_scale, float* 
 
 }  // namespace
 
-void adamw_update(float* params, const float* grads, float* m, float* v, int64_t i0,
-                  int64_t count, int64_t t, const AdamWConfig& cfg,
-                  const std::vector<ElementRange>& decay) {
+void adamw_update(float* params, const float* grads, float* m, float* v, int64_t i0, int64_t count,
+                  int64_t t, const AdamWConfig& cfg, const std::vector<ElementRange>& decay) {
   for (const AdamWSegment& s : adamw_segments(decay, i0, count)) {
     const int64_t o = s.begin - i0, n = s.end - s.begin;
     adamw_kernel<<<elementwise_blocks(n), kThreads, 0, stream()>>>(
@@ -80,9 +78,12 @@ void adamw_update_mixed(void* params16, DType param_dtype, const void* grads16, 
   for (const AdamWSegment& s : adamw_segments(decay, i0, count)) {
     const int64_t o = s.begin - i0, n = s.end - s.begin;
     const Hyper h = hyper(cfg, t, s.decayed);
-    if (p == Fmt::kF32) dispatch_grads<Fmt::kF32>(g, params16, grads16, grad_scale, master, m, v, o, n, h);
-    if (p == Fmt::kF16) dispatch_grads<Fmt::kF16>(g, params16, grads16, grad_scale, master, m, v, o, n, h);
-    if (p == Fmt::kBF16) dispatch_grads<Fmt::kBF16>(g, params16, grads16, grad_scale, master, m, v, o, n, h);
+    if (p == Fmt::kF32)
+      dispatch_grads<Fmt::kF32>(g, params16, grads16, grad_scale, master, m, v, o, n, h);
+    if (p == Fmt::kF16)
+      dispatch_grads<Fmt::kF16>(g, params16, grads16, grad_scale, master, m, v, o, n, h);
+    if (p == Fmt::kBF16)
+      dispatch_grads<Fmt::kBF16>(g, params16, grads16, grad_scale, master, m, v, o, n, h);
     LLMP_LAUNCH_CHECK();
   }
 }

@@ -1,8 +1,7 @@
 // Embedding lookups and their atomicAdd scatter (see embedding.h).
-#include "kernels/cuda/embedding.h"
-
 #include "kernels/cuda/context.h"
 #include "kernels/cuda/device_util.h"
+#include "kernels/cuda/embedding.h"
 
 namespace llmp {
 namespace cuda {
@@ -18,8 +17,8 @@ __global__ void token_forward_kernel(float* __restrict__ out, const int32_t* __r
 }
 
 __global__ void token_backward_kernel(float* dwte, const float* __restrict__ dout,
-                                      const int32_t* __restrict__ tokens, int v0, int Vr,
-                                      int64_t N, int C) {
+                                      const int32_t* __restrict__ tokens, int v0, int Vr, int64_t N,
+                                      int C) {
   for (int64_t i = gs_begin(); i < N * C; i += gs_step()) {
     const int row = tokens[i / C] - v0;
     if (row >= 0 && row < Vr) atomicAdd(dwte + static_cast<int64_t>(row) * C + i % C, dout[i]);
@@ -37,7 +36,8 @@ __device__ __forceinline__ int64_t wpe_index(int64_t i, int Tl, int t0, const in
 
 __global__ void position_forward_kernel(float* __restrict__ x, const float* __restrict__ wpe,
                                         int64_t n, int Tl, int t0, const int* positions, int C) {
-  for (int64_t i = gs_begin(); i < n; i += gs_step()) x[i] += wpe[wpe_index(i, Tl, t0, positions, C)];
+  for (int64_t i = gs_begin(); i < n; i += gs_step())
+    x[i] += wpe[wpe_index(i, Tl, t0, positions, C)];
 }
 
 __global__ void position_backward_kernel(float* dwpe, const float* __restrict__ dx, int64_t n,
@@ -87,8 +87,8 @@ void position_embedding_backward(float* dwpe, const float* dx, int B, int Tl, in
   position(true, dwpe, dx, B, Tl, t0, nullptr, C);
 }
 
-void position_embedding_forward_at(float* x, const float* wpe, int B, int Tl,
-                                   const int* positions, int C) {
+void position_embedding_forward_at(float* x, const float* wpe, int B, int Tl, const int* positions,
+                                   int C) {
   position(false, x, wpe, B, Tl, 0, positions, C);
 }
 

@@ -4,14 +4,17 @@
 // The emulation follows the cuBLAS reference (docs: cublas<t>gemmStridedBatched): C_i(r,c) at
 // C[i·strideC + r + c·ldc], op(A)(r,l) = A[r + l·lda] (N) or A[l + r·lda] (T), and it rejects
 // what cuBLAS rejects with CUBLAS_STATUS_INVALID_VALUE (lda < rows of the stored A, ...). Every
-// element it reads or writes must lie inside one of the buffers the test registered, so a wrong
-// leading dimension or stride that walks off a buffer fails even where the values would not.
+// element it reads or writes through A, B or C must lie inside the registered buffer that A, B or
+// C points into, so a wrong leading dimension or stride that walks off its buffer fails even
+// where the values would not.
 //
 // Shapes: matmul N = 6, C = 10, OC = 14; attention B = 2, T = 7, C = 12, H = 3 (hs = 4): every
 // dimension distinct, so a swapped m/n/k or ld changes the result. Bound: both sides sum the same
 // fp32 products in different orders (Eigen blocks, the emulation goes in index order); with
 // inputs in [-1, 1) and k ≤ 14 terms the difference is a few ulp of Σ|terms| (≤ 14), ~1e-6:
 // we allow 2e-5 absolute.
+#include "kernels/cuda/gemm_args.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -22,7 +25,6 @@
 
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/matmul.h"
-#include "kernels/cuda/gemm_args.h"
 #include "kernels/cuda/shared_math.h"
 
 namespace llmp {
@@ -51,18 +53,24 @@ float max_diff(const Vec& a, const Vec& b) {
 struct Buffers {
   std::vector<std::pair<const float*, size_t>> bufs;
   void add(const Vec& v) { bufs.emplace_back(v.data(), v.size()); }
-  bool inside(const float* p) const {
+  /// The buffer holding p, or nullptr.
+  const std::pair<const float*, size_t>* owner(const float* p) const {
     for (auto& b : bufs)
-      if (p >= b.first && p < b.first + b.second) return true;
-    return false;
+      if (p >= b.first && p < b.first + b.second) return &b;
+    return nullptr;
+  }
+  /// p lies in the buffer `base` lies in (an operand never runs into a neighbouring buffer).
+  bool inside(const float* base, const float* p) const {
+    const auto* b = owner(base);
+    return b && p >= b->first && p < b->first + b->second;
   }
 };
 
 /// cublasSgemmStridedBatched on the host. Returns "" or what cuBLAS / the bounds would reject.
 std::string emulate(const GemmArgs& g, const Buffers& bufs) {
   const int a_rows = g.transa ? g.k : g.m, b_rows = g.transb ? g.n : g.k;
-  if (g.m < 0 || g.n < 0 || g.k < 0 || g.lda < std::max(1, a_rows) ||
-      g.ldb < std::max(1, b_rows) || g.ldc < std::max(1, g.m))
+  if (g.m < 0 || g.n < 0 || g.k < 0 || g.lda < std::max(1, a_rows) || g.ldb < std::max(1, b_rows) ||
+      g.ldc < std::max(1, g.m))
     return std::string("invalid value: m, n, k or a leading dimension (A = ") + g.a_name +
            ", B = " + g.b_name + ", C = " + g.c_name + ")";
   for (int bi = 0; bi < g.batch; ++bi) {
@@ -77,12 +85,12 @@ std::string emulate(const GemmArgs& g, const Buffers& bufs) {
                                     : &A[r + static_cast<int64_t>(l) * g.lda];
           const float* b = g.transb ? &B[c + static_cast<int64_t>(l) * g.ldb]
                                     : &B[l + static_cast<int64_t>(c) * g.ldb];
-          if (!bufs.inside(a)) return std::string("read outside the buffers through ") + g.a_name;
-          if (!bufs.inside(b)) return std::string("read outside the buffers through ") + g.b_name;
+          if (!bufs.inside(g.A, a)) return std::string("read off its buffer: ") + g.a_name;
+          if (!bufs.inside(g.B, b)) return std::string("read off its buffer: ") + g.b_name;
           acc += *a * *b;
         }
         float* out = &C[r + static_cast<int64_t>(c) * g.ldc];
-        if (!bufs.inside(out)) return std::string("write outside the buffers through ") + g.c_name;
+        if (!bufs.inside(g.C, out)) return std::string("write off its buffer: ") + g.c_name;
         *out = g.alpha * acc + (g.beta == 0.0f ? 0.0f : g.beta * *out);  // β = 0: C not read
       }
   }
@@ -108,10 +116,10 @@ TEST(GemmArgs, MatmulForwardWithAndWithoutBias) {
     Vec y(N * OC, 7.0f), ref(N * OC);  // y starts as garbage: β = 0 must ignore it
     if (bias)
       for (int n = 0; n < N; ++n) std::copy(d.b.begin(), d.b.end(), y.begin() + n * OC);
-    ASSERT_EQ(emulate(matmul_forward_gemm(y.data(), d.x.data(), d.W.data(), N, C, OC,
-                                          bias ? 1.0f : 0.0f),
-                      d.all({&y})),
-              "");
+    ASSERT_EQ(
+        emulate(matmul_forward_gemm(y.data(), d.x.data(), d.W.data(), N, C, OC, bias ? 1.0f : 0.0f),
+                d.all({&y})),
+        "");
     cpu::matmul_forward(ref.data(), d.x.data(), d.W.data(), bias ? d.b.data() : nullptr, N, C, OC);
     EXPECT_LE(max_diff(y, ref), kBound) << "bias " << bias;
   }
@@ -137,9 +145,9 @@ TEST(GemmArgs, MatmulBackwardInputOverwritesAndWeightAccumulates) {
 TEST(GemmArgs, MatmulNtForwardAndBackward) {
   MatmulData d;
   Vec y(N * OC, 7.0f), ref(N * OC);
-  ASSERT_EQ(emulate(matmul_nt_forward_gemm(y.data(), d.x.data(), d.Wt.data(), N, C, OC),
-                    d.all({&y})),
-            "");
+  ASSERT_EQ(
+      emulate(matmul_nt_forward_gemm(y.data(), d.x.data(), d.Wt.data(), N, C, OC), d.all({&y})),
+      "");
   cpu::matmul_nt_forward(ref.data(), d.x.data(), d.Wt.data(), N, C, OC);
   EXPECT_LE(max_diff(y, ref), kBound);
 
@@ -150,8 +158,8 @@ TEST(GemmArgs, MatmulNtForwardAndBackward) {
   ASSERT_EQ(emulate(matmul_nt_backward_weight_gemm(dWt.data(), d.dy.data(), d.x.data(), N, C, OC),
                     d.all({&dx, &dWt})),
             "");
-  cpu::matmul_nt_backward(ref_dx.data(), ref_dWt.data(), d.dy.data(), d.x.data(), d.Wt.data(), N,
-                          C, OC);
+  cpu::matmul_nt_backward(ref_dx.data(), ref_dWt.data(), d.dy.data(), d.x.data(), d.Wt.data(), N, C,
+                          OC);
   EXPECT_LE(max_diff(dx, ref_dx), kBound);
   EXPECT_LE(max_diff(dWt, ref_dWt), kBound);
 }
@@ -192,14 +200,16 @@ void softmax_rows(float* att, int rows, int T, float scale) {
 
 TEST(GemmArgs, AttentionForwardMatchesTheCpu) {
   const Vec qkv = rnd(AB * AT * 3 * AC, 21);
-  Vec out(AB * AT * AC, 7.0f), att(AB * AH * AT * AT, 7.0f), ref_out(out.size()), ref_att(att.size());
+  Vec out(AB * AT * AC, 7.0f), att(AB * AH * AT * AT, 7.0f), ref_out(out.size()),
+      ref_att(att.size());
   Buffers bf;
   for (const Vec* v : std::initializer_list<const Vec*>{&qkv, &out, &att}) bf.add(*v);
   for (int b = 0; b < AB; ++b)
     ASSERT_EQ(emulate(attention_scores_gemm(att.data(), qkv.data(), b, AT, AC, AH), bf), "");
   softmax_rows(att.data(), AB * AH * AT, AT, 1.0f / std::sqrt(static_cast<float>(AC / AH)));
   for (int b = 0; b < AB; ++b)
-    ASSERT_EQ(emulate(attention_pv_gemm(out.data(), att.data(), qkv.data(), b, AT, AC, AH), bf), "");
+    ASSERT_EQ(emulate(attention_pv_gemm(out.data(), att.data(), qkv.data(), b, AT, AC, AH), bf),
+              "");
   cpu::attention_forward(ref_out.data(), ref_att.data(), qkv.data(), AB, AT, AC, AH);
   EXPECT_LE(max_diff(att, ref_att), kBound);
   EXPECT_LE(max_diff(out, ref_out), kBound);
@@ -214,7 +224,8 @@ TEST(GemmArgs, AttentionBackwardMatchesTheCpu) {
   for (const Vec* v : std::initializer_list<const Vec*>{&qkv, &dout, &att, &dqkv, &dP}) bf.add(*v);
   const float scale = 1.0f / std::sqrt(static_cast<float>(AC / AH));
   for (int b = 0; b < AB; ++b) {
-    ASSERT_EQ(emulate(attention_dp_gemm(dP.data(), dout.data(), qkv.data(), b, AT, AC, AH), bf), "");
+    ASSERT_EQ(emulate(attention_dp_gemm(dP.data(), dout.data(), qkv.data(), b, AT, AC, AH), bf),
+              "");
     ASSERT_EQ(emulate(attention_dv_gemm(dqkv.data(), att.data(), dout.data(), b, AT, AC, AH), bf),
               "");
     for (int r = 0; r < AH * AT; ++r) {  // attention.cu softmax_backward_kernel, row by row
@@ -225,8 +236,10 @@ TEST(GemmArgs, AttentionBackwardMatchesTheCpu) {
       for (int j = 0; j <= i; ++j) dot += p[j] * d[j];
       for (int j = 0; j < AT; ++j) d[j] = j <= i ? softmax_grad(p[j], d[j], dot, scale) : 0.0f;
     }
-    ASSERT_EQ(emulate(attention_dq_gemm(dqkv.data(), dP.data(), qkv.data(), b, AT, AC, AH), bf), "");
-    ASSERT_EQ(emulate(attention_dk_gemm(dqkv.data(), dP.data(), qkv.data(), b, AT, AC, AH), bf), "");
+    ASSERT_EQ(emulate(attention_dq_gemm(dqkv.data(), dP.data(), qkv.data(), b, AT, AC, AH), bf),
+              "");
+    ASSERT_EQ(emulate(attention_dk_gemm(dqkv.data(), dP.data(), qkv.data(), b, AT, AC, AH), bf),
+              "");
   }
   cpu::attention_backward(ref.data(), dout.data(), qkv.data(), att.data(), scratch.data(), AB, AT,
                           AC, AH);

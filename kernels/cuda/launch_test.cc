@@ -1,12 +1,13 @@
 // launch.h on the host: the grids cover every element, row and column exactly once, and AdamW's
 // decay runs give each element the λ common/optim/adamw.cc gives it.
+#include "kernels/cuda/launch.h"
+
 #include <gtest/gtest.h>
 
 #include <random>
 #include <vector>
 
 #include "common/optim/adamw.h"
-#include "kernels/cuda/launch.h"
 
 namespace llmp {
 namespace cuda {
@@ -18,7 +19,8 @@ TEST(Launch, ElementwiseGridsAreCappedAndCoverN) {
   EXPECT_EQ(elementwise_blocks(1), 1);
   EXPECT_EQ(elementwise_blocks(kThreads), 1);
   EXPECT_EQ(elementwise_blocks(kThreads + 1), 2);
-  EXPECT_EQ(elementwise_blocks(int64_t{1} << 40), kMaxBlocks);  // the grid-stride loop does the rest
+  EXPECT_EQ(elementwise_blocks(int64_t{1} << 40),
+            kMaxBlocks);  // the grid-stride loop does the rest
   for (int64_t n : {1, 255, 256, 257, 100000}) {
     const int64_t threads = static_cast<int64_t>(elementwise_blocks(n)) * kThreads;
     EXPECT_GE(threads, n);

@@ -68,7 +68,9 @@ LLMP_HD float ln_dx(float dxhat, float xhat, float mean_dxhat, float mean_dxhat_
 
 /// P_ij = exp(scale·(s_ij - max_i)) / Σ_i, for j ≤ i (the row max taken over the raw scores
 /// s = q·k, before the 1/√hs scale: scale > 0 keeps the argmax). inv_sum = 1/Σ_j exp(...).
-LLMP_HD float softmax_exp(float s, float row_max, float scale) { return expf(scale * (s - row_max)); }
+LLMP_HD float softmax_exp(float s, float row_max, float scale) {
+  return expf(scale * (s - row_max));
+}
 
 /// dS_ij = scale·P_ij·(dP_ij - Σ_k P_ik·dP_ik): softmax backward times the 1/√hs of S.
 LLMP_HD float softmax_grad(float p, float dp, float row_dot, float scale) {
