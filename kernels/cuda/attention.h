@@ -1,0 +1,40 @@
+// Causal multi-head self-attention on the GPU: the twin of kernels/cpu/attention.h (Vaswani et
+// al. 2017 §3.2.2, GPT-2's causal mask), same layout: qkv (B,T,3C) with q, k, v at channels
+// [0,C), [C,2C), [2C,3C), head h owning [h·hs, (h+1)·hs) of each; att (B,H,T,T) keeps P with
+// exact zeros above the diagonal.
+//
+//   per (b,h):  S = Q Kᵀ (T,T),  P = causal softmax(S/√hs),  Y = P V (T,hs)
+//   backward:   dP = dY Vᵀ,  dV = Pᵀ dY,  dS = P ⊙ (dP - rowsum(P ⊙ dP)) / √hs,  dQ = dS K,
+//               dK = dSᵀ Q
+//
+// Launch shape: for each batch entry b, one cublasSgemmStridedBatched over its H heads per
+// product (gemm_args.cc: head h+1's Q, K, V start hs floats after head h's, leading dimension
+// 3C, so no permute of qkv into (B,H,T,hs) is needed); between the products a causal softmax
+// (forward) or softmax-backward kernel with one warp per row of T scores (launch.h).
+//
+// Why not one fused kernel (FlashAttention, Dao et al. 2022): this is a teaching twin of the CPU
+// code, product by product, so each step can be checked against it (the GEMM arguments on the
+// host, gemm_args_test); cuBLAS does the FLOPs near peak. The price is the (B,H,T,T) P in memory,
+// which the CPU twin keeps too (selective recomputation relies on it).
+//
+// scratch: IGNORED. The CPU twin computes dP one head at a time in T·T floats; here the H heads
+// of a batch entry are batched, so dP/dS (H·T·T floats) live in the workspace of context.h.
+// Glossary: B batch, T sequence, C channels, H heads, hs = C/H. Device pointers, on stream().
+#pragma once
+
+namespace llmp {
+namespace cuda {
+
+/// out (B,T,C) = causal multi-head attention of qkv (B,T,3C); att (B,H,T,T) receives P.
+void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int H);
+
+/// att (B,H,T,T) = P of attention_forward alone (the same kernels, hence the same bits).
+void attention_probs(float* att, const float* qkv, int B, int T, int C, int H);
+
+/// dqkv (B,T,3C) OVERWRITTEN with ∂L/∂qkv, given dout (B,T,C), the forward's qkv and att.
+/// scratch is not used (see above): pass nullptr or the CPU twin's T·T buffer.
+void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att,
+                        float* scratch, int B, int T, int C, int H);
+
+}  // namespace cuda
+}  // namespace llmp

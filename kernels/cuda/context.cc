@@ -1,0 +1,93 @@
+// One cuBLAS handle, stream, TF32 mode and workspace per process (see context.h).
+#include "kernels/cuda/context.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "kernels/cuda/cuda_check.h"
+
+namespace llmp {
+namespace cuda {
+namespace {
+
+struct State {
+  cublasHandle_t handle = nullptr;
+  cudaStream_t stream = 0;
+  bool tf32 = false;
+  void* ws = nullptr;
+  size_t ws_bytes = 0;
+};
+
+State& state() {
+  static State s;  // never destroyed: the driver may be gone at static destruction time
+  return s;
+}
+
+cublasMath_t math_mode(bool tf32) {
+  return tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH;
+}
+
+cublasOperation_t op(bool t) { return t ? CUBLAS_OP_T : CUBLAS_OP_N; }
+
+}  // namespace
+
+std::string cublas_error_message(cublasStatus_t st, const char* call, const char* file, int line) {
+  return std::string(file) + ":" + std::to_string(line) + ": cuBLAS error: " + call +
+         " failed: " + cublasGetStatusName(st) + ": " + cublasGetStatusString(st);
+}
+
+void cublas_fail(cublasStatus_t st, const char* call, const char* file, int line) {
+  std::fprintf(stderr, "%s\n", cublas_error_message(st, call, file, line).c_str());
+  std::fflush(stderr);
+  std::exit(1);
+}
+
+cublasHandle_t handle() {
+  State& s = state();
+  if (!s.handle) {
+    CUBLAS_CHECK(cublasCreate(&s.handle));
+    CUBLAS_CHECK(cublasSetStream(s.handle, s.stream));
+    CUBLAS_CHECK(cublasSetMathMode(s.handle, math_mode(s.tf32)));
+  }
+  return s.handle;
+}
+
+void set_stream(cudaStream_t st) {
+  State& s = state();
+  s.stream = st;
+  if (s.handle) CUBLAS_CHECK(cublasSetStream(s.handle, st));
+}
+
+cudaStream_t stream() { return state().stream; }
+
+void set_tf32(bool on) {
+  State& s = state();
+  s.tf32 = on;
+  if (s.handle) CUBLAS_CHECK(cublasSetMathMode(s.handle, math_mode(on)));
+}
+
+bool tf32() { return state().tf32; }
+
+void* workspace(size_t bytes) {
+  State& s = state();
+  if (bytes > s.ws_bytes) {
+    if (s.ws) CUDA_CHECK(cudaFree(s.ws));
+    CUDA_CHECK(cudaMalloc(&s.ws, bytes));
+    s.ws_bytes = bytes;
+  }
+  return s.ws;
+}
+
+void run_gemm(const GemmArgs& g) {
+  if (g.batch == 1) {
+    CUBLAS_CHECK(cublasSgemm(handle(), op(g.transa), op(g.transb), g.m, g.n, g.k, &g.alpha, g.A,
+                             g.lda, g.B, g.ldb, &g.beta, g.C, g.ldc));
+  } else {
+    CUBLAS_CHECK(cublasSgemmStridedBatched(handle(), op(g.transa), op(g.transb), g.m, g.n, g.k,
+                                           &g.alpha, g.A, g.lda, g.strideA, g.B, g.ldb, g.strideB,
+                                           &g.beta, g.C, g.ldc, g.strideC, g.batch));
+  }
+}
+
+}  // namespace cuda
+}  // namespace llmp

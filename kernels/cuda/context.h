@@ -1,0 +1,60 @@
+// The per-process CUDA state the kernels share: one cuBLAS handle, one stream, the TF32 switch,
+// one grow-only device workspace, and run_gemm() (a GemmArgs made into the cuBLAS call).
+//
+// One handle per process (created lazily on the first handle() call: cublasCreate costs ~100 ms
+// and allocates device memory, so a CPU-only run never pays it). Every kernel of kernels/cuda
+// and every cuBLAS call runs on stream(), which set_stream() changes (the default is the legacy
+// default stream 0). Calls are asynchronous; functions that return a host value (cross-entropy
+// loss, gradient norm) synchronise the stream.
+//
+// TF32 (set_tf32): on A100/H100 the tensor cores multiply fp32 inputs rounded to 10-bit mantissas
+// (TF32) and accumulate in fp32, ~8x the fp32 throughput at ~1e-3 relative error. OFF by default,
+// so the GPU results match kernels/cpu to fp32 rounding (kernels_twin_test's bounds assume it).
+//
+// Glossary: workspace = scratch device memory reused by consecutive calls on stream().
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <string>
+
+#include "kernels/cuda/gemm_args.h"
+
+namespace llmp {
+namespace cuda {
+
+/// "file:line: cuBLAS error: call failed: CUBLAS_STATUS_...". Host-only, needs no GPU.
+std::string cublas_error_message(cublasStatus_t st, const char* call, const char* file, int line);
+/// Prints cublas_error_message() and exits with status 1.
+[[noreturn]] void cublas_fail(cublasStatus_t st, const char* call, const char* file, int line);
+
+/// The process's cuBLAS handle, created on first use on stream() with the current TF32 mode.
+cublasHandle_t handle();
+
+/// Every later kernel and cuBLAS call of kernels/cuda runs on `s` (0: the legacy default stream).
+void set_stream(cudaStream_t s);
+cudaStream_t stream();
+
+/// TF32 tensor-core math for the fp32 GEMMs (CUBLAS_TF32_TENSOR_OP_MATH) or not
+/// (CUBLAS_DEFAULT_MATH, pure fp32: the default).
+void set_tf32(bool on);
+bool tf32();
+
+/// At least `bytes` of device memory, valid until the next workspace() call that grows it
+/// (growing frees the old buffer with cudaFree, which waits for the device first).
+void* workspace(size_t bytes);
+
+/// Issues g as cublasSgemm (batch 1) or cublasSgemmStridedBatched on stream().
+void run_gemm(const GemmArgs& g);
+
+}  // namespace cuda
+}  // namespace llmp
+
+#define CUBLAS_CHECK(call)                                                     \
+  do {                                                                         \
+    const cublasStatus_t llmp_cublas_st_ = (call);                             \
+    if (llmp_cublas_st_ != CUBLAS_STATUS_SUCCESS)                              \
+      ::llmp::cuda::cublas_fail(llmp_cublas_st_, #call, __FILE__, __LINE__);   \
+  } while (0)

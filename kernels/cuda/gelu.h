@@ -1,0 +1,21 @@
+// GELU (tanh approximation) on the GPU: the twin of kernels/cpu/gelu.h (Hendrycks & Gimpel 2016).
+//
+//   gelu(x) = ½·x·(1 + tanh(u)),  u = √(2/π)·(x + 0.044715·x³)
+//   gelu'(x) = ½·(1 + tanh(u)) + ½·x·(1 - tanh²(u))·√(2/π)·(1 + 3·0.044715·x²)
+//
+// The element formulas are shared_math.h's gelu()/gelu_grad(), checked against the CPU on the
+// host. Launch shape: grid-stride loop over N elements (launch.h elementwise_blocks).
+// Glossary: N elements (B·T·4C in the MLP). Device pointers, on stream(), asynchronous.
+#pragma once
+
+namespace llmp {
+namespace cuda {
+
+/// y (N) = gelu(x (N)). y may alias x.
+void gelu_forward(float* y, const float* x, long N);
+
+/// dx (N) = gelu'(x) · dy (OVERWRITTEN). dx may alias dy.
+void gelu_backward(float* dx, const float* x, const float* dy, long N);
+
+}  // namespace cuda
+}  // namespace llmp

@@ -1,0 +1,84 @@
+// The cuBLAS calls of matmul.cu and attention.cu, as plain host data (GemmArgs).
+//
+// cuBLAS is column-major (Fortran): a matrix M (r,c) with leading dimension ld has M(i,j) at
+// M[i + j·ld]. Our buffers are row-major: a row-major (r,c) buffer with row stride ld IS the
+// column-major (c,r) matrix Mᵀ with the same ld, without moving a byte. So a row-major product
+// C = A·B (C (m',n')) is computed as its transpose Cᵀ = Bᵀ·Aᵀ: the column-major cuBLAS call sees
+// Bᵀ and Aᵀ, which are exactly our row-major B and A reinterpreted. Each function below derives
+// its call from that identity in a comment; gemm_args_test then evaluates the returned arguments
+// with a host emulation of cublasSgemmStridedBatched's column-major semantics and compares with
+// kernels/cpu, so a wrong ld, m/n/k or transpose flag fails on a machine without a GPU.
+//
+// cublasSgemmStridedBatched(handle, transa, transb, m, n, k, α, A, lda, strideA, B, ldb, strideB,
+//                           β, C, ldc, strideC, batch):
+//   for i in [0, batch):  C_i (m,n) = α·op(A_i)(m,k)·op(B_i)(k,n) + β·C_i,  X_i = X + i·strideX,
+//   op(A) = A (lda ≥ m) or Aᵀ (A stored (k,m), lda ≥ k), likewise for B.
+//
+// Glossary: N rows (B·T), C in features, OC out features, T sequence, H heads, hs = C/H,
+// B batch; qkv (B,T,3C), att (B,H,T,T), out (B,T,C) as kernels/cpu/attention.h.
+#pragma once
+
+#include <cstdint>
+
+namespace llmp {
+namespace cuda {
+
+/// One cublasSgemm(StridedBatched) call, pointers included (device pointers in the kernels,
+/// host pointers in the test: the offsets are the same arithmetic).
+struct GemmArgs {
+  bool transa = false, transb = false;  ///< CUBLAS_OP_T when true, CUBLAS_OP_N otherwise
+  int m = 0, n = 0, k = 0;
+  int lda = 0, ldb = 0, ldc = 0;
+  int64_t strideA = 0, strideB = 0, strideC = 0;  ///< elements between batch entries
+  int batch = 1;                                  ///< 1: a plain cublasSgemm
+  float alpha = 1.0f, beta = 0.0f;
+  const float* A = nullptr;
+  const float* B = nullptr;
+  float* C = nullptr;
+  const char* a_name = "";  ///< which of our buffers is A, B, C (for messages)
+  const char* b_name = "";
+  const char* c_name = "";
+};
+
+// ---- matmul.h (y = x W + b and the tied head y = x Wtᵀ) ---------------------------------------
+
+/// y (N,OC) = x (N,C) @ W (C,OC); beta 1 when y already holds the broadcast bias.
+GemmArgs matmul_forward_gemm(float* y, const float* x, const float* W, int N, int C, int OC,
+                             float beta);
+/// dx (N,C) = dy (N,OC) @ Wᵀ, overwritten.
+GemmArgs matmul_backward_input_gemm(float* dx, const float* dy, const float* W, int N, int C,
+                                    int OC);
+/// dW (C,OC) += xᵀ @ dy, accumulated.
+GemmArgs matmul_backward_weight_gemm(float* dW, const float* dy, const float* x, int N, int C,
+                                     int OC);
+/// y (N,OC) = x (N,C) @ Wtᵀ, Wt (OC,C).
+GemmArgs matmul_nt_forward_gemm(float* y, const float* x, const float* Wt, int N, int C, int OC);
+/// dx (N,C) = dy (N,OC) @ Wt (OC,C), overwritten.
+GemmArgs matmul_nt_backward_input_gemm(float* dx, const float* dy, const float* Wt, int N, int C,
+                                       int OC);
+/// dWt (OC,C) += dyᵀ @ x, accumulated.
+GemmArgs matmul_nt_backward_weight_gemm(float* dWt, const float* dy, const float* x, int N, int C,
+                                        int OC);
+
+// ---- attention.h: batch b, batched over the H heads (stride hs along qkv's channels) ----------
+
+/// S (H,T,T) of batch b = Q Kᵀ (unscaled: the softmax applies 1/√hs), into att's block of b.
+GemmArgs attention_scores_gemm(float* att, const float* qkv, int b, int T, int C, int H);
+/// Y = P V (T,hs) per head, into out's block of b (row stride C).
+GemmArgs attention_pv_gemm(float* out, const float* att, const float* qkv, int b, int T, int C,
+                           int H);
+/// dP (H,T,T) = dY Vᵀ per head, into dP (H·T·T floats, batch b's heads).
+GemmArgs attention_dp_gemm(float* dP, const float* dout, const float* qkv, int b, int T, int C,
+                           int H);
+/// dV = Pᵀ dY (T,hs) per head, into dqkv's v channels of batch b (overwritten).
+GemmArgs attention_dv_gemm(float* dqkv, const float* att, const float* dout, int b, int T, int C,
+                           int H);
+/// dQ = dS K (T,hs) per head, dS (H,T,T), into dqkv's q channels of batch b (overwritten).
+GemmArgs attention_dq_gemm(float* dqkv, const float* dS, const float* qkv, int b, int T, int C,
+                           int H);
+/// dK = dSᵀ Q (T,hs) per head, into dqkv's k channels of batch b (overwritten).
+GemmArgs attention_dk_gemm(float* dqkv, const float* dS, const float* qkv, int b, int T, int C,
+                           int H);
+
+}  // namespace cuda
+}  // namespace llmp

@@ -1,0 +1,101 @@
+// LayerNorm forward/backward: a warp per row over shared_math.h's element steps (layernorm.h).
+#include "kernels/cuda/layernorm.h"
+
+#include "kernels/cuda/context.h"
+#include "kernels/cuda/device_util.h"
+#include "kernels/cuda/shared_math.h"
+
+namespace llmp {
+namespace cuda {
+namespace {
+
+__global__ void layernorm_forward_kernel(float* __restrict__ y, float* mean, float* rstd,
+                                         const float* __restrict__ x, const float* __restrict__ w,
+                                         const float* __restrict__ b, int N, int C) {
+  const int64_t n = warp_row(blockIdx.x, threadIdx.x);
+  if (n >= N) return;  // a whole warp leaves: the shuffles below see all 32 lanes
+  const int lane = threadIdx.x % kWarp;
+  const float* xr = x + n * C;
+  float s = 0.0f;
+  for (int c = lane; c < C; c += kWarp) s += xr[c];
+  const float m = ln_mean(warp_sum(s), C);
+  float sq = 0.0f;
+  for (int c = lane; c < C; c += kWarp) sq += (xr[c] - m) * (xr[c] - m);
+  const float r = ln_rstd(warp_sum(sq), C);
+  float* yr = y + n * C;
+  for (int c = lane; c < C; c += kWarp) yr[c] = ln_normalize(xr[c], m, r, w[c], b[c]);
+  if (lane == 0) {
+    if (mean) mean[n] = m;
+    if (rstd) rstd[n] = r;
+  }
+}
+
+__global__ void layernorm_backward_kernel(float* __restrict__ dx, const float* __restrict__ dy,
+                                          const float* __restrict__ x, const float* __restrict__ w,
+                                          const float* __restrict__ mean,
+                                          const float* __restrict__ rstd, int N, int C) {
+  const int64_t n = warp_row(blockIdx.x, threadIdx.x);
+  if (n >= N) return;
+  const int lane = threadIdx.x % kWarp;
+  const float* xr = x + n * C;
+  const float* dyr = dy + n * C;
+  const float m = mean[n], r = rstd[n];
+  float sd = 0.0f, sdx = 0.0f;  // Σ dx̂, Σ dx̂·x̂
+  for (int c = lane; c < C; c += kWarp) {
+    const float dxhat = dyr[c] * w[c], xhat = (xr[c] - m) * r;
+    sd += dxhat;
+    sdx += dxhat * xhat;
+  }
+  const float mean_d = warp_sum(sd) / C, mean_dx = warp_sum(sdx) / C;
+  float* dxr = dx + n * C;
+  for (int c = lane; c < C; c += kWarp)
+    dxr[c] += ln_dx(dyr[c] * w[c], (xr[c] - m) * r, mean_d, mean_dx, r);
+}
+
+// Thread c: dw[c] += Σ_n dy[n,c]·x̂[n,c], db[c] += Σ_n dy[n,c], rows in order.
+__global__ void layernorm_backward_weight_kernel(float* __restrict__ dw, float* __restrict__ db,
+                                                 const float* __restrict__ dy,
+                                                 const float* __restrict__ x,
+                                                 const float* __restrict__ mean,
+                                                 const float* __restrict__ rstd, int N, int C) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= C) return;
+  float sw = 0.0f, sb = 0.0f;
+  for (int64_t n = 0; n < N; ++n) {
+    const float d = dy[n * C + c];
+    sw += d * ((x[n * C + c] - mean[n]) * rstd[n]);
+    sb += d;
+  }
+  dw[c] += sw;
+  if (db) db[c] += sb;
+}
+
+}  // namespace
+
+void layernorm_forward(float* y, float* mean, float* rstd, const float* x, const float* w,
+                       const float* b, int N, int C) {
+  if (N <= 0) return;
+  layernorm_forward_kernel<<<warp_per_row_blocks(N), kThreads, 0, stream()>>>(y, mean, rstd, x, w,
+                                                                              b, N, C);
+  LLMP_LAUNCH_CHECK();
+}
+
+void layernorm_backward(float* dx, float* dw, float* db, const float* dy, const float* x,
+                        const float* w, const float* mean, const float* rstd, int N, int C) {
+  if (N <= 0) return;
+  layernorm_backward_kernel<<<warp_per_row_blocks(N), kThreads, 0, stream()>>>(dx, dy, x, w, mean,
+                                                                               rstd, N, C);
+  LLMP_LAUNCH_CHECK();
+  if (dw) layernorm_backward_weight(dw, db, dy, x, mean, rstd, N, C);
+}
+
+void layernorm_backward_weight(float* dw, float* db, const float* dy, const float* x,
+                               const float* mean, const float* rstd, int N, int C) {
+  if (N <= 0 || C <= 0) return;
+  layernorm_backward_weight_kernel<<<column_blocks(C), kThreads, 0, stream()>>>(dw, db, dy, x,
+                                                                                mean, rstd, N, C);
+  LLMP_LAUNCH_CHECK();
+}
+
+}  // namespace cuda
+}  // namespace llmp

@@ -1,0 +1,24 @@
+// The residual connection with the row-parallel layer's bias folded in, on the GPU: the twin of
+// kernels/cpu/residual.h (He et al. 2016; the bias after the tensor-parallel sum, Shoeybi et al.
+// 2019 §3).
+//
+//   out = x + y + b        db += Σ_rows dy
+//
+// Launch shape: residual_bias_add is a grid-stride loop over N·C elements; the bias gradient is
+// one thread per column summing its N rows in order (launch.h column_blocks): deterministic, and
+// the 32 threads of a warp read 32 consecutive floats of a row (coalesced). matmul.cu uses the
+// same column sum for its db.
+// Glossary: N rows (tokens), C channels. Device pointers, on stream(), asynchronous.
+#pragma once
+
+namespace llmp {
+namespace cuda {
+
+/// out (N,C) = x (N,C) + y (N,C) + b (C). out may alias x or y.
+void residual_bias_add(float* out, const float* x, const float* y, const float* b, long N, int C);
+
+/// db (C) += Σ_rows dy (N,C) (ACCUMULATED).
+void residual_bias_backward(float* db, const float* dy, long N, int C);
+
+}  // namespace cuda
+}  // namespace llmp
