@@ -142,16 +142,19 @@ TEST_F(DeviceCommTest, AllGatherAndInPlace) {
   expect_moved(measure([&] { dev->all_gather(din, dout); }), in.nbytes(), out.nbytes());
   expect_same_bits(out, dout);
   // ZeRO's in-place form: the shard is chunk r of the flat buffer; the other chunks hold stale
-  // values (-1) that the gather must overwrite. Only the shard goes down.
+  // values that the gather must overwrite. Only the shard goes down. New values (not the first
+  // gather's): the reused staging buffer still holds that gather's output, which must not pass.
+  Tensor in2 = make(k, 10 + r), out2 = Tensor::zeros({N * k});
+  host->all_gather(in2, out2);
   Tensor flat = make(N * k, -3), dflat = to_dev(flat);
-  flat.narrow(r * k, k).copy_from(in);
-  Tensor dshard = dflat.narrow(r * k, k);
-  dshard.copy_from(to_dev(in));
-  Tensor shard = flat.narrow(r * k, k);
+  Tensor shard = flat.narrow(r * k, k), dshard = dflat.narrow(r * k, k);
+  shard.copy_from(in2);
+  dshard.copy_from(to_dev(in2));
   host->all_gather(shard, flat);
   expect_moved(measure([&] { dev->all_gather(dshard, dflat); }), k * 4, N * k * 4);
   expect_same_bits(flat, dflat);
-  expect_same_bits(out, dflat);  // in place or not, the same gather
+  expect_same_bits(out2, dflat);  // in place or not, the same gather
+  dev->all_gather(din, dout);     // keeps the two groups' call counts equal
   expect_same_stats();
 }
 
@@ -165,13 +168,14 @@ TEST_F(DeviceCommTest, AllGatherVRaggedAndInPlace) {
   host->all_gather_v(in, out, counts);
   expect_moved(measure([&] { dev->all_gather_v(din, dout, counts); }), in.nbytes(), out.nbytes());
   expect_same_bits(out, dout);
-  Tensor flat = make(total, -3), dflat = to_dev(flat);
+  // In place, with new values: the reused staging buffer still holds the first gather's output.
+  Tensor in2 = make(counts[r], 10 + r), flat = make(total, -3), dflat = to_dev(flat);
   Tensor shard = flat.narrow(before, counts[r]), dshard = dflat.narrow(before, counts[r]);
-  if (counts[r] > 0) shard.copy_from(in), dshard.copy_from(din);
+  if (counts[r] > 0) shard.copy_from(in2), dshard.copy_from(to_dev(in2));
   host->all_gather_v(shard, flat, counts);
   expect_moved(measure([&] { dev->all_gather_v(dshard, dflat, counts); }), in.nbytes(),
                out.nbytes());
-  expect_same_bits(out, dflat);
+  expect_same_bits(flat, dflat);
   expect_same_stats();
 }
 
