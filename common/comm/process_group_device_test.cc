@@ -16,10 +16,12 @@
 #include <gtest/gtest.h>
 #include <sched.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 
 #include "common/comm/process_group.h"
+#include "common/comm/process_group_staging.h"
 #include "common/testing/fake_device.h"
 
 namespace llmp {
@@ -47,7 +49,7 @@ struct Moved {
 class DeviceCommTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    set_comm_timeout(120);  // a planted bug that desynchronises ranks ends the job, not hangs
+    set_comm_timeout(30);  // a planted bug that desynchronises ranks ends the job, not hangs
     host = ProcessGroup::world();
     dev = host->duplicate();
     N = host->size();
@@ -281,6 +283,48 @@ TEST_F(DeviceCommTest, StagingBuffersReusedAndTracked) {
   const int64_t held = g->staging_stats().buffer_bytes;
   for (int i = 0; i < 3; ++i) g->all_reduce(big);
   EXPECT_EQ(g->staging_stats().buffer_bytes, held);  // nothing new for sizes seen before
+}
+
+// A host allocator counting what it hands out, standing in for cudaMallocHost.
+class CountingHostAllocator : public Allocator {
+ public:
+  void* allocate(int64_t bytes) override {
+    allocated += bytes, live += bytes;
+    return std::malloc(static_cast<size_t>(bytes > 0 ? bytes : 1));
+  }
+  void deallocate(void* p, int64_t bytes) override {
+    live -= bytes;
+    std::free(p);
+  }
+  int64_t allocated = 0, live = 0;
+};
+
+// With a pinned allocator registered, the staging buffers come from it (and go back to it when
+// the group goes); host tensors made meanwhile do not.
+TEST_F(DeviceCommTest, StagingBuffersComeFromThePinnedAllocator) {
+  CountingHostAllocator pinned;
+  register_pinned_host_allocator(&pinned);
+  {
+    auto g = host->duplicate();
+    Tensor d = to_dev(make(300, r));
+    g->all_reduce(d);
+    Tensor host_tensor = Tensor::empty({64});
+    EXPECT_EQ(pinned.allocated, 300 * 4);
+    EXPECT_EQ(pinned.live, g->staging_stats().buffer_bytes);
+  }
+  register_pinned_host_allocator(nullptr);
+  EXPECT_EQ(pinned.live, 0);  // freed by the allocator that made them
+}
+
+// One tensor on the host, one on the device: each is staged on its own.
+TEST_F(DeviceCommTest, MixedDevicesInOneOperation) {
+  const int64_t k = 7;
+  Tensor in = make(N * k, r), out = Tensor::zeros({k}), dout = to_dev(out);
+  Tensor hout = Tensor::zeros({k});
+  host->reduce_scatter(in, hout);
+  expect_moved(measure([&] { dev->reduce_scatter(in, dout); }), 0, k * 4);
+  expect_same_bits(hout, dout);
+  expect_same_stats();
 }
 
 // A group of one rank: local_copy on the device (d2d), nothing staged, 0 bytes counted.
