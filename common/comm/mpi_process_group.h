@@ -1,7 +1,10 @@
 // MpiProcessGroup: the MPI backend of ProcessGroup (process_group.h), and the default one:
 // ProcessGroup::world() is an MpiProcessGroup over the job's world communicator.
 //
-// Host tensors (Device::kCPU) over one MPI communicator per group. Every operation is issued in
+// Host tensors (Device::kCPU) over one MPI communicator per group. Device tensors
+// (Device::kCUDA) are accepted too and staged through host buffers (process_group_staging.h):
+// copied down before the MPI call, copied up when the Work completes; CommStats count the
+// collective as for host tensors, staging_stats() the copies. Every operation is issued in
 // its non-blocking form (MPI_Iallreduce, MPI_Isend, ...) and returned as an MpiWork; the blocking
 // forms of ProcessGroup wait on it with mpi_wait(), which yields the core while polling when
 // ranks oversubscribe it (mpi_util.h). kAvg is a sum on the wire, divided by N on completion.
@@ -36,6 +39,9 @@ class MpiProcessGroup final : public ProcessGroup {
   ~MpiProcessGroup() override;
 
   Device device() const override { return Device::kCPU; }
+  /// Host tensors, and device tensors through host staging buffers.
+  bool accepts(Device d) const override { return d == Device::kCPU || d == Device::kCUDA; }
+  StagingStats staging_stats() const override { return staging_->stats(); }
   /// The communicator, for the backend's own files and tests.
   MPI_Comm comm() const { return comm_; }
 
@@ -69,8 +75,15 @@ class MpiProcessGroup final : public ProcessGroup {
   static Layout layout_of(MPI_Comm comm);
   MpiProcessGroup(MPI_Comm comm, bool owns, Layout layout);
 
+  /// A new debt on this group's staging pool, and the host stand-in of `t` recorded in it
+  /// (t itself on the host); `down`: copy t's bytes down now; `up`: copy the stand-in back
+  /// into t when the Work completes.
+  StagingDebt debt() const { return StagingDebt{staging_, {}, {}}; }
+  Tensor stage(StagingDebt* d, const Tensor& t, bool down, bool up);
+
   MPI_Comm comm_;
   bool owns_;
+  std::shared_ptr<StagingPool> staging_ = std::make_shared<StagingPool>();
 };
 
 }  // namespace llmp

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "common/comm/process_group.h"
+#include "common/comm/process_group_staging.h"
 #include "common/comm/watchdog.h"
 #include "common/tensor/tensor.h"
 
@@ -65,8 +66,8 @@ void scale(Tensor& t, double s);
 /// One MPI request and everything MPI may still read or write until it completes: the tensors
 /// (their storage is reference counted, so holding a Tensor keeps the bytes alive) and the
 /// counts/displacement arrays of the v-collectives (MPI reads them during the operation).
-/// Completion (wait, or a test that finds it done) divides `average` by `ranks` (kAvg) and checks
-/// a receive's length. Destroying it before completion waits (MPI-3.1 §5.12: a pending
+/// Completion (wait, or a test that finds it done) divides `average` by `ranks` (kAvg), checks
+/// a receive's length, then copies staged results up to their device tensors. Destroying it before completion waits (MPI-3.1 §5.12: a pending
 /// non-blocking collective cannot be cancelled or freed). Defined in process_group_async.cc.
 class MpiWork final : public Work {
  public:
@@ -80,6 +81,9 @@ class MpiWork final : public Work {
   /// The operation, its group (which must outlive this Work) and peer, for the watchdog;
   /// site.op is replaced by the caller's set_label() when there is one.
   WaitSite site;
+  /// Device tensors staged through host buffers (process_group_staging.h): their copies up and
+  /// buffers, settled on completion after the kAvg division and the receive check.
+  StagingDebt staging;
 
   ~MpiWork() override;
   void wait() override;

@@ -9,8 +9,6 @@
 // Glossary: N = size_, r = rank_, S = bytes of the full tensor, k = elements per rank's chunk.
 #include "common/comm/process_group.h"
 
-#include <cstring>
-
 #include "common/runtime/check.h"
 
 namespace llmp {
@@ -68,7 +66,7 @@ void ProcessGroup::count(const char* op, double bytes) {
 }
 
 void ProcessGroup::check_tensor(const Tensor& t, const char* op, bool reduces) const {
-  if (t.device() != device())
+  if (!accepts(t.device()))
     fail_at(__FILE__, __LINE__,
             std::string(op) + ": this group's backend takes " + to_string(device()) +
                 " tensors, got " + t.describe());
@@ -79,7 +77,7 @@ void ProcessGroup::check_tensor(const Tensor& t, const char* op, bool reduces) c
 }
 
 void ProcessGroup::local_copy(const Tensor& src, Tensor& dst) {
-  if (src.nbytes() > 0 && src.raw() != dst.raw()) std::memmove(dst.raw(), src.raw(), src.nbytes());
+  if (src.nbytes() > 0 && src.raw() != dst.raw()) dst.copy_from(src);
 }
 
 // --- reductions ---

@@ -22,11 +22,13 @@
 // behind it is the model):
 //   MpiProcessGroup  (mpi_process_group.h)  host tensors over an MPI communicator; world() is its
 //                                           world, so it is the default backend.
-//   a NCCL backend   (to come, with the GPU stages) device tensors over a NCCL communicator, with
-//                    the same counting, checks and semantics; it derives from ProcessGroup,
-//                    returns Device::kCUDA from device(), implements the hooks on its CUDA
-//                    stream and overrides local_copy(). Code that takes a ProcessGroup& runs on
-//                    either unchanged.
+//                                           It also takes Device::kCUDA tensors, staged through
+//                                           host buffers (process_group_staging.h).
+//   NcclProcessGroup (nccl_process_group.h) device tensors over a NCCL communicator, with the
+//                    same counting, checks and semantics; returns Device::kCUDA from device(),
+//                    implements the hooks on its CUDA stream and overrides local_copy(). Code
+//                    that takes a ProcessGroup& runs on either unchanged. Compiled, never run
+//                    here (README.md, "Device tensors and NCCL").
 // Code that only passes groups around depends on //common/comm:process_group (this interface);
 // code that needs a world to start from depends on //common/comm (interface + MPI backend).
 //
@@ -64,6 +66,19 @@ struct CommStats {
   std::map<std::string, double> bytes;
   std::map<std::string, int64_t> calls;
   double total_bytes() const;
+};
+
+/// Host staging of device tensors by a backend that moves host memory (the MPI backend,
+/// process_group_staging.h): bytes copied device -> host before an operation (to_host) and
+/// host -> device after it (to_device), and the staging buffers held. Kept apart from CommStats on
+/// purpose: CommStats (and total_bytes()) count the collective on the wire, identical for host
+/// and device tensors; these count the PCIe copies the staging adds. Cumulative per group
+/// (reset_stats() leaves them). All zero for host tensors and for a device backend (NCCL).
+struct StagingStats {
+  int64_t to_host_bytes = 0;    ///< device -> host copies, bytes
+  int64_t to_device_bytes = 0;  ///< host -> device copies, bytes
+  int64_t buffer_bytes = 0;     ///< staging buffers held now, bytes (grow-only, reused)
+  int64_t buffers = 0;          ///< staging buffers held now
 };
 
 /// A pending non-blocking operation (the backend's request: an MPI request, a CUDA event after a
@@ -115,8 +130,15 @@ class ProcessGroup {
   /// Ranks of the job's world (world()) in this group, in group-rank order.
   const std::vector<int>& world_ranks() const { return world_ranks_; }
   /// Where this backend's tensors live: Device::kCPU for MPI, Device::kCUDA for NCCL. Every
-  /// operation ends every rank, naming the tensor, when given a tensor on another device.
+  /// operation ends every rank, naming the tensor, when given a tensor on a device the backend
+  /// does not accept (accepts()).
   virtual Device device() const = 0;
+  /// Whether operations take tensors on `d`: device() always; a backend that stages may take
+  /// more (the MPI backend takes Device::kCUDA tensors through host buffers,
+  /// process_group_staging.h). Each tensor of an operation is checked on its own.
+  virtual bool accepts(Device d) const { return d == device(); }
+  /// The staging copies this group made (all zero unless it staged device tensors).
+  virtual StagingStats staging_stats() const { return {}; }
 
   // --- collectives (blocking). Operations that add or compare elements (all_reduce,
   // reduce_scatter, reduce_scatter_v, reduce and their async forms) take f32, f64, f16 and bf16;
@@ -220,7 +242,8 @@ class ProcessGroup {
   virtual std::shared_ptr<ProcessGroup> make_split(int color, int key) = 0;
   virtual std::shared_ptr<ProcessGroup> make_duplicate() = 0;
   /// The one-rank group's "collective": copy src to dst (same numel and dtype) unless they are
-  /// the same bytes. Default: a host memmove; a device backend overrides it.
+  /// the same bytes. Default: Tensor::copy_from (a host memmove, or the device allocator's copy
+  /// when either tensor is on a device); a device backend may override it (on its stream).
   virtual void local_copy(const Tensor& src, Tensor& dst);
 
  private:

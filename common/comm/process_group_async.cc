@@ -66,6 +66,7 @@ void MpiWork::finish(const MPI_Status& status) {
     LLMP_CHECK(got == expect_recv, what + ": expected " + str(expect_recv) +
                                        " elements, the sender sent " + str(got));
   }
+  if (staging.pool) staging.settle();  // after the division: the device gets the mean
   keep_alive.clear();
 }
 
@@ -74,44 +75,58 @@ void MpiWork::finish(const MPI_Status& status) {
 std::shared_ptr<Work> MpiProcessGroup::start_reduce_scatter_v(const Tensor& input, Tensor& output,
                                                               const std::vector<int64_t>& counts,
                                                               ReduceOp op) {
-  auto w = mpi_work({input, output}, op, output, size());
+  StagingDebt d = debt();
+  Tensor in = stage(&d, input, true, false), out = stage(&d, output, false, true);
+  auto w = mpi_work({in, out}, op, out, size());
   w->site = {"reduce_scatter_v", this};
+  w->staging = std::move(d);
   mpi_counts_displs(counts, "reduce_scatter_v", &w->counts, &w->displs);
-  MPI_CHECK(MPI_Ireduce_scatter(input.raw(), output.raw(), w->counts.data(),
-                                mpi_datatype(input.dtype()), mpi_op(op, input.dtype()), comm_,
-                                &w->request));
+  MPI_CHECK(MPI_Ireduce_scatter(in.raw(), out.raw(), w->counts.data(), mpi_datatype(in.dtype()),
+                                mpi_op(op, in.dtype()), comm_, &w->request));
   return w;
 }
 
 std::shared_ptr<Work> MpiProcessGroup::start_all_gather_v(const Tensor& input, Tensor& output,
                                                           const std::vector<int64_t>& counts,
                                                           bool in_place) {
-  auto w = mpi_work({input, output});
+  StagingDebt d = debt();
+  int64_t before = 0;  // this rank's slice starts after the earlier ranks' counts
+  for (int i = 0; i < rank(); ++i) before += counts[i];
+  Tensor out = stage(&d, output, false, true);
+  Tensor in = in_place ? out.narrow(before, input.numel()) : stage(&d, input, true, false);
+  if (in_place && output.device() != Device::kCPU) staging_->copy_down(input, in);
+  auto w = mpi_work({in, out});
   w->site = {"all_gather_v", this};
+  w->staging = std::move(d);
   mpi_counts_displs(counts, "all_gather_v", &w->counts, &w->displs);
-  const MPI_Datatype dt = mpi_datatype(input.dtype());
-  MPI_CHECK(MPI_Iallgatherv(in_place ? MPI_IN_PLACE : input.raw(), w->counts[rank()], dt,
-                            output.raw(), w->counts.data(), w->displs.data(), dt, comm_,
-                            &w->request));
+  const MPI_Datatype dt = mpi_datatype(in.dtype());
+  MPI_CHECK(MPI_Iallgatherv(in_place ? MPI_IN_PLACE : in.raw(), w->counts[rank()], dt, out.raw(),
+                            w->counts.data(), w->displs.data(), dt, comm_, &w->request));
   return w;
 }
 
 // --- point to point ---
 
 std::shared_ptr<Work> MpiProcessGroup::start_send(const Tensor& t, int dst, int tag) {
-  auto w = mpi_work({t});
+  StagingDebt d = debt();
+  Tensor h = stage(&d, t, /*down=*/true, /*up=*/false);
+  auto w = mpi_work({h});
   w->site = {"send", this, dst, /*peer_is_source=*/false};
-  MPI_CHECK(MPI_Isend(t.raw(), mpi_count(t.numel(), "send"), mpi_datatype(t.dtype()), dst, tag,
+  w->staging = std::move(d);
+  MPI_CHECK(MPI_Isend(h.raw(), mpi_count(h.numel(), "send"), mpi_datatype(h.dtype()), dst, tag,
                       comm_, &w->request));
   return w;
 }
 
 std::shared_ptr<Work> MpiProcessGroup::start_recv(Tensor& t, int src, int tag) {
-  auto w = mpi_work({t});
+  StagingDebt d = debt();
+  Tensor h = stage(&d, t, /*down=*/false, /*up=*/true);
+  auto w = mpi_work({h});
   w->site = {"recv", this, src, /*peer_is_source=*/true};
-  w->expect_recv = t.numel();
+  w->staging = std::move(d);
+  w->expect_recv = h.numel();
   w->what = "recv on rank " + str(rank()) + " from rank " + str(src) + " (tag " + str(tag) + ")";
-  MPI_CHECK(MPI_Irecv(t.raw(), mpi_count(t.numel(), "recv"), mpi_datatype(t.dtype()), src, tag,
+  MPI_CHECK(MPI_Irecv(h.raw(), mpi_count(h.numel(), "recv"), mpi_datatype(h.dtype()), src, tag,
                       comm_, &w->request));
   return w;
 }

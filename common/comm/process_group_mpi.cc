@@ -85,62 +85,96 @@ std::shared_ptr<ProcessGroup> MpiProcessGroup::make_duplicate() {
   return std::make_shared<MpiProcessGroup>(dup, /*owns=*/true);
 }
 
+Tensor MpiProcessGroup::stage(StagingDebt* d, const Tensor& t, bool down, bool up) {
+  Tensor host = staging_->stage(t, down, &d->leases);
+  if (up && t.device() != Device::kCPU) d->up.emplace_back(host, t);
+  return host;
+}
+
+// Each hook stages its device tensors (process_group_staging.h: what goes down, what comes up)
+// and runs MPI on the host stand-ins; for host tensors stage() returns the tensor itself.
+
 std::shared_ptr<Work> MpiProcessGroup::start_all_reduce(Tensor& t, ReduceOp op) {
-  auto w = mpi_work({t}, op, t, size());
+  StagingDebt d = debt();
+  Tensor h = stage(&d, t, /*down=*/true, /*up=*/true);
+  auto w = mpi_work({h}, op, h, size());
   w->site = {"all_reduce", this};
-  MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, t.raw(), mpi_count(t.numel(), "all_reduce"),
-                           mpi_datatype(t.dtype()), mpi_op(op, t.dtype()), comm_,
+  w->staging = std::move(d);
+  MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, h.raw(), mpi_count(h.numel(), "all_reduce"),
+                           mpi_datatype(h.dtype()), mpi_op(op, h.dtype()), comm_,
                            &w->request));
   return w;
 }
 
 std::shared_ptr<Work> MpiProcessGroup::start_reduce_scatter(const Tensor& input, Tensor& output,
                                                             ReduceOp op) {
-  auto w = mpi_work({input, output}, op, output, size());
+  StagingDebt d = debt();
+  Tensor in = stage(&d, input, true, false), out = stage(&d, output, false, true);
+  auto w = mpi_work({in, out}, op, out, size());
   w->site = {"reduce_scatter", this};
-  MPI_CHECK(MPI_Ireduce_scatter_block(input.raw(), output.raw(),
-                                      mpi_count(output.numel(), "reduce_scatter"),
-                                      mpi_datatype(input.dtype()), mpi_op(op, input.dtype()), comm_,
+  w->staging = std::move(d);
+  MPI_CHECK(MPI_Ireduce_scatter_block(in.raw(), out.raw(),
+                                      mpi_count(out.numel(), "reduce_scatter"),
+                                      mpi_datatype(in.dtype()), mpi_op(op, in.dtype()), comm_,
                                       &w->request));
   return w;
 }
 
 std::shared_ptr<Work> MpiProcessGroup::start_all_gather(const Tensor& input, Tensor& output,
                                                         bool in_place) {
-  auto w = mpi_work({input, output});
+  StagingDebt d = debt();
+  // In place, the input is chunk r of the output: only it goes down, into chunk r of the
+  // output's stand-in (a host output is its own stand-in and already holds it).
+  Tensor out = stage(&d, output, false, true);
+  Tensor in = in_place ? out.narrow(rank() * input.numel(), input.numel())
+                       : stage(&d, input, true, false);
+  if (in_place && output.device() != Device::kCPU) staging_->copy_down(input, in);
+  auto w = mpi_work({in, out});
   w->site = {"all_gather", this};
-  const int k = mpi_count(input.numel(), "all_gather");
-  const MPI_Datatype dt = mpi_datatype(input.dtype());
-  MPI_CHECK(MPI_Iallgather(in_place ? MPI_IN_PLACE : input.raw(), k, dt, output.raw(), k, dt,
-                           comm_, &w->request));
+  w->staging = std::move(d);
+  const int k = mpi_count(in.numel(), "all_gather");
+  const MPI_Datatype dt = mpi_datatype(in.dtype());
+  MPI_CHECK(MPI_Iallgather(in_place ? MPI_IN_PLACE : in.raw(), k, dt, out.raw(), k, dt, comm_,
+                           &w->request));
   return w;
 }
 
 std::shared_ptr<Work> MpiProcessGroup::start_broadcast(Tensor& t, int root) {
-  auto w = mpi_work({t});
+  // The root's tensor is read, every other rank's written.
+  const bool is_root = rank() == root;
+  StagingDebt d = debt();
+  Tensor h = stage(&d, t, /*down=*/is_root, /*up=*/!is_root);
+  auto w = mpi_work({h});
   w->site = {"broadcast", this};
-  MPI_CHECK(MPI_Ibcast(t.raw(), mpi_count(t.numel(), "broadcast"), mpi_datatype(t.dtype()), root,
+  w->staging = std::move(d);
+  MPI_CHECK(MPI_Ibcast(h.raw(), mpi_count(h.numel(), "broadcast"), mpi_datatype(h.dtype()), root,
                        comm_, &w->request));
   return w;
 }
 
 std::shared_ptr<Work> MpiProcessGroup::start_reduce(Tensor& t, int root, ReduceOp op) {
   const bool is_root = rank() == root;
+  StagingDebt d = debt();
+  Tensor h = stage(&d, t, /*down=*/true, /*up=*/is_root);  // only the root's tensor changes
   // Only the root's tensor changes, so only the root divides for kAvg.
-  auto w = mpi_work({t}, is_root ? op : ReduceOp::kSum, t, size());
+  auto w = mpi_work({h}, is_root ? op : ReduceOp::kSum, h, size());
   w->site = {"reduce", this};
-  MPI_CHECK(MPI_Ireduce(is_root ? MPI_IN_PLACE : t.raw(), is_root ? t.raw() : nullptr,
-                        mpi_count(t.numel(), "reduce"), mpi_datatype(t.dtype()),
-                        mpi_op(op, t.dtype()), root, comm_, &w->request));
+  w->staging = std::move(d);
+  MPI_CHECK(MPI_Ireduce(is_root ? MPI_IN_PLACE : h.raw(), is_root ? h.raw() : nullptr,
+                        mpi_count(h.numel(), "reduce"), mpi_datatype(h.dtype()),
+                        mpi_op(op, h.dtype()), root, comm_, &w->request));
   return w;
 }
 
 std::shared_ptr<Work> MpiProcessGroup::start_all_to_all(const Tensor& input, Tensor& output) {
-  auto w = mpi_work({input, output});
+  StagingDebt d = debt();
+  Tensor in = stage(&d, input, true, false), out = stage(&d, output, false, true);
+  auto w = mpi_work({in, out});
   w->site = {"all_to_all", this};
-  const int k = mpi_count(input.numel() / size(), "all_to_all");
-  const MPI_Datatype dt = mpi_datatype(input.dtype());
-  MPI_CHECK(MPI_Ialltoall(input.raw(), k, dt, output.raw(), k, dt, comm_, &w->request));
+  w->staging = std::move(d);
+  const int k = mpi_count(in.numel() / size(), "all_to_all");
+  const MPI_Datatype dt = mpi_datatype(in.dtype());
+  MPI_CHECK(MPI_Ialltoall(in.raw(), k, dt, out.raw(), k, dt, comm_, &w->request));
   return w;
 }
 

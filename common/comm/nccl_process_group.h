@@ -1,0 +1,116 @@
+// NcclProcessGroup: the NCCL backend of ProcessGroup (process_group.h), for device tensors with
+// one rank per GPU. COMPILED HERE, NEVER RUN: this machine has the CUDA toolkit and NCCL but no
+// GPU, and its test needs two (README.md, "Device tensors and NCCL").
+//
+// Setup (NCCL user guide, "Creating a communicator"): rank 0 of the group makes an ncclUniqueId,
+// the group's MPI twin broadcasts it (a u8 tensor through the host ProcessGroup interface, so
+// this file calls no MPI), and every rank calls ncclCommInitRank on the device it had selected
+// (cudaSetDevice(device_for_rank(...)), device_for_rank.h) before create(). Each group has its
+// own CUDA stream and its own twin: a duplicate() of the MPI group it was made from, which also
+// gives split() the new group's ranks (ncclCommSplit orders ranks by key, then by rank, as
+// MPI_Comm_split does).
+//
+// Operations. Each hook makes the group's stream wait for the work already queued on the legacy
+// default stream (where the layers' kernels run), issues the NCCL call on the group's stream and
+// returns a Work backed by a CUDA event recorded after it: test() is cudaEventQuery, wait()
+// polls it with sched_yield() under the watchdog's deadline (watchdog.h), as the MPI backend's
+// mpi_wait does, and also checks ncclCommGetAsyncError (a peer's failure ends this rank too).
+//   all_reduce       ncclAllReduce, in place; kAvg is ncclAvg (NCCL >= 2.10)
+//   reduce_scatter   ncclReduceScatter
+//   all_gather       ncclAllGather; in place when the input is chunk r (NCCL's in-place rule)
+//   broadcast/reduce ncclBroadcast / ncclReduce, in place
+//   reduce_scatter_v one ncclReduce per rank's chunk (root = that rank), in one ncclGroup
+//   all_gather_v     ncclSend of this rank's slice to every peer + ncclRecv of theirs, in one
+//                    ncclGroup; its own slice by cudaMemcpyAsync unless in place
+//   all_to_all       ncclSend / ncclRecv of chunk j to and from rank j (self included), one group
+//   send / recv      ncclSend / ncclRecv
+//   barrier          ncclAllReduce of one float (NCCL has no barrier; torch does the same)
+//   local_copy       cudaMemcpyAsync on the stream, then a stream synchronize
+// Datatypes: f32 ncclFloat32, f16 ncclFloat16, bf16 ncclBfloat16, f64 ncclFloat64, u8 ncclUint8.
+// Byte accounting, argument checks and the one-rank group are the base class's, as for MPI.
+// Differences from the MPI backend, by NCCL's design: a receive cannot check the sender's count
+// (NCCL carries no length; mismatched counts are undefined behaviour there), and 16-bit sums
+// round as NCCL's kernels do (also per pairwise addition, in NCCL's order).
+//
+// Glossary: N ranks, r this rank, k elements per chunk, S bytes.
+#pragma once
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <memory>
+#include <vector>
+
+#include "common/comm/process_group.h"
+
+namespace llmp {
+
+class NcclProcessGroup final : public ProcessGroup {
+ public:
+  /// A NCCL communicator over the ranks of `host_group` (an MPI group: device() == kCPU, else
+  /// ends every rank naming it), on the CUDA device current on each rank. Collective over
+  /// host_group. Ends every rank with NCCL_CHECK's message when NCCL fails (two ranks on one GPU:
+  /// "invalid usage").
+  static std::shared_ptr<NcclProcessGroup> create(ProcessGroup& host_group);
+  ~NcclProcessGroup() override;
+
+  Device device() const override { return Device::kCUDA; }
+  /// The stream every operation of this group runs on.
+  cudaStream_t stream() const { return stream_; }
+
+ protected:
+  std::shared_ptr<Work> start_all_reduce(Tensor& t, ReduceOp op) override;
+  std::shared_ptr<Work> start_reduce_scatter(const Tensor& input, Tensor& output,
+                                             ReduceOp op) override;
+  std::shared_ptr<Work> start_reduce_scatter_v(const Tensor& input, Tensor& output,
+                                               const std::vector<int64_t>& counts,
+                                               ReduceOp op) override;
+  std::shared_ptr<Work> start_all_gather(const Tensor& input, Tensor& output,
+                                         bool in_place) override;
+  std::shared_ptr<Work> start_all_gather_v(const Tensor& input, Tensor& output,
+                                           const std::vector<int64_t>& counts,
+                                           bool in_place) override;
+  std::shared_ptr<Work> start_broadcast(Tensor& t, int root) override;
+  std::shared_ptr<Work> start_reduce(Tensor& t, int root, ReduceOp op) override;
+  std::shared_ptr<Work> start_all_to_all(const Tensor& input, Tensor& output) override;
+  std::shared_ptr<Work> start_send(const Tensor& t, int dst, int tag) override;
+  std::shared_ptr<Work> start_recv(Tensor& t, int src, int tag) override;
+  std::shared_ptr<Work> start_barrier() override;
+  std::shared_ptr<ProcessGroup> make_split(int color, int key) override;
+  std::shared_ptr<ProcessGroup> make_duplicate() override;
+  void local_copy(const Tensor& src, Tensor& dst) override;
+
+ private:
+  NcclProcessGroup(std::shared_ptr<ProcessGroup> twin, ncclComm_t comm);
+  /// The stream waits for the default stream's queued work (the inputs' producers).
+  void after_default_stream();
+  /// A Work over an event recorded on the stream now, keeping `tensors` alive until it completes.
+  std::shared_ptr<Work> recorded(const char* op, std::vector<Tensor> tensors, int peer = -1,
+                                 bool peer_is_source = false);
+
+  std::shared_ptr<ProcessGroup> twin_;  ///< MPI group over the same ranks: bootstrap, split
+  ncclComm_t comm_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  cudaEvent_t ready_ = nullptr;  ///< recorded on the default stream before each operation
+  int cuda_device_ = 0;
+  Tensor barrier_word_;  ///< one device float for barrier()
+};
+
+/// ncclDataType_t of a dtype (f32, f16, bf16, f64, u8).
+ncclDataType_t nccl_datatype(DType t);
+/// ncclSum, ncclAvg or ncclMax.
+ncclRedOp_t nccl_op(ReduceOp op);
+/// NCCL_CHECK's failure path: "file:line: NCCL error: call failed: <ncclGetErrorString>", and
+/// ncclGetLastError's detail when there is one; ends every rank (fail_at).
+[[noreturn]] void nccl_fail(const char* file, int line, const char* call, ncclResult_t rc,
+                            ncclComm_t comm);
+
+}  // namespace llmp
+
+/// Wraps a NCCL call: on failure names file:line, the call and NCCL's reason, and ends every rank.
+#define NCCL_CHECK(call)                                                                 \
+  do {                                                                                   \
+    const ncclResult_t llmp_nccl_rc_ = (call);                                           \
+    if (llmp_nccl_rc_ != ncclSuccess && llmp_nccl_rc_ != ncclInProgress)                 \
+      ::llmp::nccl_fail(__FILE__, __LINE__, #call, llmp_nccl_rc_, nullptr);              \
+  } while (0)

@@ -1,0 +1,147 @@
+// NcclProcessGroup against the MPI backend: every collective on device tensors over NCCL gives
+// the result the MPI backend gives on the same host tensors, and the same CommStats. Inputs are
+// small integers (x_r[i] = r + 1 + i mod 7), so every sum is exact in f32 whatever order NCCL or
+// MPI adds in, and the comparison is equality.
+//
+// Needs one GPU per rank (2 ranks, 2 GPUs): with fewer (one, or none, or no driver) every test is
+// SKIPPED with the reason printed. THIS TEST HAS NEVER RUN ON A GPU: it was only compiled, on a
+// machine with the CUDA toolkit and no GPU, where it skips.
+//
+// Glossary: N ranks, r this rank, k elements per chunk.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "common/comm/device_for_rank.h"
+#include "common/comm/local_rank.h"
+#include "common/comm/nccl_process_group.h"
+
+namespace llmp {
+namespace {
+
+Tensor make(int64_t n, int r) {
+  Tensor t = Tensor::empty({n});
+  for (int64_t i = 0; i < n; ++i) t.f32()[i] = float(r + 1 + i % 7);
+  return t;
+}
+
+Tensor on_device(const Tensor& h) {
+  Tensor d = Tensor::empty(h.shape(), h.dtype(), MemCategory::kOther, Device::kCUDA);
+  d.copy_from(h);
+  return d;
+}
+
+void expect_equal(const Tensor& host, const Tensor& dev) {
+  Tensor back = Tensor::empty(dev.shape(), dev.dtype());
+  back.copy_from(dev);
+  for (int64_t i = 0; i < host.numel(); ++i)
+    EXPECT_EQ(back.f32()[i], host.f32()[i]) << "element " << i;
+}
+
+class NcclTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    mpi = ProcessGroup::world();
+    int count = 0;
+    const cudaError_t err = cudaGetDeviceCount(&count);
+    cudaGetLastError();
+    if (err != cudaSuccess)
+      GTEST_SKIP() << "no CUDA device (" << cudaGetErrorName(err)
+                   << "): NcclProcessGroup needs one GPU per rank";
+    if (count < mpi->size())
+      GTEST_SKIP() << "NcclProcessGroup needs one GPU per rank: " << mpi->size()
+                   << " ranks, " << count << " GPU(s)";
+    const LocalRank l = node_local_rank();
+    ASSERT_EQ(cudaSetDevice(device_for_rank(l.rank, l.size, count)), cudaSuccess);
+    nccl = NcclProcessGroup::create(*mpi);
+    N = mpi->size();
+    r = mpi->rank();
+  }
+  void expect_same_stats() const {
+    EXPECT_EQ(nccl->stats().bytes, mpi->stats().bytes);
+    EXPECT_EQ(nccl->stats().calls, mpi->stats().calls);
+  }
+  std::shared_ptr<ProcessGroup> mpi, nccl;
+  int N = 1, r = 0;
+};
+
+TEST_F(NcclTest, AllReduceSumAvgMax) {
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMax}) {
+    Tensor h = make(1000, r), d = on_device(h);
+    mpi->all_reduce(h, op);
+    nccl->all_reduce(d, op);
+    expect_equal(h, d);
+  }
+  expect_same_stats();
+}
+
+TEST_F(NcclTest, ReduceScatterAllGatherInPlace) {
+  const int64_t k = 33;
+  Tensor in = make(N * k, r), out = Tensor::zeros({k}), din = on_device(in), dout = on_device(out);
+  mpi->reduce_scatter(in, out);
+  nccl->reduce_scatter(din, dout);
+  expect_equal(out, dout);
+  Tensor flat = make(N * k, 50), dflat = on_device(flat);
+  Tensor shard = flat.narrow(r * k, k), dshard = dflat.narrow(r * k, k);
+  mpi->all_gather(shard, flat);
+  nccl->all_gather(dshard, dflat);
+  expect_equal(flat, dflat);
+  expect_same_stats();
+}
+
+TEST_F(NcclTest, UnevenFormsAndAllToAll) {
+  std::vector<int64_t> counts(N);
+  int64_t total = 0;
+  for (int i = 0; i < N; ++i) total += counts[i] = i == 1 ? 0 : 5 + i;
+  Tensor in = make(total, r), out = Tensor::zeros({counts[r]});
+  Tensor din = on_device(in), dout = on_device(out);
+  mpi->reduce_scatter_v(in, out, counts, ReduceOp::kAvg);
+  nccl->reduce_scatter_v(din, dout, counts, ReduceOp::kAvg);
+  expect_equal(out, dout);
+  Tensor gin = make(counts[r], r), gout = Tensor::zeros({total});
+  Tensor dgin = on_device(gin), dgout = on_device(gout);
+  mpi->all_gather_v(gin, gout, counts);
+  nccl->all_gather_v(dgin, dgout, counts);
+  expect_equal(gout, dgout);
+  Tensor a = make(4 * N, 10 * r), b = Tensor::zeros({4 * N}), da = on_device(a), db = on_device(b);
+  mpi->all_to_all(a, b);
+  nccl->all_to_all(da, db);
+  expect_equal(b, db);
+  expect_same_stats();
+}
+
+TEST_F(NcclTest, BroadcastReduceSendRecvBarrier) {
+  Tensor b = make(64, r), db = on_device(b);
+  mpi->broadcast(b, N - 1);
+  nccl->broadcast(db, N - 1);
+  expect_equal(b, db);
+  Tensor t = make(64, r), dt = on_device(t);
+  mpi->reduce(t, 0);
+  nccl->reduce(dt, 0);
+  expect_equal(t, dt);
+  const int next = (r + 1) % N, prev = (r + N - 1) % N;
+  Tensor s = make(100, r), h = Tensor::zeros({100}), ds = on_device(s), dh = on_device(h);
+  if (r % 2 == 0) {
+    nccl->send(ds, next);
+    nccl->recv(dh, prev);
+  } else {
+    nccl->recv(dh, prev);
+    nccl->send(ds, next);
+  }
+  expect_equal(make(100, prev), dh);
+  nccl->barrier();
+  auto sub = nccl->split(/*color=*/r % 2, /*key=*/-r);  // same parity, in reverse rank order
+  std::vector<int> expected;
+  for (int q = N - 1; q >= 0; --q)
+    if (q % 2 == r % 2) expected.push_back(q);
+  EXPECT_EQ(sub->world_ranks(), expected);
+  Tensor x = make(16, r), dx = on_device(x);
+  mpi->split(r % 2, -r)->all_reduce(x);
+  sub->all_reduce(dx);
+  expect_equal(x, dx);
+  EXPECT_EQ(nccl->stats().calls.at("barrier"), 1);
+}
+
+}  // namespace
+}  // namespace llmp
