@@ -1,0 +1,195 @@
+// CudaKernelOps: the CUDA kernels (this directory) as the kernel table of Device::kCUDA.
+//
+// kernels/ops/kernel_ops.h is the one door from the model to the math; this file puts the CUDA
+// twins behind it, registered when the target is linked (cuda_library sets alwayslink), as
+// device_allocator.cc registers the allocator. Every method forwards to the cuda:: function of the
+// same name and signature, except:
+//   - adamw_update: one grid-stride launch of shared_math.h's adamw_element with the caller's λ
+//     and bias corrections (common/optim/adamw.cc splits the decay ranges into these calls);
+//   - the FLOP counter (kernels/cpu/flops.h): counted here, host-side, with the CPU kernels'
+//     formulas (the model FLOPs of each product: attention's P·V on its lower triangle, though
+//     cuBLAS multiplies the whole square), so that measured FLOPs (recomputation's report) mean
+//     the same on both devices;
+//   - mixed precision's RoundStats and accumulate_to: the GPU path trains in fp32 for now
+//     (train_main refuses --device cuda with bf16/fp16), so they throw naming the call.
+// unavailable_reason() asks the driver (cuda_device_available): the table is linked into
+// binaries that also run on machines without a GPU.
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cpu/flops.h"
+#include "kernels/cuda/adamw.h"
+#include "kernels/cuda/attention.h"
+#include "kernels/cuda/context.h"
+#include "kernels/cuda/cross_entropy.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/device_allocator.h"
+#include "kernels/cuda/embedding.h"
+#include "kernels/cuda/gelu.h"
+#include "kernels/cuda/launch.h"
+#include "kernels/cuda/layernorm.h"
+#include "kernels/cuda/matmul.h"
+#include "kernels/cuda/reduce.h"
+#include "kernels/cuda/residual.h"
+#include "kernels/cuda/shared_math.h"
+#include "kernels/ops/kernel_ops.h"
+
+namespace llmp {
+namespace cuda {
+namespace {
+
+__global__ void adamw_kernel(float* __restrict__ p, const float* __restrict__ g,
+                             float* __restrict__ m, float* __restrict__ v, int64_t n, float lr,
+                             float b1, float b2, float eps, float wd, float c1, float c2) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    adamw_element(p[i], g[i], m[i], v[i], lr, b1, b2, c1, c2, eps, wd);
+}
+
+int64_t attention_flops(int B, int T, int C, int H, int64_t squares, int64_t triangles) {
+  const int64_t hs = C / H;
+  return static_cast<int64_t>(B) * H *
+         (squares * 2 * int64_t{T} * T * hs + triangles * int64_t{T} * (T + 1) * hs);
+}
+
+class CudaKernelOps final : public KernelOps {
+ public:
+  Device device() const override { return Device::kCUDA; }
+  std::string unavailable_reason() const override {
+    std::string why;
+    return cuda_device_available(&why) ? "" : "no CUDA device (" + why + ")";
+  }
+
+  void matmul_forward(float* y, const float* x, const float* W, const float* bias, int N, int C,
+                      int OC) override {
+    cpu::count_flops(2L * N * C * OC);
+    cuda::matmul_forward(y, x, W, bias, N, C, OC);
+  }
+  void matmul_backward_input(float* dx, const float* dy, const float* W, int N, int C,
+                             int OC) override {
+    cpu::count_flops(2L * N * C * OC);
+    cuda::matmul_backward_input(dx, dy, W, N, C, OC);
+  }
+  void matmul_backward_weight(float* dW, float* db, const float* dy, const float* x, int N, int C,
+                              int OC) override {
+    cpu::count_flops(2L * N * C * OC);
+    cuda::matmul_backward_weight(dW, db, dy, x, N, C, OC);
+  }
+  void matmul_nt_forward(float* y, const float* x, const float* Wt, int N, int C, int OC) override {
+    cpu::count_flops(2L * N * C * OC);
+    cuda::matmul_nt_forward(y, x, Wt, N, C, OC);
+  }
+  void matmul_nt_backward(float* dx, float* dWt, const float* dy, const float* x, const float* Wt,
+                          int N, int C, int OC) override {
+    cpu::count_flops((dx ? 4L : 2L) * N * C * OC);
+    cuda::matmul_nt_backward(dx, dWt, dy, x, Wt, N, C, OC);
+  }
+  void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C,
+                         int H) override {
+    cpu::count_flops(attention_flops(B, T, C, H, 1, 1));  // Q Kᵀ square, P V triangle
+    cuda::attention_forward(out, att, qkv, B, T, C, H);
+  }
+  void attention_probs(float* att, const float* qkv, int B, int T, int C, int H) override {
+    cpu::count_flops(attention_flops(B, T, C, H, 1, 0));  // Q Kᵀ only
+    cuda::attention_probs(att, qkv, B, T, C, H);
+  }
+  void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att,
+                          float* scratch, int B, int T, int C, int H) override {
+    cpu::count_flops(attention_flops(B, T, C, H, 1, 3));  // dY Vᵀ square; three triangles
+    cuda::attention_backward(dqkv, dout, qkv, att, scratch, B, T, C, H);
+  }
+  void layernorm_forward(float* y, float* mean, float* rstd, const float* x, const float* w,
+                         const float* b, int N, int C) override {
+    cuda::layernorm_forward(y, mean, rstd, x, w, b, N, C);
+  }
+  void layernorm_backward(float* dx, float* dw, float* db, const float* dy, const float* x,
+                          const float* w, const float* mean, const float* rstd, int N,
+                          int C) override {
+    cuda::layernorm_backward(dx, dw, db, dy, x, w, mean, rstd, N, C);
+  }
+  void layernorm_backward_weight(float* dw, float* db, const float* dy, const float* x,
+                                 const float* mean, const float* rstd, int N, int C) override {
+    cuda::layernorm_backward_weight(dw, db, dy, x, mean, rstd, N, C);
+  }
+  void gelu_forward(float* y, const float* x, long N) override { cuda::gelu_forward(y, x, N); }
+  void gelu_backward(float* dx, const float* x, const float* dy, long N) override {
+    cuda::gelu_backward(dx, x, dy, N);
+  }
+  void residual_bias_add(float* out, const float* x, const float* y, const float* b, long N,
+                         int C) override {
+    cuda::residual_bias_add(out, x, y, b, N, C);
+  }
+  void residual_bias_backward(float* db, const float* dy, long N, int C) override {
+    cuda::residual_bias_backward(db, dy, N, C);
+  }
+  void token_embedding_forward(float* out, const int32_t* tokens, const float* wte, int v0, int Vr,
+                               int N, int C) override {
+    cuda::token_embedding_forward(out, tokens, wte, v0, Vr, N, C);
+  }
+  void token_embedding_backward(float* dwte, const float* dout, const int32_t* tokens, int v0,
+                                int Vr, int N, int C) override {
+    cuda::token_embedding_backward(dwte, dout, tokens, v0, Vr, N, C);
+  }
+  void position_embedding_forward(float* x, const float* wpe, int B, int Tl, int t0,
+                                  int C) override {
+    cuda::position_embedding_forward(x, wpe, B, Tl, t0, C);
+  }
+  void position_embedding_backward(float* dwpe, const float* dx, int B, int Tl, int t0,
+                                   int C) override {
+    cuda::position_embedding_backward(dwpe, dx, B, Tl, t0, C);
+  }
+  void position_embedding_forward_at(float* x, const float* wpe, int B, int Tl,
+                                     const int* positions, int C) override {
+    cuda::position_embedding_forward_at(x, wpe, B, Tl, positions, C);
+  }
+  void position_embedding_backward_at(float* dwpe, const float* dx, int B, int Tl,
+                                      const int* positions, int C) override {
+    cuda::position_embedding_backward_at(dwpe, dx, B, Tl, positions, C);
+  }
+  void cross_entropy_row_max(float* m, const float* z, int N, int Vr) override {
+    cuda::cross_entropy_row_max(m, z, N, Vr);
+  }
+  void cross_entropy_exp_sums(float* sums, float* z, const int32_t* y, int v0, int N, int Vr,
+                              const float* m) override {
+    cuda::cross_entropy_exp_sums(sums, z, y, v0, N, Vr, m);
+  }
+  double cross_entropy_loss(float* z, const int32_t* y, int v0, int N, int Vr, const float* m,
+                            const float* sums, float dloss, bool backward) override {
+    return cuda::cross_entropy_loss(z, y, v0, N, Vr, m, sums, dloss, backward);
+  }
+  void widen(const void* src, DType src_dtype, float* dst, int64_t n) override {
+    cuda::widen(src, src_dtype, dst, n);
+  }
+  void round_to(const float* src, void* dst, DType dst_dtype, int64_t n,
+                cpu::RoundStats* stats) override {
+    if (stats)
+      throw std::invalid_argument("round_to on cuda: rounding statistics are counted on the host "
+                                  "only (mixed precision trains on the CPU)");
+    cuda::round_to(src, dst, dst_dtype, n);
+  }
+  void accumulate_to(const float*, void*, DType dst_dtype, int64_t, cpu::RoundStats*) override {
+    throw std::invalid_argument(std::string("accumulate_to on cuda into ") +
+                                to_string(dst_dtype) +
+                                ": 16-bit gradient accumulation runs on the host only");
+  }
+  void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1,
+                    float beta2, float eps, float weight_decay, float c1, float c2) override {
+    const int blocks = elementwise_blocks(n);
+    if (blocks == 0) return;
+    adamw_kernel<<<blocks, kThreads, 0, stream()>>>(p, g, m, v, n, lr, beta1, beta2, eps,
+                                                    weight_decay, c1, c2);
+    CUDA_CHECK(cudaGetLastError());
+  }
+};
+
+CudaKernelOps& the_table() {
+  static CudaKernelOps* t = new CudaKernelOps;  // never destroyed, as the allocator
+  return *t;
+}
+
+// Registers the table when this object file is linked in (cuda_library: alwayslink).
+[[maybe_unused]] const bool registered = (register_kernel_ops(Device::kCUDA, &the_table()), true);
+
+}  // namespace
+}  // namespace cuda
+}  // namespace llmp
