@@ -94,15 +94,17 @@ void copy_replicated_state_in(Tensor& params, AdamW& opt, const float* params_in
 void gather_shards_out(ProcessGroup& dp, const ShardLayout& shards,
                        std::initializer_list<std::pair<const Tensor*, float*>> states) {
   const int64_t psi = shards.psi, count = shards.count[dp.rank()];
-  Tensor full = Tensor::empty({psi}, DType::kF32, MemCategory::kCommBuffers);
+  Tensor full;  // on the shards' device (the gather then runs where they are)
   for (const auto& [shard, out] : states) {
+    if (!full.defined())
+      full = Tensor::empty({psi}, DType::kF32, MemCategory::kCommBuffers, shard->device());
     dp.all_gather_v(shard->narrow(0, count), full, shards.count);
-    std::memcpy(out, full.f32(), psi * sizeof(float));
+    to_host(out, full);
   }
 }
 
 void copy_shard_in(const ShardLayout& shards, int rank, const float* full, Tensor& shard) {
-  std::memcpy(shard.f32(), full + shards.begin[rank], shards.count[rank] * sizeof(float));
+  from_host(shard.narrow(0, shards.count[rank]), full + shards.begin[rank]);
 }
 
 void copy_shard_in(const ShardLayout& shards, int rank, const Tensor& full, Tensor& shard) {
@@ -131,7 +133,8 @@ float* ReduceScatterGrads::get(int u) {
   // f32: the unit's gradient itself; 16-bit: the fp32 accumulator it is rounded from when final.
   const MemCategory cat =
       grad_shard_.dtype() == DType::kF32 ? MemCategory::kGradients : MemCategory::kOther;
-  if (!unit_[u].defined()) unit_[u] = Tensor::zeros({layout_.unit_numel(u)}, DType::kF32, cat);
+  if (!unit_[u].defined())  // beside the shard: on its device
+    unit_[u] = Tensor::zeros({layout_.unit_numel(u)}, DType::kF32, cat, grad_shard_.device());
   return unit_[u].f32();
 }
 
@@ -157,7 +160,7 @@ void copy_sharded_optimizer_state_out(ProcessGroup& dp, const ShardLayout& shard
                                    {&opt.exp_avg_sq(), v_out}});
     return;
   }
-  std::memcpy(params_out, params.f32(), shards.psi * sizeof(float));  // replicated
+  to_host(params_out, params);  // replicated
   gather_shards_out(dp, shards, {{&opt.exp_avg(), m_out}, {&opt.exp_avg_sq(), v_out}});
 }
 
@@ -169,7 +172,7 @@ void copy_sharded_optimizer_state_in(const ProcessGroup& dp, const ShardLayout& 
     copy_shard_in(shards, r, params_in, opt.master());
     cpu::round_to(params_in, params.raw(), params.dtype(), shards.psi);
   } else {
-    std::memcpy(params.f32(), params_in, shards.psi * sizeof(float));  // replicated
+    from_host(params, params_in);  // replicated
   }
   copy_shard_in(shards, r, m_in, opt.exp_avg());  // sharded: keep this rank's part
   copy_shard_in(shards, r, v_in, opt.exp_avg_sq());

@@ -25,6 +25,8 @@
 #include "common/train/recompute_report.h"
 #include "common/train/report.h"
 #include "common/train/resources.h"
+#include "common/comm/device_for_rank.h"
+#include "common/comm/local_rank.h"
 #include "kernels/ops/kernel_ops.h"
 
 namespace llmp {
@@ -65,7 +67,7 @@ template <typename Fail>
 void device_error_or_none(const TrainConfig& cfg, const StageSpec& spec, Fail fail) {
   if (!spec.supports_device)
     return fail("--device " + cfg.device + ": " + spec.name +
-                " runs on the CPU only (on a GPU: baseline)");
+                " runs on the CPU only (on a GPU: baseline, naive_dp, zero2)");
   if (cfg.precision != "fp32")
     return fail("--device " + cfg.device + " --precision " + cfg.precision +
                 ": the GPU path trains in fp32 only so far (mixed precision runs on the CPU)");
@@ -230,6 +232,11 @@ int run(int argc, char** argv, const StageSpec& spec) {
   if (cfg.device != "cpu")
     device_error_or_none(cfg, spec, [](const std::string& why) { all_ranks_ok(false, why); });
   const Device device = cfg.device == "cuda" ? Device::kCUDA : Device::kCPU;
+  if (device != Device::kCPU) {  // one GPU per rank, or ranks sharing them round-robin
+    KernelOps& ops = kernel_ops(device);
+    const LocalRank local = node_local_rank();  // collective over the world
+    ops.set_device(device_for_rank(local.rank, local.size, ops.device_count()));
+  }
   const GPT model = GPT(mc, TpComm::none(), storage_dtype(parse_precision(cfg.precision)))
                         .with_device(device);
   const int T = model.config().ctx, B = cfg.global_batch;

@@ -59,6 +59,12 @@ class CudaKernelOps final : public KernelOps {
     std::string why;
     return cuda_device_available(&why) ? "" : "no CUDA device (" + why + ")";
   }
+  int device_count() const override {
+    int n = 0;
+    CUDA_CHECK(cudaGetDeviceCount(&n));
+    return n;
+  }
+  void set_device(int index) override { CUDA_CHECK(cudaSetDevice(index)); }
 
   void matmul_forward(float* y, const float* x, const float* W, const float* bias, int N, int C,
                       int OC) override {

@@ -109,6 +109,12 @@ class KernelOps {
   /// (cudaGetDeviceCount: ...)"): a table can be linked into a binary on a machine without its
   /// device. The CPU's always can.
   virtual std::string unavailable_reason() const { return ""; }
+  /// Devices of this kind this process can see (1 for the CPU).
+  virtual int device_count() const { return 1; }
+  /// Makes device `index` (0-based, < device_count()) the one this process's later allocations
+  /// and kernels use (cudaSetDevice for CUDA; nothing for the CPU). train_main calls it once per
+  /// rank with device_for_rank(local rank, local size, device_count()) (common/comm).
+  virtual void set_device(int index) { (void)index; }
 };
 
 /// The kernels for tensors on `d`: kernels/cpu for Device::kCPU (always there), whatever was

@@ -15,8 +15,8 @@ NaiveDPStrategy::NaiveDPStrategy(const GPT& model, ProcessGroup& dp, AdamWConfig
       dp_(dp),
       params_(mp_.new_buffer(model.layout().num_params(), MemCategory::kParameters)),
       grads_(mp_.new_buffer(model.layout().num_params(), MemCategory::kGradients)),
-      opt_(model.layout().num_params(), opt, decay_ranges(model.layout(), opt.decay),
-           mp_.dtype()),
+      opt_(model.layout().num_params(), opt, decay_ranges(model.layout(), opt.decay), mp_.dtype(),
+           model.device()),  // --device cuda: m and v beside the parameters
       metrics_(dp) {
   mp_.init(seed, params_, opt_);  // same seed on every rank: same replicas (and master copies)
 }

@@ -1,6 +1,8 @@
 #include "stages/zero2/zero2.h"
 
 #include <algorithm>
+#include <stdexcept>
+#include <string>
 
 #include "common/nn/unit_runner.h"
 #include "common/optim/decay_mask.h"
@@ -19,9 +21,13 @@ Zero2Strategy::Zero2Strategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt
       opt_(shards_.padded, opt,
            slice_ranges(decay_ranges(model.layout(), opt.decay), shards_.begin[dp.rank()],
                         shards_.count[dp.rank()]),
-           mp_.dtype()),
+           mp_.dtype(), model.device()),  // --device cuda: the shard's m and v on the GPU
       metrics_(dp),
       cb_bytes_(llmp::constant_buffer_cap(constant_buffer_mb, mp_.dtype())) {
+  if (cb_bytes_ > 0 && model.device() != Device::kCPU)
+    throw std::invalid_argument("Zero2Strategy: the constant buffer is host memory; --device " +
+                                std::string(to_string(model.device())) +
+                                " runs without --constant_buffer_mb");
   // Same seed on every rank: same replicas; the master shard is this rank's slice of them.
   mp_.init(seed, params_, opt_, shards_.begin[dp.rank()]);
 }
