@@ -1,23 +1,15 @@
-// ZeRO-2 with --device cuda's placement, at 2 ranks, without a GPU: every rank's parameters,
-// gradient shard, m and v and activations on a guarded FakeDevice (common/testing/fake_device.h)
-// with the CPU kernels as the device's; each unit's device gradient reduce-scattered into the
-// device shard and the updated shards all-gathered in place into the device parameters, both
-// staged by the MPI backend through host buffers (common/comm/process_group_staging.h).
-//
-// Checked against ZeRO-2 on the CPU on the same ranks: losses and final state (the sharded m and
-// v gathered) bit for bit, the same CommStats, and the staging the backend must do per step:
-// reduce-scatters read every unit's gradient (4Ψ bytes down) and write this rank's shard (4·S_r
-// up); the in-place all_gather reads the shard (4·S_r down) and writes the parameters (4Ψ up).
+// ZeRO-2 with --device cuda's placement, at 2 ranks, without a GPU (tests/device_run.h: a
+// guarded FakeDevice, bit for bit against ZeRO-2 on the CPU, every host <-> device byte accounted
+// for). Here, the staging its collectives must do per step: the reduce-scatters read every unit's
+// device gradient (4Ψ bytes down) and write this rank's device shard (4·S_r up); the in-place
+// all_gather reads the shard (4·S_r down) and writes the device parameters (4Ψ up).
 #include <gtest/gtest.h>
 
-#include <vector>
+#include <memory>
 
-#include "common/data/corpus.h"
-#include "common/data/sampler.h"
-#include "common/testing/fake_device.h"
-#include "common/testing/fake_kernel_ops.h"
 #include "common/train/dp_util.h"
 #include "stages/zero2/zero2.h"
+#include "tests/device_run.h"
 #include "tests/stage_test_util.h"
 
 namespace llmp {
@@ -25,63 +17,20 @@ namespace {
 
 constexpr int kSteps = 3;
 
-struct Result {
-  std::vector<double> losses;
-  std::vector<float> state;  // params, m, v
-  double bytes = 0;
-};
-
-Result train(const GPT& model, ProcessGroup& dp) {
-  const Corpus corpus = Corpus::load("/usr/share/games/fortunes", model.config().ctx);
-  const int B = 4, T = model.config().ctx;
-  AdamWConfig opt;
-  opt.lr = 3e-3f;
-  opt.weight_decay = 0.1f;
-  Zero2Strategy s(model, dp, opt, 11);
-  const BatchSlice slice = s.batch_slice(B);
-  std::vector<int32_t> tok(slice.num_seqs * T), tgt(slice.num_seqs * T);
-  Result r;
-  const double before = dp.stats().total_bytes();
-  for (int t = 1; t <= kSteps; ++t) {
-    sample(corpus.train(), 42, t, slice.first_seq, slice.num_seqs, T, tok.data(), tgt.data());
-    r.losses.push_back(s.train_step(tok.data(), tgt.data(), B, T, t));
-  }
-  r.bytes = dp.stats().total_bytes() - before;
-  const int64_t psi = model.layout().num_params();
-  r.state.resize(3 * psi);
-  s.get_state(r.state.data(), r.state.data() + psi, r.state.data() + 2 * psi);
-  return r;
-}
-
 TEST(Zero2OnDevice, EqualsZero2OnTheCpuWithTheCollectivesStaged) {
-  const GPT model(GPTConfig::preset("tiny"));
-  const int64_t psi = model.layout().num_params();
-  auto cpu_group = test_world().duplicate();
-  const Result cpu = train(model, *cpu_group);
-
-  testing::FakeDevice dev(/*guarded=*/true);
-  testing::FakeKernelOps ops(dev);
-  auto dev_group = test_world().duplicate();
-  const Result gpu = train(model.with_device(Device::kCUDA), *dev_group);
-
-  EXPECT_EQ(gpu.losses, cpu.losses);
-  EXPECT_EQ(gpu.state, cpu.state);
-  EXPECT_EQ(gpu.bytes, cpu.bytes);
-  EXPECT_GT(cpu.bytes, 0);
-  const ShardLayout shards(psi, dev_group->size());
-  const int64_t per_step = 4 * (psi + shards.count[dev_group->rank()]);
-  const StagingStats st = dev_group->staging_stats();
+  const StagingStats st = expect_device_run_equals_cpu(
+      [](const GPT& model, ProcessGroup& dp, AdamWConfig opt, uint64_t seed) {
+        return std::make_unique<Zero2Strategy>(model, dp, opt, seed);
+      },
+      kSteps);
+  const int64_t psi = GPT(GPTConfig::preset("tiny")).layout().num_params();
+  const ShardLayout shards(psi, test_world().size());
+  const int64_t shard = shards.count[test_world().rank()];
+  const int64_t per_step = 4 * (psi + shard);
   // The training steps' collectives, then get_state's two gathers of m and v (device shards into
   // a device buffer: 4·S_r down, 4Ψ up each).
-  EXPECT_EQ(st.to_host_bytes, kSteps * per_step + 2 * 4 * shards.count[dev_group->rank()]);
+  EXPECT_EQ(st.to_host_bytes, kSteps * per_step + 2 * 4 * shard);
   EXPECT_EQ(st.to_device_bytes, kSteps * per_step + 2 * 4 * psi);
-  EXPECT_EQ(cpu_group->staging_stats().to_host_bytes, 0) << "host tensors are never staged";
-  // Everything that crossed between host and device: the initial parameters and each step's ids
-  // (tokens twice, targets once; B/N sequences of T) up, get_state's parameters, m and v down,
-  // and the staging above. Nothing else (a stray round trip through the host fails here).
-  const int64_t T = model.config().ctx, ids = kSteps * 3 * 4 * (4 / dev_group->size()) * T;
-  EXPECT_EQ(dev.h2d_bytes(), 4 * psi + ids + st.to_device_bytes);
-  EXPECT_EQ(dev.d2h_bytes(), 12 * psi + st.to_host_bytes);
 }
 
 }  // namespace
