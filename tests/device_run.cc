@@ -47,6 +47,11 @@ Result train(const DpStrategyFactory& make, const GPT& model, ProcessGroup& dp, 
 }  // namespace
 
 StagingStats expect_device_run_equals_cpu(const DpStrategyFactory& make, int steps) {
+  return expect_device_run_equals_cpu(make, steps, DirectCopies{});
+}
+
+StagingStats expect_device_run_equals_cpu(const DpStrategyFactory& make, int steps,
+                                          const DirectCopies& copies) {
   const GPT model(GPTConfig::preset("tiny"));
   const int64_t psi = model.layout().num_params();
   auto cpu_group = test_world().duplicate();
@@ -68,8 +73,8 @@ StagingStats expect_device_run_equals_cpu(const DpStrategyFactory& make, int ste
   // and the staging. Nothing else (a stray round trip through the host fails here).
   const int64_t T = model.config().ctx;
   const int64_t ids = int64_t{steps} * 3 * 4 * (kGlobalBatch / dev_group->size()) * T;
-  EXPECT_EQ(dev.h2d_bytes(), 4 * psi + ids + st.to_device_bytes);
-  EXPECT_EQ(dev.d2h_bytes(), 12 * psi + st.to_host_bytes);
+  EXPECT_EQ(dev.h2d_bytes(), 4 * psi + ids + copies.up + st.to_device_bytes);
+  EXPECT_EQ(dev.d2h_bytes(), (copies.down < 0 ? 12 * psi : copies.down) + st.to_host_bytes);
   return st;
 }
 

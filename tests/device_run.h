@@ -29,4 +29,16 @@ using DpStrategyFactory = std::function<std::unique_ptr<Strategy>(
 /// down, plus the staging. Returns the device group's StagingStats (collective over the world).
 StagingStats expect_device_run_equals_cpu(const DpStrategyFactory& make, int steps);
 
+/// Copies a stage makes itself between host and device, besides the staging, the initial
+/// parameters and the ids: `up` bytes more up (ZeRO-Offload's updated shards), and `down` bytes
+/// down in place of get_state's 3Ψ floats (-1: those; offloaded state is already on the host).
+struct DirectCopies {
+  int64_t up = 0;
+  int64_t down = -1;
+};
+
+/// The same, for a stage whose own copies are `copies`.
+StagingStats expect_device_run_equals_cpu(const DpStrategyFactory& make, int steps,
+                                          const DirectCopies& copies);
+
 }  // namespace llmp

@@ -22,7 +22,12 @@ MemoryTracker& MemoryTracker::instance() {
   return tracker;
 }
 
-void MemoryTracker::on_alloc(MemCategory c, int64_t bytes, MemTag tag) {
+void MemoryTracker::on_alloc(MemCategory c, int64_t bytes, MemTag tag, Device device) {
+  const int d = didx(device);
+  dev_current_[d][idx(c)] += bytes;
+  dev_peak_[d][idx(c)] = std::max(dev_peak_[d][idx(c)], dev_current_[d][idx(c)]);
+  dev_total_[d] += bytes;
+  dev_peak_total_[d] = std::max(dev_peak_total_[d], dev_total_[d]);
   tag_current_[tidx(tag)] += bytes;
   tag_peak_[tidx(tag)] = std::max(tag_peak_[tidx(tag)], tag_current_[tidx(tag)]);
   current_[idx(c)] += bytes;
@@ -31,7 +36,9 @@ void MemoryTracker::on_alloc(MemCategory c, int64_t bytes, MemTag tag) {
   peak_total_ = std::max(peak_total_, total_);
 }
 
-void MemoryTracker::on_free(MemCategory c, int64_t bytes, MemTag tag) {
+void MemoryTracker::on_free(MemCategory c, int64_t bytes, MemTag tag, Device device) {
+  dev_current_[didx(device)][idx(c)] -= bytes;
+  dev_total_[didx(device)] -= bytes;
   tag_current_[tidx(tag)] -= bytes;
   current_[idx(c)] -= bytes;
   total_ -= bytes;
@@ -41,6 +48,8 @@ void MemoryTracker::reset_peak() {
   peak_ = current_;
   tag_peak_ = tag_current_;
   peak_total_ = total_;
+  dev_peak_ = dev_current_;
+  dev_peak_total_ = dev_total_;
 }
 
 std::string format_bytes(double bytes) {

@@ -101,12 +101,12 @@ Storage::Storage(int64_t bytes, Device device, MemCategory category, MemTag tag)
     : bytes_(bytes), device_(device), category_(category), tag_(tag) {
   allocator_ = &allocator_for(device);
   data_ = allocator_->allocate_for(bytes, category);
-  MemoryTracker::instance().on_alloc(category, bytes, tag);
+  MemoryTracker::instance().on_alloc(category, bytes, tag, device);
 }
 
 Storage::~Storage() {
   allocator_->deallocate(data_, bytes_);
-  MemoryTracker::instance().on_free(category_, bytes_, tag_);
+  MemoryTracker::instance().on_free(category_, bytes_, tag_, device_);
 }
 
 int64_t shape_numel(const std::vector<int64_t>& shape) {

@@ -23,7 +23,7 @@
 namespace llmp {
 
 enum class DType { kF32, kF16, kBF16, kF64, kU8 };
-enum class Device { kCPU, kCUDA };
+// enum class Device { kCPU, kCUDA }: common/tensor/memory.h (the tracker counts bytes per device).
 
 /// Bytes per element: 4 for f32, 2 for f16 and bf16, 8 for f64, 1 for u8.
 int64_t dtype_size(DType t);

@@ -70,6 +70,31 @@ TEST(TensorOnDevice, DeviceBytesAreCountedByTheAllocatorAndTheTracker) {
   EXPECT_EQ(mt.current(MemCategory::kParameters), before);
 }
 
+// Per device: what ZeRO-Offload's report reads (device bytes drop, host bytes rise).
+TEST(TensorOnDevice, TheTrackerCountsEachDeviceApart) {
+  testing::FakeDevice dev;
+  auto& mt = MemoryTracker::instance();
+  const int64_t host0 = mt.current(Device::kCPU, MemCategory::kOptimizerState),
+                dev0 = mt.current(Device::kCUDA, MemCategory::kOptimizerState),
+                dev_total0 = mt.current_total(Device::kCUDA);
+  mt.reset_peak();
+  {
+    Tensor d = Tensor::zeros({256}, DType::kF32, MemCategory::kOptimizerState, Device::kCUDA);
+    Tensor h = Tensor::zeros({64}, DType::kF32, MemCategory::kOptimizerState);
+    EXPECT_EQ(mt.current(Device::kCUDA, MemCategory::kOptimizerState) - dev0, 1024);
+    EXPECT_EQ(mt.current(Device::kCPU, MemCategory::kOptimizerState) - host0, 256);
+    EXPECT_EQ(mt.current_total(Device::kCUDA) - dev_total0, 1024);
+    { Tensor g = Tensor::empty({128}, DType::kBF16, MemCategory::kGradients, Device::kCUDA); }
+    EXPECT_EQ(mt.peak(Device::kCUDA, MemCategory::kGradients), 256);
+    EXPECT_EQ(mt.peak_total(Device::kCUDA) - dev_total0, 1024 + 256);
+    EXPECT_EQ(mt.peak(Device::kCPU, MemCategory::kGradients),
+              mt.current(Device::kCPU, MemCategory::kGradients));  // nothing on the host
+  }
+  EXPECT_EQ(mt.current(Device::kCUDA, MemCategory::kOptimizerState), dev0);
+  EXPECT_EQ(mt.current(Device::kCPU, MemCategory::kOptimizerState), host0);
+  EXPECT_EQ(mt.current_total(Device::kCUDA), dev_total0);
+}
+
 TEST(TensorOnDevice, BadFillsAndCopiesNameTheTensors) {
   testing::FakeDevice dev;
   Tensor d = Tensor::empty({4}, DType::kF16, MemCategory::kOther, Device::kCUDA);

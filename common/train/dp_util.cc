@@ -127,14 +127,14 @@ ReduceScatterGrads::ReduceScatterGrads(const GPTLayout& layout, ProcessGroup& dp
                                        const ShardLayout& shards, Tensor& grad_shard,
                                        cpu::RoundStats* stats)
     : layout_(layout), dp_(dp), shards_(shards), grad_shard_(grad_shard), stats_(stats),
-      unit_(layout.num_units()) {}
+      unit_(layout.num_units()), unit_device_(grad_shard.device()) {}
 
 float* ReduceScatterGrads::get(int u) {
   // f32: the unit's gradient itself; 16-bit: the fp32 accumulator it is rounded from when final.
   const MemCategory cat =
       grad_shard_.dtype() == DType::kF32 ? MemCategory::kGradients : MemCategory::kOther;
-  if (!unit_[u].defined())  // beside the shard: on its device
-    unit_[u] = Tensor::zeros({layout_.unit_numel(u)}, DType::kF32, cat, grad_shard_.device());
+  if (!unit_[u].defined())  // on the walk's device (by default the shard's)
+    unit_[u] = Tensor::zeros({layout_.unit_numel(u)}, DType::kF32, cat, unit_device_);
   return unit_[u].f32();
 }
 

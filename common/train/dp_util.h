@@ -130,6 +130,9 @@ class ReduceScatterGrads : public GradSink {
   /// gradients did (underflows, overflows; kernels/cpu/convert.h).
   ReduceScatterGrads(const GPTLayout& layout, ProcessGroup& dp, const ShardLayout& shards,
                      Tensor& grad_shard, cpu::RoundStats* stats = nullptr);
+  /// Where the units' gradients live (the walk's device); by default beside the shard.
+  /// ZeRO-Offload: the walk on the GPU, the shard on the host (the reduce-scatter copies down).
+  void set_unit_device(Device d) { unit_device_ = d; }
   /// Allocates unit u's gradient (zeros; f32 kGradients, or the fp32 kOther accumulator of a
   /// 16-bit shard) on first use.
   float* get(int unit) override;
@@ -143,6 +146,7 @@ class ReduceScatterGrads : public GradSink {
   Tensor& grad_shard_;
   cpu::RoundStats* stats_;
   std::vector<Tensor> unit_;  // f32: the gradient; 16-bit shard: the fp32 accumulator
+  Device unit_device_;
 };
 
 }  // namespace llmp

@@ -11,25 +11,44 @@
 namespace llmp {
 
 Zero2Strategy::Zero2Strategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt, uint64_t seed,
-                             MixedPrecisionConfig mp, double constant_buffer_mb)
+                             MixedPrecisionConfig mp, double constant_buffer_mb,
+                             bool offload_optimizer)
     : MixedPrecisionStrategy(model, mp, &dp),
       model_(model),
       dp_(dp),
       shards_(model.layout().num_params(), dp.size()),
       params_(mp_.new_buffer(model.layout().num_params(), MemCategory::kParameters)),
-      grad_shard_(mp_.new_buffer(shards_.padded, MemCategory::kGradients)),
+      // Offloaded: the gradient shard and the optimizer on the host, whatever the model's device.
+      grad_shard_(offload_optimizer
+                      ? Tensor::zeros({shards_.padded}, DType::kF32, MemCategory::kGradients)
+                      : mp_.new_buffer(shards_.padded, MemCategory::kGradients)),
       opt_(shards_.padded, opt,
            slice_ranges(decay_ranges(model.layout(), opt.decay), shards_.begin[dp.rank()],
                         shards_.count[dp.rank()]),
-           mp_.dtype(), model.device()),  // --device cuda: the shard's m and v on the GPU
+           mp_.dtype(),  // --device cuda: the shard's m and v on the GPU, unless offloaded
+           offload_optimizer ? Device::kCPU : model.device()),
+      offload_(offload_optimizer),
       metrics_(dp),
       cb_bytes_(llmp::constant_buffer_cap(constant_buffer_mb, mp_.dtype())) {
+  const std::string dev = to_string(model.device());
   if (cb_bytes_ > 0 && model.device() != Device::kCPU)
     throw std::invalid_argument("Zero2Strategy: the constant buffer is host memory; --device " +
-                                std::string(to_string(model.device())) +
-                                " runs without --constant_buffer_mb");
+                                dev + " runs without --constant_buffer_mb");
+  if (offload_ && (model.device() == Device::kCPU || mp_.mixed()))
+    throw std::invalid_argument(
+        "Zero2Strategy: --offload optimizer moves the optimizer from a GPU to the host; it needs "
+        "the model on a device in fp32 (got --device " + dev + ", " + to_string(mp_.dtype()) + ")");
   // Same seed on every rank: same replicas; the master shard is this rank's slice of them.
   mp_.init(seed, params_, opt_, shards_.begin[dp.rank()]);
+  if (offload_) {  // the host's master copy of the shard: copied down once
+    master_ = Tensor::zeros({shards_.padded}, DType::kF32, MemCategory::kParameters);
+    refresh_master();
+  }
+}
+
+void Zero2Strategy::refresh_master() {
+  const int64_t begin = shards_.begin[dp_.rank()], count = shards_.count[dp_.rank()];
+  master_.narrow(0, count).copy_from(params_.narrow(begin, count));  // 4·count bytes down
 }
 
 BatchSlice Zero2Strategy::batch_slice(int global_batch) const {
@@ -61,17 +80,26 @@ double Zero2Strategy::train_step(const int32_t* tokens, const int32_t* targets, 
     last_step_chunks_ = buffer.collectives();
   } else {
     ReduceScatterGrads grads(model_.layout(), dp_, shards_, grad_shard_, mp_.round_stats());
+    grads.set_unit_device(model_.device());  // offloaded: device units, host shard
     local_loss = UnitRunner(model_, params, &grads)
                      .forward_backward(tokens, targets, B, T, mp_.walk_loss_scale(scale, step));
   }
-  last_step_peak_grads_ = MemoryTracker::instance().peak(MemCategory::kGradients);
+  last_step_peak_grads_ =  // offloaded: the device's (the host shard is always there)
+      offload_ ? MemoryTracker::instance().peak(model_.device(), MemCategory::kGradients)
+               : MemoryTracker::instance().peak(MemCategory::kGradients);
   last_step_peak_cb_ = MemoryTracker::instance().peak(MemCategory::kCommBuffers);
 
   // 3. AdamW on this rank's shard only (the valid part of a padded shard). Mixed: the master
   //    shard, rounded into the 16-bit slice; fp16 skips an overflowed step on every rank together.
   const int r = dp_.rank();
   const int64_t begin = shards_.begin[r], count = shards_.count[r];
-  mp_.optimizer_step(opt_, params_.narrow(begin, count), grad_shard_, step, count);
+  //    Offloaded: on the host's master shard, then copied up into the device parameters.
+  if (offload_) {
+    mp_.optimizer_step(opt_, master_.narrow(0, count), grad_shard_, step, count);
+    params_.narrow(begin, count).copy_from(master_.narrow(0, count));  // 4·count bytes up
+  } else {
+    mp_.optimizer_step(opt_, params_.narrow(begin, count), grad_shard_, step, count);
+  }
 
   // 4. All-gather the updated shards into the full parameters on every rank.
   //    sends (N-1)/N · b·Ψ (b = 4, or 2 for 16-bit). The input is this rank's slice of the
@@ -99,6 +127,27 @@ void Zero2Strategy::get_state(float* params, float* exp_avg, float* exp_avg_sq) 
 void Zero2Strategy::set_state(const float* params, const float* exp_avg,
                               const float* exp_avg_sq) {
   copy_sharded_optimizer_state_in(dp_, shards_, params_, opt_, params, exp_avg, exp_avg_sq);
+  if (offload_) refresh_master();
+}
+
+// ZeRO-Offload's model states, measured per device (MemoryTracker): the GPU holds the parameters
+// only; the host the shard's master copy, gradients, m and v. The device's drop against ZeRO-2
+// on the GPU is the host's 4⌈Ψ/N⌉ of gradients and 8⌈Ψ/N⌉ of optimizer state.
+std::vector<ReportRow> Zero2Strategy::offload_rows() const {
+  const auto& mt = MemoryTracker::instance();
+  const Device gpu = model_.device();
+  const std::string on = std::string(" on ") + to_string(gpu);
+  auto at = [&](Device d, MemCategory c) { return static_cast<double>(mt.current(d, c)); };
+  const double psi = static_cast<double>(shards_.psi), S = static_cast<double>(shards_.padded);
+  return {
+      {"parameters" + on, at(gpu, MemCategory::kParameters), 4 * psi, "4Ψ"},
+      {"gradients" + on, at(gpu, MemCategory::kGradients), 0, "0 (offloaded)"},
+      {"optimizer state" + on, at(gpu, MemCategory::kOptimizerState), 0, "0 (offloaded)"},
+      {"master shard on host", at(Device::kCPU, MemCategory::kParameters), 4 * S, "4⌈Ψ/N⌉"},
+      {"gradients on host", at(Device::kCPU, MemCategory::kGradients), 4 * S, "4⌈Ψ/N⌉"},
+      {"optimizer state on host", at(Device::kCPU, MemCategory::kOptimizerState), 8 * S,
+       "8⌈Ψ/N⌉"},
+  };
 }
 
 std::vector<ReportRow> Zero2Strategy::report() const {
@@ -106,8 +155,9 @@ std::vector<ReportRow> Zero2Strategy::report() const {
   const int N = dp_.size();
   const MemoryPlan plan = plan_memory(DPStage::kZeRO2, psi, N, mp_.plan(), /*padded=*/true);
   const bool mixed = mp_.mixed();
-  auto rows = mixed ? memory_rows(plan, "2Ψ", "2⌈Ψ/N⌉", "12⌈Ψ/N⌉")
-                    : memory_rows(plan, "4Ψ", "4⌈Ψ/N⌉", "8⌈Ψ/N⌉");
+  auto rows = offload_ ? offload_rows()
+             : mixed    ? memory_rows(plan, "2Ψ", "2⌈Ψ/N⌉", "12⌈Ψ/N⌉")
+                        : memory_rows(plan, "4Ψ", "4⌈Ψ/N⌉", "8⌈Ψ/N⌉");
   // The full gradient never exists. fp32: at most the shard, unit 0 and one other unit at a
   // time. 16-bit: the units accumulate in fp32 (kOther); only the 16-bit copy of the unit being
   // reduce-scattered is a gradient next to the shard (ReduceScatterGrads).
@@ -118,6 +168,10 @@ std::vector<ReportRow> Zero2Strategy::report() const {
   if (mixed)
     rows.push_back({"gradients, peak in step", static_cast<double>(last_step_peak_grads_),
                     2.0 * (shards_.padded + largest_any), "2(⌈Ψ/N⌉ + largest unit)"});
+  else if (offload_)  // the shard is on the host: on the device only the units, as they go
+    rows.push_back({std::string("gradients on ") + to_string(model_.device()) + ", peak in step",
+                    static_cast<double>(last_step_peak_grads_),
+                    4.0 * (lay.unit_numel(0) + largest), "4(unit 0 + largest unit)"});
   else
     rows.push_back({"gradients, peak in step", static_cast<double>(last_step_peak_grads_),
                     4.0 * (shards_.padded + lay.unit_numel(0) + largest),

@@ -30,6 +30,14 @@
 // into the shards (every rank receives the part of the packed range inside its shard). The
 // communication memory is cap whatever the unit sizes and L; bytes sent and results unchanged.
 //
+// ZeRO-Offload (--device cuda --offload optimizer; Ren et al. 2021, §4; common/train/
+// offload_flag.h): the GPU keeps the replicated parameters and runs the walk; the host keeps the
+// gradient shard, the fp32 master copy of the parameter shard and m, v (16⌈Ψ/N⌉ bytes) and steps
+// AdamW on the CPU. Per step: each unit's device gradient is reduce-scattered into the host shard
+// (the gradients copied down), AdamW updates the host master shard, which is copied up into the
+// device parameters (4⌈Ψ/N⌉ bytes) and all-gathered there. Device model states: 4Ψ instead of
+// 4Ψ + 12⌈Ψ/N⌉; results bit-identical (the same AdamW, elsewhere).
+//
 // Glossary: B global batch, T sequence length, C channels, L layers, N ranks, Ψ parameters,
 // S = ⌈Ψ/N⌉ shard size, r this rank, cap the constant buffer's bytes.
 #pragma once
@@ -53,9 +61,11 @@ class Zero2Strategy : public MixedPrecisionStrategy {
   /// Collective over `dp`. Every rank initialises the same parameters from `seed`. `mp`: the
   /// precision (the model's activation dtype must match it). `constant_buffer_mb` > 0: ZeRO-R's
   /// constant buffer of that many MiB (0: off; a bad value throws std::invalid_argument with
-  /// constant_buffer_mb_error's message).
+  /// constant_buffer_mb_error's message). `offload_optimizer`: ZeRO-Offload; needs a model on a
+  /// device, fp32 and no constant buffer (else std::invalid_argument naming what).
   Zero2Strategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt, uint64_t seed,
-                MixedPrecisionConfig mp = {}, double constant_buffer_mb = 0);
+                MixedPrecisionConfig mp = {}, double constant_buffer_mb = 0,
+                bool offload_optimizer = false);
 
   BatchSlice batch_slice(int global_batch) const override;
   double train_step(const int32_t* tokens, const int32_t* targets, int global_batch, int T,
@@ -69,7 +79,9 @@ class Zero2Strategy : public MixedPrecisionStrategy {
   /// Parameters, gradients, optimizer (fp32: 4Ψ, 4⌈Ψ/N⌉, 8⌈Ψ/N⌉; mixed: 2Ψ, 2⌈Ψ/N⌉, 12⌈Ψ/N⌉),
   /// the gradients' peak in the last step and the bytes it sent (2(N-1)/N·4Ψ; mixed ·2Ψ). With
   /// the constant buffer also "comm buffer, peak in step" (MemoryTracker's kCommBuffers peak
-  /// during the last step) next to the bound "cap".
+  /// during the last step) next to the bound "cap". Offloaded: the model states per device
+  /// (MemoryTracker per device: on the GPU 4Ψ of parameters and nothing else between steps; on
+  /// the host 4⌈Ψ/N⌉ each of master shard and gradient shard, 8⌈Ψ/N⌉ of m and v).
   std::vector<ReportRow> report() const override;
 
   const ShardLayout& shards() const { return shards_; }
@@ -79,6 +91,8 @@ class Zero2Strategy : public MixedPrecisionStrategy {
   /// The constant buffer's bytes (0: off) and the reduce-scatters (chunks) of the last step.
   int64_t constant_buffer_cap() const { return cb_bytes_; }
   int last_step_chunks() const { return last_step_chunks_; }
+  /// True when the optimizer is offloaded to the host (ZeRO-Offload).
+  bool offloaded() const { return offload_; }
 
  private:
   const GPT& model_;
@@ -87,12 +101,17 @@ class Zero2Strategy : public MixedPrecisionStrategy {
   Tensor params_;      // Ψ, replicated, in mp_.dtype()
   Tensor grad_shard_;  // S: the summed gradients of this rank's shard, in mp_.dtype()
   AdamW opt_;          // m, v (and the fp32 master weights when 16-bit): S each
+  bool offload_;       // ZeRO-Offload: grad_shard_, opt_ and master_ on the host
+  Tensor master_;      // offloaded: the host's fp32 copy of this rank's parameter shard (S)
   MetricsReducer metrics_;
   double last_step_bytes_ = 0;
   int64_t last_step_peak_grads_ = 0;
   int64_t cb_bytes_ = 0;  // the constant buffer's bytes; 0: one reduce-scatter per unit
   int64_t last_step_peak_cb_ = 0;
   int last_step_chunks_ = 0;
+
+  void refresh_master();  // offloaded: master_ = this rank's shard of params_ (copied down)
+  std::vector<ReportRow> offload_rows() const;
 };
 
 }  // namespace llmp

@@ -3,11 +3,17 @@
 // for). Here, the staging its collectives must do per step: the reduce-scatters read every unit's
 // device gradient (4Ψ bytes down) and write this rank's device shard (4·S_r up); the in-place
 // all_gather reads the shard (4·S_r down) and writes the device parameters (4Ψ up).
+// And ZeRO-Offload (--offload optimizer): the same results with the gradient shard, the master
+// shard and m, v on the host; device bytes lower by the closed form, measured per device.
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <vector>
 
+#include "common/testing/fake_device.h"
+#include "common/testing/fake_kernel_ops.h"
 #include "common/train/dp_util.h"
+#include "common/train/report.h"
 #include "stages/zero2/zero2.h"
 #include "tests/device_run.h"
 #include "tests/stage_test_util.h"
@@ -31,6 +37,68 @@ TEST(Zero2OnDevice, EqualsZero2OnTheCpuWithTheCollectivesStaged) {
   // a device buffer: 4·S_r down, 4Ψ up each).
   EXPECT_EQ(st.to_host_bytes, kSteps * per_step + 2 * 4 * shard);
   EXPECT_EQ(st.to_device_bytes, kSteps * per_step + 2 * 4 * psi);
+}
+
+// Offloaded: bit-identical to ZeRO-2 on the CPU (so to ZeRO-2 on the device, tested above). Its
+// own copies: the master shard down once at construction (4·S_r), each step's updated shard up
+// (4·S_r), and get_state's parameters down (4Ψ: m and v are gathered on the host). The staging:
+// the reduce-scatters read the device unit gradients (4Ψ down) into the HOST shard (nothing up);
+// the all_gather reads the device shard (4·S_r down) and writes the device parameters (4Ψ up).
+TEST(Zero2Offload, EqualsZero2OnTheCpuWithTheOptimizerOnTheHost) {
+  const int64_t psi = GPT(GPTConfig::preset("tiny")).layout().num_params();
+  const ShardLayout shards(psi, test_world().size());
+  const int64_t shard = shards.count[test_world().rank()];
+  DirectCopies copies;
+  copies.up = kSteps * 4 * shard;
+  copies.down = 4 * shard + 4 * psi;
+  const StagingStats st = expect_device_run_equals_cpu(
+      [](const GPT& model, ProcessGroup& dp, AdamWConfig opt, uint64_t seed) {
+        // The CPU reference is plain ZeRO-2; the device run offloads its optimizer.
+        return std::make_unique<Zero2Strategy>(model, dp, opt, seed, MixedPrecisionConfig{}, 0.0,
+                                               model.device() != Device::kCPU);
+      },
+      kSteps, copies);
+  EXPECT_EQ(st.to_host_bytes, kSteps * 4 * (psi + shard));
+  EXPECT_EQ(st.to_device_bytes, kSteps * 4 * psi);
+}
+
+// The device's model states drop by the host's 4⌈Ψ/N⌉ of gradients and 8⌈Ψ/N⌉ of m and v, and
+// the host gains those plus the 4⌈Ψ/N⌉ master shard: measured by the MemoryTracker per device,
+// ZeRO-2 on the device against ZeRO-Offload, each after one step; and the offloaded report's rows
+// (per device, and the device gradients' peak) agree with their closed forms.
+TEST(Zero2Offload, DeviceBytesDropByTheClosedForm) {
+  testing::FakeDevice dev(/*guarded=*/true);
+  testing::FakeKernelOps ops(dev);
+  const GPT model = GPT(GPTConfig::preset("tiny")).with_device(Device::kCUDA);
+  const int64_t psi = model.layout().num_params(), T = model.config().ctx;
+  const ShardLayout shards(psi, test_world().size());
+  const int64_t S = shards.padded;
+  const int B = 2 * test_world().size();
+  std::vector<int32_t> ids(4 * T);  // this rank's 2 sequences of tokens, then of targets
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((7 * i + 3) % 64);
+  const auto& mt = MemoryTracker::instance();
+  auto states = [&](Device d) {
+    return mt.current(d, MemCategory::kParameters) + mt.current(d, MemCategory::kGradients) +
+           mt.current(d, MemCategory::kOptimizerState);
+  };
+  const int64_t dev0 = states(Device::kCUDA), host0 = states(Device::kCPU);
+  auto group = test_world().duplicate();
+  std::vector<int64_t> on_dev, on_host;
+  for (bool offload : {false, true}) {
+    Zero2Strategy s(model, *group, AdamWConfig{}, 5, MixedPrecisionConfig{}, 0.0, offload);
+    s.train_step(ids.data(), ids.data() + 2 * T, B, T, 1);
+    on_dev.push_back(states(Device::kCUDA) - dev0);
+    on_host.push_back(states(Device::kCPU) - host0);
+    if (offload)
+      for (const ReportRow& row : s.report())
+        EXPECT_TRUE(report_row_ok(row)) << row.what << ": measured " << row.measured
+                                        << ", formula " << row.formula_text << " = "
+                                        << row.formula;
+  }
+  EXPECT_EQ(on_dev[0], 4 * psi + 12 * S) << "ZeRO-2 on the device: 4Ψ + 4⌈Ψ/N⌉ + 8⌈Ψ/N⌉";
+  EXPECT_EQ(on_dev[1], 4 * psi) << "offloaded: the parameters only";
+  EXPECT_EQ(on_host[0], 0);
+  EXPECT_EQ(on_host[1], 16 * S) << "master, gradient, m and v shards";
 }
 
 }  // namespace

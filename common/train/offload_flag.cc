@@ -1,0 +1,28 @@
+// --offload (see offload_flag.h).
+#include "common/train/offload_flag.h"
+
+#include <CLI/CLI.hpp>
+
+#include "common/runtime/check.h"
+
+namespace llmp {
+
+void OffloadFlag::add(CLI::App& app) {
+  app.add_option("--offload", what_,
+                 "ZeRO-Offload: 'optimizer' keeps the gradient shard, the fp32 master shard and "
+                 "AdamW's m and v on the host and steps AdamW on the CPU (needs --device cuda); "
+                 "'none' (default) keeps them beside the parameters")
+      ->check(CLI::IsMember({"none", "optimizer"}));
+}
+
+void OffloadFlag::validate(const TrainConfig& cfg) const {
+  if (!optimizer()) return;
+  if (cfg.device == "cpu")
+    user_error("--offload optimizer with --device cpu: the optimizer state is already on the "
+               "host (ZeRO-Offload moves it off a GPU: add --device cuda)");
+  if (cfg.precision != "fp32")
+    user_error("--offload optimizer --precision " + cfg.precision +
+               ": the GPU path trains in fp32 only so far");
+}
+
+}  // namespace llmp
