@@ -19,6 +19,10 @@
 //       reduce_scatter (S down, S/t up): (4L+2)·(S + S/t) + 12N each way on the tp group; the
 //       re-gather of the 2L LayerNorm outputs for the weight gradients (2L·S/t down, 2L·S up) on
 //       its own group; and the replicated gradients' all_reduce, 4Ψ_repl down and up.
+// Device to device, per step: nothing under tensor parallelism; under sequence parallelism each
+// of the 6L+2 all_gathers (4L+2 and the 2L re-gathers) permutes its rank-major result into
+// (B,T,C) and each of the 4L+2 reduce_scatters its (B,T,C) input into rank-major order (S bytes
+// each, B > 1), and the replicated gradients are packed and unpacked (2·4Ψ_repl).
 // Nothing else: a buffer a mapping or the strategy leaves on the host shows up here (or as a
 // SIGSEGV, or as a kernel's "not device memory").
 //
@@ -74,6 +78,7 @@ Result train(const GPTConfig& cfg, ProcessGroup& tp, bool sp, Device device) {
 // Staging bytes of one step, each direction, on each group (the header's table).
 struct Staging {
   int64_t tp_down = 0, tp_up = 0, other_down = 0, other_up = 0;  // other: re-gather + gradients
+  int64_t d2d = 0;  // device-to-device copies (the header's table)
 };
 
 Staging staging_per_step(const GPTConfig& c, int t, bool sp) {
@@ -88,6 +93,7 @@ Staging staging_per_step(const GPTConfig& c, int t, bool sp) {
   st.tp_down = st.tp_up = (4 * L + 2) * (S + S / t) + 12 * N;
   st.other_down = 2 * L * S / t + 4 * repl;
   st.other_up = 2 * L * S + 4 * repl;
+  st.d2d = ((6 * L + 2) + (4 * L + 2)) * S + 2 * 4 * repl;
   return st;
 }
 
@@ -121,6 +127,7 @@ void expect_device_run_equals_cpu(bool sp) {
   EXPECT_EQ(dev.h2d_bytes(),
             4 * psi_r + ids + kSteps * (per_step.tp_up + per_step.other_up));
   EXPECT_EQ(dev.d2h_bytes(), 3 * 4 * psi_r + kSteps * (per_step.tp_down + per_step.other_down));
+  EXPECT_EQ(dev.d2d_bytes(), kSteps * per_step.d2d);
 }
 
 TEST(TensorParallelOnDevice, EqualsTheCpuRunWithFAndGStaged) {
