@@ -2,13 +2,15 @@
 // TensorParallelStrategy with Device::kCUDA on a guarded FakeDevice (common/testing/
 // fake_device.h: a host read of device memory is a SIGSEGV) with the CPU kernels as the device's
 // (fake_kernel_ops.h), against the same strategy on the CPU over the same ranks (tiny, B = 4,
-// 3 steps, then get_state): losses and final state bit for bit, the same CommStats bytes.
+// 3 steps, then get_state): losses and final state bit for bit, the same CommStats bytes. The
+// state then goes through set_state into a second strategy and back out (a resume), unchanged.
 //
 // Then every byte that crossed between host and device, against what must cross. S = 4BTC
 // bytes of a whole (B,T,C) activation, N = B·T rows, t ranks, L layers:
-//   up, once:     the slice's initial parameters, 4Ψ_r (tp_formulas.h's Ψ_r)
+//   up, once:     the slice's initial parameters, 4Ψ_r (tp_formulas.h's Ψ_r), per strategy (2)
 //   up, a step:   the ids: tokens twice (embedding forward and backward), targets once, 3·4N
-//   down, at end: get_state's parameters, m and v slices, 3·4Ψ_r (gathered on the host)
+//   down, at end: get_state's parameters, m and v slices, 3·4Ψ_r (gathered on the host), twice
+//   up, resume:   set_state's parameters, m and v slices, 3·4Ψ_r (cut on the host)
 //   staging (the MPI backend copies a device tensor down before a collective and what it wrote
 //   back up after, process_group_staging.h), per step and direction:
 //     tensor parallelism: 4L+2 all_reduces of S (g after each row-parallel layer and the
@@ -49,7 +51,8 @@ constexpr int kBatch = 4;  // B > 1: the sequence collectives permute (B, t, T/t
 
 struct Result {
   std::vector<double> losses;
-  std::vector<float> state;  // params, m, v: the whole model's (get_state)
+  std::vector<float> state;    // params, m, v: the whole model's (get_state)
+  std::vector<float> resumed;  // the same through set_state into a fresh strategy, then get_state
   double tp_bytes = 0, regather_bytes = 0, grad_sync_bytes = 0;  // CommStats, summed over steps
 };
 
@@ -72,6 +75,10 @@ Result train(const GPTConfig& cfg, ProcessGroup& tp, bool sp, Device device) {
   const int64_t psi = GPTLayout(cfg).num_params();
   r.state.resize(3 * psi);
   s.get_state(r.state.data(), r.state.data() + psi, r.state.data() + 2 * psi);
+  TensorParallelStrategy resumed(cfg, tp, opt, 12, sp, device);
+  resumed.set_state(r.state.data(), r.state.data() + psi, r.state.data() + 2 * psi);
+  r.resumed.resize(3 * psi);
+  resumed.get_state(r.resumed.data(), r.resumed.data() + psi, r.resumed.data() + 2 * psi);
   return r;
 }
 
@@ -109,6 +116,8 @@ void expect_device_run_equals_cpu(bool sp) {
 
   EXPECT_EQ(gpu.losses, cpu.losses);
   EXPECT_EQ(gpu.state, cpu.state);
+  EXPECT_EQ(gpu.resumed, gpu.state);
+  EXPECT_EQ(cpu.resumed, cpu.state);
   EXPECT_EQ(gpu.tp_bytes, cpu.tp_bytes);
   EXPECT_EQ(gpu.regather_bytes, cpu.regather_bytes);
   EXPECT_EQ(gpu.grad_sync_bytes, cpu.grad_sync_bytes);
@@ -125,8 +134,9 @@ void expect_device_run_equals_cpu(bool sp) {
   const int64_t psi_r = static_cast<int64_t>(tp_params_per_rank(d, t));
   const int64_t ids = int64_t{kSteps} * 3 * 4 * kBatch * cfg.ctx;
   EXPECT_EQ(dev.h2d_bytes(),
-            4 * psi_r + ids + kSteps * (per_step.tp_up + per_step.other_up));
-  EXPECT_EQ(dev.d2h_bytes(), 3 * 4 * psi_r + kSteps * (per_step.tp_down + per_step.other_down));
+            2 * 4 * psi_r + 3 * 4 * psi_r + ids + kSteps * (per_step.tp_up + per_step.other_up));
+  EXPECT_EQ(dev.d2h_bytes(),
+            2 * 3 * 4 * psi_r + kSteps * (per_step.tp_down + per_step.other_down));
   EXPECT_EQ(dev.d2d_bytes(), kSteps * per_step.d2d);
 }
 
