@@ -21,7 +21,11 @@
 //       reduce_scatter (S down, S/t up): (4L+2)·(S + S/t) + 12N each way on the tp group; the
 //       re-gather of the 2L LayerNorm outputs for the weight gradients (2L·S/t down, 2L·S up) on
 //       its own group; and the replicated gradients' all_reduce, 4Ψ_repl down and up.
-// Device to device, per step: nothing under tensor parallelism; under sequence parallelism each
+//     tensor parallelism with full recomputation and ZeRO-R Pa (--partition_activations, one
+//       block per segment): the recomputed forwards' 2L g's again, (4L+2+2L)·S + 12N each way on
+//       the tp group; the all_gather of each block's partitioned input before its recomputation,
+//       L·S/t down and L·S up on Pa's group.
+// Device to device, per step: nothing under tensor parallelism (Pa: the L parts kept, S/t each); under sequence parallelism each
 // of the 6L+2 all_gathers (4L+2 and the 2L re-gathers) permutes its rank-major result into
 // (B,T,C) and each of the 4L+2 reduce_scatters its (B,T,C) input into rank-major order (S bytes
 // each, B > 1), and the replicated gradients are packed and unpacked (2·4Ψ_repl).
@@ -53,7 +57,8 @@ struct Result {
   std::vector<double> losses;
   std::vector<float> state;    // params, m, v: the whole model's (get_state)
   std::vector<float> resumed;  // the same through set_state into a fresh strategy, then get_state
-  double tp_bytes = 0, regather_bytes = 0, grad_sync_bytes = 0;  // CommStats, summed over steps
+  // CommStats, summed over the steps
+  double tp_bytes = 0, regather_bytes = 0, grad_sync_bytes = 0, checkpoint_bytes = 0;
 };
 
 Result train(const GPTConfig& cfg, ProcessGroup& tp, bool sp, Device device) {
@@ -71,6 +76,7 @@ Result train(const GPTConfig& cfg, ProcessGroup& tp, bool sp, Device device) {
     r.tp_bytes += s.last_step_tp_bytes();
     r.regather_bytes += s.last_step_regather_bytes();
     r.grad_sync_bytes += s.last_step_grad_sync_bytes();
+    r.checkpoint_bytes += s.last_step_checkpoint_bytes();
   }
   const int64_t psi = GPTLayout(cfg).num_params();
   r.state.resize(3 * psi);
@@ -84,7 +90,8 @@ Result train(const GPTConfig& cfg, ProcessGroup& tp, bool sp, Device device) {
 
 // Staging bytes of one step, each direction, on each group (the header's table).
 struct Staging {
-  int64_t tp_down = 0, tp_up = 0, other_down = 0, other_up = 0;  // other: re-gather + gradients
+  int64_t tp_down = 0, tp_up = 0;
+  int64_t other_down = 0, other_up = 0;  // SP's re-gather and gradients, or Pa's all_gathers
   int64_t d2d = 0;  // device-to-device copies (the header's table)
 };
 
@@ -93,6 +100,13 @@ Staging staging_per_step(const GPTConfig& c, int t, bool sp) {
   const TpModelDims d{c.vocab, c.ctx, c.layers, c.d, c.heads};
   const int64_t repl = static_cast<int64_t>(tp_replicated_params(d));
   Staging st;
+  if (!sp && c.partition_checkpoints) {  // full recomputation, k = 1
+    st.tp_down = st.tp_up = (4 * L + 2 + 2 * L) * S + 12 * N;
+    st.other_down = L * S / t;
+    st.other_up = L * S;
+    st.d2d = L * S / t;
+    return st;
+  }
   if (!sp) {
     st.tp_down = st.tp_up = (4 * L + 2) * S + 12 * N;
     return st;
@@ -104,8 +118,7 @@ Staging staging_per_step(const GPTConfig& c, int t, bool sp) {
   return st;
 }
 
-void expect_device_run_equals_cpu(bool sp) {
-  const GPTConfig cfg = GPTConfig::preset("tiny");
+void expect_device_run_equals_cpu(const GPTConfig& cfg, bool sp) {
   auto cpu_group = test_world().duplicate();
   const Result cpu = train(cfg, *cpu_group, sp, Device::kCPU);
 
@@ -121,6 +134,8 @@ void expect_device_run_equals_cpu(bool sp) {
   EXPECT_EQ(gpu.tp_bytes, cpu.tp_bytes);
   EXPECT_EQ(gpu.regather_bytes, cpu.regather_bytes);
   EXPECT_EQ(gpu.grad_sync_bytes, cpu.grad_sync_bytes);
+  EXPECT_EQ(gpu.checkpoint_bytes, cpu.checkpoint_bytes);
+  EXPECT_EQ(cfg.partition_checkpoints, cpu.checkpoint_bytes > 0) << "Pa's all_gathers send";
   EXPECT_GT(cpu.tp_bytes, 0);
   EXPECT_EQ(sp, cpu.regather_bytes > 0 && cpu.grad_sync_bytes > 0) << "SP's own groups send";
   EXPECT_EQ(cpu_group->staging_stats().to_host_bytes, 0) << "host tensors are never staged";
@@ -141,11 +156,18 @@ void expect_device_run_equals_cpu(bool sp) {
 }
 
 TEST(TensorParallelOnDevice, EqualsTheCpuRunWithFAndGStaged) {
-  expect_device_run_equals_cpu(/*sp=*/false);
+  expect_device_run_equals_cpu(GPTConfig::preset("tiny"), /*sp=*/false);
+}
+
+TEST(TensorParallelOnDevice, PartitionedCheckpointsUnderFullRecomputation) {
+  GPTConfig cfg = GPTConfig::preset("tiny");
+  cfg.recompute = Recompute::kFull;
+  cfg.partition_checkpoints = true;  // ZeRO-R Pa: parts and gathered inputs on the device
+  expect_device_run_equals_cpu(cfg, /*sp=*/false);
 }
 
 TEST(SequenceParallelOnDevice, EqualsTheCpuRunWithTheSequenceCollectivesStaged) {
-  expect_device_run_equals_cpu(/*sp=*/true);
+  expect_device_run_equals_cpu(GPTConfig::preset("tiny"), /*sp=*/true);
 }
 
 }  // namespace
