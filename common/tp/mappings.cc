@@ -10,11 +10,15 @@
 //   last dimension:  (..., K)    = (numel/K rows, t, K/t)
 //   sequence:        (B, T, C)   = (B, t, T/t·C)
 //
+// On a device (--device cuda) every buffer made here is on the input's device and each block moves
+// by Tensor::copy_from of flat views (a device-to-device copy there, a memmove on the host); no
+// host code touches the elements, and the collectives get device tensors (the MPI backend stages
+// them through host buffers, common/comm/process_group_staging.h).
+//
 // Glossary: t = tp.size(), r = tp.rank(), K last dimension, B batch, T sequence, C channels,
 // outer/inner as above.
 #include "common/tp/mappings.h"
 
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -25,8 +29,8 @@ namespace llmp::tp {
 namespace {
 
 void check_f32(const Tensor& t, const char* where) {
-  LLMP_CHECK(t.defined() && t.device() == Device::kCPU && t.dtype() == DType::kF32,
-             std::string(where) + ": tensors must be host f32, got " +
+  LLMP_CHECK(t.defined() && t.dtype() == DType::kF32,
+             std::string(where) + ": tensors must be f32, got " +
                  (t.defined() ? t.describe() : "an undefined tensor"));
 }
 
@@ -48,52 +52,56 @@ void check_divisible(int64_t n, const char* what, const Tensor& t, int size, con
                  " is not divisible by the tensor-parallel size t = " + std::to_string(size));
 }
 
+// dst[d0, d0 + n) = src[s0, s0 + n), flat elements of two contiguous tensors on any devices.
+void copy_elements(const Tensor& dst, int64_t d0, const Tensor& src, int64_t s0, int64_t n) {
+  dst.view({dst.numel()}).narrow(d0, n).copy_from(src.view({src.numel()}).narrow(s0, n));
+}
+
 // Copies block r of every row of x = (outer, t, inner) into a new (outer, inner) tensor of shape
-// `shape`. No communication.
+// `shape`, on x's device. No communication.
 Tensor keep_block(const Tensor& x, int r, int t, int64_t outer, int64_t inner,
                   std::vector<int64_t> shape) {
-  Tensor out = Tensor::empty(std::move(shape), DType::kF32, MemCategory::kActivations);
+  Tensor out = Tensor::empty(std::move(shape), DType::kF32, MemCategory::kActivations, x.device());
   for (int64_t o = 0; o < outer; ++o)  // (outer, t, inner)[:, r, :] -> (outer, inner)
-    std::memcpy(out.f32() + o * inner, x.f32() + (o * t + r) * inner, inner * sizeof(float));
+    copy_elements(out, o * inner, x, (o * t + r) * inner, inner);
   return out;
 }
 
-// all_gather of x = (outer, inner) into a new (outer, t, inner) tensor of shape `shape`, block q
-// of every row from rank q. Sends (t-1)/t·S, S = bytes of the result.
+// all_gather of x = (outer, inner) into a new (outer, t, inner) tensor of shape `shape` on x's
+// device, block q of every row from rank q. Sends (t-1)/t·S, S = bytes of the result.
 Tensor gather_blocks(const Tensor& x, ProcessGroup& tp, int64_t outer, int64_t inner,
                      std::vector<int64_t> shape) {
   const int t = tp.size();
-  Tensor out = Tensor::empty(std::move(shape), DType::kF32, MemCategory::kActivations);
+  Tensor out = Tensor::empty(std::move(shape), DType::kF32, MemCategory::kActivations, x.device());
   Tensor flat_out = out.view({out.numel()});
   if (outer == 1) {  // rank-major is already the layout we want
     tp.all_gather(x.view({x.numel()}), flat_out);
     return out;
   }
-  Tensor staged = Tensor::empty({out.numel()}, DType::kF32, MemCategory::kCommBuffers);
+  Tensor staged = Tensor::empty({out.numel()}, DType::kF32, MemCategory::kCommBuffers, x.device());
   tp.all_gather(x.view({x.numel()}), staged);  // (t, outer, inner), rank-major
   for (int q = 0; q < t; ++q)                   // -> (outer, t, inner)
     for (int64_t o = 0; o < outer; ++o)
-      std::memcpy(out.f32() + (o * t + q) * inner, staged.f32() + (q * outer + o) * inner,
-                  inner * sizeof(float));
+      copy_elements(out, (o * t + q) * inner, staged, (q * outer + o) * inner, inner);
   return out;
 }
 
 // reduce_scatter (sum) of x = (outer, t, inner) into a new (outer, inner) tensor of shape
-// `shape`: block r of every row, summed over the ranks. Sends (t-1)/t·S, S = x.nbytes().
+// `shape` on x's device: block r of every row, summed over the ranks. Sends (t-1)/t·S,
+// S = x.nbytes().
 Tensor reduce_scatter_blocks(const Tensor& x, ProcessGroup& tp, int64_t outer, int64_t inner,
                              std::vector<int64_t> shape) {
   const int t = tp.size();
-  Tensor out = Tensor::empty(std::move(shape), DType::kF32, MemCategory::kActivations);
+  Tensor out = Tensor::empty(std::move(shape), DType::kF32, MemCategory::kActivations, x.device());
   Tensor flat_out = out.view({out.numel()});
   if (outer == 1) {  // already rank-major
     tp.reduce_scatter(x.view({x.numel()}), flat_out);
     return out;
   }
-  Tensor staged = Tensor::empty({x.numel()}, DType::kF32, MemCategory::kCommBuffers);
+  Tensor staged = Tensor::empty({x.numel()}, DType::kF32, MemCategory::kCommBuffers, x.device());
   for (int q = 0; q < t; ++q)  // (outer, t, inner) -> (t, outer, inner), rank-major
     for (int64_t o = 0; o < outer; ++o)
-      std::memcpy(staged.f32() + (q * outer + o) * inner, x.f32() + (o * t + q) * inner,
-                  inner * sizeof(float));
+      copy_elements(staged, (q * outer + o) * inner, x, (o * t + q) * inner, inner);
   tp.reduce_scatter(staged, flat_out);
   return out;
 }

@@ -21,7 +21,9 @@
 // the full (un-sliced) tensor, and a group of one rank counts 0, so on t = 1 every operator is the
 // identity and sends nothing.
 //
-// Tensors: host f32, contiguous. Tensors these functions create are counted as
+// Tensors: f32, contiguous, on the host or a device (--device cuda: the collectives get the device
+// tensors and the MPI backend stages them through host buffers, process_group_staging.h).
+// Tensors these functions create are on their input's device, counted as
 // MemCategory::kActivations (the rank-major staging buffer of a sequence collective, freed before
 // returning, as kCommBuffers).
 //
@@ -41,7 +43,7 @@ namespace llmp::tp {
 ///  - backward: all_reduce (sum) of `dy` over `tp`, in place: every rank's partial gradient of
 ///    the replicated input becomes the full one. Returns `dy` (its own storage, summed); sends
 ///    2(t-1)/t·S, S = dy.nbytes().
-/// Any shape. Errors (LLMP_CHECK, ends every rank): a tensor not host f32.
+/// Any shape. Errors (LLMP_CHECK, ends every rank): a tensor not f32.
 struct CopyToTpRegion {
   static Tensor forward(const Tensor& x, ProcessGroup& tp);
   static Tensor backward(Tensor dy, ProcessGroup& tp);
@@ -53,7 +55,7 @@ struct CopyToTpRegion {
 ///    sends 2(t-1)/t·S, S = x.nbytes().
 ///  - backward: identity. Returns `dy` itself (no copy); sends 0 bytes: the gradient of a sum with
 ///    respect to each addend is the gradient of the sum.
-/// Any shape. Errors (LLMP_CHECK, ends every rank): a tensor not host f32.
+/// Any shape. Errors (LLMP_CHECK, ends every rank): a tensor not f32.
 struct ReduceFromTpRegion {
   static Tensor forward(Tensor x, ProcessGroup& tp);
   static Tensor backward(const Tensor& dy, ProcessGroup& tp);
@@ -64,7 +66,7 @@ struct ReduceFromTpRegion {
 ///    [r·K/t, (r+1)·K/t) of every row; sends 0 bytes.
 ///  - backward: all_gather along the last dimension, dy (..., K/t) -> (..., K), slice q from rank
 ///    q; sends (t-1)/t·S, S = bytes of the (..., K) result.
-/// Errors (LLMP_CHECK): ndim 0, forward's K not divisible by t, a tensor not host f32.
+/// Errors (LLMP_CHECK): ndim 0, forward's K not divisible by t, a tensor not f32.
 struct ScatterToTpRegion {
   static Tensor forward(const Tensor& x, ProcessGroup& tp);
   static Tensor backward(const Tensor& dy, ProcessGroup& tp);
@@ -74,7 +76,7 @@ struct ScatterToTpRegion {
 ///  - forward: all_gather along the last dimension, x (..., K/t) -> (..., K), a new tensor, slice q
 ///    from rank q; sends (t-1)/t·S, S = bytes of the (..., K) result.
 ///  - backward: dy (..., K) -> (..., K/t), a new tensor holding this rank's slice; sends 0 bytes.
-/// Errors (LLMP_CHECK): ndim 0, backward's K not divisible by t, a tensor not host f32.
+/// Errors (LLMP_CHECK): ndim 0, backward's K not divisible by t, a tensor not f32.
 struct GatherFromTpRegion {
   static Tensor forward(const Tensor& x, ProcessGroup& tp);
   static Tensor backward(const Tensor& dy, ProcessGroup& tp);
@@ -92,7 +94,7 @@ struct GatherFromTpRegion {
 /// (B, T, C), and backward permutes dy to (t, B, T/t, C) before the flat reduce_scatter. (Megatron
 /// keeps activations (T, B, C), sequence first, so that its gathers need no permute; here B = 1
 /// needs none either.) Errors (LLMP_CHECK): ndim != 3, backward's T not divisible by t, a tensor
-/// not host f32.
+/// not f32.
 struct GatherFromSequenceRegion {
   static Tensor forward(const Tensor& x, ProcessGroup& tp);
   static Tensor backward(const Tensor& dy, ProcessGroup& tp);
@@ -104,7 +106,7 @@ struct GatherFromSequenceRegion {
 ///    sends (t-1)/t·S, S = x.nbytes().
 ///  - backward: all_gather along the sequence, dy (B, T/t, C) -> (B, T, C), a new tensor; sends
 ///    (t-1)/t·S, S = bytes of the (B, T, C) result.
-/// Errors (LLMP_CHECK): ndim != 3, forward's T not divisible by t, a tensor not host f32.
+/// Errors (LLMP_CHECK): ndim != 3, forward's T not divisible by t, a tensor not f32.
 struct ReduceScatterToSequenceRegion {
   static Tensor forward(const Tensor& x, ProcessGroup& tp);
   static Tensor backward(const Tensor& dy, ProcessGroup& tp);

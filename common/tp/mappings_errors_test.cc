@@ -45,7 +45,7 @@ TEST(MappingsErrors, BadInputEndsTheJobNamingTheValues) {
       {"ndim",
        "GatherFromSequenceRegion::forward: activations must be 3-D (B, T, C), got (4, 6) f32 cpu "
        "(ndim 2)"},
-      {"dtype", "CopyToTpRegion::backward: tensors must be host f32, got (4,) bf16 cpu"},
+      {"dtype", "CopyToTpRegion::backward: tensors must be f32, got (4,) bf16 cpu"},
   };
   for (const Case& c : cases) {
     auto res = testing::run_self({std::string("LLMP_PROBE=") + c.probe},

@@ -39,14 +39,14 @@ Tensor TensorParallelComm::partition_checkpoint(const Tensor& x) {
   const int t = tp_.size();
   if (t == 1 || sp_) return x;
   const int64_t part = x.numel() / t;  // t | C (t divides H, H divides C), so t | B·T·C
-  Tensor mine = Tensor::empty({part}, x.dtype(), MemCategory::kActivations);
+  Tensor mine = Tensor::empty({part}, x.dtype(), MemCategory::kActivations, x.device());
   mine.copy_from(x.view({x.numel()}).narrow(tp_.rank() * part, part));
   return mine;
 }
 
 Tensor TensorParallelComm::gather_checkpoint(const Tensor& part, const std::vector<int64_t>& shape) {
   if (tp_.size() == 1 || sp_) return part;
-  Tensor whole = Tensor::empty(shape, part.dtype(), MemCategory::kActivations);
+  Tensor whole = Tensor::empty(shape, part.dtype(), MemCategory::kActivations, part.device());
   Tensor flat = whole.view({whole.numel()});
   checkpoints_.all_gather(part, flat);  // rank r's part lands at [r·n/t, (r+1)·n/t)
   return whole;

@@ -19,6 +19,9 @@
 // only the rank's rows of the LayerNorm outputs and all-gathers them again in the backward: the
 // price of its lower activation memory).
 //
+// On a device (--device cuda) every tensor passed and made here is device memory (Pa's parts and
+// gathered checkpoints on the input's device); the collectives take them as they are.
+//
 // Glossary: t tensor-parallel ranks, B batch, T sequence, C channels, S bytes of a (B,T,C) tensor.
 #pragma once
 

@@ -32,6 +32,7 @@ StageSpec tp_stage_spec(const TpStageOptions& o) {
   spec.name = o.name;
   spec.summary = o.summary;
   spec.default_world_size = o.default_world_size;
+  spec.supports_device = o.supports_device;
   // dp 1 × pp 1 × tp t: every rank reads the whole batch; train_main checks t == world size.
   spec.grid = [tp](const TrainConfig& cfg) {
     return GridShape{1, 1, *tp > 0 ? *tp : cfg.world_size};
@@ -50,7 +51,7 @@ StageSpec tp_stage_spec(const TpStageOptions& o) {
     all_ranks_ok(err.empty(), err);
     return std::make_unique<TensorParallelStrategy>(ctx.model.config(), ctx.grid.tp_group(),
                                                     ctx.opt, ctx.cfg.seed,
-                                                    opts->sequence_parallel);
+                                                    opts->sequence_parallel, ctx.model.device());
   };
   return spec;
 }

@@ -29,6 +29,8 @@ struct TpStageOptions {
   std::string summary;      ///< one line for --help
   bool sequence_parallel = false;
   int default_world_size = 4;
+  /// --device cuda (fp32): the strategy's model, state and buffers on the device.
+  bool supports_device = false;
 };
 
 /// The first problem with cfg's model on t = `tp` (0: the world size) tensor-parallel ranks, as

@@ -11,6 +11,7 @@
 #include "common/plan/recompute_formulas.h"
 #include "common/plan/tp_formulas.h"
 #include "common/tensor/memory.h"
+#include "common/train/dp_util.h"
 
 namespace llmp {
 
@@ -25,7 +26,7 @@ int64_t calls_of(const ProcessGroup& g) {
 
 TensorParallelStrategy::TensorParallelStrategy(const GPTConfig& cfg, ProcessGroup& tp,
                                                AdamWConfig opt, uint64_t seed,
-                                               bool sequence_parallel)
+                                               bool sequence_parallel, Device device)
     : tp_(tp), sp_(sequence_parallel) {
   // Two more communicators over the same ranks (duplicate(): own CommStats each), so that the
   // re-gather's and the gradient all_reduce's bytes are counted apart from f's and g's.
@@ -34,30 +35,34 @@ TensorParallelStrategy::TensorParallelStrategy(const GPTConfig& cfg, ProcessGrou
   checkpoint_group_ = tp.duplicate();
   comm_ = std::make_unique<TensorParallelComm>(tp, sp_, regather_group_.get(),
                                                checkpoint_group_.get());
-  model_ = std::make_unique<GPT>(cfg, *comm_);  // throws when t does not divide H, 4C or V
+  // Throws when t does not divide H, 4C or V.
+  model_ = std::make_unique<GPT>(GPT(cfg, *comm_).with_device(device));
   const int64_t n = model_->layout().num_params();
-  params_ = Tensor::empty({n}, DType::kF32, MemCategory::kParameters);
-  grads_ = Tensor::zeros({n}, DType::kF32, MemCategory::kGradients);
-  opt_ = std::make_unique<AdamW>(n, opt, decay_ranges(model_->layout(), opt.decay));  // its slices' dims
-  model_->init_params(params_.f32(), seed);  // this rank's slice of the whole initialisation
+  params_ = Tensor::empty({n}, DType::kF32, MemCategory::kParameters, device);
+  grads_ = Tensor::zeros({n}, DType::kF32, MemCategory::kGradients, device);
+  opt_ = std::make_unique<AdamW>(n, opt, decay_ranges(model_->layout(), opt.decay),  // its slices'
+                                 DType::kF32, device);                               // dims
+  // This rank's slice of the whole initialisation, made on the host and copied up once (4Ψ_r).
+  std::vector<float> init(n);
+  model_->init_params(init.data(), seed);
+  from_host(params_, init.data());
 }
 
 void TensorParallelStrategy::all_reduce_replicated_grads() {
   const GPTLayout& lay = model_->layout();
   int64_t n = 0;
   for (const ParamSpec& p : lay.params()) n += p.split == Split::kReplicated ? p.numel : 0;
-  Tensor packed = Tensor::empty({n}, DType::kF32, MemCategory::kCommBuffers);
+  // Beside the gradients (a device buffer on a GPU); each tensor moves by copy_from of views.
+  Tensor packed = Tensor::empty({n}, DType::kF32, MemCategory::kCommBuffers, grads_.device());
   int64_t at = 0;
   for (const ParamSpec& p : lay.params())
     if (p.split == Split::kReplicated)
-      std::memcpy(packed.f32() + at, grads_.f32() + p.offset, p.numel * sizeof(float)),
-          at += p.numel;
+      packed.narrow(at, p.numel).copy_from(grads_.narrow(p.offset, p.numel)), at += p.numel;
   grad_group_->all_reduce(packed, ReduceOp::kSum);  // sends 2(t-1)/t·4·Ψ_repl
   at = 0;
   for (const ParamSpec& p : lay.params())
     if (p.split == Split::kReplicated)
-      std::memcpy(grads_.f32() + p.offset, packed.f32() + at, p.numel * sizeof(float)),
-          at += p.numel;
+      grads_.narrow(p.offset, p.numel).copy_from(packed.narrow(at, p.numel)), at += p.numel;
 }
 
 double TensorParallelStrategy::train_step(const int32_t* tokens, const int32_t* targets,
@@ -113,19 +118,29 @@ void tp_slices_to_full(ProcessGroup& tp, const GPTConfig& cfg, const float* slic
 }
 
 void TensorParallelStrategy::get_state(float* params, float* exp_avg, float* exp_avg_sq) {
+  // Each state's slice down to the host (4Ψ_r bytes; a memcpy on the CPU), then gathered there:
   // sends (t-1)/t·4tΨ_r per state; not part of a step.
   const GPTConfig& cfg = model_->config();
-  tp_slices_to_full(tp_, cfg, params_.f32(), params);
-  tp_slices_to_full(tp_, cfg, opt_->exp_avg().f32(), exp_avg);
-  tp_slices_to_full(tp_, cfg, opt_->exp_avg_sq().f32(), exp_avg_sq);
+  std::vector<float> slice(params_.numel());
+  for (const auto& [state, out] : {std::pair<const Tensor*, float*>{&params_, params},
+                                   {&opt_->exp_avg(), exp_avg},
+                                   {&opt_->exp_avg_sq(), exp_avg_sq}}) {
+    to_host(slice.data(), *state);
+    tp_slices_to_full(tp_, cfg, slice.data(), out);
+  }
 }
 
 void TensorParallelStrategy::set_state(const float* params, const float* exp_avg,
                                        const float* exp_avg_sq) {
+  // This rank's slice of each whole state, cut on the host and copied up (4Ψ_r bytes each).
   const GPTLayout& lay = model_->layout();
-  lay.copy_from_full(params, params_.f32());
-  lay.copy_from_full(exp_avg, opt_->exp_avg().f32());
-  lay.copy_from_full(exp_avg_sq, opt_->exp_avg_sq().f32());
+  std::vector<float> slice(params_.numel());
+  for (const auto& [full, state] : {std::pair<const float*, const Tensor*>{params, &params_},
+                                    {exp_avg, &opt_->exp_avg()},
+                                    {exp_avg_sq, &opt_->exp_avg_sq()}}) {
+    lay.copy_from_full(full, slice.data());
+    from_host(*state, slice.data());
+  }
 }
 
 std::vector<ReportRow> TensorParallelStrategy::report() const {

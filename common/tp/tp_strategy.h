@@ -22,6 +22,13 @@
 // whole model's GPT-2 names (GPTLayout::copy_to_full), so checkpoints are interchangeable with
 // every other stage.
 //
+// On a GPU (--device cuda, fp32): the sharded model walks on `device` (GPT::with_device), and the
+// parameters, gradients, AdamW's m and v and every activation and communication buffer are device
+// memory; f, g and the sequence-parallel collectives get device tensors (an MPI backend stages
+// them through host buffers, common/comm/process_group_staging.h). What crosses to the host:
+// the initialisation, once (4Ψ_r bytes up); each step's token and target ids (the walk's); and
+// get_state's slices (4Ψ_r bytes down per state, gathered over the group on the host).
+//
 // Glossary: t tensor-parallel ranks, r rank, B global batch, T sequence, C channels, H heads,
 // V vocab, L layers, Ψ_r parameters per rank (tp_formulas.h).
 #pragma once
@@ -48,9 +55,10 @@ class TensorParallelStrategy : public Strategy {
   /// Collective over `tp`. Every rank initialises the whole model from `seed` and keeps its
   /// slice. Throws std::invalid_argument naming the values when t = tp.size() does not divide H,
   /// 4C and V (GPTLayout). With sequence_parallel, a step whose T is not divisible by t throws
-  /// std::invalid_argument (common/nn/checks.h).
+  /// std::invalid_argument (common/nn/checks.h). `device`: where the slice's model, parameters,
+  /// gradients and optimizer state live (Device::kCUDA: --device cuda, fp32).
   TensorParallelStrategy(const GPTConfig& cfg, ProcessGroup& tp, AdamWConfig opt, uint64_t seed,
-                         bool sequence_parallel = false);
+                         bool sequence_parallel = false, Device device = Device::kCPU);
 
   /// The whole batch on every rank (tensor parallelism splits layers' widths, not data).
   BatchSlice batch_slice(int global_batch) const override { return {0, global_batch}; }
@@ -67,7 +75,7 @@ class TensorParallelStrategy : public Strategy {
   std::vector<ReportRow> report() const override;
 
   const GPT& model() const { return *model_; }
-  /// This rank's Ψ_r parameters (model().layout()).
+  /// This rank's Ψ_r parameters (model().layout()), on model().device().
   const Tensor& local_params() const { return params_; }
   bool sequence_parallel() const { return sp_; }
   /// Bytes this rank sent in the last step: over the tp group (f, g, head), the re-gather group,
@@ -84,7 +92,7 @@ class TensorParallelStrategy : public Strategy {
 
  private:
   /// Sums the replicated tensors' gradients over the group (sequence parallelism), packed into
-  /// one buffer: sends 2(t-1)/t·4·Ψ_repl.
+  /// one buffer on the gradients' device: sends 2(t-1)/t·4·Ψ_repl.
   void all_reduce_replicated_grads();
 
   ProcessGroup& tp_;
