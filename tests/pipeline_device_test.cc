@@ -55,9 +55,10 @@ using Factory = std::function<std::unique_ptr<PipelineStrategy>(const GPT& model
                                                                 AdamWConfig opt, uint64_t seed)>;
 
 /// tiny with L = 4: p·v = 2 or 4 virtual stages divide it.
-GPTConfig model_config() {
+GPTConfig model_config(Recompute recompute = Recompute::kNone) {
   GPTConfig c = GPTConfig::preset("tiny");
   c.layers = 4;
+  c.recompute = recompute;
   return c;
 }
 
@@ -148,8 +149,9 @@ Expected expected_bytes(const PipelineStrategy& s, const GPTConfig& c, int m_ste
 }
 
 /// The CPU run, then the device run, on fresh duplicates of the world; gtest EXPECTs.
-void expect_device_run_equals_cpu(const Factory& make, int m_step, bool stream = false) {
-  const GPT model(model_config());
+void expect_device_run_equals_cpu(const Factory& make, int m_step, bool stream = false,
+                                  Recompute recompute = Recompute::kNone) {
+  const GPT model(model_config(recompute));
   auto cpu_pp = test_world().duplicate();
   const Run cpu = train(make, model, *cpu_pp, nullptr);
 
@@ -203,6 +205,15 @@ TEST(PipelineOnDevice, OneFOneB) {
         return make_one_f_one_b(model, pp, opt, seed, 2);
       },
       2);
+}
+
+TEST(PipelineOnDevice, OneFOneBWithFullRecompute) {
+  // The blocks' forwards run again before their backwards, on the device: nothing more crosses.
+  expect_device_run_equals_cpu(
+      [](const GPT& model, ProcessGroup& pp, AdamWConfig opt, uint64_t seed) {
+        return make_one_f_one_b(model, pp, opt, seed, 2);
+      },
+      2, /*stream=*/false, Recompute::kFull);
 }
 
 TEST(PipelineOnDevice, Interleaved1F1B) {
