@@ -65,7 +65,8 @@ GPTConfig model_config(Recompute recompute = Recompute::kNone) {
 struct Run {
   std::vector<double> losses;
   double eval = 0;
-  std::vector<float> state, reloaded;  // get_state of the trained stage, and of a fresh one after set_state
+  std::vector<float> state;     // get_state of the trained stage (params, m, v)
+  std::vector<float> reloaded;  // get_state of a fresh stage after set_state(state)
   double comm_bytes = 0;
   StagingStats staging;
   int64_t h2d = 0, d2h = 0;  // FakeDevice counts (device run only)

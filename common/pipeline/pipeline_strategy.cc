@@ -153,7 +153,8 @@ double PipelineStrategy::eval_loss(const int32_t* tokens, const int32_t* targets
 }
 
 void PipelineStrategy::get_state(float* params, float* exp_avg, float* exp_avg_sq) {
-  gather_stages({{&params_, params}, {&opt_->exp_avg(), exp_avg}, {&opt_->exp_avg_sq(), exp_avg_sq}});
+  gather_stages(
+      {{&params_, params}, {&opt_->exp_avg(), exp_avg}, {&opt_->exp_avg_sq(), exp_avg_sq}});
 }
 
 void PipelineStrategy::gather_stages(
