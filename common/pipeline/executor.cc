@@ -12,8 +12,10 @@
 namespace llmp {
 namespace {
 
-Tensor activation(int b, int T, int C) {
-  return Tensor::empty({b, T, C}, DType::kF32, MemCategory::kActivations);
+/// A received activation or gradient (b,T,C), where the walk runs (GPT::device()): a recv into
+/// a device tensor is staged by the backend (4·b·T·C bytes up, process_group_staging.h).
+Tensor activation(int b, int T, int C, Device device) {
+  return Tensor::empty({b, T, C}, DType::kF32, MemCategory::kActivations, device);
 }
 
 /// Unit u of a pipeline rank's local buffer (parameters or gradients, same layout).
@@ -122,7 +124,7 @@ void PipelineExecutor::execute(const Action& a, UnitRunner& runner, const int32_
   LogicalInterval logical = is_compute(a.op) ? clock_.compute(a.op) : clock_.send();
   switch (a.op) {
     case Op::kRecvForward:
-      tp.x.assign(1, activation(b_, T_ / model_.seq_shards(), C));
+      tp.x.assign(1, activation(b_, T_ / model_.seq_shards(), C, model_.device()));
       logical = clock_.receive(recv_forward(link_, a, tp.x[0]));
       break;
     case Op::kForward: {
@@ -139,7 +141,7 @@ void PipelineExecutor::execute(const Action& a, UnitRunner& runner, const int32_
       tp.x.back() = Tensor();  // the output is not needed here any more; pending_ holds it
       break;
     case Op::kRecvBackward:
-      tp.dy = activation(b_, T_ / model_.seq_shards(), C);
+      tp.dy = activation(b_, T_ / model_.seq_shards(), C, model_.device());
       logical = clock_.receive(recv_backward(link_, a, tp.dy));
       break;
     case Op::kBackward:  // dx_j from dx_{j+1} through the blocks in reverse; grads += ...
@@ -213,7 +215,7 @@ double PipelineExecutor::forward_only(const float* params, const int32_t* tokens
       const int64_t at = static_cast<int64_t>(i) * b_ * T_;
       Tape tp;
       if (!r.embed) {
-        tp.x.assign(1, activation(b_, T_ / model_.seq_shards(), C));
+        tp.x.assign(1, activation(b_, T_ / model_.seq_shards(), C, model_.device()));
         recv_forward(link_, {Op::kRecvForward, i, chunk}, tp.x[0]);  // no timeline: time unused
       }
       loss += runner.forward(r, tokens + at, targets + at, b_, T_, scale, /*train=*/false, &tp);

@@ -55,22 +55,24 @@ PipelineStrategy::PipelineStrategy(const GPT& model, ProcessGroup& pp, AdamWConf
                                          schedule_.v, schedule_.pipelines);
   sim_ = simulate(schedule_);  // unit costs: the bubble and in-flight figures of the papers
   const int64_t n = part_->local_numel(r);
-  params_ = Tensor::empty({n}, DType::kF32, MemCategory::kParameters);
-  grads_ = Tensor::zeros({n}, DType::kF32, MemCategory::kGradients);
+  // --device cuda: the parameters, gradients and AdamW's m and v on the model's device; the walk
+  // (unit_runner.h) then reads and accumulates there, and only messages cross (staged, p2p.h).
+  const Device dev = model.device();
+  params_ = Tensor::empty({n}, DType::kF32, MemCategory::kParameters, dev);
+  grads_ = Tensor::zeros({n}, DType::kF32, MemCategory::kGradients, dev);
   {  // the whole model's decay ranges, segment by segment (the wte copy decays as wte does)
     const std::vector<ElementRange> whole = decay_ranges(model.layout(), opt.decay);
     std::vector<ElementRange> mine;
     for (const ParamSegment& s : part_->segments(r))
       for (const ElementRange& e : slice_ranges(whole, s.global_offset, s.numel, s.local_offset))
         mine.push_back(e);
-    opt_ = std::make_unique<AdamW>(n, opt, std::move(mine));
+    opt_ = std::make_unique<AdamW>(n, opt, std::move(mine), DType::kF32, dev);
   }
-  {  // the same full initialisation on every rank (same seed), then keep this rank's segments
+  {  // the same full initialisation on every rank (same seed), then keep this rank's segments:
+     // on a device, 4Ψ_r bytes up once (the wte copy included)
     std::vector<float> full(model.layout().num_params());
     model.init_params(full.data(), seed);
-    for (const ParamSegment& s : part_->segments(r))
-      std::memcpy(params_.f32() + s.local_offset, full.data() + s.global_offset,
-                  s.numel * sizeof(float));
+    scatter_stages({{full.data(), &params_}});
   }
   exec_ = std::make_unique<PipelineExecutor>(model, *part_, pp, schedule_, clock_costs_);
   const std::vector<int> emb = part_->embedding_ranks();
@@ -151,12 +153,12 @@ double PipelineStrategy::eval_loss(const int32_t* tokens, const int32_t* targets
 }
 
 void PipelineStrategy::get_state(float* params, float* exp_avg, float* exp_avg_sq) {
-  gather_stages({{params_.f32(), params}, {opt_->exp_avg().f32(), exp_avg},
-                 {opt_->exp_avg_sq().f32(), exp_avg_sq}});
+  gather_stages(
+      {{&params_, params}, {&opt_->exp_avg(), exp_avg}, {&opt_->exp_avg_sq(), exp_avg_sq}});
 }
 
 void PipelineStrategy::gather_stages(
-    std::initializer_list<std::pair<const float*, float*>> states) {
+    std::initializer_list<std::pair<const Tensor*, float*>> states) {
   // Every rank contributes its own segments (not the wte copy, and for Chimera only its down
   // pipeline's stage: the up chunks are replicas); together they tile [0, Ψ).
   const int p = pp_.size();
@@ -167,14 +169,14 @@ void PipelineStrategy::gather_stages(
     for (const ParamSegment& s : part_->segments(q))
       if (owned(s)) counts[q] += s.numel;
   const int64_t psi = model_.layout().num_params();
+  // Host buffers: each owned segment comes down once (to_host: a memcpy on the CPU, 4 bytes per
+  // owned element from a device), and the gather runs on the host, with nothing to stage.
   Tensor mine = Tensor::empty({counts[pp_.rank()]}, DType::kF32, MemCategory::kCommBuffers);
   Tensor all = Tensor::empty({psi}, DType::kF32, MemCategory::kCommBuffers);
   for (auto [src, dst] : states) {
     int64_t at = 0;
     for (const ParamSegment& s : part_->segments(pp_.rank()))
-      if (owned(s))
-        std::memcpy(mine.f32() + at, src + s.local_offset, s.numel * sizeof(float)),
-            at += s.numel;
+      if (owned(s)) to_host(mine.f32() + at, src->narrow(s.local_offset, s.numel)), at += s.numel;
     pp_.all_gather_v(mine, all, counts);
     at = 0;
     for (int q = 0; q < p; ++q)
@@ -187,15 +189,16 @@ void PipelineStrategy::gather_stages(
 
 void PipelineStrategy::set_state(const float* params, const float* exp_avg,
                                  const float* exp_avg_sq) {
-  scatter_stages({{params, params_.f32()}, {exp_avg, opt_->exp_avg().f32()},
-                  {exp_avg_sq, opt_->exp_avg_sq().f32()}});
+  scatter_stages({{params, &params_}, {exp_avg, &opt_->exp_avg()},
+                  {exp_avg_sq, &opt_->exp_avg_sq()}});
 }
 
 void PipelineStrategy::scatter_stages(
-    std::initializer_list<std::pair<const float*, float*>> states) const {
+    std::initializer_list<std::pair<const float*, const Tensor*>> states) const {
+  // from_host: a memcpy on the CPU, 4 bytes per local element up to a device.
   for (auto [full, local] : states)
     for (const ParamSegment& s : part_->segments(pp_.rank()))  // the wte copy included
-      std::memcpy(local + s.local_offset, full + s.global_offset, s.numel * sizeof(float));
+      from_host(local->narrow(s.local_offset, s.numel), full + s.global_offset);
 }
 
 double PipelineStrategy::measured_bubble_fraction() const {

@@ -128,20 +128,22 @@ class PipelineStrategy : public Strategy {
   void record_wall_spans(const std::vector<Span>& spans, double t0);
   /// Rank 0: writes the Chrome trace and says where, when a trace path was given.
   void write_trace_if_asked() const;
+  /// get_state's gather: for each (local, full) pair, every rank's owned segments of its local
+  /// buffer (GPTPartition layout; an f32 tensor on any device) into their places in the whole
+  /// model's host buffer `full` (the model's layout: Ψ floats), on every rank. From a device
+  /// each owned segment comes down once (to_host), then the gather runs on host buffers.
+  /// Collective over pp.
+  void gather_stages(std::initializer_list<std::pair<const Tensor*, float*>> states);
+  /// set_state's copy: for each (full, local) pair, this rank's segments (the wte copy included)
+  /// of the whole model's host buffer into its local tensor (any device: from_host). Local, no
+  /// communication.
+  void scatter_stages(std::initializer_list<std::pair<const float*, const Tensor*>> states) const;
   /// Closed form of the bytes a range of this rank's actions sends, with `wte_all_reduces` tied
   /// embedding all_reduces: sends·4bTC + wte_all_reduces·4VC on the embedding ranks, b = B over
   /// one step's micro-batches.
-  /// get_state's gather: for each (local, full) pair, every rank's owned segments of its local
-  /// buffer (GPTPartition layout) into their places in the whole model's buffer `full` (the
-  /// model's layout: Ψ floats), on every rank. Collective over pp.
-  void gather_stages(std::initializer_list<std::pair<const float*, float*>> states);
-  /// set_state's copy: for each (full, local) pair, this rank's segments (the wte copy included)
-  /// of the whole model's buffer into its local buffer. Local, no communication.
-  void scatter_stages(std::initializer_list<std::pair<const float*, float*>> states) const;
   double sent_bytes(std::vector<Action>::const_iterator begin,
                     std::vector<Action>::const_iterator end, int wte_all_reduces,
                     int global_batch, int T) const;
-
 
   const GPT& model_;
   ProcessGroup& pp_;

@@ -14,5 +14,7 @@ int main(int argc, char** argv) {
   o.bubble_formula = [](int p, int m, int) { return llmp::chimera_bubble_fraction(p, m); };
   o.bubble_formula_text = "(p-2)/(2m+p-2)";
   o.clock_costs = llmp::chimera_clock_costs();
-  return llmp::train_main(argc, argv, llmp::pipeline_stage_spec(o));
+  llmp::StageSpec spec = llmp::pipeline_stage_spec(o);
+  spec.supports_device = true;  // --device cuda (fp32): activations and gradients staged p2p
+  return llmp::train_main(argc, argv, spec);
 }

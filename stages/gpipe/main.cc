@@ -13,5 +13,7 @@ int main(int argc, char** argv) {
   o.micro_batches = 8;
   o.bubble_formula = [](int p, int m, int) { return llmp::gpipe_bubble_fraction(p, m); };
   o.bubble_formula_text = "(p-1)/(m+p-1)";
-  return llmp::train_main(argc, argv, llmp::pipeline_stage_spec(o));
+  llmp::StageSpec spec = llmp::pipeline_stage_spec(o);
+  spec.supports_device = true;  // --device cuda (fp32): activations and gradients staged p2p
+  return llmp::train_main(argc, argv, spec);
 }

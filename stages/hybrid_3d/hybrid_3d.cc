@@ -193,7 +193,7 @@ void HybridStrategy::get_state(float* params, float* exp_avg, float* exp_avg_sq)
   // pp: the stages into this tp rank's slice of the model; tp: the slices into the whole model.
   const int64_t slice = model_.layout().num_params();
   std::vector<float> sp(slice), sm(slice), sv(slice);
-  gather_stages({{params_.f32(), sp.data()}, {m.f32(), sm.data()}, {v.f32(), sv.data()}});
+  gather_stages({{&params_, sp.data()}, {&m, sm.data()}, {&v, sv.data()}});
   ProcessGroup& tp = grid_.tp_group();
   tp_slices_to_full(tp, model_.config(), sp.data(), params);
   tp_slices_to_full(tp, model_.config(), sm.data(), exp_avg);
@@ -203,15 +203,17 @@ void HybridStrategy::get_state(float* params, float* exp_avg, float* exp_avg_sq)
 void HybridStrategy::set_state(const float* params, const float* exp_avg,
                                const float* exp_avg_sq) {
   const int64_t slice = model_.layout().num_params(), n = part_->local_numel(pp_.rank());
-  std::vector<float> sp(slice), sm(slice), sv(slice), lm(n), lv(n);
+  std::vector<float> sp(slice), sm(slice), sv(slice);
+  const Tensor lm = Tensor::empty({n}, DType::kF32, MemCategory::kCommBuffers);
+  const Tensor lv = Tensor::empty({n}, DType::kF32, MemCategory::kCommBuffers);
   model_.layout().copy_from_full(params, sp.data());  // the whole model -> this tp slice
   model_.layout().copy_from_full(exp_avg, sm.data());
   model_.layout().copy_from_full(exp_avg_sq, sv.data());
-  scatter_stages({{sp.data(), params_.f32()}, {sm.data(), lm.data()}, {sv.data(), lv.data()}});
+  scatter_stages({{sp.data(), &params_}, {sm.data(), &lm}, {sv.data(), &lv}});
   const int d = grid_.dp_rank();  // this rank's shard of m and v
   const size_t bytes = shards_.count[d] * sizeof(float);
-  std::memcpy(opt_->exp_avg().f32(), lm.data() + shards_.begin[d], bytes);
-  std::memcpy(opt_->exp_avg_sq().f32(), lv.data() + shards_.begin[d], bytes);
+  std::memcpy(opt_->exp_avg().f32(), lm.f32() + shards_.begin[d], bytes);
+  std::memcpy(opt_->exp_avg_sq().f32(), lv.f32() + shards_.begin[d], bytes);
 }
 
 void HybridStrategy::finish() {

@@ -14,5 +14,7 @@ int main(int argc, char** argv) {
   o.micro_batches_flag = false;  // m = 1 is the point: GPipe adds micro-batches
   o.bubble_formula = [](int p, int, int) { return llmp::naive_pp_bubble_fraction(p); };
   o.bubble_formula_text = "(p-1)/p";
-  return llmp::train_main(argc, argv, llmp::pipeline_stage_spec(o));
+  llmp::StageSpec spec = llmp::pipeline_stage_spec(o);
+  spec.supports_device = true;  // --device cuda (fp32): activations and gradients staged p2p
+  return llmp::train_main(argc, argv, spec);
 }

@@ -19,5 +19,7 @@ int main(int argc, char** argv) {
     return llmp::make_pipedream_2bw(ctx.model, ctx.grid.pp_group(), ctx.opt, ctx.cfg.seed, m,
                                     ctx.cfg.steps, ctx.cfg.trace);
   };
-  return llmp::train_main(argc, argv, llmp::pipeline_stage_spec(o));
+  llmp::StageSpec spec = llmp::pipeline_stage_spec(o);
+  spec.supports_device = true;  // --device cuda (fp32): activations and gradients staged p2p
+  return llmp::train_main(argc, argv, spec);
 }

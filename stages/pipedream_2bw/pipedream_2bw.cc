@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstring>
 
 #include "common/pipeline/schedule.h"
 #include "common/pipeline/span_gather.h"
@@ -31,9 +30,11 @@ PipeDream2BWStrategy::PipeDream2BWStrategy(const GPT& model, ProcessGroup& pp, A
   const std::string err = pipedream_2bw_check(pp.size(), m);
   all_ranks_ok(err.empty(), err);
   step_micro_batches_ = m;
-  older_ = Tensor::empty(params_.shape(), DType::kF32, MemCategory::kParameters);
-  std::memcpy(older_.f32(), params_.f32(), params_.numel() * sizeof(float));  // W(-1) = W(0)
-  grads2_ = Tensor::zeros(grads_.shape(), DType::kF32, MemCategory::kGradients);
+  // Beside params_ and grads_ (on the model's device with --device cuda): the copies between
+  // the versions are device-to-device (copy_from), nothing crosses to the host.
+  older_ = Tensor::empty(params_.shape(), DType::kF32, MemCategory::kParameters, params_.device());
+  older_.copy_from(params_);  // W(-1) = W(0)
+  grads2_ = Tensor::zeros(grads_.shape(), DType::kF32, MemCategory::kGradients, grads_.device());
   cut_segments();
 }
 
@@ -72,7 +73,7 @@ void PipeDream2BWStrategy::apply_update(int batch) {
   Tensor& g = batch % 2 ? grads2_ : grads_;
   all_reduce_tied_wte(g);  // the tied wte: embedding part + head part
   // W(batch+1) = AdamW(W(batch), g(batch)): the newest version becomes the older one.
-  std::memcpy(older_.f32(), params_.f32(), params_.numel() * sizeof(float));
+  older_.copy_from(params_);
   opt_->step(params_.f32(), g.f32(), step_of_.at(batch));
   g.fill(0.0f);
 }
@@ -140,7 +141,7 @@ double PipeDream2BWStrategy::train_step(const int32_t* tokens, const int32_t* ta
 void PipeDream2BWStrategy::set_state(const float* params, const float* exp_avg,
                                      const float* exp_avg_sq) {
   PipelineStrategy::set_state(params, exp_avg, exp_avg_sq);
-  std::memcpy(older_.f32(), params_.f32(), params_.numel() * sizeof(float));
+  older_.copy_from(params_);
 }
 
 double PipeDream2BWStrategy::eval_loss(const int32_t* tokens, const int32_t* targets,

@@ -15,5 +15,7 @@ int main(int argc, char** argv) {
     return m >= p ? llmp::zb_h1_bubble_fraction(p, m) : -1.0;
   };
   o.bubble_formula_text = "(p-1)/(3m+p-1)";
-  return llmp::train_main(argc, argv, llmp::pipeline_stage_spec(o));
+  llmp::StageSpec spec = llmp::pipeline_stage_spec(o);
+  spec.supports_device = true;  // --device cuda (fp32): activations and gradients staged p2p
+  return llmp::train_main(argc, argv, spec);
 }
