@@ -178,7 +178,7 @@ double UnitRunner::step(const WalkStep& s, const UnitRange& r, const Args& a, Ta
       // next block keeps as its checkpoint is copied into the long-lived region as it is made.
       const bool next_is_checkpoint = model_.config().recompute == Recompute::kFull &&
                                       j + 1 < r.num_blocks && keeps_input(s.layer + 1, r);
-      if (next_is_checkpoint && installed_cpu_arena() &&
+      if (next_is_checkpoint && y.device() == Device::kCPU && installed_cpu_arena() &&
           installed_cpu_arena()->mode() == Arena::Mode::kDefrag) {
         LongLivedScope keep;
         Tensor kept = Tensor::empty(y.shape(), y.dtype(), MemCategory::kActivations);

@@ -239,6 +239,9 @@ std::string validation_error(const TrainConfig& cfg, int dp_size) {
   if (cfg.arena_bytes != 0 && cfg.arena_bytes < kMinArenaBytes)
     return "arena_bytes " + std::to_string(cfg.arena_bytes) + " must be 0 (off) or at least " +
            std::to_string(kMinArenaBytes);
+  if (cfg.arena_bytes != 0 && cfg.device != "cpu")  // the arena sits behind the CPU allocator
+    return "--arena_bytes " + std::to_string(cfg.arena_bytes) + " with --device " + cfg.device +
+           ": the arena holds host memory (the model states are on the device; run without it)";
   if (cfg.defrag && cfg.arena_bytes == 0)
     return "--defrag needs --arena_bytes N (it arranges the arena's blocks; without one there is "
            "no arena)";

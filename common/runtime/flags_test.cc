@@ -227,6 +227,11 @@ TEST(Flags, ArenaFlags) {
   c.arena_bytes = 0;
   c.defrag = true;
   EXPECT_EQ(validation_error(c).rfind("--defrag needs --arena_bytes N", 0), 0u);
+  c.defrag = false;
+  c.arena_bytes = kMinArenaBytes;
+  c.device = "cuda";  // the arena is host memory behind the CPU allocator
+  EXPECT_EQ(validation_error(c).rfind("--arena_bytes 65536 with --device cuda: the arena holds "
+                                      "host memory", 0), 0u);
 }
 
 TEST(Flags, KnownPresets) {

@@ -67,7 +67,8 @@ template <typename Fail>
 void device_error_or_none(const TrainConfig& cfg, const StageSpec& spec, Fail fail) {
   if (!spec.supports_device)
     return fail("--device " + cfg.device + ": " + spec.name +
-                " runs on the CPU only (on a GPU: baseline, naive_dp, zero2)");
+                " runs on the CPU only so far (README.md, \"On a GPU\", lists the stages that "
+                "run on one)");
   if (cfg.precision != "fp32")
     return fail("--device " + cfg.device + " --precision " + cfg.precision +
                 ": the GPU path trains in fp32 only so far (mixed precision runs on the CPU)");
