@@ -46,7 +46,8 @@ Result train(const DpStrategyFactory& make, const GPT& model, ProcessGroup& dp, 
 
 }  // namespace
 
-StagingStats expect_device_run_equals_cpu(const DpStrategyFactory& make, int steps) {
+StagingStats expect_device_run_equals_cpu(const DpStrategyFactory& make, int steps,
+                                          int64_t params_up_bytes) {
   const GPT model(GPTConfig::preset("tiny"));
   const int64_t psi = model.layout().num_params();
   auto cpu_group = test_world().duplicate();
@@ -68,7 +69,8 @@ StagingStats expect_device_run_equals_cpu(const DpStrategyFactory& make, int ste
   // and the staging. Nothing else (a stray round trip through the host fails here).
   const int64_t T = model.config().ctx;
   const int64_t ids = int64_t{steps} * 3 * 4 * (kGlobalBatch / dev_group->size()) * T;
-  EXPECT_EQ(dev.h2d_bytes(), 4 * psi + ids + st.to_device_bytes);
+  const int64_t params_up = params_up_bytes < 0 ? 4 * psi : params_up_bytes;
+  EXPECT_EQ(dev.h2d_bytes(), params_up + ids + st.to_device_bytes);
   EXPECT_EQ(dev.d2h_bytes(), 12 * psi + st.to_host_bytes);
   return st;
 }
