@@ -22,13 +22,15 @@ using DpStrategyFactory = std::function<std::unique_ptr<Strategy>(
     const GPT& model, ProcessGroup& dp, AdamWConfig opt, uint64_t seed)>;
 
 /// Trains tiny for `steps` steps (global batch 4, lr 3e-3, weight decay 0.1) on the CPU and on a
-/// guarded FakeDevice, each over its own duplicate of test_world(), then get_state. gtest
-/// EXPECTs: losses and final state (params, m, v) bit for bit, the same CommStats bytes, no
-/// staging on the CPU run, and every byte that crossed host <-> device accounted for: the
-/// initial parameters and each step's ids (tokens twice, targets once) up, get_state's 3Ψ floats
-/// down, plus the staging. `params_up_bytes`: the bytes of the initial parameters a rank copies
-/// up (-1: 4Ψ, the replicated parameters; ZeRO-3 copies only its shard, 4·count(r)). Returns the
-/// device group's StagingStats (collective over the world).
+/// guarded FakeDevice, each over its own duplicate of test_world(), evaluates the last batch
+/// once, then get_state. gtest EXPECTs: losses, the evaluation loss and the final state (params,
+/// m, v) bit for bit, the same CommStats bytes, no staging on the CPU run, and every byte that
+/// crossed host <-> device accounted for: the initial parameters, each step's ids (tokens twice,
+/// targets once) and the evaluation's (each once) up, get_state's 3Ψ floats down, plus the
+/// staging. `params_up_bytes`: the bytes of the initial parameters a rank copies up (-1: 4Ψ, the
+/// replicated parameters; ZeRO-3 copies only its shard, 4·count(r)). Returns the device group's
+/// StagingStats of the training steps and get_state, the evaluation's left out (collective over
+/// the world).
 StagingStats expect_device_run_equals_cpu(const DpStrategyFactory& make, int steps,
                                           int64_t params_up_bytes = -1);
 
