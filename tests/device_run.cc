@@ -20,9 +20,15 @@ struct Result {
   std::vector<double> losses;
   std::vector<float> state;  // params, m, v
   double bytes = 0;
+  double eval_loss = 0;
+  // The evaluation's own crossings: all of them (FakeDevice) and the staging's part.
+  int64_t eval_up = 0, eval_down = 0;
+  StagingStats eval_staged;
 };
 
-Result train(const DpStrategyFactory& make, const GPT& model, ProcessGroup& dp, int steps) {
+// `dev`: the FakeDevice of a device run (its byte counts read around the evaluation), or null.
+Result train(const DpStrategyFactory& make, const GPT& model, ProcessGroup& dp, int steps,
+             const testing::FakeDevice* dev = nullptr) {
   const Corpus corpus = Corpus::load("/usr/share/games/fortunes", model.config().ctx);
   const int T = model.config().ctx;
   AdamWConfig opt;
@@ -38,6 +44,14 @@ Result train(const DpStrategyFactory& make, const GPT& model, ProcessGroup& dp, 
     r.losses.push_back(s->train_step(tok.data(), tgt.data(), kGlobalBatch, T, t));
   }
   r.bytes = dp.stats().total_bytes() - before;
+  // One evaluation on the last batch (train_main's --eval_every), its crossings counted apart.
+  const StagingStats s0 = dp.staging_stats();
+  const int64_t up0 = dev ? dev->h2d_bytes() : 0, down0 = dev ? dev->d2h_bytes() : 0;
+  r.eval_loss = s->eval_loss(tok.data(), tgt.data(), kGlobalBatch, T);
+  r.eval_up = dev ? dev->h2d_bytes() - up0 : 0;
+  r.eval_down = dev ? dev->d2h_bytes() - down0 : 0;
+  r.eval_staged.to_host_bytes = dp.staging_stats().to_host_bytes - s0.to_host_bytes;
+  r.eval_staged.to_device_bytes = dp.staging_stats().to_device_bytes - s0.to_device_bytes;
   const int64_t psi = model.layout().num_params();
   r.state.resize(3 * psi);
   s->get_state(r.state.data(), r.state.data() + psi, r.state.data() + 2 * psi);
@@ -46,8 +60,11 @@ Result train(const DpStrategyFactory& make, const GPT& model, ProcessGroup& dp, 
 
 }  // namespace
 
-StagingStats expect_device_run_equals_cpu(const DpStrategyFactory& make, int steps) {
-  return expect_device_run_equals_cpu(make, steps, DirectCopies{});
+StagingStats expect_device_run_equals_cpu(const DpStrategyFactory& make, int steps,
+                                          int64_t params_up_bytes) {
+  DirectCopies copies;
+  copies.params_up = params_up_bytes;
+  return expect_device_run_equals_cpu(make, steps, copies);
 }
 
 StagingStats expect_device_run_equals_cpu(const DpStrategyFactory& make, int steps,
@@ -60,21 +77,32 @@ StagingStats expect_device_run_equals_cpu(const DpStrategyFactory& make, int ste
   testing::FakeDevice dev(/*guarded=*/true);
   testing::FakeKernelOps ops(dev);
   auto dev_group = test_world().duplicate();
-  const Result gpu = train(make, model.with_device(Device::kCUDA), *dev_group, steps);
+  const Result gpu = train(make, model.with_device(Device::kCUDA), *dev_group, steps, &dev);
 
   EXPECT_EQ(gpu.losses, cpu.losses);
   EXPECT_EQ(gpu.state, cpu.state);
   EXPECT_EQ(gpu.bytes, cpu.bytes);
   EXPECT_GT(cpu.bytes, 0);
   EXPECT_EQ(cpu_group->staging_stats().to_host_bytes, 0) << "host tensors are never staged";
-  const StagingStats st = dev_group->staging_stats();
+  EXPECT_EQ(gpu.eval_loss, cpu.eval_loss);
+  const StagingStats all = dev_group->staging_stats();
   // Everything that crossed between host and device: the initial parameters and each step's ids
-  // (tokens twice, targets once; B/N sequences of T) up, get_state's parameters, m and v down,
-  // and the staging. Nothing else (a stray round trip through the host fails here).
-  const int64_t T = model.config().ctx;
-  const int64_t ids = int64_t{steps} * 3 * 4 * (kGlobalBatch / dev_group->size()) * T;
-  EXPECT_EQ(dev.h2d_bytes(), 4 * psi + ids + copies.up + st.to_device_bytes);
-  EXPECT_EQ(dev.d2h_bytes(), (copies.down < 0 ? 12 * psi : copies.down) + st.to_host_bytes);
+  // (tokens for the embedding's forward and again for its backward, targets once; B/N sequences
+  // of T) up, the evaluation's ids (tokens and targets once: no backward) up, get_state's
+  // parameters, m and v down, and the staging. Nothing else (a stray round trip through the host
+  // fails here).
+  const int64_t T = model.config().ctx, seq = (kGlobalBatch / dev_group->size()) * T;
+  const int64_t step_ids = 3 * 4 * seq, eval_ids = 2 * 4 * seq;
+  const int64_t params_up = copies.params_up < 0 ? 4 * psi : copies.params_up;
+  EXPECT_EQ(dev.h2d_bytes(),
+            params_up + steps * step_ids + eval_ids + copies.up + all.to_device_bytes);
+  EXPECT_EQ(dev.d2h_bytes(), (copies.down < 0 ? 12 * psi : copies.down) + all.to_host_bytes);
+  // The evaluation alone: its ids and its collectives' staging (ZeRO-3's gathers), nothing else.
+  EXPECT_EQ(gpu.eval_up, eval_ids + gpu.eval_staged.to_device_bytes);
+  EXPECT_EQ(gpu.eval_down, gpu.eval_staged.to_host_bytes);
+  StagingStats st = all;  // the training steps' and get_state's staging: the stage test's part
+  st.to_host_bytes -= gpu.eval_staged.to_host_bytes;
+  st.to_device_bytes -= gpu.eval_staged.to_device_bytes;
   return st;
 }
 

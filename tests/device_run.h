@@ -2,8 +2,8 @@
 // ranks of test_world(), without a GPU: the device run's model, states and activations on a
 // guarded FakeDevice (common/testing/fake_device.h) with the CPU kernels as the device's, its
 // collectives given device tensors, which the MPI backend stages through host buffers
-// (common/comm/process_group_staging.h). Shared by stages/naive_dp and stages/zero2's
-// *_device_test; each then checks the staging its collectives must do.
+// (common/comm/process_group_staging.h). Shared by the *_device_test of stages/naive_dp, ddp,
+// zero1, zero2 and zero3; each then checks the staging its collectives must do.
 #pragma once
 
 #include <cstdint>
@@ -22,17 +22,24 @@ using DpStrategyFactory = std::function<std::unique_ptr<Strategy>(
     const GPT& model, ProcessGroup& dp, AdamWConfig opt, uint64_t seed)>;
 
 /// Trains tiny for `steps` steps (global batch 4, lr 3e-3, weight decay 0.1) on the CPU and on a
-/// guarded FakeDevice, each over its own duplicate of test_world(), then get_state. gtest
-/// EXPECTs: losses and final state (params, m, v) bit for bit, the same CommStats bytes, no
-/// staging on the CPU run, and every byte that crossed host <-> device accounted for: the
-/// initial parameters and each step's ids (tokens twice, targets once) up, get_state's 3Ψ floats
-/// down, plus the staging. Returns the device group's StagingStats (collective over the world).
-StagingStats expect_device_run_equals_cpu(const DpStrategyFactory& make, int steps);
+/// guarded FakeDevice, each over its own duplicate of test_world(), evaluates the last batch
+/// once, then get_state. gtest EXPECTs: losses, the evaluation loss and the final state (params,
+/// m, v) bit for bit, the same CommStats bytes, no staging on the CPU run, and every byte that
+/// crossed host <-> device accounted for: the initial parameters, each step's ids (tokens twice,
+/// targets once) and the evaluation's (each once) up, get_state's 3Ψ floats down, plus the
+/// staging. `params_up_bytes`: the bytes of the initial parameters a rank copies up (-1: 4Ψ, the
+/// replicated parameters; ZeRO-3 copies only its shard, 4·count(r)). Returns the device group's
+/// StagingStats of the training steps and get_state, the evaluation's left out (collective over
+/// the world).
+StagingStats expect_device_run_equals_cpu(const DpStrategyFactory& make, int steps,
+                                          int64_t params_up_bytes = -1);
 
-/// Copies a stage makes itself between host and device, besides the staging, the initial
-/// parameters and the ids: `up` bytes more up (ZeRO-Offload's updated shards), and `down` bytes
-/// down in place of get_state's 3Ψ floats (-1: those; offloaded state is already on the host).
+/// Copies a stage makes itself between host and device, besides the staging and the ids:
+/// `params_up` the initial parameters' bytes (-1: 4Ψ), `up` bytes more up (ZeRO-Offload's
+/// updated shards), and `down` bytes down in place of get_state's 3Ψ floats (-1: those;
+/// offloaded state is already on the host).
 struct DirectCopies {
+  int64_t params_up = -1;
   int64_t up = 0;
   int64_t down = -1;
 };

@@ -53,17 +53,25 @@ DDPStrategy::DDPStrategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt, ui
       options_(checked(options)),
       params_(mp_.new_buffer(model.layout().num_params(), MemCategory::kParameters)),
       grads_(mp_.new_buffer(model.layout().num_params(), MemCategory::kGradients)),
-      opt_(model.layout().num_params(), opt, decay_ranges(model.layout(), opt.decay),
-           mp_.dtype()),
+      opt_(model.layout().num_params(), opt, decay_ranges(model.layout(), opt.decay), mp_.dtype(),
+           model.device()),  // --device cuda: m and v beside the parameters
       metrics_(dp),
       // --bucket_mb is a capacity in bytes (PyTorch's bucket_cap_mb): with 2-byte gradients a
       // bucket holds twice the elements.
       buckets_(make_buckets(model.layout(), options_.bucket_mb * 1024 * 1024,
                             static_cast<int>(dtype_size(mp_.dtype())))),
       launch_at_(launch_unit_table(buckets_, model.layout().num_units())) {
-  mp_.init(seed, params_, opt_);  // same seed on every rank: same replicas (and master copies)
   // ZeRO-R's constant buffer instead of the buckets (0: off); whole elements of the gradients.
   cb_bytes_ = llmp::constant_buffer_cap(options_.constant_buffer_mb, mp_.dtype());
+  // The buckets are views of the device gradients and their all_reduce_async runs on them (the
+  // MPI backend stages each bucket through a host buffer until test()/wait() finds it done), so
+  // they run on any device; there is no thread beside the walk that reads gradient memory. The
+  // constant buffer is a host buffer (common/train/constant_buffer.h): refused on a device.
+  if (cb_bytes_ > 0 && model.device() != Device::kCPU)
+    throw std::invalid_argument("DDPStrategy: the constant buffer is host memory; --device " +
+                                std::string(to_string(model.device())) +
+                                " runs without --constant_buffer_mb");
+  mp_.init(seed, params_, opt_);  // same seed on every rank: same replicas (and master copies)
 }
 
 BatchSlice DDPStrategy::batch_slice(int global_batch) const {
@@ -72,7 +80,9 @@ BatchSlice DDPStrategy::batch_slice(int global_batch) const {
 
 void DDPStrategy::launch(int b) {
   Tensor bucket = grads_.narrow(buckets_[b].offset, buckets_[b].numel);  // a view, no copy
-  launch_sums_[b] = widened_sum(bucket);  // what is about to be sent (outside the MPI time)
+  // What is about to be sent (outside the MPI time), read on the host: on the CPU only. On a
+  // device it would cost a copy of every bucket down per step, so it is not recorded there.
+  if (bucket.device() == Device::kCPU) launch_sums_[b] = widened_sum(bucket);
   const auto t0 = OverlapMeter::Clock::now();
   // In the gradients' dtype: sends 2(N-1)/N·4·numel(b) in fp32, 2(N-1)/N·2·numel(b) in 16 bits.
   work_[b] = dp_.all_reduce_async(bucket, ReduceOp::kSum);
@@ -149,7 +159,8 @@ double DDPStrategy::train_step(const int32_t* tokens, const int32_t* targets, in
       work_.assign(buckets_.size(), nullptr);
       events_.clear();
       meter_.begin_step(static_cast<int>(buckets_.size()));
-      launch_sums_.assign(buckets_.size(), 0.0);
+      // On a device: none recorded (launch() reads no device memory on the host).
+      launch_sums_.assign(grads_.device() == Device::kCPU ? buckets_.size() : 0, 0.0);
     }
     // 16-bit: each unit accumulates in fp32 and is rounded INTO grads_ (+=) when final, and only
     // then does the hook fire: a bucket launched from it sends final 16-bit values.

@@ -88,7 +88,9 @@ class DDPStrategy : public MixedPrecisionStrategy {
   /// Throws std::invalid_argument when bucket_mb ≤ 0, grad_accum < 1 or constant_buffer_mb is
   /// negative, NaN, infinite or below one gradient element, or when the model's
   /// activation dtype is not `mp`'s storage dtype. Buckets hold ≥ bucket_mb MiB of gradients in
-  /// the precision's dtype (4 bytes per element in fp32, 2 in bf16 / fp16).
+  /// the precision's dtype (4 bytes per element in fp32, 2 in bf16 / fp16). On a device
+  /// (model.device() != kCPU, fp32): every buffer on that device; throws std::invalid_argument
+  /// when constant_buffer_mb > 0 there (the constant buffer is host memory).
   DDPStrategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt, uint64_t seed,
               DDPOptions options = {}, MixedPrecisionConfig mp = {});
 
@@ -124,6 +126,8 @@ class DDPStrategy : public MixedPrecisionStrategy {
   /// For each bucket, Σ of its gradient elements (widened to f32, summed in f64) on this rank at
   /// the moment its all_reduce was issued in the last step: what the bucket sent, as a
   /// fingerprint a test can recompute from a walk of its own (16-bit: the rounded values).
+  /// Empty on a device (--device cuda): the sum is taken on the host, which never reads device
+  /// memory.
   const std::vector<double>& last_launch_sums() const { return launch_sums_; }
   /// The working copy of the parameters: Ψ elements, f32 or 16-bit.
   const Tensor& params_tensor() const { return params_; }

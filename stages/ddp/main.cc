@@ -30,6 +30,9 @@ int main(int argc, char** argv) {
                  "gradient accumulation without communication (no_sync)";
   spec.default_world_size = 4;
   spec.supports_precision = true;  // --precision fp32|bf16|fp16
+  // --device cuda (fp32): parameters, gradients (the buckets are views of them), m and v on the
+  // GPU; each bucket's all_reduce_async as on the CPU. Not with --constant_buffer_mb (host).
+  spec.supports_device = true;
   spec.add_flags = [&options, &constant_buffer](CLI::App& app) {
     app.add_option("--bucket_mb", options.bucket_mb,
                    "gradient bucket capacity in MiB (PyTorch's bucket_cap_mb)")
@@ -41,6 +44,9 @@ int main(int argc, char** argv) {
   };
   spec.validate = [&options, &constant_buffer](const llmp::TrainConfig& cfg) {
     constant_buffer.validate(cfg);
+    if (cfg.device != "cpu" && constant_buffer.mb() > 0)
+      llmp::user_error("--constant_buffer_mb with --device " + cfg.device +
+                       ": the constant buffer is host memory (run without it on a GPU)");
     if (!(options.bucket_mb > 0))
       llmp::user_error("--bucket_mb must be > 0, got " + num(options.bucket_mb));
     if (options.grad_accum < 1)

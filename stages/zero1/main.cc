@@ -4,6 +4,7 @@
 //   bazel run //stages/zero1:train -- --layers 8 --constant_buffer_mb 0.25 --steps 20
 #include <memory>
 
+#include "common/runtime/check.h"
 #include "common/train/constant_buffer_flag.h"
 #include "common/train/train_main.h"
 #include "stages/zero1/zero1.h"
@@ -15,9 +16,16 @@ int main(int argc, char** argv) {
   spec.summary = "ZeRO stage 1: optimizer state sharded over data-parallel ranks";
   spec.default_world_size = 4;
   spec.supports_precision = true;
+  // --device cuda (fp32): parameters, gradients, the gradient shard and the sharded m and v on
+  // the GPU; the reduce-scatter and the in-place all_gather as on the CPU. Not with
+  // --constant_buffer_mb (a host buffer).
+  spec.supports_device = true;
   spec.add_flags = [&constant_buffer](CLI::App& app) { constant_buffer.add(app); };
   spec.validate = [&constant_buffer](const llmp::TrainConfig& cfg) {
     constant_buffer.validate(cfg);
+    if (cfg.device != "cpu" && constant_buffer.mb() > 0)
+      llmp::user_error("--constant_buffer_mb with --device " + cfg.device +
+                       ": the constant buffer is host memory (run without it on a GPU)");
   };
   spec.make = [&constant_buffer](
                   const llmp::StageContext& ctx) -> std::unique_ptr<llmp::Strategy> {

@@ -1,5 +1,8 @@
 #include "stages/zero1/zero1.h"
 
+#include <stdexcept>
+#include <string>
+
 #include "common/nn/unit_runner.h"
 #include "common/optim/decay_mask.h"
 #include "common/train/constant_buffer.h"
@@ -17,9 +20,16 @@ Zero1Strategy::Zero1Strategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt
       opt_(shards_.padded, opt,
            slice_ranges(decay_ranges(model.layout(), opt.decay), shards_.begin[dp.rank()],
                         shards_.count[dp.rank()]),
-           mp_.dtype()),  // m, v (mixed: and the master weights): ⌈Ψ/N⌉ each, the only shards
+           mp_.dtype(), model.device()),  // m, v (mixed: and the master weights): ⌈Ψ/N⌉ each,
+                                          // the only shards; on the model's device
       metrics_(dp),
       cb_bytes_(llmp::constant_buffer_cap(constant_buffer_mb, mp_.dtype())) {
+  // On a device everything above is device memory and the collectives take device tensors (the
+  // MPI backend stages them); the constant buffer is a host buffer (constant_buffer.h): refused.
+  if (cb_bytes_ > 0 && model.device() != Device::kCPU)
+    throw std::invalid_argument("Zero1Strategy: the constant buffer is host memory; --device " +
+                                std::string(to_string(model.device())) +
+                                " runs without --constant_buffer_mb");
   // Same seed on every rank: same replicas; the master shard is this rank's slice of them.
   mp_.init(seed, params_, opt_, shards_.begin[dp.rank()]);
 }
@@ -63,7 +73,8 @@ double Zero1Strategy::train_step(const int32_t* tokens, const int32_t* targets, 
     last_step_chunks_ = buffer.collectives();
     last_step_peak_cb_ = MemoryTracker::instance().peak(MemCategory::kCommBuffers);
   } else {
-    grad_shard = Tensor::empty({count}, grads_.dtype(), MemCategory::kCommBuffers);
+    grad_shard = Tensor::empty({count}, grads_.dtype(), MemCategory::kCommBuffers,
+                               grads_.device());  // beside the gradients it is reduced from
     dp_.reduce_scatter_v(grads_, grad_shard, shards_.count, ReduceOp::kSum);
   }
 

@@ -56,7 +56,8 @@ class Zero1Strategy : public MixedPrecisionStrategy {
   /// Collective over `dp`. Every rank initialises the same parameters from `seed`. `mp`: the
   /// precision (the model's activation dtype must match it). `constant_buffer_mb` > 0: ZeRO-R's
   /// constant buffer of that many MiB (0: off; a bad value throws std::invalid_argument with
-  /// constant_buffer_mb_error's message).
+  /// constant_buffer_mb_error's message). On a device (model.device() != kCPU, fp32): every
+  /// buffer on it; throws std::invalid_argument when constant_buffer_mb > 0 there (host memory).
   Zero1Strategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt, uint64_t seed,
                 MixedPrecisionConfig mp = {}, double constant_buffer_mb = 0);
 

@@ -32,6 +32,10 @@ int main(int argc, char** argv) {
   spec.summary = "ZeRO stage 3 (FSDP): parameters, gradients and optimizer state sharded";
   spec.default_world_size = 4;
   spec.supports_precision = true;
+  // --device cuda (fp32): the parameter, gradient and optimizer shards and every gathered unit on
+  // the GPU; the per-unit all_gather and reduce_scatter as on the CPU. Not with
+  // --constant_buffer_mb or --tile_factor > 1 (host buffers; the tiled layers run on the CPU).
+  spec.supports_device = true;
   spec.add_flags = [&constant_buffer, &tile_factor](CLI::App& app) {
     constant_buffer.add(app);
     app.add_option("--tile_factor", tile_factor,
@@ -43,6 +47,13 @@ int main(int argc, char** argv) {
     constant_buffer.validate(cfg);
     const std::string err = tile_factor_error(tile_factor, llmp::model_config(cfg).d);
     if (!err.empty()) llmp::user_error(err);
+    if (cfg.device != "cpu" && constant_buffer.mb() > 0)
+      llmp::user_error("--constant_buffer_mb with --device " + cfg.device +
+                       ": the constant buffer is host memory (run without it on a GPU)");
+    if (cfg.device != "cpu" && tile_factor > 1)
+      llmp::user_error("--tile_factor " + std::to_string(tile_factor) + " with --device " +
+                       cfg.device + ": weight tiles are host memory (run with --tile_factor 1 "
+                       "on a GPU)");
   };
   spec.make = [&constant_buffer, &tile_factor](
                   const llmp::StageContext& ctx) -> std::unique_ptr<llmp::Strategy> {

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "common/runtime/check.h"
-#include "kernels/cpu/convert.h"
+#include "kernels/ops/kernel_ops.h"
 
 namespace llmp {
 
@@ -29,7 +29,8 @@ void UnitGatherer::prefetch(int u) {
   // This rank's part of [a, a + n): where it starts inside the shard (nothing when it misses).
   const int64_t at = counts[r] > 0 ? std::max(a, shards_.begin[r]) - shards_.begin[r] : 0;
   Held h;
-  h.params = Tensor::empty({n}, shard_.dtype(), MemCategory::kParameters);  // (n_u)
+  // (n_u), beside the shard: on its device, where the walk reads the unit
+  h.params = Tensor::empty({n}, shard_.dtype(), MemCategory::kParameters, shard_.device());
   // (counts[r]) from every rank -> (n_u) in rank order.  sends (N-1)/N · b·n_u
   h.pending = dp_.all_gather_v_async(shard_.narrow(at, counts[r]), h.params, counts);
   held_.emplace(u, std::move(h));
@@ -45,8 +46,10 @@ const float* UnitGatherer::get(int u) {
   }
   if (h.params.dtype() == DType::kF32) return h.params.f32();
   if (!h.widened.defined()) {  // exact: every 16-bit value is an fp32 value
-    h.widened = Tensor::empty({h.params.numel()}, DType::kF32, MemCategory::kOther);
-    cpu::widen(h.params.raw(), h.params.dtype(), h.widened.f32(), h.params.numel());
+    h.widened =
+        Tensor::empty({h.params.numel()}, DType::kF32, MemCategory::kOther, h.params.device());
+    kernel_ops(h.params.device())
+        .widen(h.params.raw(), h.params.dtype(), h.widened.f32(), h.params.numel());
   }
   return h.widened.f32();
 }

@@ -24,6 +24,10 @@
 // the gathered unit, kParameters); get() widens the unit to an fp32 copy for the walk (exact;
 // MemCategory::kOther, "conversion scratch", as FlatParams does), freed with the unit.
 //
+// Device: a gathered unit (and its widened copy) is allocated on the shard's device, so on a GPU
+// the walk reads device memory and the all-gather takes device tensors (the MPI backend stages
+// them through host buffers, common/comm/process_group_staging.h).
+//
 // Glossary: N ranks, Ψ parameters, S = ⌈Ψ/N⌉ shard size, r this rank, n_u elements of unit u.
 #pragma once
 

@@ -1,6 +1,8 @@
 #include "stages/zero3/zero3.h"
 
 #include <algorithm>
+#include <stdexcept>
+#include <string>
 #include <utility>
 
 #include "common/nn/unit_runner.h"
@@ -60,15 +62,27 @@ Zero3Strategy::Zero3Strategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt
       opt_(shards_.padded, opt,
            slice_ranges(decay_ranges(model.layout(), opt.decay), shards_.begin[dp.rank()],
                         shards_.count[dp.rank()]),
-           mp_.dtype()),
+           mp_.dtype(), model.device()),  // --device cuda: the shard's m and v on the GPU
       metrics_(dp),
       cb_bytes_(llmp::constant_buffer_cap(constant_buffer_mb, mp_.dtype())),
       tile_factor_(tile_factor) {
   LLMP_CHECK(model.config().layers >= 1, "ZeRO-3 needs at least one block");
   LLMP_CHECK(tile_factor >= 1 && tile_factor <= model.config().d,
              "tile factor " + std::to_string(tile_factor) + " is not in [1, C]");
+  // On a device the shards, m and v and every gathered unit (UnitGatherer) are device memory and
+  // the collectives take device tensors (the MPI backend stages them). Two paths stay on the
+  // host: the constant buffer (constant_buffer.h) and the weight tiles (tile_gatherer.h packs
+  // them with host copies, and the tiled layers run the CPU kernels: GPT::with_weight_tiles).
+  const std::string on = "; --device " + std::string(to_string(model.device())) + " runs without ";
+  if (cb_bytes_ > 0 && model.device() != Device::kCPU)
+    throw std::invalid_argument("Zero3Strategy: the constant buffer is host memory" + on +
+                                "--constant_buffer_mb");
+  if (tile_factor > 1 && model.device() != Device::kCPU)
+    throw std::invalid_argument("Zero3Strategy: weight tiles are host memory" + on +
+                                "--tile_factor");
   // Every rank builds the same full initialisation (same seed) once and keeps only its shard:
-  // fp32 as it is; mixed, its 16-bit rounding, with the fp32 values as the master shard.
+  // fp32 as it is; mixed, its 16-bit rounding, with the fp32 values as the master shard. On a
+  // device only the shard goes up (4·S_r bytes): the full initialisation stays on the host.
   Tensor full = Tensor::empty({shards_.psi}, mp_.dtype(), MemCategory::kOther);
   mp_.init(seed, full, opt_, shards_.begin[dp_.rank()]);
   copy_shard_in(shards_, dp_.rank(), full, param_shard_);

@@ -105,7 +105,9 @@ class Zero3Strategy : public MixedPrecisionStrategy {
   /// `constant_buffer_mb` > 0: ZeRO-R's constant buffer for the gradients (0: off; a bad value
   /// throws std::invalid_argument with constant_buffer_mb_error's message). `tile_factor` k: 1
   /// gathers whole units; k ≥ 2 tiles each block linear into k (TileGatherer; k ≤ C). Requires
-  /// L ≥ 1.
+  /// L ≥ 1. On a device (model.device() != kCPU, fp32): the shards, m, v and every gathered unit
+  /// on it; throws std::invalid_argument naming the flag when constant_buffer_mb > 0 or k > 1
+  /// there (both are host buffers).
   Zero3Strategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt, uint64_t seed,
                 MixedPrecisionConfig mp = {}, double constant_buffer_mb = 0, int tile_factor = 1);
 
