@@ -3,12 +3,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "common/data/corpus.h"
 #include "common/data/sampler.h"
 #include "common/testing/fake_device.h"
 #include "common/testing/fake_kernel_ops.h"
+#include "common/train/report.h"
 #include "tests/stage_test_util.h"
 
 namespace llmp {
@@ -104,6 +106,59 @@ StagingStats expect_device_run_equals_cpu(const DpStrategyFactory& make, int ste
   st.to_host_bytes -= gpu.eval_staged.to_host_bytes;
   st.to_device_bytes -= gpu.eval_staged.to_device_bytes;
   return st;
+}
+
+OffloadBytes measure_offload(const OffloadFactory& make) {
+  testing::FakeDevice dev(/*guarded=*/true);
+  testing::FakeKernelOps ops(dev);
+  const GPT model = GPT(GPTConfig::preset("tiny")).with_device(Device::kCUDA);
+  const int64_t T = model.config().ctx;
+  const int B = 2 * test_world().size();
+  std::vector<int32_t> ids(4 * T);  // this rank's 2 sequences of tokens, then of targets
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((7 * i + 3) % 64);
+  const auto& mt = MemoryTracker::instance();
+  auto states = [&](Device d) {
+    return mt.current(d, MemCategory::kParameters) + mt.current(d, MemCategory::kGradients) +
+           mt.current(d, MemCategory::kOptimizerState);
+  };
+  const int64_t dev0 = states(Device::kCUDA), host0 = states(Device::kCPU);
+  auto group = test_world().duplicate();
+  OffloadBytes b;
+  for (int offload = 0; offload < 2; ++offload) {
+    const std::unique_ptr<Strategy> s = make(model, *group, offload == 1);
+    s->train_step(ids.data(), ids.data() + 2 * T, B, T, 1);
+    b.device[offload] = states(Device::kCUDA) - dev0;
+    b.host[offload] = states(Device::kCPU) - host0;
+    if (offload == 1)
+      for (const ReportRow& row : s->report())
+        EXPECT_TRUE(report_row_ok(row)) << row.what << ": measured " << row.measured
+                                        << ", formula " << row.formula_text << " = "
+                                        << row.formula;
+  }
+  return b;
+}
+
+void expect_offload_resumes_exactly(const OffloadFactory& make) {
+  testing::FakeDevice dev(/*guarded=*/true);
+  testing::FakeKernelOps ops(dev);
+  const GPT model = GPT(GPTConfig::preset("tiny")).with_device(Device::kCUDA);
+  const int64_t T = model.config().ctx, psi = model.layout().num_params();
+  const int B = 2 * test_world().size();
+  std::vector<int32_t> ids(4 * T);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((5 * i + 1) % 64);
+  auto group = test_world().duplicate();
+  const std::unique_ptr<Strategy> a = make(model, *group, true);
+  a->train_step(ids.data(), ids.data() + 2 * T, B, T, 1);
+  std::vector<float> sa(3 * psi), sb(3 * psi);
+  a->get_state(sa.data(), sa.data() + psi, sa.data() + 2 * psi);
+  const std::unique_ptr<Strategy> b = make(model, *group, true);
+  b->set_state(sa.data(), sa.data() + psi, sa.data() + 2 * psi);
+  std::reverse(ids.begin(), ids.end());  // another batch for step 2
+  a->train_step(ids.data(), ids.data() + 2 * T, B, T, 2);
+  b->train_step(ids.data(), ids.data() + 2 * T, B, T, 2);
+  a->get_state(sa.data(), sa.data() + psi, sa.data() + 2 * psi);
+  b->get_state(sb.data(), sb.data() + psi, sb.data() + 2 * psi);
+  EXPECT_EQ(sb, sa) << "the resumed stage diverged from the one that saved";
 }
 
 }  // namespace llmp

@@ -48,4 +48,25 @@ struct DirectCopies {
 StagingStats expect_device_run_equals_cpu(const DpStrategyFactory& make, int steps,
                                           const DirectCopies& copies);
 
+/// Builds the stage over `dp` for the tiny model on a device, with ZeRO-Offload or without.
+using OffloadFactory =
+    std::function<std::unique_ptr<Strategy>(const GPT& model, ProcessGroup& dp, bool offload)>;
+
+/// Model-state bytes (parameters + gradients + optimizer state) per device, as the MemoryTracker
+/// counts them, after one step: [0] without offload, [1] with.
+struct OffloadBytes {
+  int64_t device[2] = {0, 0};
+  int64_t host[2] = {0, 0};
+};
+
+/// On a guarded FakeDevice, one training step of tiny (2 sequences per rank) without and then
+/// with ZeRO-Offload, each measured by the tracker per device; gtest EXPECTs every report row of
+/// the offloaded stage to agree with its formula (report_row_ok). Collective over test_world().
+OffloadBytes measure_offload(const OffloadFactory& make);
+
+/// A checkpoint resumed into an offloaded stage (set_state) must refresh the host's master shard:
+/// on a guarded FakeDevice, stage A trains a step and saves (get_state), a fresh B loads it,
+/// both train the same next step; gtest EXPECTs their states bit-identical.
+void expect_offload_resumes_exactly(const OffloadFactory& make);
+
 }  // namespace llmp

@@ -94,9 +94,10 @@ void copy_replicated_state_in(Tensor& params, AdamW& opt, const float* params_in
 void gather_shards_out(ProcessGroup& dp, const ShardLayout& shards,
                        std::initializer_list<std::pair<const Tensor*, float*>> states) {
   const int64_t psi = shards.psi, count = shards.count[dp.rank()];
-  Tensor full;  // on the shards' device (the gather then runs where they are)
+  Tensor full;  // on each shard's device (the gather then runs where it is; ZeRO-Offload's
+                // parameters are on the GPU, its m and v on the host)
   for (const auto& [shard, out] : states) {
-    if (!full.defined())
+    if (!full.defined() || full.device() != shard->device())
       full = Tensor::empty({psi}, DType::kF32, MemCategory::kCommBuffers, shard->device());
     dp.all_gather_v(shard->narrow(0, count), full, shards.count);
     to_host(out, full);

@@ -40,15 +40,9 @@ Zero2Strategy::Zero2Strategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt
         "the model on a device in fp32 (got --device " + dev + ", " + to_string(mp_.dtype()) + ")");
   // Same seed on every rank: same replicas; the master shard is this rank's slice of them.
   mp_.init(seed, params_, opt_, shards_.begin[dp.rank()]);
-  if (offload_) {  // the host's master copy of the shard: copied down once
-    master_ = Tensor::zeros({shards_.padded}, DType::kF32, MemCategory::kParameters);
-    refresh_master();
-  }
-}
-
-void Zero2Strategy::refresh_master() {
-  const int64_t begin = shards_.begin[dp_.rank()], count = shards_.count[dp_.rank()];
-  master_.narrow(0, count).copy_from(params_.narrow(begin, count));  // 4·count bytes down
+  if (offload_)  // the host's master copy of the shard: copied down once
+    offloaded_ = std::make_unique<OffloadedShard>(
+        params_.narrow(shards_.begin[dp.rank()], shards_.count[dp.rank()]), shards_.padded);
 }
 
 BatchSlice Zero2Strategy::batch_slice(int global_batch) const {
@@ -94,12 +88,10 @@ double Zero2Strategy::train_step(const int32_t* tokens, const int32_t* targets, 
   const int r = dp_.rank();
   const int64_t begin = shards_.begin[r], count = shards_.count[r];
   //    Offloaded: on the host's master shard, then copied up into the device parameters.
-  if (offload_) {
-    mp_.optimizer_step(opt_, master_.narrow(0, count), grad_shard_, step, count);
-    params_.narrow(begin, count).copy_from(master_.narrow(0, count));  // 4·count bytes up
-  } else {
+  if (offload_)
+    offloaded_->step(mp_, opt_, grad_shard_, step);  // 4·count bytes up after the update
+  else
     mp_.optimizer_step(opt_, params_.narrow(begin, count), grad_shard_, step, count);
-  }
 
   // 4. All-gather the updated shards into the full parameters on every rank.
   //    sends (N-1)/N · b·Ψ (b = 4, or 2 for 16-bit). The input is this rank's slice of the
@@ -127,27 +119,7 @@ void Zero2Strategy::get_state(float* params, float* exp_avg, float* exp_avg_sq) 
 void Zero2Strategy::set_state(const float* params, const float* exp_avg,
                               const float* exp_avg_sq) {
   copy_sharded_optimizer_state_in(dp_, shards_, params_, opt_, params, exp_avg, exp_avg_sq);
-  if (offload_) refresh_master();
-}
-
-// ZeRO-Offload's model states, measured per device (MemoryTracker): the GPU holds the parameters
-// only; the host the shard's master copy, gradients, m and v. The device's drop against ZeRO-2
-// on the GPU is the host's 4⌈Ψ/N⌉ of gradients and 8⌈Ψ/N⌉ of optimizer state.
-std::vector<ReportRow> Zero2Strategy::offload_rows() const {
-  const auto& mt = MemoryTracker::instance();
-  const Device gpu = model_.device();
-  const std::string on = std::string(" on ") + to_string(gpu);
-  auto at = [&](Device d, MemCategory c) { return static_cast<double>(mt.current(d, c)); };
-  const double psi = static_cast<double>(shards_.psi), S = static_cast<double>(shards_.padded);
-  return {
-      {"parameters" + on, at(gpu, MemCategory::kParameters), 4 * psi, "4Ψ"},
-      {"gradients" + on, at(gpu, MemCategory::kGradients), 0, "0 (offloaded)"},
-      {"optimizer state" + on, at(gpu, MemCategory::kOptimizerState), 0, "0 (offloaded)"},
-      {"master shard on host", at(Device::kCPU, MemCategory::kParameters), 4 * S, "4⌈Ψ/N⌉"},
-      {"gradients on host", at(Device::kCPU, MemCategory::kGradients), 4 * S, "4⌈Ψ/N⌉"},
-      {"optimizer state on host", at(Device::kCPU, MemCategory::kOptimizerState), 8 * S,
-       "8⌈Ψ/N⌉"},
-  };
+  if (offload_) offloaded_->refresh();
 }
 
 std::vector<ReportRow> Zero2Strategy::report() const {
@@ -155,7 +127,7 @@ std::vector<ReportRow> Zero2Strategy::report() const {
   const int N = dp_.size();
   const MemoryPlan plan = plan_memory(DPStage::kZeRO2, psi, N, mp_.plan(), /*padded=*/true);
   const bool mixed = mp_.mixed();
-  auto rows = offload_ ? offload_rows()
+  auto rows = offload_ ? offload_memory_rows(model_.device(), 4 * psi, "4Ψ", shards_.padded)
              : mixed    ? memory_rows(plan, "2Ψ", "2⌈Ψ/N⌉", "12⌈Ψ/N⌉")
                         : memory_rows(plan, "4Ψ", "4⌈Ψ/N⌉", "8⌈Ψ/N⌉");
   // The full gradient never exists. fp32: at most the shard, unit 0 and one other unit at a

@@ -42,6 +42,7 @@
 // S = ⌈Ψ/N⌉ shard size, r this rank, cap the constant buffer's bytes.
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "common/comm/process_group.h"
@@ -49,6 +50,7 @@
 #include "common/optim/adamw.h"
 #include "common/train/dp_util.h"
 #include "common/train/mixed_precision.h"
+#include "common/train/offload.h"
 #include "common/train/strategy.h"
 
 namespace llmp {
@@ -101,17 +103,14 @@ class Zero2Strategy : public MixedPrecisionStrategy {
   Tensor params_;      // Ψ, replicated, in mp_.dtype()
   Tensor grad_shard_;  // S: the summed gradients of this rank's shard, in mp_.dtype()
   AdamW opt_;          // m, v (and the fp32 master weights when 16-bit): S each
-  bool offload_;       // ZeRO-Offload: grad_shard_, opt_ and master_ on the host
-  Tensor master_;      // offloaded: the host's fp32 copy of this rank's parameter shard (S)
+  bool offload_;       // ZeRO-Offload: grad_shard_ and opt_ on the host, and offloaded_
+  std::unique_ptr<OffloadedShard> offloaded_;  // the host's fp32 master copy of the shard
   MetricsReducer metrics_;
   double last_step_bytes_ = 0;
   int64_t last_step_peak_grads_ = 0;
   int64_t cb_bytes_ = 0;  // the constant buffer's bytes; 0: one reduce-scatter per unit
   int64_t last_step_peak_cb_ = 0;
   int last_step_chunks_ = 0;
-
-  void refresh_master();  // offloaded: master_ = this rank's shard of params_ (copied down)
-  std::vector<ReportRow> offload_rows() const;
 };
 
 }  // namespace llmp

@@ -8,12 +8,8 @@
 #include <gtest/gtest.h>
 
 #include <memory>
-#include <vector>
 
-#include "common/testing/fake_device.h"
-#include "common/testing/fake_kernel_ops.h"
 #include "common/train/dp_util.h"
-#include "common/train/report.h"
 #include "stages/zero2/zero2.h"
 #include "tests/device_run.h"
 #include "tests/stage_test_util.h"
@@ -67,38 +63,24 @@ TEST(Zero2Offload, EqualsZero2OnTheCpuWithTheOptimizerOnTheHost) {
 // ZeRO-2 on the device against ZeRO-Offload, each after one step; and the offloaded report's rows
 // (per device, and the device gradients' peak) agree with their closed forms.
 TEST(Zero2Offload, DeviceBytesDropByTheClosedForm) {
-  testing::FakeDevice dev(/*guarded=*/true);
-  testing::FakeKernelOps ops(dev);
-  const GPT model = GPT(GPTConfig::preset("tiny")).with_device(Device::kCUDA);
-  const int64_t psi = model.layout().num_params(), T = model.config().ctx;
-  const ShardLayout shards(psi, test_world().size());
-  const int64_t S = shards.padded;
-  const int B = 2 * test_world().size();
-  std::vector<int32_t> ids(4 * T);  // this rank's 2 sequences of tokens, then of targets
-  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((7 * i + 3) % 64);
-  const auto& mt = MemoryTracker::instance();
-  auto states = [&](Device d) {
-    return mt.current(d, MemCategory::kParameters) + mt.current(d, MemCategory::kGradients) +
-           mt.current(d, MemCategory::kOptimizerState);
-  };
-  const int64_t dev0 = states(Device::kCUDA), host0 = states(Device::kCPU);
-  auto group = test_world().duplicate();
-  std::vector<int64_t> on_dev, on_host;
-  for (bool offload : {false, true}) {
-    Zero2Strategy s(model, *group, AdamWConfig{}, 5, MixedPrecisionConfig{}, 0.0, offload);
-    s.train_step(ids.data(), ids.data() + 2 * T, B, T, 1);
-    on_dev.push_back(states(Device::kCUDA) - dev0);
-    on_host.push_back(states(Device::kCPU) - host0);
-    if (offload)
-      for (const ReportRow& row : s.report())
-        EXPECT_TRUE(report_row_ok(row)) << row.what << ": measured " << row.measured
-                                        << ", formula " << row.formula_text << " = "
-                                        << row.formula;
-  }
-  EXPECT_EQ(on_dev[0], 4 * psi + 12 * S) << "ZeRO-2 on the device: 4Ψ + 4⌈Ψ/N⌉ + 8⌈Ψ/N⌉";
-  EXPECT_EQ(on_dev[1], 4 * psi) << "offloaded: the parameters only";
-  EXPECT_EQ(on_host[0], 0);
-  EXPECT_EQ(on_host[1], 16 * S) << "master, gradient, m and v shards";
+  const OffloadBytes b = measure_offload([](const GPT& model, ProcessGroup& dp, bool offload) {
+    return std::make_unique<Zero2Strategy>(model, dp, AdamWConfig{}, 5, MixedPrecisionConfig{},
+                                           0.0, offload);
+  });
+  const int64_t psi = GPT(GPTConfig::preset("tiny")).layout().num_params();
+  const int64_t S = ShardLayout(psi, test_world().size()).padded;
+  EXPECT_EQ(b.device[0], 4 * psi + 12 * S) << "ZeRO-2 on the device: 4Ψ + 4⌈Ψ/N⌉ + 8⌈Ψ/N⌉";
+  EXPECT_EQ(b.device[1], 4 * psi) << "offloaded: the parameters only";
+  EXPECT_EQ(b.host[0], 0);
+  EXPECT_EQ(b.host[1], 16 * S) << "master, gradient, m and v shards";
+}
+
+// Resuming an offloaded stage from a checkpoint refreshes the host's master shard.
+TEST(Zero2Offload, ResumesExactly) {
+  expect_offload_resumes_exactly([](const GPT& model, ProcessGroup& dp, bool offload) {
+    return std::make_unique<Zero2Strategy>(model, dp, AdamWConfig{}, 5, MixedPrecisionConfig{},
+                                           0.0, offload);
+  });
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 // Flags: bazel run //stages/zero3:train -- --help
 // ZeRO-R constant buffer (common/train/constant_buffer.h):
 //   bazel run //stages/zero3:train -- --layers 8 --constant_buffer_mb 0.25 --steps 20
+// ZeRO-Offload (common/train/offload.h; on a GPU machine):
+//   bazel run //stages/zero3:train -- --device cuda --offload optimizer
 #include <CLI/CLI.hpp>
 
 #include <memory>
@@ -10,6 +12,7 @@
 
 #include "common/runtime/check.h"
 #include "common/train/constant_buffer_flag.h"
+#include "common/train/offload_flag.h"
 #include "common/train/train_main.h"
 #include "stages/zero3/zero3.h"
 
@@ -27,6 +30,7 @@ std::string tile_factor_error(int k, int C) {
 int main(int argc, char** argv) {
   llmp::ConstantBufferFlag constant_buffer;  // --constant_buffer_mb; lives as long as the run
   int tile_factor = 1;                       // bound to --tile_factor; lives as long as the run
+  llmp::OffloadFlag offload;                 // --offload optimizer (ZeRO-Offload)
   llmp::StageSpec spec;
   spec.name = "zero3";
   spec.summary = "ZeRO stage 3 (FSDP): parameters, gradients and optimizer state sharded";
@@ -36,15 +40,17 @@ int main(int argc, char** argv) {
   // the GPU; the per-unit all_gather and reduce_scatter as on the CPU. Not with
   // --constant_buffer_mb or --tile_factor > 1 (host buffers; the tiled layers run on the CPU).
   spec.supports_device = true;
-  spec.add_flags = [&constant_buffer, &tile_factor](CLI::App& app) {
+  spec.add_flags = [&](CLI::App& app) {
     constant_buffer.add(app);
+    offload.add(app);
     app.add_option("--tile_factor", tile_factor,
                    "k: gather each block linear in k tiles, one at a time (ZeRO-Infinity's "
                    "memory-centric tiling); 1 gathers whole blocks")
         ->capture_default_str();
   };
-  spec.validate = [&constant_buffer, &tile_factor](const llmp::TrainConfig& cfg) {
+  spec.validate = [&](const llmp::TrainConfig& cfg) {
     constant_buffer.validate(cfg);
+    offload.validate(cfg);
     const std::string err = tile_factor_error(tile_factor, llmp::model_config(cfg).d);
     if (!err.empty()) llmp::user_error(err);
     if (cfg.device != "cpu" && constant_buffer.mb() > 0)
@@ -55,14 +61,13 @@ int main(int argc, char** argv) {
                        cfg.device + ": weight tiles are host memory (run with --tile_factor 1 "
                        "on a GPU)");
   };
-  spec.make = [&constant_buffer, &tile_factor](
-                  const llmp::StageContext& ctx) -> std::unique_ptr<llmp::Strategy> {
+  spec.make = [&](const llmp::StageContext& ctx) -> std::unique_ptr<llmp::Strategy> {
     // Again inside the ranks (mpiexec may have started them directly, skipping validate).
     const std::string err = tile_factor_error(tile_factor, ctx.model.config().d);
     llmp::all_ranks_ok(err.empty(), err);
     return std::make_unique<llmp::Zero3Strategy>(ctx.model, ctx.grid.dp_group(), ctx.opt,
                                                  ctx.cfg.seed, ctx.mp, constant_buffer.mb(),
-                                                 tile_factor);
+                                                 tile_factor, offload.optimizer());
   };
   return llmp::train_main(argc, argv, spec);
 }

@@ -52,17 +52,23 @@ double zero3_tiled_peak_param_bytes(const GPTLayout& layout, int N, int k, doubl
 }
 
 Zero3Strategy::Zero3Strategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt, uint64_t seed,
-                             MixedPrecisionConfig mp, double constant_buffer_mb, int tile_factor)
+                             MixedPrecisionConfig mp, double constant_buffer_mb, int tile_factor,
+                             bool offload_optimizer)
     : MixedPrecisionStrategy(model, mp, &dp),
       model_(model),
       dp_(dp),
       shards_(model.layout().num_params(), dp.size()),
       param_shard_(mp_.new_buffer(shards_.padded, MemCategory::kParameters)),
-      grad_shard_(mp_.new_buffer(shards_.padded, MemCategory::kGradients)),
+      // Offloaded: the gradient shard and the optimizer on the host, whatever the model's device.
+      grad_shard_(offload_optimizer
+                      ? Tensor::zeros({shards_.padded}, DType::kF32, MemCategory::kGradients)
+                      : mp_.new_buffer(shards_.padded, MemCategory::kGradients)),
       opt_(shards_.padded, opt,
            slice_ranges(decay_ranges(model.layout(), opt.decay), shards_.begin[dp.rank()],
                         shards_.count[dp.rank()]),
-           mp_.dtype(), model.device()),  // --device cuda: the shard's m and v on the GPU
+           mp_.dtype(),  // --device cuda: the shard's m and v on the GPU, unless offloaded
+           offload_optimizer ? Device::kCPU : model.device()),
+      offload_(offload_optimizer),
       metrics_(dp),
       cb_bytes_(llmp::constant_buffer_cap(constant_buffer_mb, mp_.dtype())),
       tile_factor_(tile_factor) {
@@ -80,12 +86,20 @@ Zero3Strategy::Zero3Strategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt
   if (tile_factor > 1 && model.device() != Device::kCPU)
     throw std::invalid_argument("Zero3Strategy: weight tiles are host memory" + on +
                                 "--tile_factor");
+  if (offload_ && (model.device() == Device::kCPU || mp_.mixed()))
+    throw std::invalid_argument(
+        "Zero3Strategy: --offload optimizer moves the optimizer from a GPU to the host; it needs "
+        "the model on a device in fp32 (got --device " + std::string(to_string(model.device())) +
+        ", " + to_string(mp_.dtype()) + ")");
   // Every rank builds the same full initialisation (same seed) once and keeps only its shard:
   // fp32 as it is; mixed, its 16-bit rounding, with the fp32 values as the master shard. On a
   // device only the shard goes up (4·S_r bytes): the full initialisation stays on the host.
   Tensor full = Tensor::empty({shards_.psi}, mp_.dtype(), MemCategory::kOther);
   mp_.init(seed, full, opt_, shards_.begin[dp_.rank()]);
   copy_shard_in(shards_, dp_.rank(), full, param_shard_);
+  if (offload_)  // the host's master copy of the shard: copied down once
+    offloaded_ = std::make_unique<OffloadedShard>(
+        param_shard_.narrow(0, shards_.count[dp_.rank()]), shards_.padded);
 }
 
 BatchSlice Zero3Strategy::batch_slice(int global_batch) const {
@@ -121,6 +135,7 @@ double Zero3Strategy::run_walk(const int32_t* tokens, const int32_t* targets, in
     last_step_chunks_ = buffer.collectives();
   } else {  // ... or one reduce-scatter per unit
     ReduceScatterGrads sink(lay, dp_, shards_, grad_shard_, mp_.round_stats());
+    sink.set_unit_device(model_.device());  // offloaded: device units, host shard
     loss = UnitRunner(model_, gather, &sink).forward_backward(tokens, targets, B, T, scale);
   }
   last_step_gathers_.assign(lay.num_units(), 0);
@@ -139,14 +154,23 @@ double Zero3Strategy::train_step(const int32_t* tokens, const int32_t* targets, 
   // 1-2. Forward and backward unit by unit; grad_shard_ ends with Σ_ranks of this rank's shard.
   const double local_loss =
       run_walk(tokens, targets, B, T, mp_.walk_loss_scale(scale, step), /*grads=*/true);
-  last_step_peak_params_ = MemoryTracker::instance().peak(MemCategory::kParameters);
-  last_step_peak_grads_ = MemoryTracker::instance().peak(MemCategory::kGradients);
+  // Offloaded: the device's peaks (the host's master and gradient shards are always there).
+  last_step_peak_params_ =
+      offload_ ? MemoryTracker::instance().peak(model_.device(), MemCategory::kParameters)
+               : MemoryTracker::instance().peak(MemCategory::kParameters);
+  last_step_peak_grads_ =
+      offload_ ? MemoryTracker::instance().peak(model_.device(), MemCategory::kGradients)
+               : MemoryTracker::instance().peak(MemCategory::kGradients);
   last_step_peak_cb_ = MemoryTracker::instance().peak(MemCategory::kCommBuffers);
 
   // 3. AdamW on the shard (its valid part). Nothing to gather: the next step gathers units.
   //    Mixed: the master shard, rounded into the 16-bit shard; fp16 skips an overflowed step on
   //    every rank together.
-  mp_.optimizer_step(opt_, param_shard_, grad_shard_, step, shards_.count[dp_.rank()]);
+  //    Offloaded: on the host's master shard, then copied up into the device shard.
+  if (offload_)
+    offloaded_->step(mp_, opt_, grad_shard_, step);
+  else
+    mp_.optimizer_step(opt_, param_shard_, grad_shard_, step, shards_.count[dp_.rank()]);
 
   last_step_bytes_ = dp_.stats().total_bytes() - bytes_before;
   return metrics_.sum(mp_.mixed() ? mp_.unscale_loss(local_loss, scale, step) : local_loss);
@@ -180,6 +204,7 @@ void Zero3Strategy::set_state(const float* params, const float* exp_avg,
   }
   copy_shard_in(shards_, dp_.rank(), exp_avg, opt_.exp_avg());
   copy_shard_in(shards_, dp_.rank(), exp_avg_sq, opt_.exp_avg_sq());
+  if (offload_) offloaded_->refresh();
 }
 
 std::vector<ReportRow> Zero3Strategy::report() const {
@@ -189,8 +214,10 @@ std::vector<ReportRow> Zero3Strategy::report() const {
   const MemoryPlan plan = plan_memory(DPStage::kZeRO3, psi, N, mp_.plan(), /*padded=*/true);
   const bool mixed = mp_.mixed();
   const double b = mixed ? 2.0 : 4.0;  // bytes of a parameter and of a gradient element
-  auto rows = mixed ? memory_rows(plan, "2⌈Ψ/N⌉", "2⌈Ψ/N⌉", "12⌈Ψ/N⌉")
-                    : memory_rows(plan, "4⌈Ψ/N⌉", "4⌈Ψ/N⌉", "8⌈Ψ/N⌉");
+  auto rows = offload_ ? offload_memory_rows(model_.device(), 4.0 * shards_.padded, "4⌈Ψ/N⌉",
+                                             shards_.padded)
+             : mixed    ? memory_rows(plan, "2⌈Ψ/N⌉", "2⌈Ψ/N⌉", "12⌈Ψ/N⌉")
+                        : memory_rows(plan, "4⌈Ψ/N⌉", "4⌈Ψ/N⌉", "8⌈Ψ/N⌉");
   if (tile_factor_ > 1) {  // tiled: rest + one tile per block step (header)
     rows.push_back({"parameters, peak in step", static_cast<double>(last_step_peak_params_),
                     zero3_tiled_peak_param_bytes(lay, N, tile_factor_, b),
@@ -218,6 +245,10 @@ std::vector<ReportRow> Zero3Strategy::report() const {
     rows.push_back({"gradients, peak in step", static_cast<double>(last_step_peak_grads_),
                     2.0 * (shards_.padded + std::max(lay.unit_numel(0), largest)),
                     "2(⌈Ψ/N⌉+max(n_0,n_b,n_f))"});
+  else if (offload_)  // the shard is on the host: on the device only the units, as they go
+    rows.push_back({std::string("gradients on ") + to_string(model_.device()) + ", peak in step",
+                    static_cast<double>(last_step_peak_grads_),
+                    4.0 * (lay.unit_numel(0) + largest), "4(n_0+max(n_b,n_f))"});
   else
     rows.push_back({"gradients, peak in step", static_cast<double>(last_step_peak_grads_),
                     4.0 * (shards_.padded + lay.unit_numel(0) + largest),

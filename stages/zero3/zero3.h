@@ -58,11 +58,17 @@
 //   peak parameters = b·(⌈Ψ/N⌉ + r + t + max(r, n_0 + n_f))      (k ≥ 2, L ≥ 1)
 // and the largest linear's gathered weights peak at b·4C²/k instead of b·4C² (inside the unit).
 //
+// ZeRO-Offload (--device cuda --offload optimizer, common/train/offload.h): the gradient shard,
+// an fp32 master copy of the parameter shard and m, v on the host (16⌈Ψ/N⌉ bytes), AdamW on the
+// CPU, the updated shard copied up into the device parameter shard (4⌈Ψ/N⌉ bytes per step). The
+// device's model states: 4⌈Ψ/N⌉ instead of 16⌈Ψ/N⌉; results bit-identical.
+//
 // Glossary: B global batch, T sequence length, C channels, L layers, N ranks, Ψ parameters,
 // S = ⌈Ψ/N⌉ shard size, r this rank, cap the constant buffer's bytes, n_u elements of unit u
 // (n_blk = n_b: one block, 12C² + 13C; n_f = n_{L+1} = 2C: the final LayerNorm).
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -71,6 +77,7 @@
 #include "common/optim/adamw.h"
 #include "common/train/dp_util.h"
 #include "common/train/mixed_precision.h"
+#include "common/train/offload.h"
 #include "common/train/strategy.h"
 
 namespace llmp {
@@ -107,9 +114,12 @@ class Zero3Strategy : public MixedPrecisionStrategy {
   /// gathers whole units; k ≥ 2 tiles each block linear into k (TileGatherer; k ≤ C). Requires
   /// L ≥ 1. On a device (model.device() != kCPU, fp32): the shards, m, v and every gathered unit
   /// on it; throws std::invalid_argument naming the flag when constant_buffer_mb > 0 or k > 1
-  /// there (both are host buffers).
+  /// there (both are host buffers). `offload_optimizer`: ZeRO-Offload (common/train/offload.h):
+  /// the gradient shard, an fp32 master shard and m, v on the host, AdamW on the CPU, the updated
+  /// shard copied up; needs a model on a device in fp32 (else std::invalid_argument).
   Zero3Strategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt, uint64_t seed,
-                MixedPrecisionConfig mp = {}, double constant_buffer_mb = 0, int tile_factor = 1);
+                MixedPrecisionConfig mp = {}, double constant_buffer_mb = 0, int tile_factor = 1,
+                bool offload_optimizer = false);
 
   BatchSlice batch_slice(int global_batch) const override;
   /// Collective. tokens/targets: (B/N, T). Sends zero3_bytes_per_step(layout, N) bytes.
@@ -158,6 +168,8 @@ class Zero3Strategy : public MixedPrecisionStrategy {
   Tensor param_shard_;  // S: parameters [r·S, r·S + count(r)) (padded), in mp_.dtype()
   Tensor grad_shard_;   // S: the summed gradients of this rank's shard, in mp_.dtype()
   AdamW opt_;           // m, v (and the fp32 master weights when 16-bit): S each
+  bool offload_;        // ZeRO-Offload: grad_shard_ and opt_ on the host, and offloaded_
+  std::unique_ptr<OffloadedShard> offloaded_;  // the host's fp32 master copy of the shard
   MetricsReducer metrics_;
   double last_step_bytes_ = 0;
   int64_t last_step_peak_params_ = 0, last_step_peak_grads_ = 0;

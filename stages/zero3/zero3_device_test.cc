@@ -75,6 +75,59 @@ TEST(Zero3OnDevice, SetStateCopiesOnlyTheShardsUp) {
   EXPECT_EQ(back, state);
 }
 
+// ZeRO-Offload: bit-identical to ZeRO-3 on the CPU. Its own copies: this rank's parameter shard
+// up at the start (4·S_r), the master shard down (4·S_r), each step's updated shard up (4·S_r),
+// get_state's parameters down (4Ψ; m and v are gathered on the host). The staging: the gathers
+// as without offload; the reduce-scatters read each device unit gradient (Ψ down) and write the
+// HOST shard (nothing up); get_state gathers only the device parameter shard (4·S_r down, 4Ψ up).
+TEST(Zero3Offload, EqualsZero3OnTheCpuWithTheOptimizerOnTheHost) {
+  const GPTLayout layout = GPT(GPTConfig::preset("tiny")).layout();
+  const int64_t psi = layout.num_params();
+  const ShardLayout shards(psi, test_world().size());
+  const int r = test_world().rank();
+  const int64_t shard = shards.count[r];
+  DirectCopies copies;
+  copies.params_up = 4 * shard;
+  copies.up = kSteps * 4 * shard;
+  copies.down = 4 * shard + 4 * psi;
+  const StagingStats st = expect_device_run_equals_cpu(
+      [](const GPT& model, ProcessGroup& dp, AdamWConfig opt, uint64_t seed) {
+        // The CPU reference is plain ZeRO-3; the device run offloads its optimizer.
+        return std::make_unique<Zero3Strategy>(model, dp, opt, seed, MixedPrecisionConfig{}, 0.0,
+                                               1, model.device() != Device::kCPU);
+      },
+      kSteps, copies);
+  const int f = layout.num_units() - 1;
+  const int64_t n_f = layout.unit_numel(f);
+  const int64_t a_r = shards.split_range(layout.unit_offset(f), psi)[r];
+  const int64_t down = 4 * ((2 * shard - a_r) + psi), up = 4 * (2 * psi - n_f);
+  EXPECT_EQ(st.to_host_bytes, kSteps * down + 4 * shard);
+  EXPECT_EQ(st.to_device_bytes, kSteps * up + 4 * psi);
+}
+
+// The device keeps only the 4⌈Ψ/N⌉ parameter shard: 16⌈Ψ/N⌉ -> 4⌈Ψ/N⌉, measured per device after
+// one step, the host holding the other 12⌈Ψ/N⌉ and the master shard; the report's rows agree.
+TEST(Zero3Offload, DeviceBytesDropByTheClosedForm) {
+  const OffloadBytes b = measure_offload([](const GPT& model, ProcessGroup& dp, bool offload) {
+    return std::make_unique<Zero3Strategy>(model, dp, AdamWConfig{}, 5, MixedPrecisionConfig{},
+                                           0.0, 1, offload);
+  });
+  const int64_t psi = GPT(GPTConfig::preset("tiny")).layout().num_params();
+  const int64_t S = ShardLayout(psi, test_world().size()).padded;
+  EXPECT_EQ(b.device[0], 16 * S) << "ZeRO-3 on the device: 4 + 4 + 8 bytes per shard element";
+  EXPECT_EQ(b.device[1], 4 * S) << "offloaded: the parameter shard only";
+  EXPECT_EQ(b.host[0], 0);
+  EXPECT_EQ(b.host[1], 16 * S) << "master, gradient, m and v shards";
+}
+
+// Resuming an offloaded stage from a checkpoint refreshes the host's master shard.
+TEST(Zero3Offload, ResumesExactly) {
+  expect_offload_resumes_exactly([](const GPT& model, ProcessGroup& dp, bool offload) {
+    return std::make_unique<Zero3Strategy>(model, dp, AdamWConfig{}, 5, MixedPrecisionConfig{},
+                                           0.0, 1, offload);
+  });
+}
+
 // What runs only on the host is refused by name on a device, before any training.
 void expect_refused(double constant_buffer_mb, int tile_factor, const std::string& why) {
   testing::FakeDevice dev(/*guarded=*/true);
