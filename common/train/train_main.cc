@@ -28,6 +28,7 @@
 #include "common/train/resources.h"
 #include "common/comm/device_for_rank.h"
 #include "common/comm/local_rank.h"
+#include "kernels/cpu/flops.h"
 #include "kernels/ops/kernel_ops.h"
 
 namespace llmp {
@@ -282,6 +283,9 @@ int run(int argc, char** argv, const StageSpec& spec) {
   Progress progress(step + cfg.steps, static_cast<int64_t>(B) * T, cfg.log_every,
                     Progress::Mode::kAuto, stdout, step);
   double loss = NAN, val = NAN, t_first = 0;
+  // FLOPs this rank's kernels executed in the timed training steps (kernels/cpu/flops.h: both
+  // devices' tables count with the same formulas): with the throughput, what MFU is made of.
+  int64_t timed_flops = 0;
   RecomputeMeter last_step_meter;  // what the last step's walks kept and recomputed
   const int64_t first = step + 1, last = step + cfg.steps;
   const double t_start = now_s();
@@ -290,7 +294,9 @@ int run(int argc, char** argv, const StageSpec& spec) {
     set_step_for_signals(s);
     sample(corpus.train(), cfg.seed, s, slice.first_seq, slice.num_seqs, T, tok.data(), tgt.data());
     RecomputeMeter::instance().reset();
+    const int64_t flops_before = cpu::flops_done();
     loss = strategy->train_step(tok.data(), tgt.data(), B, T, s);
+    if (s != first || cfg.steps == 1) timed_flops += cpu::flops_done() - flops_before;
     last_step_meter = RecomputeMeter::instance();
     // Divergence: a NaN or infinite loss ends the run on every rank, before anything is saved
     // (a good checkpoint at --save stays). Collective, so all ranks agree even where the loss is
@@ -320,10 +326,12 @@ int run(int argc, char** argv, const StageSpec& spec) {
   const bool skip_first = cfg.steps > 1;
   const int64_t timed = skip_first ? cfg.steps - 1 : cfg.steps;
   const double elapsed = t_end - (skip_first ? t_first : t_start);
-  if (cfg.steps > 0)
-    log_info("done: {} steps | train loss {:.4f} | val loss {} | {:.0f} tokens/s | {:.1f} ms/step",
+  if (cfg.steps > 0)  // FLOP/token: rank 0's executed FLOPs per token of its own slice
+    log_info("done: {} steps | train loss {:.4f} | val loss {} | {:.0f} tokens/s | {:.1f} ms/step"
+             " | {:.4g} FLOP/token",
              cfg.steps, loss, std::isnan(val) ? std::string("-") : fmt::format("{:.4f}", val),
-             timed * double(B) * T / elapsed, 1e3 * elapsed / timed);
+             timed * double(B) * T / elapsed, 1e3 * elapsed / timed,
+             static_cast<double>(timed_flops) / (double(timed) * slice.num_seqs * T));
 
   if (!cfg.save.empty()) {
     try {

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# GPU benchmark (issue 16), on a machine with a GPU: the gpt2 preset (124M, T = 1024) on one GPU.
+#
+#   tools/gpu_bench.sh            bf16 tokens/s and MFU, fp32 tokens/s with TF32 on and off, and
+#                                 the data-parallel stages at world size 1 against the baseline
+#
+# MFU = FLOP/token × tokens/s / peak, where FLOP/token is what the kernels executed per token in
+# the timed steps (train_main's "done:" line; kernels/cpu/flops.h counts with the same formulas
+# on both devices: no recomputation here, so these are the model's FLOPs) and peak the GPU's dense
+# bf16 tensor-core rate from its data sheet: H100 SXM 989.4 TFLOP/s, H100 NVL 835, H100 PCIe
+# 756, H200 989.4, A100 312 (set GPU_PEAK_TFLOPS for another GPU; MFU is left out without one).
+# GPU_BENCH_BATCH (8 sequences), GPU_BENCH_STEPS (20; the first is not timed).
+#
+# Prints one markdown table, ready for the README's "On a GPU" section. Without a GPU it says so
+# and exits 2 (nothing is measured).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+batch=${GPU_BENCH_BATCH:-8}
+steps=${GPU_BENCH_STEPS:-20}
+
+if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
+  echo "error: no GPU visible (nvidia-smi -L failed): nothing measured" >&2
+  exit 2
+fi
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+peak=${GPU_PEAK_TFLOPS:-}
+if [ -z "$peak" ]; then
+  case "$gpu" in
+    *H100*NVL*) peak=835 ;;
+    *H100*PCIe*) peak=756 ;;
+    *H100*|*H200*) peak=989.4 ;;
+    *A100*) peak=312 ;;
+  esac
+fi
+
+stages=(baseline naive_dp ddp zero1 zero2 zero3)
+targets=()
+for s in "${stages[@]}"; do targets+=("//stages/$s:train"); done
+bazel build "${targets[@]}" >/dev/null 2>&1 || bazel build "${targets[@]}"
+
+# run STAGE ARGS...: prints "tokens/s FLOP/token" of one run on the GPU (world size 1).
+run() {
+  local stage=$1
+  shift
+  local out line
+  out=$(bazel-bin/stages/$stage/train --device cuda --world_size 1 --model gpt2 \
+    --global_batch "$batch" --steps "$steps" --eval_every 0 --log_every 1000 "$@" 2>&1) || {
+    echo "$out" >&2
+    echo "error: $stage $* failed" >&2
+    return 1
+  }
+  line=$(grep -m1 'done:' <<<"$out")
+  echo "$(sed -E 's/.* ([0-9.]+) tokens\/s.*/\1/' <<<"$line") \
+$(sed -E 's/.* ([0-9.e+]+) FLOP\/token.*/\1/' <<<"$line")"
+}
+
+mfu() {  # tokens/s FLOP/token -> percent of the peak, or "-"
+  [ -n "$peak" ] || { echo "-"; return; }
+  awk -v t="$1" -v f="$2" -v p="$peak" 'BEGIN { printf "%.1f%%", 100 * t * f / (p * 1e12) }'
+}
+
+echo "GPU: $gpu (dense bf16 peak: ${peak:-unknown} TFLOP/s); gpt2, T = 1024, batch $batch, $steps steps"
+echo
+echo "| run | tokens/s | FLOP/token | MFU (of the bf16 peak) |"
+echo "|---|---|---|---|"
+read -r tok flop < <(run baseline --precision bf16)
+echo "| baseline, bf16 | $tok | $flop | $(mfu "$tok" "$flop") |"
+read -r tok flop < <(run baseline --tf32)
+echo "| baseline, fp32 with TF32 | $tok | $flop | $(mfu "$tok" "$flop") |"
+read -r base flop < <(run baseline)
+echo "| baseline, fp32 (TF32 off) | $base | $flop | $(mfu "$base" "$flop") |"
+for s in "${stages[@]:1}"; do
+  read -r tok flop < <(run "$s")
+  ratio=$(awk -v a="$tok" -v b="$base" 'BEGIN { printf "%.2f", a / b }')
+  echo "| $s, fp32, world size 1 (× baseline: $ratio) | $tok | $flop | $(mfu "$tok" "$flop") |"
+done
