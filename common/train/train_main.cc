@@ -60,8 +60,8 @@ std::string output_paths_error(const TrainConfig& cfg) {
   return "";
 }
 
-/// --device cuda: the stage must support it, in fp32 for now, and the binary must have the
-/// device's kernels and see a device. Calls `fail` (user_error before launch; a rank's
+/// --device cuda: the stage must support it (and --precision bf16/fp16 there, if given), and the
+/// binary must have the device's kernels and see a device. Calls `fail` (user_error before launch; a rank's
 /// all-ranks check inside) with one line naming the reason.
 template <typename Fail>
 void device_error_or_none(const TrainConfig& cfg, const StageSpec& spec, Fail fail) {
@@ -69,9 +69,10 @@ void device_error_or_none(const TrainConfig& cfg, const StageSpec& spec, Fail fa
     return fail("--device " + cfg.device + ": " + spec.name +
                 " runs on the CPU only so far (README.md, \"On a GPU\", lists the stages that "
                 "run on one)");
-  if (cfg.precision != "fp32")
-    return fail("--device " + cfg.device + " --precision " + cfg.precision +
-                ": the GPU path trains in fp32 only so far (mixed precision runs on the CPU)");
+  if (cfg.precision != "fp32" && !spec.supports_device_precision)
+    return fail("--device " + cfg.device + " --precision " + cfg.precision + ": " + spec.name +
+                " trains on a GPU in fp32 only so far (mixed precision on a GPU: baseline, "
+                "naive_dp, zero2)");
   std::string why;
   try {
     why = kernel_ops(Device::kCUDA).unavailable_reason();
