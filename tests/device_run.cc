@@ -52,7 +52,12 @@ StagingStats expect_device_run_equals_cpu(const DpStrategyFactory& make, int ste
 
 StagingStats expect_device_run_equals_cpu(const DpStrategyFactory& make, int steps,
                                           const DirectCopies& copies) {
-  const GPT model(GPTConfig::preset("tiny"));
+  return expect_device_run_equals_cpu(make, steps, copies, TrainPrecision::kFP32);
+}
+
+StagingStats expect_device_run_equals_cpu(const DpStrategyFactory& make, int steps,
+                                          const DirectCopies& copies, TrainPrecision precision) {
+  const GPT model(GPTConfig::preset("tiny"), TpComm::none(), storage_dtype(precision));
   const int64_t psi = model.layout().num_params();
   auto cpu_group = test_world().duplicate();
   const Result cpu = train(make, model, *cpu_group, steps);
@@ -60,7 +65,8 @@ StagingStats expect_device_run_equals_cpu(const DpStrategyFactory& make, int ste
   testing::FakeDevice dev(/*guarded=*/true);
   testing::FakeKernelOps ops(dev);
   auto dev_group = test_world().duplicate();
-  const Result gpu = train(make, model.with_device(Device::kCUDA), *dev_group, steps);
+  const GPT on_device = model.with_device(Device::kCUDA);  // strategies keep a reference
+  const Result gpu = train(make, on_device, *dev_group, steps);
 
   EXPECT_EQ(gpu.losses, cpu.losses);
   EXPECT_EQ(gpu.state, cpu.state);
@@ -73,7 +79,8 @@ StagingStats expect_device_run_equals_cpu(const DpStrategyFactory& make, int ste
   // and the staging. Nothing else (a stray round trip through the host fails here).
   const int64_t T = model.config().ctx;
   const int64_t ids = int64_t{steps} * 3 * 4 * (kGlobalBatch / dev_group->size()) * T;
-  EXPECT_EQ(dev.h2d_bytes(), 4 * psi + ids + copies.up + st.to_device_bytes);
+  const int64_t params_up = dtype_size(storage_dtype(precision)) * psi;  // 16-bit: rounded first
+  EXPECT_EQ(dev.h2d_bytes(), params_up + ids + copies.up + st.to_device_bytes);
   EXPECT_EQ(dev.d2h_bytes(), (copies.down < 0 ? 12 * psi : copies.down) + st.to_host_bytes);
   return st;
 }
