@@ -107,6 +107,18 @@ void expect_mixed_on_device_equals_cpu(TrainPrecision precision, int steps) {
   EXPECT_EQ(h2d_before_state, 2 * psi + 4 * psi + ids);
   EXPECT_EQ(dev.h2d_bytes(), h2d_before_state) << "get_state copied something up";
   EXPECT_EQ(dev.d2h_bytes(), 12 * psi);
+
+  // A checkpoint's fp32 state (and fp16's scaler state) into a fresh device run (the master copy
+  // and m, v up as they are, the 16-bit working copy rounded on the host: 2Ψ + 12Ψ bytes), then
+  // one more step on both.
+  const std::vector<float> state = params_of(cpu, psi);
+  BaselineStrategy resumed(on_device, opt, 99, mp);
+  const int64_t up = dev.h2d_bytes();
+  resumed.set_state(state.data(), state.data() + psi, state.data() + 2 * psi);
+  resumed.set_extra_state(cpu.extra_state());  // fp16: the scale and skipped steps, as a load
+  EXPECT_EQ(dev.h2d_bytes() - up, 2 * psi + 12 * psi);
+  EXPECT_EQ(run.step(resumed, steps + 1), run.step(cpu, steps + 1));
+  EXPECT_EQ(params_of(resumed, psi), params_of(cpu, psi));
 }
 
 TEST(BaselineOnDevice, Bf16TrainsBitForBitAsOnTheCpu) {
