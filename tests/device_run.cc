@@ -71,7 +71,12 @@ StagingStats expect_device_run_equals_cpu(const DpStrategyFactory& make, int ste
 
 StagingStats expect_device_run_equals_cpu(const DpStrategyFactory& make, int steps,
                                           const DirectCopies& copies) {
-  const GPT model(GPTConfig::preset("tiny"));
+  return expect_device_run_equals_cpu(make, steps, copies, TrainPrecision::kFP32);
+}
+
+StagingStats expect_device_run_equals_cpu(const DpStrategyFactory& make, int steps,
+                                          const DirectCopies& copies, TrainPrecision precision) {
+  const GPT model(GPTConfig::preset("tiny"), TpComm::none(), storage_dtype(precision));
   const int64_t psi = model.layout().num_params();
   auto cpu_group = test_world().duplicate();
   const Result cpu = train(make, model, *cpu_group, steps);
@@ -79,7 +84,8 @@ StagingStats expect_device_run_equals_cpu(const DpStrategyFactory& make, int ste
   testing::FakeDevice dev(/*guarded=*/true);
   testing::FakeKernelOps ops(dev);
   auto dev_group = test_world().duplicate();
-  const Result gpu = train(make, model.with_device(Device::kCUDA), *dev_group, steps, &dev);
+  const GPT on_device = model.with_device(Device::kCUDA);  // strategies keep a reference
+  const Result gpu = train(make, on_device, *dev_group, steps, &dev);
 
   EXPECT_EQ(gpu.losses, cpu.losses);
   EXPECT_EQ(gpu.state, cpu.state);
@@ -95,7 +101,9 @@ StagingStats expect_device_run_equals_cpu(const DpStrategyFactory& make, int ste
   // fails here).
   const int64_t T = model.config().ctx, seq = (kGlobalBatch / dev_group->size()) * T;
   const int64_t step_ids = 3 * 4 * seq, eval_ids = 2 * 4 * seq;
-  const int64_t params_up = copies.params_up < 0 ? 4 * psi : copies.params_up;
+  // The initial parameters: rounded to 16 bits first under mixed precision (2Ψ, not 4Ψ).
+  const int64_t params_up = copies.params_up >= 0 ? copies.params_up
+                                                  : dtype_size(storage_dtype(precision)) * psi;
   EXPECT_EQ(dev.h2d_bytes(),
             params_up + steps * step_ids + eval_ids + copies.up + all.to_device_bytes);
   EXPECT_EQ(dev.d2h_bytes(), (copies.down < 0 ? 12 * psi : copies.down) + all.to_host_bytes);
@@ -129,11 +137,13 @@ OffloadBytes measure_offload(const OffloadFactory& make) {
     s->train_step(ids.data(), ids.data() + 2 * T, B, T, 1);
     b.device[offload] = states(Device::kCUDA) - dev0;
     b.host[offload] = states(Device::kCPU) - host0;
-    if (offload == 1)
-      for (const ReportRow& row : s->report())
+    if (offload == 1) {
+      for (const ReportRow& row : s->report()) {
         EXPECT_TRUE(report_row_ok(row)) << row.what << ": measured " << row.measured
                                         << ", formula " << row.formula_text << " = "
                                         << row.formula;
+      }
+    }
   }
   return b;
 }

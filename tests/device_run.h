@@ -13,6 +13,7 @@
 #include "common/comm/process_group.h"
 #include "common/nn/gpt.h"
 #include "common/optim/adamw.h"
+#include "common/tensor/precision.h"
 #include "common/train/strategy.h"
 
 namespace llmp {
@@ -68,5 +69,12 @@ OffloadBytes measure_offload(const OffloadFactory& make);
 /// on a guarded FakeDevice, stage A trains a step and saves (get_state), a fresh B loads it,
 /// both train the same next step; gtest EXPECTs their states bit-identical.
 void expect_offload_resumes_exactly(const OffloadFactory& make);
+/// The same in mixed precision (--precision bf16 / fp16): the model's activations in
+/// storage_dtype(precision), the factory building the stage with that precision. The initial
+/// parameters cross rounded to 16 bits (2Ψ, not 4Ψ); `copies.up` must hold the stage's fp32
+/// master copy going up once (4Ψ replicated, 4·S_r for a shard). get_state's 12Ψ down are the
+/// master copy, m and v. fp32 is the overload above.
+StagingStats expect_device_run_equals_cpu(const DpStrategyFactory& make, int steps,
+                                          const DirectCopies& copies, TrainPrecision precision);
 
 }  // namespace llmp

@@ -5,7 +5,6 @@
 #include <stdexcept>
 #include <string>
 
-#include "kernels/cpu/convert.h"
 #include "kernels/ops/kernel_ops.h"
 
 namespace llmp {
@@ -20,10 +19,6 @@ AdamW::AdamW(int64_t n, AdamWConfig cfg, std::vector<ElementRange> decay, DType 
       m_(Tensor::zeros({n}, DType::kF32, MemCategory::kOptimizerState, device)),
       v_(Tensor::zeros({n}, DType::kF32, MemCategory::kOptimizerState, device)),
       device_(device) {
-  if (device != Device::kCPU && param_dtype != DType::kF32)
-    throw std::invalid_argument(std::string("AdamW: ") + to_string(param_dtype) +
-                                " parameters on " + to_string(device) +
-                                " (mixed-precision AdamW runs on the host only)");
   int64_t prev = 0;
   for (const ElementRange& r : decay_)
     if (r.begin < prev || r.end < r.begin || r.end > n)
@@ -33,7 +28,7 @@ AdamW::AdamW(int64_t n, AdamWConfig cfg, std::vector<ElementRange> decay, DType 
     else
       prev = r.end;
   if (param_dtype == DType::kF16 || param_dtype == DType::kBF16) {
-    master_ = Tensor::zeros({n}, DType::kF32, MemCategory::kOptimizerState);
+    master_ = Tensor::zeros({n}, DType::kF32, MemCategory::kOptimizerState, device);
     master_dtype_ = param_dtype;
   } else if (param_dtype != DType::kF32) {
     throw std::invalid_argument(std::string("AdamW: parameters in ") + to_string(param_dtype) +
@@ -50,20 +45,39 @@ void AdamW::step_mixed(const Tensor& params16, const Tensor& grads16, float grad
                        int64_t n) {
   if (!master_.defined()) throw std::logic_error("AdamW::step_mixed without master weights");
   if (n < 0 || n > n_) n = n_;
-  if (params16.dtype() != master_dtype_ || params16.numel() < n || grads16.numel() < n)
+  if (params16.dtype() != master_dtype_ || params16.numel() < n || grads16.numel() < n ||
+      params16.device() != device_ || grads16.device() != device_)
     throw std::invalid_argument("AdamW::step_mixed: parameters " + params16.describe() +
                                 ", gradients " + grads16.describe() + " for " + std::to_string(n) +
-                                " elements");
-  // Chunk by chunk: widen and unscale the gradients, update the master copy, round it back.
-  constexpr int64_t kChunk = 4096;
-  float g[kChunk];
-  float* master = master_.f32();
-  for (int64_t i0 = 0; i0 < n; i0 += kChunk) {
-    const int64_t k = std::min(kChunk, n - i0);
-    cpu::widen(grads16.narrow(i0, k).raw(), grads16.dtype(), g, k);
-    for (int64_t i = 0; i < k; ++i) g[i] *= grad_scale;
-    update(master + i0, g, i0, k, t);
-    cpu::round_to(master + i0, params16.narrow(i0, k).raw(), params16.dtype(), k);
+                                " elements of state on " + to_string(device_));
+  // One kernel per run of constant λ: widen and unscale the gradients, update the master copy,
+  // round it into the 16-bit parameters (KernelOps::adamw_update_mixed, on the state's device).
+  KernelOps& ops = kernel_ops(device_);
+  const float b1 = cfg_.beta1, b2 = cfg_.beta2;
+  const float c1 = 1.0f / (1.0f - static_cast<float>(std::pow(b1, t)));  // bias corrections
+  const float c2 = 1.0f / (1.0f - static_cast<float>(std::pow(b2, t)));
+  char* p16 = static_cast<char*>(params16.raw());
+  const char* g16 = static_cast<const char*>(grads16.raw());
+  const int64_t pb = dtype_size(params16.dtype()), gb = dtype_size(grads16.dtype());
+  for_each_decay_run(0, n, [&](int64_t e, int64_t stop, float wd) {
+    ops.adamw_update_mixed(p16 + e * pb, params16.dtype(), g16 + e * gb, grads16.dtype(),
+                           grad_scale, master_.f32() + e, m_.f32() + e, v_.f32() + e, stop - e,
+                           cfg_.lr, b1, b2, cfg_.eps, wd, c1, c2);
+  });
+}
+
+template <typename Fn>
+void AdamW::for_each_decay_run(int64_t i0, int64_t count, Fn&& fn) const {
+  // Walk [i0, i0 + count) in runs of constant λ: inside a decay range λ, between them 0.
+  const int64_t end = i0 + count;
+  size_t k = 0;  // the first decay range that does not end at or before e
+  for (int64_t e = i0; e < end;) {
+    while (k < decay_.size() && decay_[k].end <= e) ++k;
+    const bool inside = k < decay_.size() && decay_[k].begin <= e;
+    const int64_t stop = std::min(end, inside ? decay_[k].end
+                                              : (k < decay_.size() ? decay_[k].begin : end));
+    fn(e, stop, inside ? cfg_.weight_decay : 0.0f);
+    e = stop;
   }
 }
 
@@ -74,19 +88,10 @@ void AdamW::update(float* params, const float* grads, int64_t i0, int64_t count,
   KernelOps& ops = kernel_ops(device_);
   float* m = m_.f32();
   float* v = v_.f32();
-  // Walk [i0, i0 + count) in segments of constant λ: inside a decay range λ, between them 0.
-  const int64_t end = i0 + count;
-  size_t k = 0;  // the first decay range that does not end at or before e
-  for (int64_t e = i0; e < end;) {
-    while (k < decay_.size() && decay_[k].end <= e) ++k;
-    const bool inside = k < decay_.size() && decay_[k].begin <= e;
-    const int64_t stop = std::min(end, inside ? decay_[k].end
-                                              : (k < decay_.size() ? decay_[k].begin : end));
-    const float wd = inside ? cfg_.weight_decay : 0.0f;
+  for_each_decay_run(i0, count, [&](int64_t e, int64_t stop, float wd) {
     ops.adamw_update(params + (e - i0), grads + (e - i0), m + e, v + e, stop - e, cfg_.lr, b1, b2,
                      cfg_.eps, wd, c1, c2);
-    e = stop;
-  }
+  });
 }
 
 }  // namespace llmp

@@ -62,8 +62,8 @@ class AdamW {
   /// rounds it into the 16-bit parameters. Throws std::invalid_argument for another dtype.
   /// `device`: where m, v (and the parameters and gradients step() is given) live; the update
   /// runs through that device's kernels (kernels/ops/kernel_ops.h), one call per range of
-  /// constant λ. Mixed precision (step_mixed) is host-only: std::invalid_argument for a 16-bit
-  /// param_dtype on another device.
+  /// constant λ. Mixed precision too: the master copy is on `device`, and step_mixed's
+  /// parameters and gradients must be there (KernelOps::adamw_update_mixed).
   AdamW(int64_t n, AdamWConfig cfg, std::vector<ElementRange> decay,
         DType param_dtype = DType::kF32, Device device = Device::kCPU);
 
@@ -93,6 +93,9 @@ class AdamW {
   AdamWConfig cfg_;
   /// The update of elements [i0, i0 + count) of the buffer: p and g point at element i0.
   void update(float* p, const float* g, int64_t i0, int64_t count, int64_t t);
+  /// fn(e, stop, λ) for each run [e, stop) of constant λ inside [i0, i0 + count).
+  template <typename Fn>
+  void for_each_decay_run(int64_t i0, int64_t count, Fn&& fn) const;
 
   std::vector<ElementRange> decay_;
   Tensor m_, v_;

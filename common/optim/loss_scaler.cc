@@ -2,6 +2,8 @@
 // (loss_scaler.h). Glossary: S loss scale.
 #include "common/optim/loss_scaler.h"
 
+#include "kernels/ops/kernel_ops.h"
+
 #include <Eigen/Core>
 
 #include <algorithm>
@@ -76,16 +78,35 @@ void LossScaler::set_state(float scale, int64_t clean_in_a_row, int64_t skipped)
   skipped_ = skipped;
 }
 
+namespace {
+
+// On a device: the count of KernelOps::count_nonfinite, 16-bit elements widened (exactly) into
+// an fp32 scratch on the device first, kChunk at a time (the scratch stays small: 4 MiB).
+bool device_has_nonfinite(const Tensor& t) {
+  KernelOps& ops = kernel_ops(t.device());
+  if (t.dtype() == DType::kF32) return ops.count_nonfinite(t.f32(), t.numel()) > 0;
+  constexpr int64_t kChunk = int64_t{1} << 20;
+  Tensor wide = Tensor::empty({std::min(kChunk, t.numel())}, DType::kF32, MemCategory::kOther,
+                              t.device());
+  for (int64_t i0 = 0; i0 < t.numel(); i0 += kChunk) {
+    const int64_t k = std::min(kChunk, t.numel() - i0);
+    ops.widen(t.narrow(i0, k).raw(), t.dtype(), wide.f32(), k);
+    if (ops.count_nonfinite(wide.f32(), k) > 0) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 bool has_nonfinite(const Tensor& t) {
   if (!t.defined() || t.numel() == 0) return false;
-  if (t.device() != Device::kCPU)
-    throw std::invalid_argument("has_nonfinite: host tensors only, got " + t.describe());
+  if (t.dtype() != DType::kF32 && t.dtype() != DType::kF16 && t.dtype() != DType::kBF16)
+    throw std::invalid_argument("has_nonfinite: f32, f16 or bf16 only, got " + t.describe());
+  if (t.device() != Device::kCPU) return device_has_nonfinite(t);
   switch (t.dtype()) {
     case DType::kF32: return any_nonfinite(t.data<float>(), t.numel());
     case DType::kF16: return any_nonfinite(t.data<Eigen::half>(), t.numel());
-    case DType::kBF16: return any_nonfinite(t.data<Eigen::bfloat16>(), t.numel());
-    default:
-      throw std::invalid_argument("has_nonfinite: f32, f16 or bf16 only, got " + t.describe());
+    default: return any_nonfinite(t.data<Eigen::bfloat16>(), t.numel());
   }
 }
 

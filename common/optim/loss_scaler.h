@@ -89,8 +89,9 @@ class LossScaler {
 
 /// Any inf or nan among the numel() elements of `t`, this rank only (no communication). f16 and
 /// bf16 elements are widened to f32 exactly first, so a large finite f16 (65504) is finite.
-/// Throws std::invalid_argument naming the tensor when it is not a host f32, f16 or bf16 tensor.
-/// An undefined or empty tensor has none.
+/// On a device the check runs there (KernelOps widen and count_nonfinite; one count, a host
+/// value, comes back per 2^20 elements). Throws std::invalid_argument naming the tensor when it
+/// is not f32, f16 or bf16. An undefined or empty tensor has none.
 bool has_nonfinite(const Tensor& t);
 
 /// The overflow check agreed over a group: true on every rank when any rank found an inf/nan.

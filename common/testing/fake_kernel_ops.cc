@@ -180,6 +180,20 @@ class Table final : public KernelOps {
     FakeDevice::Access a(dev_);
     cpu_.adamw_update(p, g, m, v, n, lr, beta1, beta2, eps, weight_decay, c1, c2);
   }
+  void adamw_update_mixed(void* params16, DType param_dtype, const void* grads16,
+                          DType grad_dtype, float grad_scale, float* master, float* m, float* v,
+                          int64_t n, float lr, float beta1, float beta2, float eps,
+                          float weight_decay, float c1, float c2) override {
+    on_device("adamw_update_mixed", {params16, grads16, master, m, v});
+    FakeDevice::Access a(dev_);
+    cpu_.adamw_update_mixed(params16, param_dtype, grads16, grad_dtype, grad_scale, master, m, v,
+                            n, lr, beta1, beta2, eps, weight_decay, c1, c2);
+  }
+  int64_t count_nonfinite(const float* x, int64_t n) override {
+    on_device("count_nonfinite", {x});
+    FakeDevice::Access a(dev_);
+    return cpu_.count_nonfinite(x, n);
+  }
 
  private:
   void on_device(const char* kernel, std::initializer_list<const void*> pointers) const {

@@ -11,6 +11,7 @@
 
 #include "common/nn/unit_runner.h"
 #include "common/tensor/memory.h"
+#include "kernels/ops/kernel_ops.h"
 
 namespace llmp {
 
@@ -69,6 +70,17 @@ void from_host(const Tensor& dst, const float* src) {
   allocator_for(dst.device()).copy(dst.raw(), dst.device(), src, Device::kCPU, dst.nbytes());
 }
 
+void round_from_host(const Tensor& dst, const float* src) {
+  if (dst.device() == Device::kCPU) {
+    cpu::round_to(src, dst.raw(), dst.dtype(), dst.numel());
+    return;
+  }
+  // Rounded on the host, then one copy of the 16-bit values up: 2 bytes per element cross, not 4.
+  Tensor rounded = Tensor::empty({dst.numel()}, dst.dtype(), MemCategory::kOther);
+  cpu::round_to(src, rounded.raw(), rounded.dtype(), rounded.numel());
+  Tensor(dst).copy_from(rounded);  // a handle to the same storage
+}
+
 void copy_replicated_state_out(const Tensor& params, AdamW& opt, float* params_out, float* m_out,
                                float* v_out) {
   // Mixed precision: the full-precision state is the fp32 master copy, not the 16-bit one.
@@ -80,10 +92,9 @@ void copy_replicated_state_out(const Tensor& params, AdamW& opt, float* params_o
 
 void copy_replicated_state_in(Tensor& params, AdamW& opt, const float* params_in,
                               const float* m_in, const float* v_in) {
-  const int64_t n = params.numel(), bytes = n * static_cast<int64_t>(sizeof(float));
   if (opt.has_master_weights()) {  // the master copy, and the 16-bit working copy rounded from it
-    std::memcpy(opt.master().f32(), params_in, bytes);
-    cpu::round_to(params_in, params.raw(), params.dtype(), n);
+    from_host(opt.master(), params_in);
+    round_from_host(params, params_in);
   } else {
     from_host(params, params_in);
   }
@@ -142,8 +153,9 @@ float* ReduceScatterGrads::get(int u) {
 void ReduceScatterGrads::ready(int u) {
   Tensor g = std::move(unit_[u]);  // freed at the end of this call
   if (grad_shard_.dtype() != DType::kF32) {  // round once to 16 bits: what travels
-    Tensor g16 = Tensor::empty({g.numel()}, grad_shard_.dtype(), MemCategory::kGradients);
-    cpu::round_to(g.f32(), g16.raw(), g16.dtype(), g.numel(), stats_);
+    Tensor g16 =
+        Tensor::empty({g.numel()}, grad_shard_.dtype(), MemCategory::kGradients, g.device());
+    kernel_ops(g.device()).round_to(g.f32(), g16.raw(), g16.dtype(), g.numel(), stats_);
     g = std::move(g16);  // the fp32 accumulator is freed here
   }
   // Σ_ranks of unit u's gradient; this rank keeps its shard's part. sends (N-1)/N · bytes(g)
@@ -171,7 +183,7 @@ void copy_sharded_optimizer_state_in(const ProcessGroup& dp, const ShardLayout& 
   const int r = dp.rank();
   if (opt.has_master_weights()) {  // the master shard, and the 16-bit copy rounded from all of it
     copy_shard_in(shards, r, params_in, opt.master());
-    cpu::round_to(params_in, params.raw(), params.dtype(), shards.psi);
+    round_from_host(params.narrow(0, shards.psi), params_in);
   } else {
     from_host(params, params_in);  // replicated
   }

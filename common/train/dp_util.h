@@ -65,6 +65,10 @@ double dp_eval_loss(const GPT& model, const float* params, const int32_t* tokens
 void to_host(float* dst, const Tensor& src);
 /// dst (an f32 tensor on any device) = src (host, dst.numel() floats).
 void from_host(const Tensor& dst, const float* src);
+/// dst (f32, f16 or bf16, on any device) = round(src[0..dst.numel())) to nearest even, src host
+/// fp32 (mixed precision's working copy from a full-precision state): rounded on the host, then
+/// one copy up when dst is on a device (2 bytes per element cross for 16-bit, not 4).
+void round_from_host(const Tensor& dst, const float* src);
 
 /// Replicated model state (baseline, naive DP, DDP): this rank's copy is the full state. Copies
 /// the Ψ parameters and AdamW's m and v (Ψ floats each) out to the caller's buffers. Under mixed

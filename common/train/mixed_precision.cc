@@ -10,6 +10,8 @@
 
 #include <fmt/format.h>
 
+#include "common/train/dp_util.h"
+
 namespace llmp {
 
 MixedPrecisionConfig mixed_precision_config(const TrainConfig& cfg) {
@@ -71,7 +73,7 @@ void MixedPrecision::init(uint64_t seed, const Tensor& params, AdamW& opt,
   // The fp32 initialisation exists once, briefly (kOther), then lives on as the master copy.
   Tensor full = Tensor::empty({psi}, DType::kF32, MemCategory::kOther);
   model_.init_params(full.f32(), seed);
-  cpu::round_to(full.f32(), params.raw(), params.dtype(), psi);
+  round_from_host(params, full.f32());
   const int64_t count = std::max<int64_t>(0, std::min(opt.size(), psi - master_begin));
   if (count > 0) opt.master().narrow(0, count).copy_from(full.narrow(master_begin, count));
 }

@@ -109,8 +109,13 @@ class MixedPrecision {
                       int64_t n = -1);
 
   /// What rounding the gradients to 16 bits did this step (FlatGrads counts into it; reset by
-  /// begin_step). Null for fp32: nothing is rounded.
-  cpu::RoundStats* round_stats() { return mixed() ? &stats_ : nullptr; }
+  /// begin_step). Null for fp32: nothing is rounded. Null too with the model on a device: the
+  /// counts are taken on the host only (the CUDA kernels do not count, and throw when asked),
+  /// so a device run's last_round_stats() stays all zeros and underflow_fraction() 0; the
+  /// mixed_precision stage, which reports them, runs on the CPU.
+  cpu::RoundStats* round_stats() {
+    return mixed() && model_.device() == Device::kCPU ? &stats_ : nullptr;
+  }
   void begin_step() { stats_ = {}; }
   /// Of this rank's last step's gradient elements that were nonzero in fp32, the fraction that
   /// rounding to 16 bits flushed to zero (0 for fp32).

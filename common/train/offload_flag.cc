@@ -22,7 +22,8 @@ void OffloadFlag::validate(const TrainConfig& cfg) const {
                "host (ZeRO-Offload moves it off a GPU: add --device cuda)");
   if (cfg.precision != "fp32")
     user_error("--offload optimizer --precision " + cfg.precision +
-               ": the GPU path trains in fp32 only so far");
+               ": ZeRO-Offload trains in fp32 only so far (bf16/fp16 on the GPU: without "
+               "--offload)");
 }
 
 }  // namespace llmp

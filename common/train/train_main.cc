@@ -62,18 +62,23 @@ std::string output_paths_error(const TrainConfig& cfg) {
   return "";
 }
 
-/// --device cuda: the stage must support it, in fp32 for now, and the binary must have the
-/// device's kernels and see a device. Calls `fail` (user_error before launch; a rank's
+/// --device cuda: the stage must support it (and --precision bf16/fp16 there, if given), and the
+/// binary must have the device's kernels and see a device (unless !check_available: the launcher
+/// asks that last, after the stage's own flag checks, so that a refused flag combination reads
+/// the same on machines with and without a GPU). Calls `fail` (user_error before launch; a rank's
 /// all-ranks check inside) with one line naming the reason.
 template <typename Fail>
-void device_error_or_none(const TrainConfig& cfg, const StageSpec& spec, Fail fail) {
+void device_error_or_none(const TrainConfig& cfg, const StageSpec& spec, Fail fail,
+                          bool check_available = true) {
   if (!spec.supports_device)
     return fail("--device " + cfg.device + ": " + spec.name +
                 " runs on the CPU only so far (README.md, \"On a GPU\", lists the stages that "
                 "run on one)");
-  if (cfg.precision != "fp32")
-    return fail("--device " + cfg.device + " --precision " + cfg.precision +
-                ": the GPU path trains in fp32 only so far (mixed precision runs on the CPU)");
+  if (cfg.precision != "fp32" && !spec.supports_device_precision)
+    return fail("--device " + cfg.device + " --precision " + cfg.precision + ": " + spec.name +
+                " trains on a GPU in fp32 only so far (mixed precision on a GPU: baseline, "
+                "naive_dp, zero2)");
+  if (!check_available) return;
   std::string why;
   try {
     why = kernel_ops(Device::kCUDA).unavailable_reason();
@@ -94,7 +99,8 @@ void validate_before_launch(const TrainConfig& cfg, const StageSpec& spec) {
     user_error("--trace " + cfg.trace + ": " + spec.name +
                " does not write traces (the pipeline stages do)");
   if (cfg.device != "cpu")
-    device_error_or_none(cfg, spec, [](const std::string& why) { user_error(why); });
+    device_error_or_none(
+        cfg, spec, [](const std::string& why) { user_error(why); }, /*check_available=*/false);
   if (cfg.precision != "fp32" && !spec.supports_precision)
     user_error("--precision " + cfg.precision + ": " + spec.name +
                " trains in fp32 only (mixed precision: baseline, naive_dp, ddp, zero1, zero2, "
@@ -128,6 +134,8 @@ void validate_before_launch(const TrainConfig& cfg, const StageSpec& spec) {
     user_error(e.what());
   }
   if (spec.validate) spec.validate(cfg);
+  if (cfg.device != "cpu")  // the device itself, last (see device_error_or_none)
+    device_error_or_none(cfg, spec, [](const std::string& why) { user_error(why); });
   // Cores, and memory by common/plan's closed forms, before anything is allocated (resources.h).
   check_resources(mc, cfg, spec.grid(cfg), spec.name);
   try {

@@ -359,6 +359,21 @@ TEST_F(KernelsTwin, WidenAndRoundToMatchTheCpuBitForBit) {
   }
 }
 
+// 16-bit gradient accumulation, three micro-batches: dst = round(widen(dst) + src), bit for bit.
+TEST_F(KernelsTwin, AccumulateToMatchesTheCpuBitForBit) {
+  const int64_t n = 1 << 20;
+  const Vec start = rnd(n, 120, -4.0f, 4.0f), src = rnd(n, 121, -1e-3f, 1e-3f);
+  for (DType t : {DType::kF16, DType::kBF16}) {
+    std::vector<uint16_t> ref(n);
+    cpu::round_to(start.data(), ref.data(), t, n);
+    Dev<uint16_t> h_d(ref);  // the same start on the device
+    DevF src_d(src);
+    for (int k = 0; k < 3; ++k)
+      cpu::accumulate_to(src.data(), ref.data(), t, n), cuda::accumulate_to(src_d.p, h_d.p, t, n);
+    EXPECT_EQ(h_d.get(), ref) << to_string(t);
+  }
+}
+
 // ---- Runs without a GPU ------------------------------------------------------------------------
 
 TEST(KernelsHost, CublasErrorMessageNamesThePlaceAndTheStatus) {
@@ -369,6 +384,7 @@ TEST(KernelsHost, CublasErrorMessageNamesThePlaceAndTheStatus) {
 
 TEST(KernelsHost, BadDtypesAreRejectedBeforeAnyDeviceWork) {
   EXPECT_THROW(cuda::round_to(nullptr, nullptr, DType::kU8, 4), std::invalid_argument);
+  EXPECT_THROW(cuda::accumulate_to(nullptr, nullptr, DType::kU8, 4), std::invalid_argument);
   EXPECT_THROW(cuda::widen(nullptr, DType::kF64, nullptr, 4), std::invalid_argument);
   AdamWConfig cfg;
   try {

@@ -56,6 +56,13 @@ __global__ void round_kernel(void* dst, const float* src, int64_t n) {
   for (int64_t i = gs_begin(); i < n; i += gs_step()) store_rounded<F>(dst, i, src[i]);
 }
 
+// dst = round(widen(dst) + src): one rounding per element, as kernels/cpu accumulate_to.
+template <Fmt F>
+__global__ void accumulate_kernel(void* dst, const float* src, int64_t n) {
+  for (int64_t i = gs_begin(); i < n; i += gs_step())
+    store_rounded<F>(dst, i, load_f32<F>(dst, i) + src[i]);
+}
+
 }  // namespace
 
 double sum_of_squares(const float* x, int64_t n) { return reduce<double, true>(x, n); }
@@ -81,6 +88,17 @@ void round_to(const float* src, void* dst, DType dst_dtype, int64_t n) {
   if (f == Fmt::kF32) round_kernel<Fmt::kF32><<<blocks, kThreads, 0, stream()>>>(dst, src, n);
   if (f == Fmt::kF16) round_kernel<Fmt::kF16><<<blocks, kThreads, 0, stream()>>>(dst, src, n);
   if (f == Fmt::kBF16) round_kernel<Fmt::kBF16><<<blocks, kThreads, 0, stream()>>>(dst, src, n);
+  LLMP_LAUNCH_CHECK();
+}
+
+void accumulate_to(const float* src, void* dst, DType dst_dtype, int64_t n) {
+  const Fmt f = fmt_of(dst_dtype, "cuda::accumulate_to");
+  if (n <= 0) return;
+  const int blocks = elementwise_blocks(n);
+  if (f == Fmt::kF32) accumulate_kernel<Fmt::kF32><<<blocks, kThreads, 0, stream()>>>(dst, src, n);
+  if (f == Fmt::kF16) accumulate_kernel<Fmt::kF16><<<blocks, kThreads, 0, stream()>>>(dst, src, n);
+  if (f == Fmt::kBF16)
+    accumulate_kernel<Fmt::kBF16><<<blocks, kThreads, 0, stream()>>>(dst, src, n);
   LLMP_LAUNCH_CHECK();
 }
 

@@ -1,7 +1,7 @@
 // Whole-buffer reductions and dtype conversions on the GPU: what the training loop needs around
 // the optimizer step (the gradient norm for clipping, the non-finite check of a loss scaler) and
 // the fp32 <-> f16/bf16 conversions of mixed precision (the twins of kernels/cpu/convert.h's
-// widen and round_to, without RoundStats).
+// widen, round_to and accumulate_to, without RoundStats).
 //
 //   sum_of_squares = Σ_i x_i² (in double; the gradient norm is its square root)
 //   count_nonfinite = #{ i : x_i is inf or NaN }
@@ -35,6 +35,12 @@ void widen(const void* src, DType src_dtype, float* dst, int64_t n);
 /// dst[i] = round(src[i]) in dtype f32 (a copy), f16 or bf16, to nearest even. Throws
 /// std::invalid_argument naming the dtype for any other.
 void round_to(const float* src, void* dst, DType dst_dtype, int64_t n);
+
+/// dst[i] = round(widen(dst[i]) + src[i]) in dtype f32, f16 or bf16: 16-bit gradient
+/// accumulation, rounding once per element with round_to's rounding (the twin of
+/// kernels/cpu/convert.h accumulate_to, without RoundStats). Throws std::invalid_argument naming
+/// the dtype for any other.
+void accumulate_to(const float* src, void* dst, DType dst_dtype, int64_t n);
 
 }  // namespace cuda
 }  // namespace llmp

@@ -225,6 +225,38 @@ TEST(SharedMath, RoundingMatchesTheCpuBitForBit) {
   }
 }
 
+// 16-bit gradient accumulation (reduce.cu's accumulate_kernel): round(widen(d) + s) with these
+// conversions, against cpu::accumulate_to, bit for bit: random 16-bit d and fp32 s of mixed
+// magnitudes (sums that cancel to 0, land in fp16's subnormals or overflow past 65504).
+TEST(SharedMath, AccumulationMatchesTheCpuBitForBit) {
+  std::mt19937 gen(41);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> e(-30, 17);
+  const int64_t n = 1 << 20;
+  Vec d32(n), src(n);
+  for (int64_t i = 0; i < n; ++i) {
+    d32[i] = std::ldexp(u(gen), e(gen));
+    src[i] = i % 7 == 0 ? -d32[i] : std::ldexp(u(gen), e(gen));
+  }
+  d32[0] = 65504.0f, src[0] = 16.0f;  // to inf in fp16
+  for (DType t : {DType::kF16, DType::kBF16}) {
+    const bool bf = t == DType::kBF16;
+    std::vector<uint16_t> ref(n);
+    cpu::round_to(d32.data(), ref.data(), t, n);
+    std::vector<uint16_t> got = ref;
+    cpu::accumulate_to(src.data(), ref.data(), t, n);
+    int64_t wrong = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const float x = (bf ? f32_from_bf16(got[i]) : f32_from_f16(got[i])) + src[i];
+      got[i] = bf ? bf16_from_f32(x) : f16_from_f32(x);
+      if (got[i] != ref[i] && wrong++ < 5)
+        ADD_FAILURE() << to_string(t) << " at " << i << ": got 0x" << std::hex << got[i]
+                      << ", cpu 0x" << ref[i];
+    }
+    EXPECT_EQ(wrong, 0) << to_string(t);
+  }
+}
+
 }  // namespace
 }  // namespace cuda
 }  // namespace llmp

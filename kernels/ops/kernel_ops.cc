@@ -1,6 +1,8 @@
 // The CPU table of KernelOps (kernels/cpu behind every method) and the per-device registry.
 #include "kernels/ops/kernel_ops.h"
 
+#include <algorithm>
+#include <cmath>
 #include <stdexcept>
 #include <string>
 
@@ -123,6 +125,28 @@ class CpuKernelOps final : public KernelOps {
   void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1,
                     float beta2, float eps, float weight_decay, float c1, float c2) override {
     cpu::adamw_update(p, g, m, v, n, lr, beta1, beta2, eps, weight_decay, c1, c2);
+  }
+  void adamw_update_mixed(void* params16, DType param_dtype, const void* grads16,
+                          DType grad_dtype, float grad_scale, float* master, float* m, float* v,
+                          int64_t n, float lr, float beta1, float beta2, float eps,
+                          float weight_decay, float c1, float c2) override {
+    // Chunk by chunk: widen and unscale the gradients, update the master copy, round it back.
+    constexpr int64_t kChunk = 4096;
+    float g[kChunk];
+    const int64_t pb = dtype_size(param_dtype), gb = dtype_size(grad_dtype);
+    for (int64_t i0 = 0; i0 < n; i0 += kChunk) {
+      const int64_t k = std::min(kChunk, n - i0);
+      cpu::widen(static_cast<const char*>(grads16) + i0 * gb, grad_dtype, g, k);
+      for (int64_t i = 0; i < k; ++i) g[i] *= grad_scale;
+      cpu::adamw_update(master + i0, g, m + i0, v + i0, k, lr, beta1, beta2, eps, weight_decay,
+                        c1, c2);
+      cpu::round_to(master + i0, static_cast<char*>(params16) + i0 * pb, param_dtype, k);
+    }
+  }
+  int64_t count_nonfinite(const float* x, int64_t n) override {
+    int64_t count = 0;
+    for (int64_t i = 0; i < n; ++i) count += std::isfinite(x[i]) ? 0 : 1;
+    return count;
   }
 };
 

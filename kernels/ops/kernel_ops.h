@@ -93,7 +93,9 @@ class KernelOps {
                                     const float* m, const float* sums, float dloss,
                                     bool backward) = 0;
 
-  // ---- convert.h: fp32 <-> 16-bit storage (mixed precision). RoundStats is filled on the host.
+  // ---- convert.h: fp32 <-> 16-bit storage (mixed precision). RoundStats is a host result; a
+  // table that cannot count (CUDA) throws std::invalid_argument when given one, so a count is
+  // never silently wrong (common/train/mixed_precision.h: the counts are off on a device).
   virtual void widen(const void* src, DType src_dtype, float* dst, int64_t n) = 0;
   virtual void round_to(const float* src, void* dst, DType dst_dtype, int64_t n,
                         cpu::RoundStats* stats = nullptr) = 0;
@@ -104,6 +106,19 @@ class KernelOps {
   virtual void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, float lr,
                             float beta1, float beta2, float eps, float weight_decay, float c1,
                             float c2) = 0;
+  /// Mixed precision's update (Micikevicius et al. 2018 §3.1; common/optim/adamw.h step_mixed)
+  /// of n elements with one weight decay: g = widen(grads16[i])·grad_scale (grads in grad_dtype:
+  /// f32, f16 or bf16; grad_scale = 1/S), adamw_update's element update of the fp32 master[i]
+  /// with m[i], v[i], then params16[i] = round(master[i]) in param_dtype (to nearest even).
+  /// Throws std::invalid_argument naming a dtype that is none of f32, f16, bf16.
+  virtual void adamw_update_mixed(void* params16, DType param_dtype, const void* grads16,
+                                  DType grad_dtype, float grad_scale, float* master, float* m,
+                                  float* v, int64_t n, float lr, float beta1, float beta2,
+                                  float eps, float weight_decay, float c1, float c2) = 0;
+
+  // ---- reduce: the loss scaler's overflow check (common/optim/loss_scaler.h).
+  /// The number of infinite or NaN elements of x[0..n) (fp32), returned to the host.
+  virtual int64_t count_nonfinite(const float* x, int64_t n) = 0;
 
   /// "" when the device can run these kernels now, else why not ("no CUDA device
   /// (cudaGetDeviceCount: ...)"): a table can be linked into a binary on a machine without its

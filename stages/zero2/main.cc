@@ -20,7 +20,8 @@ int main(int argc, char** argv) {
   spec.summary = "ZeRO stage 2: gradients and optimizer state sharded over data-parallel ranks";
   spec.default_world_size = 4;
   spec.supports_precision = true;
-  spec.supports_device = true;  // --device cuda (fp32, without --constant_buffer_mb)
+  spec.supports_device = true;  // --device cuda (without --constant_buffer_mb)
+  spec.supports_device_precision = true;  // and bf16/fp16 there (the master shard on the device)
   spec.add_flags = [&](CLI::App& app) {
     constant_buffer.add(app);
     offload.add(app);
