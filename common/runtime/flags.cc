@@ -89,6 +89,9 @@ void add_train_flags(CLI::App& app, TrainConfig& cfg) {
                  "cpu, or cuda: parameters, gradients, optimizer state, activations and kernels "
                  "on the GPU (the stages that support it)")
       ->capture_default_str();
+  app.add_flag("--tf32", cfg.tf32,
+               "with --device cuda: fp32 matrix products on TF32 tensor cores (10-bit mantissa "
+               "inputs, fp32 sums; faster, less exact); off by default");
   app.add_option("--precision", cfg.precision,
                  "fp32, or mixed precision: bf16 or fp16 (16-bit parameters, gradients and "
                  "activations, fp32 master weights)")
@@ -198,6 +201,9 @@ std::string validation_error(const TrainConfig& cfg, int dp_size) {
     return "timeout " + format_double(cfg.timeout) + " s must be 0 (off) or positive";
   if (cfg.device != "cpu" && cfg.device != "cuda")
     return "unknown device '" + cfg.device + "' (expected cpu or cuda)";
+  if (cfg.tf32 && cfg.device == "cpu")
+    return "--tf32 needs --device cuda (TF32 is a mode of the GPU's tensor cores; the CPU "
+           "computes in fp32)";
   if (cfg.precision != "fp32" && cfg.precision != "bf16" && cfg.precision != "fp16")
     return "unknown precision '" + cfg.precision + "' (expected fp32, bf16 or fp16)";
   if (cfg.recompute != "none" && cfg.recompute != "full" && cfg.recompute != "selective")

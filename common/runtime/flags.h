@@ -86,6 +86,9 @@ struct TrainConfig {
   /// --device: cpu (the default), or cuda: the model's states, activations and math on the GPU
   /// (GPT::with_device, kernels/ops/kernel_ops.h) for the stages with StageSpec::supports_device.
   std::string device = "cpu";
+  /// --tf32 (with --device cuda): fp32 matrix products on TF32 tensor cores (KernelOps::set_tf32);
+  /// off by default, so a GPU run matches the CPU within fp32 rounding.
+  bool tf32 = false;
 
   // Mixed precision (common/tensor/precision.h; the stages that take it set
   // StageSpec::supports_precision). Loss-scaler flags follow Megatron-LM's and DeepSpeed's.

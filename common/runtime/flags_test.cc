@@ -229,6 +229,12 @@ TEST(Flags, ArenaFlags) {
   EXPECT_EQ(validation_error(c).rfind("--defrag needs --arena_bytes N", 0), 0u);
   c.defrag = false;
   c.arena_bytes = kMinArenaBytes;
+  c.device = "cpu";
+  c.arena_bytes = 0;
+  c.tf32 = true;  // TF32 is the GPU's
+  EXPECT_EQ(validation_error(c).rfind("--tf32 needs --device cuda", 0), 0u);
+  c.tf32 = false;
+  c.arena_bytes = kMinArenaBytes;
   c.device = "cuda";  // the arena is host memory behind the CPU allocator
   EXPECT_EQ(validation_error(c).rfind("--arena_bytes 65536 with --device cuda: the arena holds "
                                       "host memory", 0), 0u);

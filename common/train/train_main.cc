@@ -247,6 +247,7 @@ int run(int argc, char** argv, const StageSpec& spec) {
     KernelOps& ops = kernel_ops(device);
     const LocalRank local = node_local_rank();  // collective over the world
     ops.set_device(device_for_rank(local.rank, local.size, ops.device_count()));
+    ops.set_tf32(cfg.tf32);
   }
   const GPT model = GPT(mc, TpComm::none(), storage_dtype(parse_precision(cfg.precision)))
                         .with_device(device);

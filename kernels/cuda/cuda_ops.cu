@@ -107,6 +107,7 @@ class CudaKernelOps final : public KernelOps {
     return n;
   }
   void set_device(int index) override { CUDA_CHECK(cudaSetDevice(index)); }
+  void set_tf32(bool on) override { cuda::set_tf32(on); }
 
   void matmul_forward(float* y, const float* x, const float* W, const float* bias, int N, int C,
                       int OC) override {

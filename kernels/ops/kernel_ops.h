@@ -130,6 +130,10 @@ class KernelOps {
   /// and kernels use (cudaSetDevice for CUDA; nothing for the CPU). train_main calls it once per
   /// rank with device_for_rank(local rank, local size, device_count()) (common/comm).
   virtual void set_device(int index) { (void)index; }
+  /// fp32 matrix products on TF32 tensor cores (inputs rounded to 10-bit mantissas, fp32
+  /// accumulation; NVIDIA A100/H100) when `on`; off by default, so results match kernels/cpu
+  /// within fp32 rounding. Nothing for the CPU. train_main calls it for --tf32.
+  virtual void set_tf32(bool on) { (void)on; }
 };
 
 /// The kernels for tensors on `d`: kernels/cpu for Device::kCPU (always there), whatever was
