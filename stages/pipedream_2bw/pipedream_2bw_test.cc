@@ -201,8 +201,9 @@ TEST(PipeDream2BW, BytesPerStep) {
   const bool fwd_sends = r < p - 1, bwd_sends = r > 0, emb = r == 0 || r == p - 1;
   for (int m : {p, 2 * p}) {
     const double msg = 4.0 * (f.B / m) * f.T * C, upd = emb ? 4.0 * V * C : 0.0;
-    const double sends[3] = {fwd_sends * m + bwd_sends * (m - w), (fwd_sends + bwd_sends) * m,
-                             (fwd_sends + bwd_sends) * m + bwd_sends * w};
+    const double sends[3] = {double(fwd_sends * m + bwd_sends * (m - w)),
+                             double((fwd_sends + bwd_sends) * m),
+                             double((fwd_sends + bwd_sends) * m + bwd_sends * w)};
     const double closed[3] = {sends[0] * msg, sends[1] * msg + upd, sends[2] * msg + 2 * upd};
     std::unique_ptr<PipeDream2BWStrategy> s = f.make(m, /*steps=*/3);
     for (int step = 1; step <= 3; ++step) {
