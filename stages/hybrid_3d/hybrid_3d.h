@@ -33,6 +33,8 @@
 //   3. sequence parallelism: the replicated parameters' gradients all-reduced over tp;
 //   4. ZeRO-1 over dp: reduce_scatter, AdamW on the shard, all_gather;
 //   5. the loss: summed from the last stage over pp, then over dp.
+// On a GPU (HybridOptions::device, fp32): the slice, its gradients, m and v and every buffer on
+// the device; packs by copy_from of views; the state crosses by to_host / from_host only.
 // Bytes per rank and group: common/plan/hybrid_formulas.h, whose closed forms the report prints
 // next to what each group's CommStats counted.
 //
