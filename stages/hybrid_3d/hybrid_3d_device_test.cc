@@ -20,7 +20,8 @@
 //   ZeRO-1  reduce_scatter_v(grads, shard): 4Ψ_r down, 4c up; in-place all_gather_v: 4c down,
 //           4Ψ_r up
 //   ZeRO-2  each micro-batch's units reduce-scattered: 4(m(Ψ_r - D_r) + D_r) down (D_r the
-//           deferred wte gradient, summed over the pair first), the all_gather as ZeRO-1's
+//           deferred wte gradient, summed over the pair first) + the all_gather's 4c (ZeRO-2's
+//           up bytes, the reduce-scattered parts, are left to the step's totals)
 // Device to device, per step: the replicated gradients' pack and unpack under sequence
 // parallelism, 2·4Ψ_repl,r (ZeRO-2: on the shard, 2·4|Ψ_repl,r ∩ shard|), and nothing else: the
 // cases keep b = B/(dp·m) = 1, where the sequence-parallel collectives need no permutation of
@@ -93,9 +94,9 @@ int64_t replicated_in(const GPTLayout& lay, const GPTPartition& part, int r, int
     for (const ParamSpec& p : lay.params()) {
       if (p.split != Split::kReplicated) continue;
       // [p.offset, p.offset + numel) in the slice's layout -> the local buffer -> the shard
-      const int64_t a = std::max(p.offset, seg.global_offset) - seg.global_offset + seg.local_offset;
-      const int64_t b = std::min(p.offset + p.numel, seg.global_offset + seg.numel) -
-                        seg.global_offset + seg.local_offset;
+      const int64_t shift = seg.local_offset - seg.global_offset;
+      const int64_t a = std::max(p.offset, seg.global_offset) + shift;
+      const int64_t b = std::min(p.offset + p.numel, seg.global_offset + seg.numel) + shift;
       n += std::max<int64_t>(0, std::min(b, begin + count) - std::max(a, begin));
     }
   }
