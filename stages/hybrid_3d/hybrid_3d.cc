@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstring>
 #include <stdexcept>
 #include <utility>
 
@@ -47,15 +46,30 @@ int64_t calls_made(const ProcessGroup& g) {
 
 }  // namespace
 
-hybrid_detail::TpModel::TpModel(const GPTConfig& cfg, ProcessGroup& tp, bool sequence_parallel)
+hybrid_detail::TpModel::TpModel(const GPTConfig& cfg, ProcessGroup& tp, bool sequence_parallel,
+                                Device device)
     : regather(tp.duplicate()), repl_grads(tp.duplicate()) {
   comm = std::make_unique<TensorParallelComm>(tp, sequence_parallel, regather.get());
-  model = std::make_unique<GPT>(cfg, *comm);  // this rank's slice: H/t heads, 4C/t, V/t
+  // This rank's slice (H/t heads, 4C/t, V/t), walking on `device`: PipelineStrategy then puts
+  // the parameters, gradients and every activation on the model's device.
+  model = std::make_unique<GPT>(GPT(cfg, *comm).with_device(device));
+}
+
+void hybrid_detail::pack_all_reduce_unpack(
+    ProcessGroup& g, const Tensor& buf, const std::vector<std::pair<int64_t, int64_t>>& ranges) {
+  int64_t n = 0;
+  for (auto [at, len] : ranges) n += len;
+  Tensor packed = Tensor::empty({n}, DType::kF32, MemCategory::kCommBuffers, buf.device());
+  int64_t k = 0;
+  for (auto [at, len] : ranges) packed.narrow(k, len).copy_from(buf.narrow(at, len)), k += len;
+  g.all_reduce(packed, ReduceOp::kSum);
+  k = 0;
+  for (auto [at, len] : ranges) buf.narrow(at, len).copy_from(packed.narrow(k, len)), k += len;
 }
 
 HybridStrategy::HybridStrategy(const GPTConfig& cfg, ProcessGrid& grid, AdamWConfig opt,
                                uint64_t seed, HybridOptions o)
-    : TpModel(cfg, grid.tp_group(), o.sequence_parallel),
+    : TpModel(cfg, grid.tp_group(), o.sequence_parallel, o.device),
       PipelineStrategy(*model, grid.pp_group(), opt, seed, checked_schedule(cfg, grid, o),
                        o.trace_path),
       grid_(grid),
@@ -73,7 +87,8 @@ HybridStrategy::HybridStrategy(const GPTConfig& cfg, ProcessGrid& grid, AdamWCon
       local.push_back(e);
   opt_.reset();  // PipelineStrategy's full-size state, replaced by the shard's
   opt_ = std::make_unique<AdamW>(shards_.padded, opt,
-                                 slice_ranges(local, shards_.begin[d], shards_.count[d]));
+                                 slice_ranges(local, shards_.begin[d], shards_.count[d]),
+                                 DType::kF32, model_.device());  // m, v beside the parameters
   // Where the replicated tensors (wpe, LayerNorms, row-parallel biases) lie in the local buffer:
   // under sequence parallelism each rank computes their gradients from its own rows only.
   for (const ParamSegment& s : part_->segments(r)) {
@@ -87,7 +102,8 @@ HybridStrategy::HybridStrategy(const GPTConfig& cfg, ProcessGrid& grid, AdamWCon
   }
   if (o.zero == 2) {  // the whole gradient never exists: a shard of it for the step
     grads_ = Tensor();
-    grad_shard_ = Tensor::zeros({shards_.padded}, DType::kF32, MemCategory::kGradients);
+    grad_shard_ = Tensor::zeros({shards_.padded}, DType::kF32, MemCategory::kGradients,
+                                model_.device());
   }
 }
 
@@ -97,16 +113,7 @@ BatchSlice HybridStrategy::batch_slice(int global_batch) const {
 }
 
 void HybridStrategy::all_reduce_replicated_grads() {
-  int64_t n = 0;
-  for (auto [at, len] : repl_) n += len;
-  Tensor packed = Tensor::empty({n}, DType::kF32, MemCategory::kCommBuffers);
-  int64_t k = 0;
-  for (auto [at, len] : repl_)
-    std::memcpy(packed.f32() + k, grads_.f32() + at, len * sizeof(float)), k += len;
-  repl_grads->all_reduce(packed, ReduceOp::kSum);  // sends 2(t-1)/t·4·Ψ_repl,r
-  k = 0;
-  for (auto [at, len] : repl_)
-    std::memcpy(grads_.f32() + at, packed.f32() + k, len * sizeof(float)), k += len;
+  hybrid_detail::pack_all_reduce_unpack(*repl_grads, grads_, repl_);  // sends 2(t-1)/t·4·Ψ_repl,r
 }
 
 void HybridStrategy::zero1_step(int64_t step) {
@@ -114,7 +121,7 @@ void HybridStrategy::zero1_step(int64_t step) {
   const int d = dp.rank();
   const int64_t begin = shards_.begin[d], count = shards_.count[d];
   // reduce_scatter: this rank receives Σ_replicas grads[begin, begin + count). (dp-1)/dp·4Ψ_r
-  Tensor shard = Tensor::empty({count}, DType::kF32, MemCategory::kCommBuffers);
+  Tensor shard = Tensor::empty({count}, DType::kF32, MemCategory::kCommBuffers, grads_.device());
   dp.reduce_scatter_v(grads_, shard, shards_.count, ReduceOp::kSum);
   opt_->step(params_.f32() + begin, shard.f32(), step, count);  // AdamW on the shard only
   shard = Tensor();
@@ -185,8 +192,10 @@ void HybridStrategy::get_state(float* params, float* exp_avg, float* exp_avg_sq)
   // dp: every replica's optimizer shard into whole local buffers (Ψ_r floats).
   ProcessGroup& dp = grid_.dp_group();
   const int64_t n = part_->local_numel(pp_.rank());
-  Tensor m = Tensor::empty({n}, DType::kF32, MemCategory::kCommBuffers);
-  Tensor v = Tensor::empty({n}, DType::kF32, MemCategory::kCommBuffers);
+  // On the state's device (a gather of device shards into a device buffer); gather_stages brings
+  // each owned segment down once (to_host).
+  Tensor m = Tensor::empty({n}, DType::kF32, MemCategory::kCommBuffers, params_.device());
+  Tensor v = Tensor::empty({n}, DType::kF32, MemCategory::kCommBuffers, params_.device());
   const int d = dp.rank();
   dp.all_gather_v(opt_->exp_avg().narrow(0, shards_.count[d]), m, shards_.count);
   dp.all_gather_v(opt_->exp_avg_sq().narrow(0, shards_.count[d]), v, shards_.count);
@@ -204,16 +213,17 @@ void HybridStrategy::set_state(const float* params, const float* exp_avg,
                                const float* exp_avg_sq) {
   const int64_t slice = model_.layout().num_params(), n = part_->local_numel(pp_.rank());
   std::vector<float> sp(slice), sm(slice), sv(slice);
+  // m and v of the local buffer on the host: only this rank's shard of them goes up (from_host).
   const Tensor lm = Tensor::empty({n}, DType::kF32, MemCategory::kCommBuffers);
   const Tensor lv = Tensor::empty({n}, DType::kF32, MemCategory::kCommBuffers);
   model_.layout().copy_from_full(params, sp.data());  // the whole model -> this tp slice
   model_.layout().copy_from_full(exp_avg, sm.data());
   model_.layout().copy_from_full(exp_avg_sq, sv.data());
   scatter_stages({{sp.data(), &params_}, {sm.data(), &lm}, {sv.data(), &lv}});
-  const int d = grid_.dp_rank();  // this rank's shard of m and v
-  const size_t bytes = shards_.count[d] * sizeof(float);
-  std::memcpy(opt_->exp_avg().f32(), lm.f32() + shards_.begin[d], bytes);
-  std::memcpy(opt_->exp_avg_sq().f32(), lv.f32() + shards_.begin[d], bytes);
+  const int d = grid_.dp_rank();  // this rank's shard of m and v: 4·count bytes up each
+  const int64_t begin = shards_.begin[d], count = shards_.count[d];
+  from_host(opt_->exp_avg().narrow(0, count), lm.f32() + begin);
+  from_host(opt_->exp_avg_sq().narrow(0, count), lv.f32() + begin);
 }
 
 void HybridStrategy::finish() {
@@ -226,6 +236,16 @@ void HybridStrategy::finish() {
     std::printf("); the other %d pipelines run the same schedule\n", shape_.dp * shape_.tp - 1);
   }
   if (grid_.dp_rank() == 0 && grid_.tp_rank() == 0) PipelineStrategy::finish();
+}
+
+StagingStats HybridStrategy::staging_stats() const {
+  StagingStats sum;
+  for (const ProcessGroup* g : {&grid_.tp_group(), regather.get(), repl_grads.get(), &pp_,
+                                emb_.get(), &grid_.dp_group()}) {
+    sum.to_host_bytes += g->staging_stats().to_host_bytes;
+    sum.to_device_bytes += g->staging_stats().to_device_bytes;
+  }
+  return sum;
 }
 
 HybridRankPlan HybridStrategy::expected() const {

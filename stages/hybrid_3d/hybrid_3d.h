@@ -33,6 +33,8 @@
 //   3. sequence parallelism: the replicated parameters' gradients all-reduced over tp;
 //   4. ZeRO-1 over dp: reduce_scatter, AdamW on the shard, all_gather;
 //   5. the loss: summed from the last stage over pp, then over dp.
+// On a GPU (HybridOptions::device, fp32): the slice, its gradients, m and v and every buffer on
+// the device; packs by copy_from of views; the state crosses by to_host / from_host only.
 // Bytes per rank and group: common/plan/hybrid_formulas.h, whose closed forms the report prints
 // next to what each group's CommStats counted.
 //
@@ -61,6 +63,9 @@ struct HybridOptions {
   /// shard only, every micro-batch reduce-scattered: zero2_grads.h)
   int zero = 1;
   std::string trace_path;        ///< Chrome trace of the pipeline ("" = none)
+  /// Where the model walks and every state and buffer lives (--device cuda: Device::kCUDA, fp32;
+  /// the collectives get device tensors, which an MPI backend stages through host buffers).
+  Device device = Device::kCPU;
 };
 
 /// What the last step measured on this rank (bytes): MemoryTracker's current bytes by category,
@@ -76,11 +81,18 @@ namespace hybrid_detail {
 /// The tensor-parallel GPT of a rank, built before the pipeline that walks it (base-from-member:
 /// PipelineStrategy keeps a reference to the model).
 struct TpModel {
-  TpModel(const GPTConfig& cfg, ProcessGroup& tp, bool sequence_parallel);
+  TpModel(const GPTConfig& cfg, ProcessGroup& tp, bool sequence_parallel, Device device);
   std::shared_ptr<ProcessGroup> regather, repl_grads;  // duplicates of tp: own CommStats
   std::unique_ptr<TensorParallelComm> comm;
   std::unique_ptr<GPT> model;
 };
+
+/// The ranges (offset, numel) of `buf` (f32, any device) packed into one buffer beside it
+/// (copy_from of views: device to device on a GPU, 4·Σnumel bytes each way), summed over `g`
+/// (all_reduce kSum: sends 2(|g|-1)/|g|·4·Σnumel) and unpacked into their places. Sequence
+/// parallelism's replicated gradients (Korthikanti et al. 2022, §4.2.2).
+void pack_all_reduce_unpack(ProcessGroup& g, const Tensor& buf,
+                            const std::vector<std::pair<int64_t, int64_t>>& ranges);
 }  // namespace hybrid_detail
 
 class HybridStrategy : private hybrid_detail::TpModel, public PipelineStrategy {
@@ -113,6 +125,12 @@ class HybridStrategy : private hybrid_detail::TpModel, public PipelineStrategy {
   /// What the last step measured on this rank.
   HybridMeasured last_measured() const { return measured_; }
   const HybridShape& shape() const { return shape_; }
+  /// This rank's tensor-parallel slice of the GPT (its layout has the local shapes: H/t heads).
+  const GPT& tp_model() const { return model_; }
+  /// The host staging of device tensors (process_group_staging.h) over every group this rank
+  /// communicates on (tp, its re-gather and replicated-gradient duplicates, pp, the wte pair,
+  /// dp), summed since they were made: bytes down and up. Zero on the CPU.
+  StagingStats staging_stats() const;
   ProcessGrid& grid() const { return grid_; }
 
  private:

@@ -42,6 +42,7 @@ StageSpec hybrid_stage_spec() {
   spec.summary = "3D parallelism: dp × pp × tp (Megatron TP/SP inside 1F1B stages), ZeRO-1 over dp";
   spec.default_world_size = 8;
   spec.supports_trace = true;
+  spec.supports_device = true;  // --device cuda (fp32): every state and buffer on the GPU
   spec.grid = [f](const TrainConfig&) { return GridShape{f->dp, f->pp, f->tp}; };
   spec.add_flags = [f](CLI::App& app) {
     app.add_option("--dp", f->dp, "data-parallel size (ZeRO-1 over it)")->capture_default_str();
@@ -68,6 +69,7 @@ StageSpec hybrid_stage_spec() {
     all_ranks_ok(err.empty(), err);
     HybridOptions o = f->options;
     o.trace_path = ctx.cfg.trace;
+    o.device = ctx.model.device();  // train_main's model: GPT::with_device(--device)
     return std::make_unique<HybridStrategy>(ctx.model.config(), ctx.grid, ctx.opt, ctx.cfg.seed,
                                             o);
   };

@@ -9,7 +9,6 @@
 //      2(t-1)/t·4·|Ψ_repl,r ∩ shard| instead of 2(t-1)/t·4·Ψ_repl,r;
 //   4. AdamW on the shard, all_gather of the parameters over dp: (dp-1)/dp·4Ψ_r.
 #include <algorithm>
-#include <cstring>
 #include <utility>
 
 #include "common/runtime/clock.h"
@@ -62,14 +61,8 @@ double HybridStrategy::zero2_backward(const int32_t* tokens, const int32_t* targ
   if (shape_.sp) {
     const int d = grid_.dp_rank();
     const auto in = replicated_in_shard(repl_, shards_.begin[d], shards_.count[d]);
-    Tensor packed = Tensor::empty({total(in)}, DType::kF32, MemCategory::kCommBuffers);
-    int64_t k = 0;
-    for (auto [at, len] : in)
-      std::memcpy(packed.f32() + k, grad_shard_.f32() + at, len * sizeof(float)), k += len;
-    repl_grads->all_reduce(packed, ReduceOp::kSum);  // sends 2(t-1)/t·4·|Ψ_repl,r ∩ shard|
-    k = 0;
-    for (auto [at, len] : in)
-      std::memcpy(grad_shard_.f32() + at, packed.f32() + k, len * sizeof(float)), k += len;
+    // sends 2(t-1)/t·4·|Ψ_repl,r ∩ shard|
+    hybrid_detail::pack_all_reduce_unpack(*repl_grads, grad_shard_, in);
   }
   return loss;
 }

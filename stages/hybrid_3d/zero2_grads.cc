@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "common/runtime/check.h"
+#include "kernels/ops/kernel_ops.h"
 
 namespace llmp {
 
@@ -63,7 +64,7 @@ PipelineZero2Grads::PipelineZero2Grads(const GPTLayout& layout, const GPTPartiti
 float* PipelineZero2Grads::get(int u) {
   if (!unit_[u].defined())
     unit_[u] = Tensor::zeros({unit_numel_on_rank(layout_, part_, rank_, u)}, DType::kF32,
-                             MemCategory::kGradients);
+                             MemCategory::kGradients, grad_shard_.device());  // beside the shard
   return unit_[u].f32();
 }
 
@@ -84,12 +85,14 @@ void PipelineZero2Grads::reduce_scatter_add(int64_t a, const Tensor& g) {
   const int d = dp_.rank();
   // Where this rank's part of [a, a + n) lands inside its shard (nothing when it misses it).
   const int64_t at = counts[d] > 0 ? std::max(a, shards_.begin[d]) - shards_.begin[d] : 0;
-  Tensor part = Tensor::empty({counts[d]}, DType::kF32, MemCategory::kCommBuffers);
+  Tensor part = Tensor::empty({counts[d]}, DType::kF32, MemCategory::kCommBuffers,
+                              grad_shard_.device());
   dp_.reduce_scatter_v(g, part, counts, ReduceOp::kSum);  // sends (dp-1)/dp·4·n
-  // The accumulation over micro-batches, on the shard: shard[at..) += this micro-batch's sum.
-  float* acc = grad_shard_.f32() + at;
-  const float* add = part.f32();
-  for (int64_t i = 0; i < counts[d]; ++i) acc[i] += add[i];
+  // The accumulation over micro-batches, on the shard's device: shard[at..) += this micro-batch's
+  // sum (f32 into f32: one float add per element, as a host loop would do it).
+  if (counts[d] > 0)
+    kernel_ops(grad_shard_.device())
+        .accumulate_to(part.f32(), grad_shard_.f32() + at, DType::kF32, counts[d]);
 }
 
 }  // namespace llmp
