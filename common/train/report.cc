@@ -64,6 +64,17 @@ void print_table(const std::string& stage, int N, int64_t psi, const std::vector
 }
 }  // namespace
 
+void print_device_memory(Device device) {
+  const auto& mt = MemoryTracker::instance();
+  std::printf("memory of rank 0 by device (MemoryTracker): %s now, peak %s on %s; %s now, peak %s "
+              "on the host\n",
+              format_bytes(mt.current_total(device)).c_str(),
+              format_bytes(mt.peak_total(device)).c_str(), to_string(device),
+              format_bytes(mt.current_total(Device::kCPU)).c_str(),
+              format_bytes(mt.peak_total(Device::kCPU)).c_str());
+  std::fflush(stdout);
+}
+
 void print_report(ProcessGroup& group, const std::string& stage, int64_t psi,
                   const std::vector<ReportRow>& rows) {
   const int N = group.size(), n = static_cast<int>(rows.size());

@@ -20,4 +20,9 @@ bool report_row_ok(const ReportRow& row);
 void print_report(ProcessGroup& group, const std::string& stage, int64_t psi,
                   const std::vector<ReportRow>& rows);
 
+/// Prints this process's bytes per device, now and at their peak (MemoryTracker), as one line:
+/// "memory of rank 0 by device (MemoryTracker): X now, peak Y on cuda; ... on the host".
+/// train_main calls it on rank 0 after a device run's table.
+void print_device_memory(Device device);
+
 }  // namespace llmp

@@ -362,16 +362,7 @@ int run(int argc, char** argv, const StageSpec& spec) {
     // On a device the memory rows measure device bytes: the model states live there.
     print_report(*world, cfg.device == "cpu" ? spec.name : spec.name + " on " + cfg.device, psi,
                  rows);
-    if (cfg.device != "cpu" && world->rank() == 0) {  // the split, as the tracker counted it
-      const auto& mt = MemoryTracker::instance();
-      std::printf("memory of rank 0 by device (MemoryTracker): %s now, peak %s on %s; %s now, "
-                  "peak %s on the host\n",
-                  format_bytes(mt.current_total(Device::kCUDA)).c_str(),
-                  format_bytes(mt.peak_total(Device::kCUDA)).c_str(), cfg.device.c_str(),
-                  format_bytes(mt.current_total(Device::kCPU)).c_str(),
-                  format_bytes(mt.peak_total(Device::kCPU)).c_str());
-      std::fflush(stdout);
-    }
+    if (device != Device::kCPU && world->rank() == 0) print_device_memory(device);
     print_arena_summary(*world);  // --arena_bytes: fragmentation at peak, per rank
     strategy->finish();  // the stage's end-of-run lines and files (Strategy::finish)
   }
