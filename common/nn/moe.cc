@@ -251,16 +251,17 @@ Tensor moe_backward_input(const GPTConfig& cfg, const BlockShape& s, MoeContext&
   keep->dln = activation({n / r.S, r.S, C}, DType::kF32, dev);
   ops.matmul_backward_input(keep->dln.f32(), keep->dlogits.f32(), mp.router, n, C, E);
   {
-    // dDg[j][t] = dD[row(t,j)] (k,n,C), zeros when dropped; dln (1, n·C) += 1ᵀ (1,k) @ dDg
-    // (k, n·C): the sum over the k choices as one accumulating matmul.
+    // dDg[j][t] = dD[row(t,j)] (k,n,C), zeros when dropped; dln += dDg[j] for each j (the
+    // residual add with a zero bias: element-wise, no FLOPs counted, as the CPU loop was).
     Tensor dDg = Tensor::zeros({k, n, C}, DType::kF32, MemCategory::kActivations, dev);
     std::vector<std::pair<int64_t, int64_t>> from_rows;  // (j·n + t, row)
     for (const auto& [row, a] : rows) from_rows.push_back({(a % k) * n + a / k, row});
     std::sort(from_rows.begin(), from_rows.end());
     copy_rows(dDg, dD, from_rows, C);
-    Tensor ones = Tensor::empty({k}, DType::kF32, MemCategory::kActivations, dev);
-    ones.fill(1.0f);
-    ops.matmul_backward_weight(keep->dln.f32(), nullptr, dDg.f32(), ones.f32(), k, 1, n * C);
+    const Tensor zero = Tensor::zeros({C}, DType::kF32, MemCategory::kActivations, dev);
+    for (int j = 0; j < k; ++j)
+      ops.residual_bias_add(keep->dln.f32(), keep->dln.f32(),
+                            dDg.f32() + static_cast<int64_t>(j) * n * C, zero.f32(), n, C);
   }
   // dres1 = dout (residual) + LN2ᵀ(dln2).
   Tensor dres1 = activation(res1.shape(), DType::kF32, dev);
