@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # --device: refused by name where it cannot run, before any rank starts (exit 2, one line).
-# Usage: device_flag_test.sh BASELINE_TRAIN MOE_TRAIN EXPECT_ERROR_SH ZERO3_TRAIN
+# Usage: device_flag_test.sh BASELINE_TRAIN TP_2D_TRAIN EXPECT_ERROR_SH ZERO3_TRAIN
 #   unknown_device        --device tpu                         "unknown device 'tpu'"
-#   device_unsupported    moe --device cuda                    "moe runs on the CPU only"
+#   device_unsupported    tp_2d --device cuda                  "tp_2d runs on the CPU only"
 #   device_mixed          baseline --device cuda --precision bf16   "fp32 only so far"
 #   device_unavailable    baseline --device cuda on a machine without a GPU (or a binary built
 #                         without CUDA): "--device cuda: no CUDA device (...)" / "no kernels for
@@ -12,13 +12,13 @@
 #                         --constant_buffer_mb 0.25: "host memory" (without a GPU the "no CUDA
 #                         device" refusal comes first, and these two cases are reported skipped)
 set -u
-baseline=$1 moe=$2 zero3=$4
+baseline=$1 tp_2d=$2 zero3=$4
 source "$3"  # expect, expect_exit_2, finish
 fast=(--steps 1 --eval_every 0 --quiet --model tiny)
 
 expect_exit_2 unknown_device "unknown device 'tpu'" -- "$baseline" --device tpu "${fast[@]}"
-expect_exit_2 device_unsupported "--device cuda: moe runs on the CPU only" -- \
-  "$moe" --device cuda --world_size 2 "${fast[@]}"
+expect_exit_2 device_unsupported "--device cuda: tp_2d runs on the CPU only" -- \
+  "$tp_2d" --device cuda --world_size 4 "${fast[@]}"
 expect_exit_2 device_mixed "the GPU path trains in fp32 only so far" -- \
   "$baseline" --device cuda --precision bf16 "${fast[@]}"
 
