@@ -79,11 +79,13 @@ GPT GPT::with_attention_core(AttentionCore* core) const {
 }
 
 GPT GPT::with_device(Device device) const {
-  if (device != Device::kCPU && (tiles_ || core_ || cfg_.experts > 0))
+  // A mixture of experts runs on a device too: its routing copies the router logits to the
+  // host and its token permutations are device copies (moe.cc).
+  if (device != Device::kCPU && (tiles_ || core_))
     throw std::invalid_argument(
         std::string("GPT::with_device(") + to_string(device) + "): the model is " +
-        (tiles_ ? "tiled" : core_ ? "context-parallel" : "a mixture of experts") +
-        ", whose walk keeps host-side state; only the dense, untiled walk runs on a device");
+        (tiles_ ? "tiled" : "context-parallel") +
+        ", whose walk keeps host-side state; only the untiled walk runs on a device");
   GPT moved = *this;
   moved.device_ = device;
   return moved;

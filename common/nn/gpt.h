@@ -236,8 +236,9 @@ class GPT {
   /// functions is memory of that device, its activations are allocated there, and its math runs
   /// through that device's kernels (kernel_ops(device), kernels/ops/kernel_ops.h). The token and
   /// target ids stay host arrays (they are checked there) and are copied to the device per call.
-  /// Throws std::invalid_argument for a device other than the CPU when the model is tiled,
-  /// context-parallel or a mixture of experts (those walks keep host-side state).
+  /// Throws std::invalid_argument for a device other than the CPU when the model is tiled or
+  /// context-parallel (those walks keep host-side state). A mixture of experts runs on a device
+  /// with its routing on the host (moe.h: the router logits down, the gates up per MoE block).
   GPT with_device(Device device) const;
   /// Where the walk runs (Device::kCPU unless with_device said otherwise).
   Device device() const { return device_; }

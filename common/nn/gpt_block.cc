@@ -29,7 +29,8 @@ int64_t BlockCache::bytes() const {
   for (const Tensor* t : {&attn.ln1, &attn.ln1_mean, &attn.ln1_rstd, &attn.qkv, &attn.att,
                           &attn.atty, &attn.keep.a, &attn.keep.b, &mlp.ln2, &mlp.ln2_mean,
                           &mlp.ln2_rstd, &mlp.fch, &mlp.fch_gelu, &moe.ln2, &moe.ln2_mean,
-                          &moe.ln2_rstd, &moe.x, &moe.fch, &moe.fch_gelu, &moe.yd})
+                          &moe.ln2_rstd, &moe.x, &moe.fch, &moe.fch_gelu, &moe.yg,
+                          &moe.gates})
     n += t->nbytes();
   return n;
 }

@@ -9,19 +9,20 @@
 // Glossary as in moe.h: n tokens, E experts, k, G groups, cap slots, ep ranks, M = ep·G·cap.
 #include "common/nn/moe.h"
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
+#include <utility>
+#include <vector>
 
 #include "common/nn/gpt.h"
 #include "common/nn/sublayer.h"
-#include "kernels/cpu/gelu.h"
-#include "kernels/cpu/layernorm.h"
-#include "kernels/cpu/matmul.h"
+#include "kernels/ops/kernel_ops.h"
 
 namespace llmp {
 
 Tensor ExpertComm::all_to_all(const Tensor& in) {
-  Tensor out = Tensor::empty(in.shape(), in.dtype(), MemCategory::kCommBuffers);
+  Tensor out = Tensor::empty(in.shape(), in.dtype(), MemCategory::kCommBuffers, in.device());
   out.copy_from(in);
   return out;
 }
@@ -42,15 +43,60 @@ MoeContext::MoeContext(int experts, ExpertComm* comm) : comm_(comm ? comm : &Exp
 
 namespace {
 
-// (a, b, rest) -> (b, a, rest): the (ep, E/ep) <-> (E/ep, ep) swap of the expert buffers.
+// (a, b, rest) -> (b, a, rest): the (ep, E/ep) <-> (E/ep, ep) swap of the expert buffers, as
+// a·b copies of `rest` floats on the buffer's device (no host touches device memory).
 Tensor swap_leading(const Tensor& in, int64_t a, int64_t b, MemCategory cat) {
   const int64_t rest = in.numel() / (a * b);
-  Tensor out = Tensor::empty({b, a, rest}, DType::kF32, cat);
+  Tensor out = Tensor::empty({b, a, rest}, DType::kF32, cat, in.device());
   for (int64_t i = 0; i < a; ++i)
     for (int64_t j = 0; j < b; ++j)
-      std::memcpy(out.f32() + (j * a + i) * rest, in.f32() + (i * b + j) * rest,
-                  rest * sizeof(float));
+      out.narrow((j * a + i) * rest, rest).copy_from(in.narrow((i * b + j) * rest, rest));
   return out;
+}
+
+// dst row pairs[i].first = src row pairs[i].second (rows of C floats), one copy per contiguous
+// run (both rows advancing by one), on the tensors' device: the token permutation into expert
+// order and back is integer bookkeeping on the host and row copies on the device.
+void copy_rows(Tensor& dst, const Tensor& src, const std::vector<std::pair<int64_t, int64_t>>& pairs,
+               int C) {
+  for (size_t i = 0; i < pairs.size();) {
+    size_t j = i + 1;
+    while (j < pairs.size() && pairs[j].first == pairs[j - 1].first + 1 &&
+           pairs[j].second == pairs[j - 1].second + 1)
+      ++j;
+    const int64_t rows = static_cast<int64_t>(j - i);
+    dst.narrow(pairs[i].first * C, rows * C).copy_from(src.narrow(pairs[i].second * C, rows * C));
+    i = j;
+  }
+}
+
+// The kept assignments (t, j) as (dispatch row, assignment index t·k + j), in t then j order.
+std::vector<std::pair<int64_t, int64_t>> kept_rows(const Routing& r) {
+  std::vector<std::pair<int64_t, int64_t>> rows;
+  for (int t = 0; t < r.n; ++t)
+    for (int j = 0; j < r.k; ++j) {
+      const int64_t row = r.buffer_row(t, j);
+      if (row >= 0) rows.push_back({row, static_cast<int64_t>(t) * r.k + j});
+    }
+  return rows;
+}
+
+// `x` readable by the host: x itself on the CPU, else a host copy (x.numel() floats down).
+Tensor on_host(const Tensor& x) {
+  if (x.device() == Device::kCPU) return x;
+  Tensor h = Tensor::empty(x.shape(), x.dtype(), MemCategory::kActivations);
+  h.copy_from(x);
+  return h;
+}
+
+// A host vector as an f32 tensor on `dev` (v.size() floats up when dev is a device).
+Tensor to_device(const std::vector<float>& v, std::vector<int64_t> shape, Device dev) {
+  Tensor host = Tensor::empty(shape, DType::kF32, MemCategory::kActivations);
+  std::memcpy(host.f32(), v.data(), v.size() * sizeof(float));
+  if (dev == Device::kCPU) return host;
+  Tensor d = Tensor::empty(std::move(shape), DType::kF32, MemCategory::kActivations, dev);
+  d.copy_from(host);
+  return d;
 }
 
 void check_f32(const Tensor& x) {
@@ -61,26 +107,33 @@ void check_f32(const Tensor& x) {
 
 }  // namespace
 
+// What crosses between host and device per MoE block (nothing on the CPU): the router logits z
+// down (4·n·E bytes) and the gates up (4·n·k) in the forward; dgate down (4·n·k) and dlogits up
+// (4·n·E) in the backward. Routing (top-k, capacity, slots) and its backward are integer and
+// per-token bookkeeping on the host (moe_routing.h); every activation stays on the device and
+// moves by row copies (copy_rows) and KernelOps.
 Tensor moe_forward(const GPTConfig& cfg, const BlockShape& s, MoeContext& ctx, const float* unit,
                    const Tensor& res1, int B, int T, MoeCache* c) {
   check_f32(res1);
   const int C = s.C, E = cfg.experts, k = cfg.top_k, F = s.ffn;
+  const Device dev = res1.device();
+  KernelOps& ops = kernel_ops(dev);
   ExpertComm& comm = ctx.comm();
   const int ep = comm.size(), held = E / ep, G = B;
   const int n = B * T;
   const auto bp = block_params(unit, s);
   const auto mp = moe_params(unit, s, E, held);
   *c = MoeCache{};
-  c->ln2 = activation({B, T, C}, DType::kF32);
-  c->ln2_mean = statistic({B, T});
-  c->ln2_rstd = statistic({B, T});
-  cpu::layernorm_forward(c->ln2.f32(), c->ln2_mean.f32(), c->ln2_rstd.f32(), res1.f32(), bp.ln2_w,
-                         bp.ln2_b, n, C);
-  // Router: z (n,E) = ln2 @ W_router; top-k, gates and slots per sequence.
+  c->ln2 = activation({B, T, C}, DType::kF32, dev);
+  c->ln2_mean = statistic({B, T}, dev);
+  c->ln2_rstd = statistic({B, T}, dev);
+  ops.layernorm_forward(c->ln2.f32(), c->ln2_mean.f32(), c->ln2_rstd.f32(), res1.f32(), bp.ln2_w,
+                        bp.ln2_b, n, C);
+  // Router: z (n,E) = ln2 @ W_router; top-k, gates and slots per sequence, on the host.
   {
-    Tensor z = Tensor::empty({n, E}, DType::kF32, MemCategory::kActivations);
-    cpu::matmul_forward(z.f32(), c->ln2.f32(), mp.router, nullptr, n, C, E);
-    c->routing = route(z.f32(), n, E, k, T, cfg.capacity_factor);
+    Tensor z = Tensor::empty({n, E}, DType::kF32, MemCategory::kActivations, dev);
+    ops.matmul_forward(z.f32(), c->ln2.f32(), mp.router, nullptr, n, C, E);
+    c->routing = route(on_host(z).f32(), n, E, k, T, cfg.capacity_factor);  // 4·n·E down
   }
   const Routing& r = c->routing;
   const int cap = r.cap;
@@ -91,46 +144,46 @@ Tensor moe_forward(const GPTConfig& cfg, const BlockShape& s, MoeContext& ctx, c
   for (int e = 0; e < E; ++e) st.dropped += r.routed[e] - r.kept[e];
   st.aux_sum += r.aux_sum, st.aux_terms += G, st.z_sum += r.z_sum, ++st.forwards;
   // Dispatch: D[e][g][s] = ln2[t] (E,G,cap,C); to the experts' ranks.     sends (ep-1)/ep·4·|D|
+  const std::vector<std::pair<int64_t, int64_t>> rows = kept_rows(r);
   Tensor x;
   {
-    Tensor D = Tensor::zeros({E, G, cap, C}, DType::kF32, MemCategory::kCommBuffers);
-    for (int t = 0; t < n; ++t)
-      for (int j = 0; j < k; ++j) {
-        const int64_t row = r.buffer_row(t, j);
-        if (row >= 0)
-          std::memcpy(D.f32() + row * C, c->ln2.f32() + static_cast<int64_t>(t) * C,
-                      C * sizeof(float));
-      }
+    Tensor D = Tensor::zeros({E, G, cap, C}, DType::kF32, MemCategory::kCommBuffers, dev);
+    std::vector<std::pair<int64_t, int64_t>> from_tokens;  // (row, t)
+    for (const auto& [row, a] : rows) from_tokens.push_back({row, a / k});
+    copy_rows(D, c->ln2, from_tokens, C);
     const Tensor R = comm.all_to_all(D);  // (ep, E/ep, G, cap, C)
     x = swap_leading(R, ep, held, MemCategory::kActivations);
   }
   // The held experts, each over its M = ep·G·cap rows: Y = gelu(X @ W_fc + b) @ W_proj + b.
   const int M = ep * G * cap;
   c->x = x.view({held, M, C});
-  c->fch = activation({held, M, F}, DType::kF32);
-  c->fch_gelu = activation({held, M, F}, DType::kF32);
-  Tensor y = Tensor::empty({held, M, C}, DType::kF32, MemCategory::kActivations);
+  c->fch = activation({held, M, F}, DType::kF32, dev);
+  c->fch_gelu = activation({held, M, F}, DType::kF32, dev);
+  Tensor y = Tensor::empty({held, M, C}, DType::kF32, MemCategory::kActivations, dev);
   for (int e = 0; e < held; ++e) {
     const auto& w = mp.experts[e];
     const int64_t xo = static_cast<int64_t>(e) * M * C, fo = static_cast<int64_t>(e) * M * F;
-    cpu::matmul_forward(c->fch.f32() + fo, c->x.f32() + xo, w.fc_w, w.fc_b, M, C, F);
-    cpu::gelu_forward(c->fch_gelu.f32() + fo, c->fch.f32() + fo, static_cast<long>(M) * F);
-    cpu::matmul_forward(y.f32() + xo, c->fch_gelu.f32() + fo, w.proj_w, w.proj_b, M, F, C);
+    ops.matmul_forward(c->fch.f32() + fo, c->x.f32() + xo, w.fc_w, w.fc_b, M, C, F);
+    ops.gelu_forward(c->fch_gelu.f32() + fo, c->fch.f32() + fo, static_cast<long>(M) * F);
+    ops.matmul_forward(y.f32() + xo, c->fch_gelu.f32() + fo, w.proj_w, w.proj_b, M, F, C);
   }
   // Back to the tokens' ranks.                                            sends (ep-1)/ep·4·|D|
-  c->yd = comm.all_to_all(swap_leading(y, held, ep, MemCategory::kCommBuffers));  // (E,G,cap,C)
-  // Combine: out[t] = res1[t] + Σ_j g_j · Yd[e_j][g][s_j].
-  Tensor out = activation({B, T, C}, DType::kF32);
-  std::memcpy(out.f32(), res1.f32(), out.nbytes());
-  for (int t = 0; t < n; ++t)
-    for (int j = 0; j < k; ++j) {
-      const int64_t row = r.buffer_row(t, j);
-      if (row < 0) continue;  // dropped: the residual carries the token
-      const float g = r.gate[t * k + j];
-      float* o = out.f32() + static_cast<int64_t>(t) * C;
-      const float* yr = c->yd.f32() + row * C;
-      for (int i = 0; i < C; ++i) o[i] += g * yr[i];
-    }
+  const Tensor yd = comm.all_to_all(swap_leading(y, held, ep, MemCategory::kCommBuffers));
+  // Combine: Yg[t][j] = Yd[e_j][g][s_j] (zeros when dropped), then per token
+  // out[t] (1,C) = res1[t] + g(t) (1,k) @ Yg[t] (k,C): a matmul with res1[t] as its bias.
+  c->yg = Tensor::zeros({n, k, C}, DType::kF32, MemCategory::kActivations, dev);
+  {
+    std::vector<std::pair<int64_t, int64_t>> to_assignments;  // (t·k + j, row)
+    for (const auto& [row, a] : rows) to_assignments.push_back({a, row});
+    copy_rows(c->yg, yd, to_assignments, C);
+  }
+  c->gates = to_device(r.gate, {n, k}, dev);  // 4·n·k up
+  Tensor out = activation({B, T, C}, DType::kF32, dev);
+  for (int t = 0; t < n; ++t) {
+    const int64_t o = static_cast<int64_t>(t) * C;
+    ops.matmul_forward(out.f32() + o, c->gates.f32() + static_cast<int64_t>(t) * k,
+                       c->yg.f32() + o * k, res1.f32() + o, 1, k, C);
+  }
   return out;
 }
 
@@ -139,69 +192,82 @@ Tensor moe_backward_input(const GPTConfig& cfg, const BlockShape& s, MoeContext&
                           MoeGrads* keep) {
   if (!c->filled()) throw std::invalid_argument("moe_backward_input: the cache is not filled");
   const int C = s.C, E = cfg.experts, k = cfg.top_k, F = s.ffn;
+  const Device dev = res1.device();
+  KernelOps& ops = kernel_ops(dev);
   ExpertComm& comm = ctx.comm();
   const int ep = comm.size(), held = E / ep;
   const Routing& r = c->routing;
   const int n = r.n, G = r.groups(), cap = r.cap, M = ep * G * cap;
   const auto bp = block_params(unit, s);
   const auto mp = moe_params(unit, s, E, held);
+  const std::vector<std::pair<int64_t, int64_t>> rows = kept_rows(r);
   *keep = MoeGrads{};
   keep->dy = dout;
-  // Combine's backward: dYd[row] = g_j·dout[t]; dgate_j = dout[t]·Yd[row].
-  std::vector<float> dgate(static_cast<size_t>(n) * k, 0.0f);
+  // Combine's backward, per token: dgate[t] (1,k) = dout[t] (1,C) @ Yg[t]ᵀ (C,k) (0 for a
+  // dropped assignment: its Yg row is zero) and dYg[t] (k,C) += g(t)ᵀ (k,1) @ dout[t] (1,C).
   Tensor dyx;
+  std::vector<float> dgate(static_cast<size_t>(n) * k);
   {
-    Tensor dYd = Tensor::zeros({E, G, cap, C}, DType::kF32, MemCategory::kCommBuffers);
-    for (int t = 0; t < n; ++t)
-      for (int j = 0; j < k; ++j) {
-        const int64_t row = r.buffer_row(t, j);
-        if (row < 0) continue;
-        const float g = r.gate[t * k + j];
-        const float* d = dout.f32() + static_cast<int64_t>(t) * C;
-        const float* yr = c->yd.f32() + row * C;
-        float* dr = dYd.f32() + row * C;
-        double dot = 0;
-        for (int i = 0; i < C; ++i) dr[i] = g * d[i], dot += static_cast<double>(d[i]) * yr[i];
-        dgate[t * k + j] = static_cast<float>(dot);
-      }
-    c->yd = Tensor();
-    // To the experts (the return all_to_all's backward).             sends (ep-1)/ep·4·|D|
+    Tensor dgate_d = Tensor::empty({n, k}, DType::kF32, MemCategory::kActivations, dev);
+    Tensor dyg = Tensor::zeros({n, k, C}, DType::kF32, MemCategory::kActivations, dev);
+    for (int t = 0; t < n; ++t) {
+      const int64_t o = static_cast<int64_t>(t) * C, g = static_cast<int64_t>(t) * k;
+      ops.matmul_backward_input(dgate_d.f32() + g, dout.f32() + o, c->yg.f32() + o * k, 1, k, C);
+      ops.matmul_backward_weight(dyg.f32() + o * k, nullptr, dout.f32() + o, c->gates.f32() + g,
+                                 1, k, C);
+    }
+    std::memcpy(dgate.data(), on_host(dgate_d).f32(), dgate.size() * sizeof(float));  // 4·n·k down
+    c->yg = Tensor(), c->gates = Tensor();
+    // dYd[row] = dYg[t][j] for each kept assignment; to the experts.   sends (ep-1)/ep·4·|D|
+    Tensor dYd = Tensor::zeros({E, G, cap, C}, DType::kF32, MemCategory::kCommBuffers, dev);
+    std::vector<std::pair<int64_t, int64_t>> to_rows;  // (row, t·k + j)
+    for (const auto& [row, a] : rows) to_rows.push_back({row, a});
+    copy_rows(dYd, dyg, to_rows, C);
     dyx = swap_leading(comm.all_to_all(dYd), ep, held, MemCategory::kActivations);
   }
   keep->dyx = dyx.view({held, M, C});
-  keep->dfch = activation({held, M, F}, DType::kF32);
-  Tensor dx = Tensor::empty({held, M, C}, DType::kF32, MemCategory::kCommBuffers);
+  keep->dfch = activation({held, M, F}, DType::kF32, dev);
+  Tensor dx = Tensor::empty({held, M, C}, DType::kF32, MemCategory::kCommBuffers, dev);
   for (int e = 0; e < held; ++e) {
     const auto& w = mp.experts[e];
     const int64_t xo = static_cast<int64_t>(e) * M * C, fo = static_cast<int64_t>(e) * M * F;
     float* dfch = keep->dfch.f32() + fo;
-    cpu::matmul_backward_input(dfch, keep->dyx.f32() + xo, w.proj_w, M, F, C);  // dfch_gelu
-    cpu::gelu_backward(dfch, c->fch.f32() + fo, dfch, static_cast<long>(M) * F);
-    cpu::matmul_backward_input(dx.f32() + xo, dfch, w.fc_w, M, C, F);
+    ops.matmul_backward_input(dfch, keep->dyx.f32() + xo, w.proj_w, M, F, C);  // dfch_gelu
+    ops.gelu_backward(dfch, c->fch.f32() + fo, dfch, static_cast<long>(M) * F);
+    ops.matmul_backward_input(dx.f32() + xo, dfch, w.fc_w, M, C, F);
   }
   c->fch = Tensor();  // W needs only GELU's output
   // Back to the tokens (the dispatch's backward).                    sends (ep-1)/ep·4·|D|
   const Tensor dD = comm.all_to_all(swap_leading(dx, held, ep, MemCategory::kCommBuffers));
   // The router: dlogits from the gates, the load-balancing loss (weight α per sequence of the
-  // global mean: α·loss_scale·T) and the z-loss (β per token: β·loss_scale), then dln2 = dlogits @ W_routerᵀ + Σ_j dD[row(t,j)].
-  keep->dlogits = activation({n / r.S, r.S, E}, DType::kF32);
-  route_backward(r, dgate.data(), cfg.aux_loss_coef * ctx.loss_scale() * r.S,
-                 keep->dlogits.f32(), cfg.z_loss_coef * ctx.loss_scale());
-  keep->dln = activation({n / r.S, r.S, C}, DType::kF32);
-  cpu::matmul_backward_input(keep->dln.f32(), keep->dlogits.f32(), mp.router, n, C, E);
-  for (int t = 0; t < n; ++t)
-    for (int j = 0; j < k; ++j) {
-      const int64_t row = r.buffer_row(t, j);
-      if (row < 0) continue;
-      float* d = keep->dln.f32() + static_cast<int64_t>(t) * C;
-      const float* g = dD.f32() + row * C;
-      for (int i = 0; i < C; ++i) d[i] += g[i];
-    }
+  // global mean: α·loss_scale·T) and the z-loss (β per token: β·loss_scale), on the host, then
+  // up (4·n·E); dln2 = dlogits @ W_routerᵀ + Σ_j dD[row(t,j)].
+  {
+    std::vector<float> dlogits(static_cast<size_t>(n) * E);
+    route_backward(r, dgate.data(), cfg.aux_loss_coef * ctx.loss_scale() * r.S, dlogits.data(),
+                   cfg.z_loss_coef * ctx.loss_scale());
+    keep->dlogits = to_device(dlogits, {n / r.S, r.S, E}, dev);
+  }
+  keep->dln = activation({n / r.S, r.S, C}, DType::kF32, dev);
+  ops.matmul_backward_input(keep->dln.f32(), keep->dlogits.f32(), mp.router, n, C, E);
+  {
+    // dDg[j][t] = dD[row(t,j)] (k,n,C), zeros when dropped; dln += dDg[j] for each j (the
+    // residual add with a zero bias: element-wise, no FLOPs counted, as the CPU loop was).
+    Tensor dDg = Tensor::zeros({k, n, C}, DType::kF32, MemCategory::kActivations, dev);
+    std::vector<std::pair<int64_t, int64_t>> from_rows;  // (j·n + t, row)
+    for (const auto& [row, a] : rows) from_rows.push_back({(a % k) * n + a / k, row});
+    std::sort(from_rows.begin(), from_rows.end());
+    copy_rows(dDg, dD, from_rows, C);
+    const Tensor zero = Tensor::zeros({C}, DType::kF32, MemCategory::kActivations, dev);
+    for (int j = 0; j < k; ++j)
+      ops.residual_bias_add(keep->dln.f32(), keep->dln.f32(),
+                            dDg.f32() + static_cast<int64_t>(j) * n * C, zero.f32(), n, C);
+  }
   // dres1 = dout (residual) + LN2ᵀ(dln2).
-  Tensor dres1 = activation(res1.shape(), DType::kF32);
-  std::memcpy(dres1.f32(), dout.f32(), dres1.nbytes());
-  cpu::layernorm_backward(dres1.f32(), nullptr, nullptr, keep->dln.f32(), res1.f32(), bp.ln2_w,
-                          c->ln2_mean.f32(), c->ln2_rstd.f32(), n, C);
+  Tensor dres1 = activation(res1.shape(), DType::kF32, dev);
+  dres1.copy_from(dout);
+  ops.layernorm_backward(dres1.f32(), nullptr, nullptr, keep->dln.f32(), res1.f32(), bp.ln2_w,
+                         c->ln2_mean.f32(), c->ln2_rstd.f32(), n, C);
   return dres1;
 }
 
@@ -209,22 +275,23 @@ void moe_backward_weight(const GPTConfig& cfg, const BlockShape& s, MoeContext& 
                          const Tensor& res1, const MoeCache& c, const MoeGrads& keep,
                          float* unit_grads) {
   const int C = s.C, E = cfg.experts, F = s.ffn;
+  KernelOps& ops = kernel_ops(res1.device());
   const int held = E / ctx.comm().size();
   const int n = c.routing.n, M = static_cast<int>(c.x.dim(1));
   const auto g = block_params(unit_grads, s);
   const auto mg = moe_params(unit_grads, s, E, held);
   // Router: dW (C,E) += ln2ᵀ @ dlogits.
-  cpu::matmul_backward_weight(mg.router, nullptr, keep.dlogits.f32(), c.ln2.f32(), n, C, E);
+  ops.matmul_backward_weight(mg.router, nullptr, keep.dlogits.f32(), c.ln2.f32(), n, C, E);
   // Each held expert over its M rows (empty slots have zero gradients: they add nothing).
   for (int e = 0; e < held; ++e) {
     const auto& w = mg.experts[e];
     const int64_t xo = static_cast<int64_t>(e) * M * C, fo = static_cast<int64_t>(e) * M * F;
-    cpu::matmul_backward_weight(w.proj_w, w.proj_b, keep.dyx.f32() + xo, c.fch_gelu.f32() + fo, M,
-                                F, C);
-    cpu::matmul_backward_weight(w.fc_w, w.fc_b, keep.dfch.f32() + fo, c.x.f32() + xo, M, C, F);
+    ops.matmul_backward_weight(w.proj_w, w.proj_b, keep.dyx.f32() + xo, c.fch_gelu.f32() + fo, M,
+                               F, C);
+    ops.matmul_backward_weight(w.fc_w, w.fc_b, keep.dfch.f32() + fo, c.x.f32() + xo, M, C, F);
   }
-  cpu::layernorm_backward_weight(g.ln2_w, g.ln2_b, keep.dln.f32(), res1.f32(), c.ln2_mean.f32(),
-                                 c.ln2_rstd.f32(), n, C);
+  ops.layernorm_backward_weight(g.ln2_w, g.ln2_b, keep.dln.f32(), res1.f32(), c.ln2_mean.f32(),
+                                c.ln2_rstd.f32(), n, C);
 }
 
 }  // namespace llmp

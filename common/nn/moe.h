@@ -12,7 +12,8 @@
 //   Y_e = gelu(X_e @ W_fc,e + b_fc,e) @ W_proj,e + b_proj,e   for each expert e held, over its
 //                                                          M = ep·G·cap rows (padding slots too)
 //   Yd = all_to_all(Y)       back to the tokens' ranks    (E,G,cap,C)
-//   out[t] = res1[t] + Σ_j g_j(t) · Yd[e_j][g][s_j]       dropped assignments add nothing
+//   Yg[t][j] = Yd[e_j][g][s_j] (zeros when dropped)        (n,k,C) row copies
+//   out[t] = res1[t] + g(t) @ Yg[t]                        (1,k) @ (k,C): Σ_j g_j(t)·Yg[t][j]
 //
 // The backward mirrors it: dYd[e][g][s] = g_j·dout[t] goes to the experts by all_to_all, the
 // experts' backward gives dX, all_to_all brings it back, dln2 gathers it per token plus the
@@ -26,6 +27,11 @@
 // On one rank (ExpertComm::none(), the baseline) the all_to_alls are copies and the same code runs
 // with every expert local: the rows an expert multiplies are the same, in the same order (global
 // sequence order), as on ep ranks, which is what makes the expert-parallel stage match it.
+//
+// On a device (Device::kCUDA) the math runs through kernel_ops(x.device()) and the activations
+// never leave it: the routing reads the router logits on the host (4·n·E bytes down, the gates
+// 4·n·k up), the backward sends dgate down and dlogits up, and the token permutations are row
+// copies on the device (moe.cc).
 //
 // Glossary: B sequences on this rank, T sequence length, n = B·T, C channels, E experts, k experts
 // per token, c capacity factor, G = B token groups (one per sequence), cap slots per expert per
@@ -124,7 +130,8 @@ struct MoeCache {
   Routing routing;
   Tensor x;                        ///< (E/ep, M, C) the rows each held expert multiplied
   Tensor fch, fch_gelu;            ///< (E/ep, M, 4C)
-  Tensor yd;                       ///< (E,G,cap,C) the experts' outputs back on this rank
+  Tensor yg;                       ///< (n,k,C) the experts' outputs per assignment (0: dropped)
+  Tensor gates;                    ///< (n,k) the routing's gates on the activations' device
   bool filled() const { return x.defined(); }
 };
 

@@ -4,7 +4,8 @@
 namespace llmp {
 
 Tensor ExpertParallelComm::all_to_all(const Tensor& in) {
-  Tensor out = Tensor::empty(in.shape(), in.dtype(), MemCategory::kCommBuffers);
+  // On in's device: a device buffer's all_to_all is staged through the host by the backend.
+  Tensor out = Tensor::empty(in.shape(), in.dtype(), MemCategory::kCommBuffers, in.device());
   group_.all_to_all(in, out);  // chunk j of in to rank j; chunk i of out from rank i
   return out;
 }

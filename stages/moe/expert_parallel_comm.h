@@ -20,7 +20,8 @@ class ExpertParallelComm : public ExpertComm {
   explicit ExpertParallelComm(ProcessGroup& group) : group_(group) {}
   int size() const override { return group_.size(); }
   int rank() const override { return group_.rank(); }
-  /// The output is a fresh kCommBuffers tensor of in's shape. Collective over the group.
+  /// The output is a fresh kCommBuffers tensor of in's shape on in's device. Collective over the
+  /// group.
   Tensor all_to_all(const Tensor& in) override;
 
  private:

@@ -46,6 +46,7 @@ int main(int argc, char** argv) {
   spec.summary = "mixture of experts: experts split over ep ranks (all_to_all to them and back), "
                  "the rest replicated (data parallel over all ranks)";
   spec.supports_moe = true;
+  spec.supports_device = true;  // --device cuda (fp32): the routing on the host (common/nn/moe.h)
   spec.default_model = "moe-mini";
   spec.add_flags = [](CLI::App& app) {
     app.add_option("--ep", ep_flag,

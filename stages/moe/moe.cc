@@ -5,6 +5,7 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "common/nn/unit_runner.h"
 #include "common/optim/decay_mask.h"
@@ -39,10 +40,13 @@ ExpertParallelStrategy::ExpertParallelStrategy(const GPT& model, ProcessGrid& gr
       ep_(grid.tp_group().duplicate()),
       ep_comm_(*ep_),
       model_(model.with_expert_comm(&ep_comm_)),
+      // --device cuda: parameters, gradients, m and v on the model's device.
       params_(Tensor::empty({model_.layout().num_params()}, DType::kF32,
-                            MemCategory::kParameters)),
-      grads_(Tensor::empty({model_.layout().num_params()}, DType::kF32, MemCategory::kGradients)),
-      opt_(model_.layout().num_params(), opt, decay_ranges(model_.layout(), opt.decay)),
+                            MemCategory::kParameters, model_.device())),
+      grads_(Tensor::empty({model_.layout().num_params()}, DType::kF32, MemCategory::kGradients,
+                           model_.device())),
+      opt_(model_.layout().num_params(), opt, decay_ranges(model_.layout(), opt.decay),
+           DType::kF32, model_.device()),
       metrics_(grid.world()),
       book_(grid.tp_group().duplicate()) {
   if (model.activation_dtype() != DType::kF32)
@@ -56,7 +60,10 @@ ExpertParallelStrategy::ExpertParallelStrategy(const GPT& model, ProcessGrid& gr
     else
       runs.push_back({p.offset, p.numel});
   }
-  model_.init_params(params_.f32(), seed);  // each rank: its part of the whole model's init
+  // Each rank: its part of the whole model's init, on the host, then up once (4Ψ_r bytes).
+  std::vector<float> init(model_.layout().num_params());
+  model_.init_params(init.data(), seed);
+  from_host(params_, init.data());
 }
 
 BatchSlice ExpertParallelStrategy::batch_slice(int global_batch) const {
@@ -64,15 +71,16 @@ BatchSlice ExpertParallelStrategy::batch_slice(int global_batch) const {
 }
 
 namespace {
-/// Σ over `group` of the runs of `buf`, through one packed kCommBuffers tensor.
-void all_reduce_runs(ProcessGroup& group, float* buf,
+/// Σ over `group` of the runs of `buf`, through one packed kCommBuffers tensor on buf's device
+/// (the packing is device copies; a device buffer's all_reduce is staged by the backend).
+void all_reduce_runs(ProcessGroup& group, const Tensor& buf,
                      const std::vector<std::pair<int64_t, int64_t>>& runs, int64_t numel) {
-  Tensor packed = Tensor::empty({numel}, DType::kF32, MemCategory::kCommBuffers);
+  Tensor packed = Tensor::empty({numel}, DType::kF32, MemCategory::kCommBuffers, buf.device());
   int64_t at = 0;
-  for (const auto& [off, n] : runs) std::memcpy(packed.f32() + at, buf + off, n * 4), at += n;
+  for (const auto& [off, n] : runs) packed.narrow(at, n).copy_from(buf.narrow(off, n)), at += n;
   group.all_reduce(packed, ReduceOp::kSum);
   at = 0;
-  for (const auto& [off, n] : runs) std::memcpy(buf + off, packed.f32() + at, n * 4), at += n;
+  for (const auto& [off, n] : runs) buf.narrow(off, n).copy_from(packed.narrow(at, n)), at += n;
 }
 }  // namespace
 
@@ -88,10 +96,10 @@ double ExpertParallelStrategy::train_step(const int32_t* tokens, const int32_t* 
   const double local = forward_backward(model_, params_.f32(), grads_.f32(), tokens, targets, G,
                                         T, scale);
   // 2. Dense gradients: Σ over all W ranks.                            sends 2(W-1)/W·4Ψ_d
-  all_reduce_runs(world_, grads_.f32(), dense_, dense_numel_);
+  all_reduce_runs(world_, grads_, dense_, dense_numel_);
   // 3. Expert gradients: complete on their rank when ep = W; else Σ over the ranks holding the
   //    same experts.                                                   sends 2(D-1)/D·4Ψ_x
-  if (edp_.size() > 1) all_reduce_runs(edp_, grads_.f32(), expert_, expert_numel_);
+  if (edp_.size() > 1) all_reduce_runs(edp_, grads_, expert_, expert_numel_);
   // 4. AdamW on this rank's parameters.
   opt_.step(params_.f32(), grads_.f32(), step);
   last_a2a_ = ep_->stats().total_bytes() - a2a;
@@ -110,13 +118,17 @@ double ExpertParallelStrategy::eval_loss(const int32_t* tokens, const int32_t* t
 
 void ExpertParallelStrategy::get_state(float* params, float* exp_avg, float* exp_avg_sq) {
   // Each expert lives on one rank of the expert-parallel group: write ours into zeros, Σ over
-  // the group (the experts are disjoint), then the replicated tensors from this rank.
+  // the group (the experts are disjoint), then the replicated tensors from this rank. On a
+  // device, each local state comes down first (4Ψ_r bytes each); the gathering is on the host.
   const GPTLayout& lay = model_.layout();
   const int64_t full = GPTLayout(model_.config()).num_params();  // the whole model's Ψ
   Tensor buf = Tensor::empty({full}, DType::kF32, MemCategory::kOther);
-  for (auto [local, out] : {std::pair<const float*, float*>{params_.f32(), params},
-                            {opt_.exp_avg().f32(), exp_avg},
-                            {opt_.exp_avg_sq().f32(), exp_avg_sq}}) {
+  std::vector<float> host(lay.num_params());
+  for (auto [state, out] : {std::pair<const Tensor*, float*>{&params_, params},
+                            {&opt_.exp_avg(), exp_avg},
+                            {&opt_.exp_avg_sq(), exp_avg_sq}}) {
+    to_host(host.data(), *state);
+    const float* local = host.data();
     buf.fill(0.0f);
     for (const ParamSpec& p : lay.params())
       if (p.split == Split::kExpert)
@@ -130,9 +142,13 @@ void ExpertParallelStrategy::get_state(float* params, float* exp_avg, float* exp
 void ExpertParallelStrategy::set_state(const float* params, const float* exp_avg,
                                        const float* exp_avg_sq) {
   const GPTLayout& lay = model_.layout();
-  lay.copy_from_full(params, params_.f32());
-  lay.copy_from_full(exp_avg, opt_.exp_avg().f32());
-  lay.copy_from_full(exp_avg_sq, opt_.exp_avg_sq().f32());
+  std::vector<float> host(lay.num_params());  // this rank's part, then up (4Ψ_r bytes each)
+  for (auto [in, state] : {std::pair<const float*, const Tensor*>{params, &params_},
+                           {exp_avg, &opt_.exp_avg()},
+                           {exp_avg_sq, &opt_.exp_avg_sq()}}) {
+    lay.copy_from_full(in, host.data());
+    from_host(*state, host.data());
+  }
 }
 
 std::vector<ReportRow> ExpertParallelStrategy::report() const {

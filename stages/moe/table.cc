@@ -77,6 +77,7 @@ int64_t training_step_flops(const GPTConfig& c, int B) {
     const int64_t E = c.experts;
     const int64_t cap = expert_capacity(c.top_k, c.ctx, c.capacity_factor, c.experts);
     f += 6 * n * C * E * Lm;                    // router (n,C) @ (C,E), 3 passes
+    f += 6 * n * c.top_k * C * Lm;  // combine per token: gates (1,k) @ Yg (k,C), fwd, dgate, dYg
     f += 48 * C * C * Lm * E * int64_t{B} * cap;  // every slot of (E,B,cap,C): C->4C->C, 3 passes
   }
   return f;

@@ -17,6 +17,8 @@
 //   per token, dense parts    6·(V·C + 12C²·L_d + 4C²·L_m)     the matmul weights Ψ_mm, 3 passes
 //   per token, attention      4·L·C·(2T + 1)                   fwd C·(2T²+T(T+1)), bwd C·(2T²+3T(T+1))
 //   per token, router         6·C·E·L_m                        (n,C) @ (C,E), 3 passes
+//   per token, combine        6·k·C·L_m                        gates (1,k) @ Yg (k,C): forward,
+//                                                             dgate and dYg (common/nn/moe.h)
 //   per step,  experts        48·C²·L_m·E·B·cap                every slot of the (E,B,cap,C) buffer
 //                                                             through C -> 4C -> C, 3 passes
 //   cap = ⌈k·T·c/E⌉; per token the experts cost 48·C²·L_m·E·cap/T ≈ c·k·48·C²·L_m: the

@@ -8,14 +8,16 @@
 //   moe-tiny, k = 1, c = 1.25: cap = ⌈1·16·1.25/4⌉ = 5, block 1 is the MoE block (L_m = 1)
 //                        6·(V·C + 12C² + 4C²) = 6·24,576 = 147,456
 //                        + router 6·C·E = 6·32·4 = 768
+//                        + combine 6·k·C = 6·1·32 = 192
 //                        + experts 48·C²·E·cap/T = 48·1,024·20/16 = 61,440
-//                        + attention 8,448                                      -> 218,112
-//     of which the padding is 48·C²·(E·cap − T)/T = 48·1,024·4/16 = 12,288 and the router 768
-//   moe-tiny, k = 1, c = 1: cap = 4, E·cap = T: no padding                     -> 205,824
+//                        + attention 8,448                                      -> 218,304
+//     of which the padding is 48·C²·(E·cap − T)/T = 48·1,024·4/16 = 12,288, the router 768 and
+//     the combine 192
+//   moe-tiny, k = 1, c = 1: cap = 4, E·cap = T: no padding                     -> 206,016
 //   mini (V 256, T 64, C 128, L 4): 6·(32,768 + 786,432) + 4·4·128·129 = 4,915,200 + 264,192
 //                                                                               = 5,179,392
 //   moe-mini (E 8, k 1, c 1.25, cap 10, L_m 2): 5,179,392 + 6·128·8·2 (12,288)
-//                        + 48·16,384·2·(80 − 64)/64 (393,216)                   = 5,584,896
+//                        + 6·1·128·2 (1,536) + 48·16,384·2·(80 − 64)/64 (393,216) = 5,586,432
 //   parameters: tiny (256+16)·32 + 2·(12·1,024 + 13·32) + 2·32 = 34,176;
 //               moe-tiny 8,704 + 12,704 + (4C² + 8C + C·E = 4,480) + E·(8C² + 5C) (33,408) + 64
 //               = 59,360
@@ -48,10 +50,10 @@ TableRun small_run() {
 
 TEST(MoeTable, ClosedFormMatchesHandWorkedCounts) {
   EXPECT_EQ(training_step_flops(GPTConfig::preset("tiny"), 4), 205056 * 64);
-  EXPECT_EQ(training_step_flops(moe_tiny_top1(1.25), 4), 218112 * 64);
-  EXPECT_EQ(training_step_flops(moe_tiny_top1(1.0), 4), 205824 * 64);
+  EXPECT_EQ(training_step_flops(moe_tiny_top1(1.25), 4), 218304 * 64);
+  EXPECT_EQ(training_step_flops(moe_tiny_top1(1.0), 4), 206016 * 64);
   EXPECT_EQ(training_step_flops(GPTConfig::preset("mini"), 8), int64_t{5179392} * 512);
-  EXPECT_EQ(training_step_flops(GPTConfig::preset("moe-mini"), 8), int64_t{5584896} * 512);
+  EXPECT_EQ(training_step_flops(GPTConfig::preset("moe-mini"), 8), int64_t{5586432} * 512);
 }
 
 TEST(MoeTable, RowsShowWhatTheReadmeSays) {
@@ -66,11 +68,11 @@ TEST(MoeTable, RowsShowWhatTheReadmeSays) {
   // FLOPs per token measured over the 4 steps: exactly the hand-worked counts and the closed form.
   EXPECT_EQ(d.tokens, 64);
   EXPECT_EQ(d.flops_per_token(), 205056.0);
-  EXPECT_EQ(m.flops_per_token(), 218112.0);
+  EXPECT_EQ(m.flops_per_token(), 218304.0);
   EXPECT_EQ(d.flops_measured, d.flops_formula);
   EXPECT_EQ(m.flops_measured, m.flops_formula);
   // The mixture costs the dense model's FLOPs plus the router and the capacity padding only.
-  EXPECT_EQ(m.flops_per_token() - d.flops_per_token(), 768.0 + 12288.0);
+  EXPECT_EQ(m.flops_per_token() - d.flops_per_token(), 768.0 + 12288.0 + 192.0);
   EXPECT_GT(m.flops_per_token() / d.flops_per_token(), 1.0);
   EXPECT_LT(m.flops_per_token() / d.flops_per_token(), 1.07);
   // The same data (training and validation batches) and the same initial embeddings: one seed.
@@ -91,14 +93,14 @@ TEST(MoeTable, RowsShowWhatTheReadmeSays) {
   EXPECT_NE(m.routing.find("capacity 5 per expert"), std::string::npos) << m.routing;
   const std::string md = table_markdown(rows, run);
   EXPECT_NE(md.find("| tiny | 34,176 | 205,056 | 205,056 | 1.0000 |"), std::string::npos) << md;
-  EXPECT_NE(md.find("| moe-tiny | 59,360 | 218,112 | 218,112 | 1.0637 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| moe-tiny | 59,360 | 218,304 | 218,304 | 1.0646 |"), std::string::npos) << md;
 }
 
 TEST(MoeTable, WithoutPaddingOnlyTheRouterIsExtra) {
   TableRun run = small_run();
   run.steps = 2;
   const auto rows = dense_vs_moe(GPTConfig::preset("tiny"), moe_tiny_top1(1.0), run);
-  EXPECT_EQ(rows[1].flops_per_token() - rows[0].flops_per_token(), 768.0);  // 6·C·E·L_m
+  EXPECT_EQ(rows[1].flops_per_token() - rows[0].flops_per_token(), 768.0 + 192.0);  // 6·C·(E+k)·L_m
   EXPECT_EQ(rows[1].flops_measured, rows[1].flops_formula);
 }
 
