@@ -28,6 +28,13 @@ void OffloadedShard::step(MixedPrecision& mp, AdamW& opt, const Tensor& grad_sha
   device_shard_.copy_from(master);                        // 4·count bytes up
 }
 
+std::string offload_error(const std::string& stage, Device device, DType dtype) {
+  if (device != Device::kCPU && dtype == DType::kF32) return "";
+  return stage + ": --offload optimizer moves the optimizer from a GPU to the host; it needs "
+                 "the model on a device in fp32 (got --device " + to_string(device) + ", " +
+         to_string(dtype) + ")";
+}
+
 std::vector<ReportRow> offload_memory_rows(Device gpu, double device_params,
                                            const std::string& device_params_text,
                                            int64_t padded) {

@@ -47,6 +47,11 @@ class OffloadedShard {
   Tensor master_;        // host: padded, the first count valid
 };
 
+/// "" when a stage may offload its optimizer from a model on `device` with parameters of `dtype`;
+/// else the one-line reason, prefixed with `stage` ("Zero2Strategy"): ZeRO-Offload moves the
+/// optimizer off a GPU, so it needs a device, and its host path is fp32.
+std::string offload_error(const std::string& stage, Device device, DType dtype);
+
 /// The report's model-state rows per device, measured by the MemoryTracker's per-device counts:
 /// on `gpu` the parameters (`device_params` bytes, shown as `device_params_text`) and no
 /// gradients or optimizer state between steps; on the host the master shard and the gradient

@@ -34,10 +34,10 @@ Zero2Strategy::Zero2Strategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt
   if (cb_bytes_ > 0 && model.device() != Device::kCPU)
     throw std::invalid_argument("Zero2Strategy: the constant buffer is host memory; --device " +
                                 dev + " runs without --constant_buffer_mb");
-  if (offload_ && (model.device() == Device::kCPU || mp_.mixed()))
-    throw std::invalid_argument(
-        "Zero2Strategy: --offload optimizer moves the optimizer from a GPU to the host; it needs "
-        "the model on a device in fp32 (got --device " + dev + ", " + to_string(mp_.dtype()) + ")");
+  if (offload_) {
+    const std::string err = offload_error("Zero2Strategy", model.device(), mp_.dtype());
+    if (!err.empty()) throw std::invalid_argument(err);
+  }
   // Same seed on every rank: same replicas; the master shard is this rank's slice of them.
   mp_.init(seed, params_, opt_, shards_.begin[dp.rank()]);
   if (offload_)  // the host's master copy of the shard: copied down once

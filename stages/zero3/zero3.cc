@@ -86,11 +86,10 @@ Zero3Strategy::Zero3Strategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt
   if (tile_factor > 1 && model.device() != Device::kCPU)
     throw std::invalid_argument("Zero3Strategy: weight tiles are host memory" + on +
                                 "--tile_factor");
-  if (offload_ && (model.device() == Device::kCPU || mp_.mixed()))
-    throw std::invalid_argument(
-        "Zero3Strategy: --offload optimizer moves the optimizer from a GPU to the host; it needs "
-        "the model on a device in fp32 (got --device " + std::string(to_string(model.device())) +
-        ", " + to_string(mp_.dtype()) + ")");
+  if (offload_) {
+    const std::string err = offload_error("Zero3Strategy", model.device(), mp_.dtype());
+    if (!err.empty()) throw std::invalid_argument(err);
+  }
   // Every rank builds the same full initialisation (same seed) once and keeps only its shard:
   // fp32 as it is; mixed, its 16-bit rounding, with the fp32 values as the master shard. On a
   // device only the shard goes up (4·S_r bytes): the full initialisation stays on the host.
