@@ -23,21 +23,20 @@ int world_rank(int when_mpi_is_down) {
   return rank;
 }
 
-namespace {
-
-[[noreturn]] void on_terminate() {
-  std::string what = "terminate called";
-  if (std::exception_ptr e = std::current_exception()) {
-    try {
-      std::rethrow_exception(e);
-    } catch (const std::exception& ex) {
-      what = ex.what();
-    } catch (...) {
-      what = "an exception that is not a std::exception";
-    }
+std::string current_exception_text() {
+  std::exception_ptr e = std::current_exception();
+  if (!e) return "terminate called";
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& ex) {
+    return ex.what();
+  } catch (...) {
+    return "an exception that is not a std::exception";
   }
-  report_exception(what);
 }
+
+namespace {
+[[noreturn]] void on_terminate() { report_exception(current_exception_text()); }
 }  // namespace
 
 void abort_job(int code) {

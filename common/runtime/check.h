@@ -72,6 +72,11 @@ void all_ranks_ok(bool ok, const std::string& msg, int code = kExitBadInput);
 /// never shows as MPICH's "BAD TERMINATION" banner.
 [[noreturn]] void report_exception(const std::string& what);
 
+/// Inside a terminate handler or a catch block: the what() of the exception in flight
+/// (std::current_exception), "an exception that is not a std::exception" for another type, or
+/// "terminate called" when there is none.
+std::string current_exception_text();
+
 /// std::set_terminate handler: an exception nobody caught (thrown from a destructor, a noexcept
 /// function or another thread) ends the job through report_exception; any other terminate prints
 /// "error: rank R: terminate called" and does the same.

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <stdexcept>
 
 #include "common/comm/process_group.h"
 #include "common/testing/subprocess.h"
@@ -42,6 +43,15 @@ TEST(Harness, DeliberateFailureOnRankOne) {
   EXPECT_NE(world_rank(), 1) << "deliberate failure";
 }
 
+// Throws on rank 1 only, before a collective the other ranks enter, when the parent asks for it.
+TEST(Harness, DeliberateThrowOnRankOne) {
+  if (!std::getenv("LLMP_HARNESS_THROW")) GTEST_SKIP() << "only in the child job of Throw...";
+  auto world = llmp::ProcessGroup::world();
+  if (world->rank() == 1) throw std::runtime_error("deliberate throw");
+  llmp::Tensor t = llmp::Tensor::zeros({1}, llmp::DType::kF64);
+  world->all_reduce(t);  // ranks 0 and 2 wait here for rank 1, which never comes
+}
+
 TEST(Harness, PassingJobExitsZero) {
   if (!single_rank()) GTEST_SKIP() << "starts a child job; runs in the np1 variant";
   auto r = run_self({}, {"--ranks=3", "--gtest_filter=Harness.EveryRankRunsTheTest"});
@@ -70,6 +80,21 @@ TEST(Harness, FailureOnRankOneFailsTheJob) {
     EXPECT_NE(r.output.find(line), std::string::npos) << "no '" << line << "' in:\n" << r.output;
   EXPECT_EQ(r.output.find("[rank 2]"), std::string::npos) << "rank 2 passed:\n" << r.output;
   EXPECT_EQ(r.output.find("[rank 0]"), std::string::npos) << "rank 0 passed:\n" << r.output;
+}
+
+// One rank's exception ends the job at once with its one line, instead of leaving the others in
+// the collective it skipped (gtest's catching would send it on to the next test). `timeout 30`
+// turns a hang into status 124, so the test fails rather than waits for Bazel's timeout.
+TEST(Harness, ExceptionOnRankOneEndsTheJob) {
+  if (!single_rank()) GTEST_SKIP() << "starts a child job; runs in the np1 variant";
+  auto r = run_self({"LLMP_HARNESS_THROW=1"},
+                    {"--ranks=3", "--gtest_filter=Harness.DeliberateThrowOnRankOne"},
+                    {"timeout", "30"});
+  EXPECT_NE(r.status, 124) << "the job hung:\n" << r.output;
+  EXPECT_NE(r.status, 0) << r.output;
+  const char* line =
+      "error: rank 1: Harness.DeliberateThrowOnRankOne: uncaught exception: deliberate throw\n";
+  EXPECT_NE(r.output.find(line), std::string::npos) << "no '" << line << "' in:\n" << r.output;
 }
 
 }  // namespace

@@ -23,7 +23,11 @@
 //
 // Writing tests for it: issue the collectives first and assert afterwards; prefer EXPECT_* over
 // ASSERT_* (an ASSERT that returns on one rank only leaves the others waiting in the next
-// collective until the test's timeout). A crash or LLMP_CHECK on any rank aborts the whole job.
+// collective until the test's timeout). A crash or LLMP_CHECK on any rank aborts the whole job,
+// and so does an exception that leaves a test's body on any rank (with N > 1): gtest's own
+// catching is turned off, so instead of that rank going on to the next test while the others wait
+// in the collective it skipped, it prints "error: rank r: Suite.Test: uncaught exception: <what>"
+// and MPI_Abort ends every rank with status 1. (EXPECT_THROW and friends still catch their own.)
 //
 // World size: --ranks=N (or --ranks N) on the command line, else $LLMP_TEST_RANKS, else 1.
 // The harness talks over its own group, a duplicate() of the world: its messages never mix with
@@ -35,6 +39,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <exception>
 #include <memory>
 #include <string>
 #include <vector>
@@ -135,6 +140,15 @@ class RankReport : public ::testing::EmptyTestEventListener {
   const bool verbose_ = std::getenv("LLMP_TEST_VERBOSE") != nullptr;
 };
 
+// An exception out of a test body (catch_exceptions off): the one line naming the rank, the test
+// and the exception, then the whole job ends (report_exception: MPI_Abort).
+[[noreturn]] void on_uncaught_exception() {
+  const ::testing::TestInfo* t = ::testing::UnitTest::GetInstance()->current_test_info();
+  const std::string test =
+      t ? std::string(t->test_suite_name()) + "." + t->name() + ": " : std::string();
+  llmp::report_exception(test + "uncaught exception: " + llmp::current_exception_text());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -147,6 +161,10 @@ int main(int argc, char** argv) {
   if (g_rank != 0) unsetenv("TEST_PREMATURE_EXIT_FILE");
 
   ::testing::InitGoogleTest(&argc, argv);
+  if (g_size > 1) {  // one rank's exception must end the job, not strand the others (see above)
+    GTEST_FLAG_SET(catch_exceptions, false);
+    std::set_terminate(on_uncaught_exception);
+  }
   if (g_rank != 0) GTEST_FLAG_SET(output, "");
   // --gtest_list_tests prints outside the listeners: keep one copy.
   if (g_rank != 0 && GTEST_FLAG_GET(list_tests) && !std::freopen("/dev/null", "w", stdout))
