@@ -3,7 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <random>
 #include <vector>
+
+#include "kernels/cpu/adamw.h"
 
 namespace llmp {
 namespace {
@@ -42,6 +45,42 @@ TEST(AdamW, ShardUpdateEqualsSliceOfWholeUpdate) {
     part.step(shard.data(), grads.data() + 4, t);
   }
   for (int i = 0; i < 3; ++i) EXPECT_EQ(shard[i], whole[4 + i]);
+}
+
+// The split into runs of constant λ (one kernel call per run, on every device) gives each element
+// the λ of the definition: λ inside a decay range, 0 outside. Random sorted, disjoint, possibly
+// empty or adjacent ranges and a random valid prefix n (ZeRO's padded last shard), against the
+// element update called one element at a time with that element's λ.
+TEST(AdamW, DecayRunsGiveEachElementItsDecay) {
+  std::mt19937 gen(5);
+  AdamWConfig cfg;
+  cfg.lr = 0.05f;
+  cfg.weight_decay = 0.5f;  // large: a wrong λ moves a parameter well past rounding
+  for (int trial = 0; trial < 200; ++trial) {
+    const int64_t size = 1 + gen() % 60;
+    std::vector<ElementRange> decay;
+    for (int64_t at = 0; at < size;) {
+      const int64_t b = at + gen() % 5, e = b + gen() % 8;
+      if (e > size) break;
+      decay.push_back({b, e});
+      at = e;
+    }
+    const int64_t n = gen() % (size + 1);
+    AdamW opt(size, cfg, decay);
+    std::vector<float> p(size), g(size), ref, m(size, 0.0f), v(size, 0.0f);
+    for (int64_t i = 0; i < size; ++i) p[i] = 1.0f + 0.01f * i, g[i] = 0.2f - 0.013f * i;
+    ref = p;
+    opt.step(p.data(), g.data(), 1, n);
+    const float c1 = 1.0f / (1.0f - cfg.beta1), c2 = 1.0f / (1.0f - cfg.beta2);
+    for (int64_t i = 0; i < n; ++i) {
+      bool in = false;
+      for (const ElementRange& r : decay) in |= r.begin <= i && i < r.end;
+      cpu::adamw_update(&ref[i], &g[i], &m[i], &v[i], 1, cfg.lr, cfg.beta1, cfg.beta2, cfg.eps,
+                        in ? cfg.weight_decay : 0.0f, c1, c2);
+    }
+    for (int64_t i = 0; i < size; ++i)  // past n: untouched
+      ASSERT_EQ(p[i], ref[i]) << "trial " << trial << " element " << i << " of " << n;
+  }
 }
 
 TEST(AdamW, StateIsCountedAsOptimizerState) {

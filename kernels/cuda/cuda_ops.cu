@@ -4,14 +4,10 @@
 // twins behind it, registered when the target is linked (cuda_library sets alwayslink), as
 // device_allocator.cc registers the allocator. Every method forwards to the cuda:: function of the
 // same name and signature, except:
-//   - adamw_update: one grid-stride launch of shared_math.h's adamw_element with the caller's λ
-//     and bias corrections (common/optim/adamw.cc splits the decay ranges into these calls);
 //   - the FLOP counter (kernels/cpu/flops.h): counted here, host-side, with the CPU kernels'
 //     formulas (the model FLOPs of each product: attention's P·V on its lower triangle, though
 //     cuBLAS multiplies the whole square), so that measured FLOPs (recomputation's report) mean
 //     the same on both devices;
-//   - adamw_update_mixed: one grid-stride launch per (param, grad) dtype pair, widening,
-//     unscaling, updating the master and rounding in one pass (dtype_io.h, shared_math.h);
 //   - mixed precision's RoundStats: not counted on the GPU (the mixed-precision stages pass
 //     none on a device, common/train/mixed_precision.h), so round_to and accumulate_to throw
 //     naming the call when given one rather than return counts they did not take.
@@ -27,66 +23,17 @@
 #include "kernels/cuda/cross_entropy.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_allocator.h"
-#include "kernels/cuda/dtype_io.h"
 #include "kernels/cuda/embedding.h"
 #include "kernels/cuda/gelu.h"
-#include "kernels/cuda/launch.h"
 #include "kernels/cuda/layernorm.h"
 #include "kernels/cuda/matmul.h"
 #include "kernels/cuda/reduce.h"
 #include "kernels/cuda/residual.h"
-#include "kernels/cuda/shared_math.h"
 #include "kernels/ops/kernel_ops.h"
 
 namespace llmp {
 namespace cuda {
 namespace {
-
-__global__ void adamw_kernel(float* __restrict__ p, const float* __restrict__ g,
-                             float* __restrict__ m, float* __restrict__ v, int64_t n, float lr,
-                             float b1, float b2, float eps, float wd, float c1, float c2) {
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
-    adamw_element(p[i], g[i], m[i], v[i], lr, b1, b2, c1, c2, eps, wd);
-}
-
-template <Fmt P, Fmt G>
-__global__ void adamw_mixed_kernel(void* p16, const void* __restrict__ g16, float grad_scale,
-                                   float* __restrict__ master, float* __restrict__ m,
-                                   float* __restrict__ v, int64_t n, float lr, float b1, float b2,
-                                   float eps, float wd, float c1, float c2) {
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += stride) {
-    const float g = load_f32<G>(g16, i) * grad_scale;  // widen (exact), unscale by 1/S
-    adamw_element(master[i], g, m[i], v[i], lr, b1, b2, c1, c2, eps, wd);
-    store_rounded<P>(p16, i, master[i]);  // p16 = round(master), to nearest even
-  }
-}
-
-template <Fmt P, Fmt G>
-void launch_adamw_mixed(int blocks, void* p16, const void* g16, float grad_scale, float* master,
-                        float* m, float* v, int64_t n, float lr, float b1, float b2, float eps,
-                        float wd, float c1, float c2) {
-  adamw_mixed_kernel<P, G><<<blocks, kThreads, 0, stream()>>>(p16, g16, grad_scale, master, m, v,
-                                                              n, lr, b1, b2, eps, wd, c1, c2);
-  CUDA_CHECK(cudaGetLastError());
-}
-
-template <Fmt P>
-void launch_adamw_mixed_g(Fmt g, int blocks, void* p16, const void* g16, float grad_scale,
-                          float* master, float* m, float* v, int64_t n, float lr, float b1,
-                          float b2, float eps, float wd, float c1, float c2) {
-  if (g == Fmt::kF32)
-    launch_adamw_mixed<P, Fmt::kF32>(blocks, p16, g16, grad_scale, master, m, v, n, lr, b1, b2,
-                                     eps, wd, c1, c2);
-  if (g == Fmt::kF16)
-    launch_adamw_mixed<P, Fmt::kF16>(blocks, p16, g16, grad_scale, master, m, v, n, lr, b1, b2,
-                                     eps, wd, c1, c2);
-  if (g == Fmt::kBF16)
-    launch_adamw_mixed<P, Fmt::kBF16>(blocks, p16, g16, grad_scale, master, m, v, n, lr, b1, b2,
-                                      eps, wd, c1, c2);
-}
 
 int64_t attention_flops(int B, int T, int C, int H, int64_t squares, int64_t triangles) {
   const int64_t hs = C / H;
@@ -225,29 +172,14 @@ class CudaKernelOps final : public KernelOps {
   }
   void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1,
                     float beta2, float eps, float weight_decay, float c1, float c2) override {
-    const int blocks = elementwise_blocks(n);
-    if (blocks == 0) return;
-    adamw_kernel<<<blocks, kThreads, 0, stream()>>>(p, g, m, v, n, lr, beta1, beta2, eps,
-                                                    weight_decay, c1, c2);
-    CUDA_CHECK(cudaGetLastError());
+    cuda::adamw_update(p, g, m, v, n, lr, beta1, beta2, eps, weight_decay, c1, c2);
   }
   void adamw_update_mixed(void* params16, DType param_dtype, const void* grads16,
                           DType grad_dtype, float grad_scale, float* master, float* m, float* v,
                           int64_t n, float lr, float beta1, float beta2, float eps,
                           float weight_decay, float c1, float c2) override {
-    const Fmt p = fmt_of(param_dtype, "adamw_update_mixed parameters");
-    const Fmt g = fmt_of(grad_dtype, "adamw_update_mixed gradients");
-    const int blocks = elementwise_blocks(n);
-    if (blocks == 0) return;
-    if (p == Fmt::kF32)
-      launch_adamw_mixed_g<Fmt::kF32>(g, blocks, params16, grads16, grad_scale, master, m, v, n,
-                                      lr, beta1, beta2, eps, weight_decay, c1, c2);
-    if (p == Fmt::kF16)
-      launch_adamw_mixed_g<Fmt::kF16>(g, blocks, params16, grads16, grad_scale, master, m, v, n,
-                                      lr, beta1, beta2, eps, weight_decay, c1, c2);
-    if (p == Fmt::kBF16)
-      launch_adamw_mixed_g<Fmt::kBF16>(g, blocks, params16, grads16, grad_scale, master, m, v, n,
-                                       lr, beta1, beta2, eps, weight_decay, c1, c2);
+    cuda::adamw_update_mixed(params16, param_dtype, grads16, grad_dtype, grad_scale, master, m, v,
+                             n, lr, beta1, beta2, eps, weight_decay, c1, c2);
   }
   int64_t count_nonfinite(const float* x, int64_t n) override {
     return cuda::count_nonfinite(x, n);

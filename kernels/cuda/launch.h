@@ -10,14 +10,12 @@
 //     block, block-wide reduction through shared memory.
 //   - per column (bias and LayerNorm weight gradients: Σ over N rows): one thread per column
 //     looping over the rows, so each sum is sequential and deterministic, reads coalesced.
-// And AdamW's decay ranges become one launch per run of equal λ (adamw_segments).
 //
 // Glossary: n elements, N rows, C columns (channels), kWarp = 32 lanes.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
-#include <vector>
 
 #include "kernels/cuda/hd.h"
 
@@ -58,37 +56,6 @@ constexpr int kMaxReduceBlocks = 1024;  ///< partials of a two-pass whole-buffer
 /// capped at kMaxReduceBlocks, so the second pass (one block) sums at most 1024 partials.
 inline int reduce_blocks(int64_t n) {
   return std::min<int>(elementwise_blocks(n), kMaxReduceBlocks);
-}
-
-/// A run [begin, end) of AdamW elements with one weight decay: λ inside a decay range, 0 outside.
-struct AdamWSegment {
-  int64_t begin = 0, end = 0;
-  bool decayed = false;
-  bool operator==(const AdamWSegment& o) const {
-    return begin == o.begin && end == o.end && decayed == o.decayed;
-  }
-};
-
-/// Splits elements [i0, i0 + count) of the flat buffer into the runs inside and outside the
-/// decay ranges (sorted, disjoint: AdamW's constructor checks), each run non-empty, in order,
-/// covering the span exactly. One kernel launch per run then applies λ or 0 (common/optim/adamw.cc
-/// decides per element; the runs give the same λ to every element).
-template <typename Range>  // common/optim's ElementRange: {int64_t begin, end}
-std::vector<AdamWSegment> adamw_segments(const std::vector<Range>& decay, int64_t i0,
-                                         int64_t count) {
-  std::vector<AdamWSegment> out;
-  const int64_t end = i0 + count;
-  int64_t at = i0;
-  for (const Range& r : decay) {
-    if (r.end <= at) continue;
-    if (r.begin >= end) break;
-    const int64_t b = std::max(r.begin, at), e = std::min(r.end, end);
-    if (b > at) out.push_back({at, b, false});
-    if (e > b) out.push_back({b, e, true});
-    at = e;
-  }
-  if (at < end) out.push_back({at, end, false});
-  return out;
 }
 
 }  // namespace cuda

@@ -1,13 +1,9 @@
-// launch.h on the host: the grids cover every element, row and column exactly once, and AdamW's
-// decay runs give each element the λ common/optim/adamw.cc gives it.
+// launch.h on the host: the grids cover every element, row and column exactly once.
 #include "kernels/cuda/launch.h"
 
 #include <gtest/gtest.h>
 
-#include <random>
 #include <vector>
-
-#include "common/optim/adamw.h"
 
 namespace llmp {
 namespace cuda {
@@ -52,39 +48,6 @@ TEST(Launch, ColumnGridCoversC) {
   EXPECT_EQ(column_blocks(0), 0);
   EXPECT_EQ(column_blocks(768), 3);
   EXPECT_EQ(column_blocks(769), 4);
-}
-
-// Random decay ranges and spans against the per-element rule of AdamW::update.
-TEST(Launch, AdamWSegmentsGiveEachElementItsDecay) {
-  std::mt19937 gen(5);
-  for (int trial = 0; trial < 300; ++trial) {
-    const int64_t n = 1 + gen() % 60;
-    std::vector<ElementRange> decay;
-    for (int64_t at = 0; at < n;) {  // sorted, disjoint, possibly empty or adjacent ranges
-      const int64_t b = at + gen() % 5, e = b + gen() % 8;
-      if (e > n) break;
-      decay.push_back({b, e});
-      at = e;
-    }
-    const int64_t i0 = gen() % n, count = gen() % (n - i0 + 1);
-    const std::vector<AdamWSegment> segs = adamw_segments(decay, i0, count);
-    int64_t at = i0;
-    for (const AdamWSegment& s : segs) {
-      ASSERT_EQ(s.begin, at) << "trial " << trial;  // in order, no gap, no overlap
-      ASSERT_LT(s.begin, s.end);                    // non-empty
-      for (int64_t e = s.begin; e < s.end; ++e) {
-        bool in = false;
-        for (const ElementRange& r : decay) in |= r.begin <= e && e < r.end;
-        ASSERT_EQ(s.decayed, in) << "trial " << trial << " element " << e;
-      }
-      at = s.end;
-    }
-    ASSERT_EQ(at, i0 + count) << "trial " << trial;
-  }
-  // A worked case: ranges [2,5) and [9,13) over the span [3, 11).
-  const std::vector<ElementRange> d = {{2, 5}, {9, 13}};
-  const std::vector<AdamWSegment> want = {{3, 5, true}, {5, 9, false}, {9, 11, true}};
-  EXPECT_EQ(adamw_segments(d, 3, 8), want);
 }
 
 }  // namespace

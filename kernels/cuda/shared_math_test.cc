@@ -21,7 +21,6 @@
 #include "kernels/cpu/cross_entropy.h"
 #include "kernels/cpu/gelu.h"
 #include "kernels/cpu/layernorm.h"
-#include "kernels/cuda/launch.h"
 #include "kernels/cuda/shared_math.h"
 
 namespace llmp {
@@ -116,6 +115,13 @@ TEST(SharedMath, CrossEntropyGradientAndLossMatchTheCpu) {
   EXPECT_EQ(total, ref);
 }
 
+// λ of element i by the definition: inside one of the decay ranges.
+bool decayed(const std::vector<ElementRange>& decay, int64_t i) {
+  for (const ElementRange& r : decay)
+    if (r.begin <= i && i < r.end) return true;
+  return false;
+}
+
 // AdamW: 3 steps on n = 13 elements, decay ranges [2,5) and [9,13), λ = 0.1, against
 // AdamW::step. Same operations in the same order on the host: bit-identical (bound 0).
 TEST(SharedMath, AdamWElementMatchesAdamWStep) {
@@ -130,10 +136,9 @@ TEST(SharedMath, AdamWElementMatchesAdamWStep) {
     const Vec g = rnd(n, 10 + t);
     opt.step(p_ref.data(), g.data(), t);
     const float c1 = adamw_bias_correction(cfg.beta1, t), c2 = adamw_bias_correction(cfg.beta2, t);
-    for (const AdamWSegment& s : adamw_segments(decay, 0, n))
-      for (int64_t i = s.begin; i < s.end; ++i)
-        adamw_element(p[i], g[i], m[i], v[i], cfg.lr, cfg.beta1, cfg.beta2, c1, c2, cfg.eps,
-                      s.decayed ? cfg.weight_decay : 0.0f);
+    for (int64_t i = 0; i < n; ++i)
+      adamw_element(p[i], g[i], m[i], v[i], cfg.lr, cfg.beta1, cfg.beta2, c1, c2, cfg.eps,
+                    decayed(decay, i) ? cfg.weight_decay : 0.0f);
   }
   for (int64_t i = 0; i < n; ++i) {
     EXPECT_EQ(p[i], p_ref[i]) << "parameter " << i;
@@ -161,12 +166,11 @@ TEST(SharedMath, AdamWMixedMatchesStepMixed) {
     opt.step_mixed(p16, g16, 0.125f, t, n);
     const uint16_t* g = static_cast<const uint16_t*>(g16.raw());
     const float c1 = adamw_bias_correction(cfg.beta1, t), c2 = adamw_bias_correction(cfg.beta2, t);
-    for (const AdamWSegment& s : adamw_segments(decay, 0, n))
-      for (int64_t i = s.begin; i < s.end; ++i) {
-        adamw_element(master[i], f32_from_f16(g[i]) * 0.125f, m[i], v[i], cfg.lr, cfg.beta1,
-                      cfg.beta2, c1, c2, cfg.eps, s.decayed ? cfg.weight_decay : 0.0f);
-        p[i] = bf16_from_f32(master[i]);
-      }
+    for (int64_t i = 0; i < n; ++i) {
+      adamw_element(master[i], f32_from_f16(g[i]) * 0.125f, m[i], v[i], cfg.lr, cfg.beta1,
+                    cfg.beta2, c1, c2, cfg.eps, decayed(decay, i) ? cfg.weight_decay : 0.0f);
+      p[i] = bf16_from_f32(master[i]);
+    }
   }
   const uint16_t* ref = static_cast<const uint16_t*>(p16.raw());
   for (int64_t i = 0; i < n; ++i) {
