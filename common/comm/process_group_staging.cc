@@ -15,16 +15,10 @@ void register_pinned_host_allocator(Allocator* a) { g_pinned = a; }
 Allocator* pinned_host_allocator() { return g_pinned; }
 
 Tensor StagingPool::allocate(DType dtype, int64_t numel) {
+  // A host Tensor either way, counted in the MemoryTracker like any other; with a CUDA target
+  // linked its bytes are pinned (page-locked), so cudaMemcpy to and from it runs at full speed.
   if (!g_pinned) return Tensor::empty({numel}, dtype, MemCategory::kOther, Device::kCPU);
-  // A Storage takes its bytes from the allocator registered for its device when it is created
-  // and gives them back to that same allocator (tensor.h), so registering the pinned allocator
-  // for kCPU around this one allocation makes a host Tensor in pinned memory, counted in the
-  // MemoryTracker like any other. One trainer thread per rank: nothing allocates meanwhile.
-  Allocator& previous = allocator_for(Device::kCPU);
-  register_allocator(Device::kCPU, g_pinned);
-  Tensor t = Tensor::empty({numel}, dtype, MemCategory::kOther, Device::kCPU);
-  register_allocator(Device::kCPU, &previous);
-  return t;
+  return Tensor::empty_from(*g_pinned, {numel}, dtype, MemCategory::kOther, Device::kCPU);
 }
 
 std::shared_ptr<StagingPool::Buffer> StagingPool::acquire(DType dtype, int64_t numel) {

@@ -97,9 +97,9 @@ Allocator& allocator_for(Device d) {
   return *slot(d);
 }
 
-Storage::Storage(int64_t bytes, Device device, MemCategory category, MemTag tag)
+Storage::Storage(int64_t bytes, Device device, MemCategory category, MemTag tag, Allocator* from)
     : bytes_(bytes), device_(device), category_(category), tag_(tag) {
-  allocator_ = &allocator_for(device);
+  allocator_ = from ? from : &allocator_for(device);
   data_ = allocator_->allocate_for(bytes, category);
   MemoryTracker::instance().on_alloc(category, bytes, tag, device);
 }
@@ -133,6 +133,17 @@ Tensor Tensor::empty(std::vector<int64_t> shape, DType dtype, MemCategory catego
   t.shape_ = std::move(shape);
   t.dtype_ = dtype;
   t.storage_ = std::make_shared<Storage>(t.numel_ * dtype_size(dtype), device, category);
+  return t;
+}
+
+Tensor Tensor::empty_from(Allocator& from, std::vector<int64_t> shape, DType dtype,
+                          MemCategory category, Device device) {
+  Tensor t;
+  t.numel_ = shape_numel(shape);
+  t.shape_ = std::move(shape);
+  t.dtype_ = dtype;
+  t.storage_ = std::make_shared<Storage>(t.numel_ * dtype_size(dtype), device, category,
+                                         MemTag::kNone, &from);
   return t;
 }
 

@@ -68,7 +68,10 @@ Allocator& allocator_for(Device d);
 class Storage {
  public:
   /// `tag`: a finer label counted beside the category (memory.h), kNone for most buffers.
-  Storage(int64_t bytes, Device device, MemCategory category, MemTag tag = MemTag::kNone);
+  /// `from`: the allocator to take the bytes from (memory of `device`), nullptr for the one
+  /// registered for `device` (allocator_for).
+  Storage(int64_t bytes, Device device, MemCategory category, MemTag tag = MemTag::kNone,
+          Allocator* from = nullptr);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -95,6 +98,11 @@ class Tensor {
   /// Uninitialised tensor of `shape`. Counted under `category` until the last view dies.
   static Tensor empty(std::vector<int64_t> shape, DType dtype = DType::kF32,
                       MemCategory category = MemCategory::kOther, Device device = Device::kCPU);
+  /// empty(), its bytes from `from` instead of the allocator registered for `device` (`from`
+  /// hands out memory of `device`): e.g. pinned host memory for the MPI backend's staging
+  /// buffers (common/comm/process_group_staging.h), a host tensor like any other otherwise.
+  static Tensor empty_from(Allocator& from, std::vector<int64_t> shape, DType dtype,
+                           MemCategory category, Device device = Device::kCPU);
   /// empty(), counted also under `tag` (memory.h): e.g. attention scores among the activations.
   static Tensor empty_tagged(std::vector<int64_t> shape, DType dtype, MemCategory category,
                              MemTag tag, Device device = Device::kCPU);

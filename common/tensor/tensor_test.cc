@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 namespace llmp {
 namespace {
 
@@ -66,6 +68,39 @@ TEST(Tensor, CudaWithoutAllocatorFailsClearly) {
   // In a CPU-only binary nothing registers a CUDA allocator.
   EXPECT_THROW(Tensor::empty({4}, DType::kF32, MemCategory::kOther, Device::kCUDA),
                std::runtime_error);
+}
+
+// A host allocator that counts what it hands out and gets back.
+class CountingAllocator : public Allocator {
+ public:
+  void* allocate(int64_t bytes) override {
+    live += bytes;
+    return std::malloc(static_cast<size_t>(bytes > 0 ? bytes : 1));
+  }
+  void deallocate(void* p, int64_t bytes) override {
+    live -= bytes;
+    std::free(p);
+  }
+  int64_t live = 0;
+};
+
+// empty_from takes its bytes from the allocator given, gives them back to it, counts them in the
+// tracker like empty(), and leaves the registered allocator to every other tensor.
+TEST(Tensor, EmptyFromUsesTheGivenAllocatorOnly) {
+  auto& mt = MemoryTracker::instance();
+  CountingAllocator counting;
+  const int64_t before = mt.current(MemCategory::kCommBuffers);
+  {
+    Tensor t = Tensor::empty_from(counting, {6}, DType::kF32, MemCategory::kCommBuffers);
+    Tensor other = Tensor::empty({5}, DType::kF32, MemCategory::kCommBuffers);
+    EXPECT_EQ(counting.live, 24);
+    EXPECT_EQ(mt.current(MemCategory::kCommBuffers) - before, 24 + 20);
+    EXPECT_EQ(t.device(), Device::kCPU);
+    t.fill(2.0f);
+    EXPECT_EQ(t.f32()[5], 2.0f);
+  }
+  EXPECT_EQ(counting.live, 0);
+  EXPECT_EQ(mt.current(MemCategory::kCommBuffers), before);
 }
 
 }  // namespace
