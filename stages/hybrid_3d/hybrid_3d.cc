@@ -120,6 +120,10 @@ void HybridStrategy::zero1_step(int64_t step) {
   ProcessGroup& dp = grid_.dp_group();
   const int d = dp.rank();
   const int64_t begin = shards_.begin[d], count = shards_.count[d];
+  if (dp.size() == 1) {  // one replica: its gradient is the sum, its shard is everything
+    opt_->step(params_.f32(), grads_.f32(), step, count);
+    return;
+  }
   // reduce_scatter: this rank receives Σ_replicas grads[begin, begin + count). (dp-1)/dp·4Ψ_r
   Tensor shard = Tensor::empty({count}, DType::kF32, MemCategory::kCommBuffers, grads_.device());
   dp.reduce_scatter_v(grads_, shard, shards_.count, ReduceOp::kSum);

@@ -26,8 +26,8 @@
 // parallelism, 2·4Ψ_repl,r (ZeRO-2: on the shard, 2·4|Ψ_repl,r ∩ shard|), and nothing else: the
 // cases keep b = B/(dp·m) = 1, where the sequence-parallel collectives need no permutation of
 // (b, t, T/t·C) blocks (tp_device_test covers those), and without sequence parallelism nothing
-// in a step copies device to device; but at dp = 1 ZeRO-1's reduce_scatter over the one rank
-// copies the gradient into the shard, 4Ψ_r.
+// in a step copies device to device (at dp = 1 ZeRO-1 steps AdamW on the gradient itself: no
+// reduce_scatter into a shard copy).
 //
 // Glossary: dp/pp/tp the grid, m micro-batches per replica, B global batch, T sequence, Ψ_r
 // parameters held by this rank (wte copy included), c = ⌈Ψ_r/dp⌉'s valid part on this rank.
@@ -220,9 +220,7 @@ void expect_device_run_equals_cpu(const Case& k) {
   const GPTLayout& lay = probe->tp_model().layout();
   const int64_t begin = k.zero == 2 ? ShardLayout(psi_r, grid.dp()).begin[d] : 0;
   const int64_t repl = replicated_in(lay, part, r, begin, k.zero == 2 ? c : psi_r);
-  // (dp = 1: the reduce_scatter over one rank copies the whole gradient into the shard, 4Ψ_r.)
-  const int64_t self_copy = grid.dp() == 1 ? 4 * psi_r : 0;
-  EXPECT_EQ(gpu.steps.d2d, kSteps * ((k.sp ? 2 * 4 * repl : 0) + self_copy))
+  EXPECT_EQ(gpu.steps.d2d, kSteps * (k.sp ? 2 * 4 * repl : 0))
       << "rank " << test_world().rank() << ": the replicated gradients' pack and unpack only";
   if (k.sp && k.zero == 1 && grid.pp() == 2) {  // worked by hand for tiny (T 16, C 32, L 2)
     const int64_t C = 32;
