@@ -154,7 +154,8 @@ double Gpt2p5d::forward_backward(const float* p, float* g, const int32_t* tokens
   Tensor xf = act(N * Cl), mf = act(N), rf = act(N), z = act(N * Vq);
   grid_layernorm_forward(row, xf.f32(), mf.f32(), rf.f32(), xs[L].f32(), at(p, -1, "ln_f.weight"),
                          at(p, -1, "ln_f.bias"), N, Cl, C, dev_);
-  summa_abt(row, col, z.f32(), xf.f32(), at(p, -1, "wte.weight"), N, Cl, Vq, dev_);  // (N,Cl)@(Cl,Vq)
+  // (N,Cl)@(Cl,Vq)
+  summa_abt(row, col, z.f32(), xf.f32(), at(p, -1, "wte.weight"), N, Cl, Vq, dev_);
   const bool backward = g != nullptr;
   double loss = grid_cross_entropy(row, z.f32(), row_targets, j * Vq, N, Vq, loss_scale,
                                    backward, dev_);

@@ -2,10 +2,10 @@
 // Tp2p5dStrategy with Device::kCUDA on a guarded FakeDevice (common/testing/fake_device.h: a host
 // read of device memory is a SIGSEGV) with the CPU kernels as the device's (fake_kernel_ops.h:
 // each kernel stops the process when handed a host pointer), against the same strategy on the
-// CPU over the same ranks (tiny, B = 4, 2 steps, then get_state): losses and final state bit for
-// bit, the same CommStats bytes. Two grids: q = 2, d = 1 (tp_2d: SUMMA, the grid LayerNorm and
-// cross-entropy over groups of two) and q = 1, d = 4 (tp_2p5d's depth: the gradients'
-// all_reduce over the depth group of four).
+// CPU over the same ranks (tiny, B = 4, 2 steps, an evaluation, then get_state): losses, the
+// evaluation loss and final state bit for bit, the same CommStats bytes. Two grids: q = 2,
+// d = 1 (tp_2d: SUMMA, the grid LayerNorm and cross-entropy over groups of two) and q = 1,
+// d = 4 (tp_2p5d's depth: the gradients' all_reduce over the depth group of four).
 //
 // Then every byte that crossed between host and device against what must cross. Per step, per
 // rank, with Bl = B/(dq) sequences of a row block, N = Bl·T rows, Cl = C/q, and on the row and
@@ -22,6 +22,10 @@
 //     all_gather (4N·Cl down, 4qN·Cl up), the vector gradients' all_reduce (4Ψ_vec each way);
 //   depth group (d > 1): the gradients' all_reduce, 4Ψ_local each way;
 //   ids, up: the depth layer's B/d·T tokens and the row block's N targets, 4(B/d·T + N);
+// the evaluation (forward only): per linear layer's AB a down and (q-1)a up on the row group, w
+//   and (q-1)w on the column group; the head's ABT q·N·V/q down and N·V/q up on the row group,
+//   w and (q-1)w on the column group; the LayerNorms' forward halves and the cross-entropy; the
+//   embedding's reduce_scatter; its ids; its loss's sums are host doubles (nothing staged);
 // and once: the initial blocks up (4Ψ_local), get_state's three states down (3·4Ψ_local).
 // Nothing else: a buffer the walk leaves on the host shows up here (or as a SIGSEGV, or as a
 // kernel's "not device memory").
@@ -45,6 +49,7 @@ constexpr int kBatch = 4;  // d·q = 2 or 4 divides it
 
 struct Result {
   std::vector<double> losses;
+  double eval = 0;
   std::vector<float> state;  // params, m, v: the whole model's (get_state)
   double row = 0, col = 0, depth = 0;  // CommStats bytes, summed over steps
   StagingStats row_st, col_st, depth_st;
@@ -69,6 +74,8 @@ Result train(const GPTConfig& cfg, ProcessGroup& all, int depth, Device device) 
     r.losses.push_back(s.train_step(tok.data() + at, tgt.data() + at, kBatch, T, k));
     r.row += s.last_row_bytes(), r.col += s.last_column_bytes(), r.depth += s.last_depth_bytes();
   }
+  r.eval = s.eval_loss(tok.data() + int64_t(slice.first_seq) * T,
+                       tgt.data() + int64_t(slice.first_seq) * T, kBatch, T);
   const int64_t psi = GPTLayout(cfg).num_params();
   r.state.resize(3 * psi);
   s.get_state(r.state.data(), r.state.data() + psi, r.state.data() + 2 * psi);
@@ -92,6 +99,7 @@ void expect_device_run_equals_cpu(int depth) {
   const Result gpu = train(cfg, *dev_group, depth, Device::kCUDA);
 
   EXPECT_EQ(gpu.losses, cpu.losses);
+  EXPECT_EQ(gpu.eval, cpu.eval);
   EXPECT_EQ(gpu.state, cpu.state);
   EXPECT_EQ(gpu.row, cpu.row);
   EXPECT_EQ(gpu.col, cpu.col);
@@ -113,16 +121,24 @@ void expect_device_run_equals_cpu(int depth) {
     col_up = 4 * (2 * q - 1) * W + emb + 4 * gpu.psi_vec;
   }
   if (d > 1) dep = 4 * gpu.psi_local;
-  EXPECT_EQ(gpu.row_st.to_host_bytes, kSteps * row_down);
-  EXPECT_EQ(gpu.row_st.to_device_bytes, kSteps * row_up);
-  EXPECT_EQ(gpu.col_st.to_host_bytes, kSteps * col_down);
-  EXPECT_EQ(gpu.col_st.to_device_bytes, kSteps * col_up);
+  // The evaluation's forward (q > 1): AB's and the head ABT's halves, LayerNorm forward, CE.
+  int64_t ev_row_down = 0, ev_row_up = 0, ev_col_down = 0, ev_col_up = 0;
+  if (q > 1) {
+    const int64_t a = L * 7 * N * Cl, z = N * V / q, ln = (2 * L + 1) * 8 * N + 12 * N;
+    ev_row_down = 4 * (a + q * z) + ln, ev_row_up = 4 * ((q - 1) * a + z) + ln;
+    ev_col_down = 4 * W + 4 * q * N * Cl, ev_col_up = 4 * (q - 1) * W + 4 * N * Cl;
+  }
+  EXPECT_EQ(gpu.row_st.to_host_bytes, kSteps * row_down + ev_row_down);
+  EXPECT_EQ(gpu.row_st.to_device_bytes, kSteps * row_up + ev_row_up);
+  EXPECT_EQ(gpu.col_st.to_host_bytes, kSteps * col_down + ev_col_down);
+  EXPECT_EQ(gpu.col_st.to_device_bytes, kSteps * col_up + ev_col_up);
   EXPECT_EQ(gpu.depth_st.to_host_bytes, kSteps * dep);
   EXPECT_EQ(gpu.depth_st.to_device_bytes, kSteps * dep);
-  const int64_t ids = kSteps * 4 * (kBatch / d * T + N);
-  EXPECT_EQ(dev.h2d_bytes(),
-            4 * gpu.psi_local + ids + kSteps * (row_up + col_up + dep));
-  EXPECT_EQ(dev.d2h_bytes(), 3 * 4 * gpu.psi_local + kSteps * (row_down + col_down + dep));
+  const int64_t ids = (kSteps + 1) * 4 * (kBatch / d * T + N);  // the steps' and the evaluation's
+  EXPECT_EQ(dev.h2d_bytes(), 4 * gpu.psi_local + ids + kSteps * (row_up + col_up + dep) +
+                                 ev_row_up + ev_col_up);
+  EXPECT_EQ(dev.d2h_bytes(), 3 * 4 * gpu.psi_local + kSteps * (row_down + col_down + dep) +
+                                 ev_row_down + ev_col_down);
   std::printf("rank %d: q=%d d=%d losses %.6f %.6f, h2d %lld B, d2h %lld B\n", world->rank(), q,
               d, gpu.losses[0], gpu.losses[1], static_cast<long long>(dev.h2d_bytes()),
               static_cast<long long>(dev.d2h_bytes()));
