@@ -195,6 +195,50 @@ class Table final : public KernelOps {
     return cpu_.count_nonfinite(x, n);
   }
 
+  // ---- 2D / 2.5D tensor parallelism (kernels/cpu/tp_grid.h).
+  void add_to(float* y, const float* x, int64_t n) override {
+    on_device("add_to", {y, x});
+    FakeDevice::Access a(dev_);
+    cpu_.add_to(y, x, n);
+  }
+  void bias_add(float* y, const float* b, long N, int C) override {
+    on_device("bias_add", {y, b});
+    FakeDevice::Access a(dev_);
+    cpu_.bias_add(y, b, N, C);
+  }
+  void layernorm_partial_sum(float* s, const float* x, long N, int Cl) override {
+    on_device("layernorm_partial_sum", {s, x});
+    FakeDevice::Access a(dev_);
+    cpu_.layernorm_partial_sum(s, x, N, Cl);
+  }
+  void layernorm_partial_sq(float* mean, float* s, const float* x, long N, int Cl,
+                            int C) override {
+    on_device("layernorm_partial_sq", {mean, s, x});
+    FakeDevice::Access a(dev_);
+    cpu_.layernorm_partial_sq(mean, s, x, N, Cl, C);
+  }
+  void layernorm_normalize(float* y, float* mean_out, float* rstd_out, const float* x,
+                           const float* w, const float* b, const float* mean, const float* s,
+                           long N, int Cl, int C) override {
+    on_device("layernorm_normalize", {y, mean_out, rstd_out, x, w, b, mean, s});
+    FakeDevice::Access a(dev_);
+    cpu_.layernorm_normalize(y, mean_out, rstd_out, x, w, b, mean, s, N, Cl, C);
+  }
+  void layernorm_backward_partial(float* s, const float* dy, const float* x, const float* w,
+                                  const float* mean, const float* rstd, long N, int Cl) override {
+    on_device("layernorm_backward_partial", {s, dy, x, w, mean, rstd});
+    FakeDevice::Access a(dev_);
+    cpu_.layernorm_backward_partial(s, dy, x, w, mean, rstd, N, Cl);
+  }
+  void layernorm_backward_apply(float* dx, const float* s, const float* dy, const float* x,
+                                const float* w, const float* mean, const float* rstd, long N,
+                                int Cl, int C) override {
+    on_device("layernorm_backward_apply", {dx, s, dy, x, w, mean, rstd});
+    FakeDevice::Access a(dev_);
+    cpu_.layernorm_backward_apply(dx, s, dy, x, w, mean, rstd, N, Cl, C);
+  }
+  // ---- end of 2D / 2.5D tensor parallelism.
+
  private:
   void on_device(const char* kernel, std::initializer_list<const void*> pointers) const {
     int i = 0;

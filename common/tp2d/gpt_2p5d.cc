@@ -1,30 +1,34 @@
 // The 2.5D walk (see gpt_2p5d.h).
 #include "common/tp2d/gpt_2p5d.h"
 
-#include <cstring>
 #include <stdexcept>
 #include <string>
 
 #include "common/tp2d/summa.h"
 #include "common/tp_grid/grid_cross_entropy.h"
 #include "common/tp_grid/grid_layernorm.h"
-#include "kernels/cpu/attention.h"
-#include "kernels/cpu/embedding.h"
-#include "kernels/cpu/gelu.h"
-#include "kernels/cpu/residual.h"
+#include "kernels/ops/kernel_ops.h"
 
 namespace llmp {
 namespace {
 
-Tensor act(int64_t n) { return Tensor::empty({n}, DType::kF32, MemCategory::kActivations); }
-Tensor tmp(int64_t n) { return Tensor::empty({n}, DType::kF32, MemCategory::kCommBuffers); }
-
-void add_bias(float* y, const float* b, int64_t N, int M) {
-  for (int64_t n = 0; n < N; ++n)
-    for (int m = 0; m < M; ++m) y[n * M + m] += b[m];
+// The n ids at `host` where the kernels of `d` read them: the pointer itself on the CPU, else a
+// copy on the device (4n bytes up) kept alive in `keep`.
+const int32_t* ids_on(Device d, const int32_t* host, int64_t n, Tensor& keep) {
+  if (d == Device::kCPU) return host;
+  keep = Tensor::empty({4 * n}, DType::kU8, MemCategory::kActivations, d);
+  allocator_for(d).copy(keep.raw(), d, host, Device::kCPU, n * int64_t(sizeof(int32_t)));
+  return keep.data<int32_t>();
 }
 
 }  // namespace
+
+Tensor Gpt2p5d::act(int64_t n) const {
+  return Tensor::empty({n}, DType::kF32, MemCategory::kActivations, dev_);
+}
+Tensor Gpt2p5d::tmp(int64_t n) const {
+  return Tensor::empty({n}, DType::kF32, MemCategory::kCommBuffers, dev_);
+}
 
 /// What one block's forward keeps for its backward (the block input x is kept by the walk).
 struct Gpt2p5d::Cache {
@@ -37,8 +41,8 @@ struct Gpt2p5d::Cache {
   }
 };
 
-Gpt2p5d::Gpt2p5d(const GPTConfig& cfg, Grid2p5d& grid)
-    : cfg_(cfg), g_(grid), layout_(cfg, grid.q(), grid.i(), grid.j()) {}
+Gpt2p5d::Gpt2p5d(const GPTConfig& cfg, Grid2p5d& grid, Device device)
+    : cfg_(cfg), g_(grid), layout_(cfg, grid.q(), grid.i(), grid.j()), dev_(device) {}
 
 const float* Gpt2p5d::at(const float* p, int l, const char* name) const {
   return p + layout_.at(l < 0 ? std::string(name) : "h." + std::to_string(l) + "." + name).offset;
@@ -51,28 +55,29 @@ Tensor Gpt2p5d::block_forward(const float* p, int l, const Tensor& x, int Bl, in
   const int q = g_.q(), C = cfg_.d, Cl = C / q, Hl = cfg_.heads / q;
   const int64_t N = int64_t(Bl) * T;
   ProcessGroup &row = g_.row(), &col = g_.col();
+  KernelOps& ops = kernel_ops(dev_);
   c.ln1 = act(N * Cl), c.m1 = act(N), c.r1 = act(N);
   grid_layernorm_forward(row, c.ln1.f32(), c.m1.f32(), c.r1.f32(), x.f32(),
-                         at(p, l, "ln_1.weight"), at(p, l, "ln_1.bias"), N, Cl, C);
+                         at(p, l, "ln_1.weight"), at(p, l, "ln_1.bias"), N, Cl, C, dev_);
   c.qkv = act(N * 3 * Cl);  // (N,Cl)@(Cl,3Cl): q, k, v of heads j·H/q ..
-  summa_ab(row, col, c.qkv.f32(), c.ln1.f32(), at(p, l, "attn.c_attn.weight"), N, Cl, 3 * Cl);
-  add_bias(c.qkv.f32(), at(p, l, "attn.c_attn.bias"), N, 3 * Cl);
+  summa_ab(row, col, c.qkv.f32(), c.ln1.f32(), at(p, l, "attn.c_attn.weight"), N, Cl, 3 * Cl, dev_);
+  ops.bias_add(c.qkv.f32(), at(p, l, "attn.c_attn.bias"), N, 3 * Cl);
   c.att = act(int64_t(Bl) * Hl * T * T), c.atty = act(N * Cl);  // whole sequences, Hl heads
-  cpu::attention_forward(c.atty.f32(), c.att.f32(), c.qkv.f32(), Bl, T, Cl, Hl);
+  ops.attention_forward(c.atty.f32(), c.att.f32(), c.qkv.f32(), Bl, T, Cl, Hl);
   Tensor proj = tmp(N * Cl);  // (N,Cl)@(Cl,Cl)
-  summa_ab(row, col, proj.f32(), c.atty.f32(), at(p, l, "attn.c_proj.weight"), N, Cl, Cl);
+  summa_ab(row, col, proj.f32(), c.atty.f32(), at(p, l, "attn.c_proj.weight"), N, Cl, Cl, dev_);
   c.res1 = act(N * Cl);
-  cpu::residual_bias_add(c.res1.f32(), x.f32(), proj.f32(), at(p, l, "attn.c_proj.bias"), N, Cl);
+  ops.residual_bias_add(c.res1.f32(), x.f32(), proj.f32(), at(p, l, "attn.c_proj.bias"), N, Cl);
   c.ln2 = act(N * Cl), c.m2 = act(N), c.r2 = act(N);
   grid_layernorm_forward(row, c.ln2.f32(), c.m2.f32(), c.r2.f32(), c.res1.f32(),
-                         at(p, l, "ln_2.weight"), at(p, l, "ln_2.bias"), N, Cl, C);
+                         at(p, l, "ln_2.weight"), at(p, l, "ln_2.bias"), N, Cl, C, dev_);
   c.fch = act(N * 4 * Cl), c.fchg = act(N * 4 * Cl);  // (N,Cl)@(Cl,4Cl)
-  summa_ab(row, col, c.fch.f32(), c.ln2.f32(), at(p, l, "mlp.c_fc.weight"), N, Cl, 4 * Cl);
-  add_bias(c.fch.f32(), at(p, l, "mlp.c_fc.bias"), N, 4 * Cl);
-  cpu::gelu_forward(c.fchg.f32(), c.fch.f32(), N * 4 * Cl);
-  summa_ab(row, col, proj.f32(), c.fchg.f32(), at(p, l, "mlp.c_proj.weight"), N, 4 * Cl, Cl);
+  summa_ab(row, col, c.fch.f32(), c.ln2.f32(), at(p, l, "mlp.c_fc.weight"), N, Cl, 4 * Cl, dev_);
+  ops.bias_add(c.fch.f32(), at(p, l, "mlp.c_fc.bias"), N, 4 * Cl);
+  ops.gelu_forward(c.fchg.f32(), c.fch.f32(), N * 4 * Cl);
+  summa_ab(row, col, proj.f32(), c.fchg.f32(), at(p, l, "mlp.c_proj.weight"), N, 4 * Cl, Cl, dev_);
   Tensor y = act(N * Cl);  // the next block's input: kept by the walk
-  cpu::residual_bias_add(y.f32(), c.res1.f32(), proj.f32(), at(p, l, "mlp.c_proj.bias"), N, Cl);
+  ops.residual_bias_add(y.f32(), c.res1.f32(), proj.f32(), at(p, l, "mlp.c_proj.bias"), N, Cl);
   return y;
 }
 
@@ -81,35 +86,36 @@ Tensor Gpt2p5d::block_backward(const float* p, float* g, int l, const Tensor& x,
   const int q = g_.q(), C = cfg_.d, Cl = C / q, Hl = cfg_.heads / q;
   const int64_t N = int64_t(Bl) * T;
   ProcessGroup &row = g_.row(), &col = g_.col();
+  KernelOps& ops = kernel_ops(dev_);
   // MLP: y = r1 + gelu(ln2·Wfc + bfc)·Wp2 + bp2.
   Tensor dres1 = tmp(N * Cl);
-  std::memcpy(dres1.f32(), dy.f32(), dy.nbytes());  // the residual passes dy through
-  cpu::residual_bias_backward(at(g, l, "mlp.c_proj.bias"), dy.f32(), N, Cl);
+  dres1.copy_from(dy);  // the residual passes dy through
+  ops.residual_bias_backward(at(g, l, "mlp.c_proj.bias"), dy.f32(), N, Cl);
   Tensor dh = tmp(N * 4 * Cl);  // dY·Wp2ᵀ: (N,Cl)@(Cl,4Cl)
-  summa_abt(row, col, dh.f32(), dy.f32(), at(p, l, "mlp.c_proj.weight"), N, Cl, 4 * Cl);
-  summa_atb(row, col, at(g, l, "mlp.c_proj.weight"), c.fchg.f32(), dy.f32(), N, 4 * Cl, Cl);
-  cpu::gelu_backward(dh.f32(), c.fch.f32(), dh.f32(), N * 4 * Cl);
-  cpu::residual_bias_backward(at(g, l, "mlp.c_fc.bias"), dh.f32(), N, 4 * Cl);
+  summa_abt(row, col, dh.f32(), dy.f32(), at(p, l, "mlp.c_proj.weight"), N, Cl, 4 * Cl, dev_);
+  summa_atb(row, col, at(g, l, "mlp.c_proj.weight"), c.fchg.f32(), dy.f32(), N, 4 * Cl, Cl, dev_);
+  ops.gelu_backward(dh.f32(), c.fch.f32(), dh.f32(), N * 4 * Cl);
+  ops.residual_bias_backward(at(g, l, "mlp.c_fc.bias"), dh.f32(), N, 4 * Cl);
   Tensor dln = tmp(N * Cl);  // dfch·Wfcᵀ: (N,4Cl)@(4Cl,Cl)
-  summa_abt(row, col, dln.f32(), dh.f32(), at(p, l, "mlp.c_fc.weight"), N, 4 * Cl, Cl);
-  summa_atb(row, col, at(g, l, "mlp.c_fc.weight"), c.ln2.f32(), dh.f32(), N, Cl, 4 * Cl);
+  summa_abt(row, col, dln.f32(), dh.f32(), at(p, l, "mlp.c_fc.weight"), N, 4 * Cl, Cl, dev_);
+  summa_atb(row, col, at(g, l, "mlp.c_fc.weight"), c.ln2.f32(), dh.f32(), N, Cl, 4 * Cl, dev_);
   grid_layernorm_backward(row, dres1.f32(), at(g, l, "ln_2.weight"), at(g, l, "ln_2.bias"),
                           dln.f32(), c.res1.f32(), at(p, l, "ln_2.weight"), c.m2.f32(),
-                          c.r2.f32(), N, Cl, C);
+                          c.r2.f32(), N, Cl, C, dev_);
   // Attention: r1 = x + attention(ln1·Wattn + battn)·Wproj + bproj.
-  cpu::residual_bias_backward(at(g, l, "attn.c_proj.bias"), dres1.f32(), N, Cl);
+  ops.residual_bias_backward(at(g, l, "attn.c_proj.bias"), dres1.f32(), N, Cl);
   Tensor datty = tmp(N * Cl);  // (N,Cl)@(Cl,Cl)
-  summa_abt(row, col, datty.f32(), dres1.f32(), at(p, l, "attn.c_proj.weight"), N, Cl, Cl);
-  summa_atb(row, col, at(g, l, "attn.c_proj.weight"), c.atty.f32(), dres1.f32(), N, Cl, Cl);
+  summa_abt(row, col, datty.f32(), dres1.f32(), at(p, l, "attn.c_proj.weight"), N, Cl, Cl, dev_);
+  summa_atb(row, col, at(g, l, "attn.c_proj.weight"), c.atty.f32(), dres1.f32(), N, Cl, Cl, dev_);
   Tensor dqkv = tmp(N * 3 * Cl), scratch = tmp(int64_t(T) * T);
-  cpu::attention_backward(dqkv.f32(), datty.f32(), c.qkv.f32(), c.att.f32(), scratch.f32(), Bl, T,
+  ops.attention_backward(dqkv.f32(), datty.f32(), c.qkv.f32(), c.att.f32(), scratch.f32(), Bl, T,
                           Cl, Hl);
-  cpu::residual_bias_backward(at(g, l, "attn.c_attn.bias"), dqkv.f32(), N, 3 * Cl);
-  summa_abt(row, col, dln.f32(), dqkv.f32(), at(p, l, "attn.c_attn.weight"), N, 3 * Cl, Cl);
-  summa_atb(row, col, at(g, l, "attn.c_attn.weight"), c.ln1.f32(), dqkv.f32(), N, Cl, 3 * Cl);
+  ops.residual_bias_backward(at(g, l, "attn.c_attn.bias"), dqkv.f32(), N, 3 * Cl);
+  summa_abt(row, col, dln.f32(), dqkv.f32(), at(p, l, "attn.c_attn.weight"), N, 3 * Cl, Cl, dev_);
+  summa_atb(row, col, at(g, l, "attn.c_attn.weight"), c.ln1.f32(), dqkv.f32(), N, Cl, 3 * Cl, dev_);
   grid_layernorm_backward(row, dres1.f32(), at(g, l, "ln_1.weight"), at(g, l, "ln_1.bias"),
                           dln.f32(), x.f32(), at(p, l, "ln_1.weight"), c.m1.f32(), c.r1.f32(), N,
-                          Cl, C);
+                          Cl, C, dev_);
   c = Cache();
   return dres1;  // dx = dy + the two sub-layers' input gradients
 }
@@ -125,14 +131,20 @@ double Gpt2p5d::forward_backward(const float* p, float* g, const int32_t* tokens
   const int Bl = Bd / q;
   const int64_t N = int64_t(Bl) * T;
   ProcessGroup &row = g_.row(), &col = g_.col();
+  KernelOps& ops = kernel_ops(dev_);
+  // The ids where the kernels read them: this depth layer's Bd·T tokens, this row block's N
+  // targets (on a device, 4Bd·T + 4N bytes up per call).
+  Tensor tokens_dev, targets_dev;
+  tokens = ids_on(dev_, tokens, int64_t(Bd) * T, tokens_dev);
+  const int32_t* row_targets = ids_on(dev_, targets + i * N, N, targets_dev);
   // Embedding: wte block (i,j) looks up all q·N rows of the layer's tokens in vocabulary block i,
   // and reduce_scatter over the column group sums the blocks, sequence block i to rank (h,i,j).
   Tensor look = tmp(q * N * Cl);
-  cpu::token_embedding_forward(look.f32(), tokens, at(p, -1, "wte.weight"), i * Vq, Vq, q * N, Cl);
+  ops.token_embedding_forward(look.f32(), tokens, at(p, -1, "wte.weight"), i * Vq, Vq, q * N, Cl);
   std::vector<Tensor> xs(L + 1);
   xs[0] = act(N * Cl);
   col.reduce_scatter(look, xs[0]);  // (q-1)/q·4·qN·Cl
-  cpu::position_embedding_forward(xs[0].f32(), at(p, -1, "wpe.weight"), Bl, T, 0, Cl);
+  ops.position_embedding_forward(xs[0].f32(), at(p, -1, "wpe.weight"), Bl, T, 0, Cl);
   std::vector<Cache> caches(L);
   for (int l = 0; l < L; ++l) {
     xs[l + 1] = block_forward(p, l, xs[l], Bl, T, caches[l]);
@@ -141,11 +153,12 @@ double Gpt2p5d::forward_backward(const float* p, float* g, const int32_t* tokens
   // Head: ln_f, logits block (i, vocabulary j) = Σ_k xf_ik·wte_jkᵀ, vocab-split cross-entropy.
   Tensor xf = act(N * Cl), mf = act(N), rf = act(N), z = act(N * Vq);
   grid_layernorm_forward(row, xf.f32(), mf.f32(), rf.f32(), xs[L].f32(), at(p, -1, "ln_f.weight"),
-                         at(p, -1, "ln_f.bias"), N, Cl, C);
-  summa_abt(row, col, z.f32(), xf.f32(), at(p, -1, "wte.weight"), N, Cl, Vq);  // (N,Cl)@(Cl,Vq)
+                         at(p, -1, "ln_f.bias"), N, Cl, C, dev_);
+  // (N,Cl)@(Cl,Vq)
+  summa_abt(row, col, z.f32(), xf.f32(), at(p, -1, "wte.weight"), N, Cl, Vq, dev_);
   const bool backward = g != nullptr;
-  double loss = grid_cross_entropy(row, z.f32(), targets + i * N, j * Vq, N, Vq, loss_scale,
-                                   backward);
+  double loss = grid_cross_entropy(row, z.f32(), row_targets, j * Vq, N, Vq, loss_scale,
+                                   backward, dev_);
   Tensor total = Tensor::empty({1}, DType::kF64, MemCategory::kCommBuffers);
   total.f64()[0] = loss;
   col.all_reduce(total);  // Σ over the layer's q row blocks: 2(q-1)/q·8
@@ -153,18 +166,18 @@ double Gpt2p5d::forward_backward(const float* p, float* g, const int32_t* tokens
   if (!backward) return loss;
   // Head backward: dxf = dz·wte (summa_ab), dwte += dzᵀ·xf (summa_atb).
   Tensor dx = tmp(N * Cl), dxf = tmp(N * Cl);
-  summa_ab(row, col, dxf.f32(), z.f32(), at(p, -1, "wte.weight"), N, Vq, Cl);
-  summa_atb(row, col, at(g, -1, "wte.weight"), z.f32(), xf.f32(), N, Vq, Cl);
+  summa_ab(row, col, dxf.f32(), z.f32(), at(p, -1, "wte.weight"), N, Vq, Cl, dev_);
+  summa_atb(row, col, at(g, -1, "wte.weight"), z.f32(), xf.f32(), N, Vq, Cl, dev_);
   dx.fill(0.0f);
   grid_layernorm_backward(row, dx.f32(), at(g, -1, "ln_f.weight"), at(g, -1, "ln_f.bias"),
                           dxf.f32(), xs[L].f32(), at(p, -1, "ln_f.weight"), mf.f32(), rf.f32(), N,
-                          Cl, C);
+                          Cl, C, dev_);
   for (int l = L - 1; l >= 0; --l) dx = block_backward(p, g, l, xs[l], caches[l], dx, Bl, T);
   // Embedding backward: wpe's columns j from this rank's rows, then all_gather the layer's rows
   // over the column group and scatter-add those whose token is in vocabulary block i.
-  cpu::position_embedding_backward(at(g, -1, "wpe.weight"), dx.f32(), Bl, T, 0, Cl);
+  ops.position_embedding_backward(at(g, -1, "wpe.weight"), dx.f32(), Bl, T, 0, Cl);
   col.all_gather(dx, look);  // (q-1)/q·4·qN·Cl
-  cpu::token_embedding_backward(at(g, -1, "wte.weight"), look.f32(), tokens, i * Vq, Vq, q * N, Cl);
+  ops.token_embedding_backward(at(g, -1, "wte.weight"), look.f32(), tokens, i * Vq, Vq, q * N, Cl);
   return loss;
 }
 

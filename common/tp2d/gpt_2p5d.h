@@ -39,10 +39,13 @@ namespace llmp {
 
 class Gpt2p5d {
  public:
-  /// `grid` must outlive the walk. Throws std::invalid_argument as Layout2p5d.
-  Gpt2p5d(const GPTConfig& cfg, Grid2p5d& grid);
+  /// `grid` must outlive the walk. Throws std::invalid_argument as Layout2p5d. `device`: where
+  /// params, grads, every activation and buffer of the walk live and its kernels run
+  /// (kernel_ops(device)); tokens and targets stay host ids (copied up per call on a device).
+  Gpt2p5d(const GPTConfig& cfg, Grid2p5d& grid, Device device = Device::kCPU);
   const GPTConfig& config() const { return cfg_; }
   const Layout2p5d& layout() const { return layout_; }
+  Device device() const { return dev_; }
 
   /// tokens, targets: the Bd = B/d sequences (Bd,T) of this rank's depth layer. Returns the sum of
   /// the per-token losses of this depth layer's q row blocks (the same on every rank of the
@@ -61,10 +64,13 @@ class Gpt2p5d {
                         const Tensor& dy, int Bl, int T);
   const float* at(const float* p, int l, const char* name) const;
   float* at(float* p, int l, const char* name) const;
+  Tensor act(int64_t n) const;  ///< an activation kept for the backward, on dev_
+  Tensor tmp(int64_t n) const;  ///< a buffer of the walk, on dev_
 
   GPTConfig cfg_;
   Grid2p5d& g_;
   Layout2p5d layout_;
+  Device dev_;
   int64_t block_bytes_ = 0;
 };
 

@@ -24,6 +24,13 @@
 // so a linear layer's forward + backward sends 12·N·K on the row group and 12·K·M/q on the
 // column group, in 3q + 3q calls.
 //
+// On a device (the last argument, Device::kCUDA): every pointer is that device's memory, the
+// broadcast and product buffers are allocated there, each step's product goes through
+// kernel_ops(device) into a scratch block and is added with KernelOps::add_to (the same
+// order of sums as on the CPU), and the broadcasts and reduces get device tensors (the MPI
+// backend stages them: a broadcast copies down at its root and up at the others, a reduce
+// down at every rank and up at its root).
+//
 // Glossary: q grid side, (i,j) this rank's row and column, N rows per block, Kl, Ml the
 // block widths of the inner and outer dimension.
 #pragma once
@@ -31,22 +38,23 @@
 #include <cstdint>
 
 #include "common/comm/process_group.h"
+#include "common/tensor/tensor.h"
 
 namespace llmp {
 
 /// Y (N,Ml) = Σ_k X_ik (N,Kl) · W_kj (Kl,Ml), OVERWRITTEN. `row`: the ranks (i,*), group rank =
 /// column; `col`: the ranks (*,j), group rank = row. q broadcasts on each.
 void summa_ab(ProcessGroup& row, ProcessGroup& col, float* Y, const float* X, const float* W,
-              int64_t N, int Kl, int Ml);
+              int64_t N, int Kl, int Ml, Device device = Device::kCPU);
 
 /// C (N,Kl) = Σ_j A_ij (N,Ml) · B_ljᵀ (Ml,Kl) for this rank's (i,l = its column), OVERWRITTEN.
 /// q broadcasts on `col`, q reduces on `row`.
 void summa_abt(ProcessGroup& row, ProcessGroup& col, float* C, const float* A, const float* B,
-               int64_t N, int Ml, int Kl);
+               int64_t N, int Ml, int Kl, Device device = Device::kCPU);
 
 /// C (Kl,Ml) += Σ_i A_ilᵀ (Kl,N) · B_ij (N,Ml) for this rank's (l = its row, j), ACCUMULATED.
 /// q broadcasts on `row`, q reduces on `col`.
 void summa_atb(ProcessGroup& row, ProcessGroup& col, float* C, const float* A, const float* B,
-               int64_t N, int Kl, int Ml);
+               int64_t N, int Kl, int Ml, Device device = Device::kCPU);
 
 }  // namespace llmp

@@ -43,6 +43,7 @@ StageSpec tp2d_stage_spec(const Tp2dStageOptions& o) {
   spec.name = o.name;
   spec.summary = o.summary;
   spec.default_world_size = o.default_world_size;
+  spec.supports_device = o.supports_device;
   // dp 1 × pp 1 × tp P: the tp group is every rank; the strategy cuts it into its grid.
   spec.grid = [](const TrainConfig& cfg) { return GridShape{1, 1, cfg.world_size}; };
   if (o.depth_flag)
@@ -59,7 +60,7 @@ StageSpec tp2d_stage_spec(const Tp2dStageOptions& o) {
     const std::string err = tp2d_config_error(ctx.cfg, opts->name, *depth);
     all_ranks_ok(err.empty(), err);
     return std::make_unique<Tp2p5dStrategy>(ctx.model.config(), ctx.grid.tp_group(), *depth,
-                                            ctx.opt, ctx.cfg.seed);
+                                            ctx.opt, ctx.cfg.seed, ctx.model.device());
   };
   return spec;
 }

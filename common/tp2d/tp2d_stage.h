@@ -32,6 +32,8 @@ struct Tp2dStageOptions {
   bool depth_flag = false;   ///< tp_2p5d: --depth d; tp_2d: d = 1
   int default_depth = 1;
   int default_world_size = 4;
+  /// --device cuda (fp32): the walk, its state and every group's buffers on the device.
+  bool supports_device = false;
 };
 
 /// The first problem with cfg on P = cfg.world_size ranks of depth d, as one line, or "" when

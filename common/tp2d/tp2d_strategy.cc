@@ -4,9 +4,11 @@
 #include <algorithm>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "common/plan/tp2d_formulas.h"
 #include "common/tensor/memory.h"
+#include "common/train/dp_util.h"
 
 namespace llmp {
 namespace {
@@ -20,19 +22,21 @@ int64_t calls(const ProcessGroup& g) {
 }  // namespace
 
 Tp2p5dStrategy::Tp2p5dStrategy(const GPTConfig& cfg, ProcessGroup& all, int depth,
-                               AdamWConfig opt, uint64_t seed) {
+                               AdamWConfig opt, uint64_t seed, Device device) {
   grid_ = std::make_unique<Grid2p5d>(all, depth);  // throws when P ≠ d·q²
   state_group_ = all.duplicate();
-  model_ = std::make_unique<Gpt2p5d>(cfg, *grid_);  // throws when q does not divide H, C, V
+  // Throws when q does not divide H, C, V.
+  model_ = std::make_unique<Gpt2p5d>(cfg, *grid_, device);
   const Layout2p5d& lay = model_->layout();
   const int64_t n = lay.num_params();
-  params_ = Tensor::empty({n}, DType::kF32, MemCategory::kParameters);
-  grads_ = Tensor::zeros({n}, DType::kF32, MemCategory::kGradients);
-  opt_ = std::make_unique<AdamW>(n, opt, lay.decay_ranges(opt.decay));
+  params_ = Tensor::empty({n}, DType::kF32, MemCategory::kParameters, device);
+  grads_ = Tensor::zeros({n}, DType::kF32, MemCategory::kGradients, device);
+  opt_ = std::make_unique<AdamW>(n, opt, lay.decay_ranges(opt.decay), DType::kF32, device);
   const GPT whole(cfg);  // the same initialisation as every stage, then this rank's blocks
-  std::vector<float> full(whole.layout().num_params());
+  std::vector<float> full(whole.layout().num_params()), local(n);
   whole.init_params(full.data(), seed);
-  lay.copy_from_full(full.data(), params_.f32());
+  lay.copy_from_full(full.data(), local.data());
+  from_host(params_, local.data());  // copied up once on a device: 4Ψ_local
 }
 
 BatchSlice Tp2p5dStrategy::batch_slice(int global_batch) const {
@@ -105,17 +109,27 @@ void Tp2p5dStrategy::all_to_full(const float* local, float* full) {
 }
 
 void Tp2p5dStrategy::get_state(float* params, float* exp_avg, float* exp_avg_sq) {
-  all_to_full(params_.f32(), params);
-  all_to_full(opt_->exp_avg().f32(), exp_avg);
-  all_to_full(opt_->exp_avg_sq().f32(), exp_avg_sq);
+  // Each state's blocks down to the host (4Ψ_local bytes; a copy on the CPU), gathered there.
+  std::vector<float> local(params_.numel());
+  for (const auto& [state, out] : {std::pair<const Tensor*, float*>{&params_, params},
+                                   {&opt_->exp_avg(), exp_avg},
+                                   {&opt_->exp_avg_sq(), exp_avg_sq}}) {
+    to_host(local.data(), *state);
+    all_to_full(local.data(), out);
+  }
 }
 
 void Tp2p5dStrategy::set_state(const float* params, const float* exp_avg,
                                const float* exp_avg_sq) {
+  // This rank's blocks of each whole state, cut on the host and copied up (4Ψ_local each).
   const Layout2p5d& lay = model_->layout();
-  lay.copy_from_full(params, params_.f32());
-  lay.copy_from_full(exp_avg, opt_->exp_avg().f32());
-  lay.copy_from_full(exp_avg_sq, opt_->exp_avg_sq().f32());
+  std::vector<float> local(params_.numel());
+  for (const auto& [full, state] : {std::pair<const float*, const Tensor*>{params, &params_},
+                                    {exp_avg, &opt_->exp_avg()},
+                                    {exp_avg_sq, &opt_->exp_avg_sq()}}) {
+    lay.copy_from_full(full, local.data());
+    from_host(*state, local.data());
+  }
 }
 
 std::vector<ReportRow> Tp2p5dStrategy::report() const {

@@ -14,6 +14,14 @@
 // The loss is summed over the row group (grid_cross_entropy), the column group and depth, so every
 // rank returns the global mean. get_state/set_state use the whole model's GPT-2 order.
 //
+// On a GPU (--device cuda, fp32): the walk runs on `device` (Gpt2p5d's kernel_ops(device)), and
+// the parameters, gradients, AdamW's m and v and every activation and broadcast/reduce buffer are
+// device memory; the row, column and depth groups get device tensors (an MPI backend stages them
+// through host buffers, common/comm/process_group_staging.h). What else crosses to the host: the
+// initial blocks, once (4Ψ_local up); each step's ids (the depth layer's B/d·T tokens and the row
+// block's targets, up); get_state's blocks (4Ψ_local down per state, gathered on the host) and
+// set_state's (up).
+//
 // Glossary: P = d·q² ranks, q grid side, d depth, B global batch, T sequence, Ψ_local
 // parameters per rank (tp2d_formulas.h).
 #pragma once
@@ -33,9 +41,10 @@ class Tp2p5dStrategy : public Strategy {
  public:
   /// Collective over `all` (P = depth·q² ranks). Every rank initialises the whole model from
   /// `seed` and keeps its blocks. Throws std::invalid_argument naming the values when P is not
-  /// depth·q² or q does not divide H, C, 4C and V.
+  /// depth·q² or q does not divide H, C, 4C and V. `device`: where the walk, the parameters,
+  /// gradients and optimizer state live (Device::kCUDA: --device cuda, fp32).
   Tp2p5dStrategy(const GPTConfig& cfg, ProcessGroup& all, int depth, AdamWConfig opt,
-                 uint64_t seed);
+                 uint64_t seed, Device device = Device::kCPU);
 
   /// Depth layer h's B/d sequences (B must be divisible by d·q; train_step throws otherwise).
   BatchSlice batch_slice(int global_batch) const override;
@@ -51,7 +60,7 @@ class Tp2p5dStrategy : public Strategy {
 
   const Grid2p5d& grid() const { return *grid_; }
   const Layout2p5d& layout() const { return model_->layout(); }
-  /// This rank's Ψ_local parameters (layout() order).
+  /// This rank's Ψ_local parameters (layout() order), on the strategy's device.
   const Tensor& local_params() const { return params_; }
   /// Bytes and calls of the last step on the row, column and depth group.
   double last_row_bytes() const { return row_bytes_; }

@@ -6,6 +6,9 @@
 // them over `group` (the ranks holding the other vocabulary blocks of the same rows):
 //   all_reduce max of the row maxima (N floats), all_reduce sum of [Σ exp | target logit]
 //   (2N floats): 2 calls, 2(n-1)/n·12N bytes sent per rank.
+// On a device (`device`, Device::kCUDA): z, y are that device's memory, the three passes are
+// kernel_ops(device)'s cross_entropy_* entries, and the all_reduced row maxima (4N) and sums
+// (8N) are device tensors, staged down and up by the MPI backend.
 // Shoeybi et al. 2019 (Megatron-LM), §3, parallel cross-entropy.
 // Glossary: N rows, Vr this rank's vocabulary entries [v0, v0 + Vr), n = group.size().
 #pragma once
@@ -13,6 +16,7 @@
 #include <cstdint>
 
 #include "common/comm/process_group.h"
+#include "common/tensor/tensor.h"
 
 namespace llmp {
 
@@ -21,6 +25,6 @@ namespace llmp {
 /// `backward`, z is OVERWRITTEN by dloss·(softmax - onehot) for this rank's vocabulary entries.
 /// Collective over `group` (2 all_reduces).
 double grid_cross_entropy(ProcessGroup& group, float* z, const int32_t* y, int v0, int64_t N,
-                          int Vr, float dloss, bool backward);
+                          int Vr, float dloss, bool backward, Device device = Device::kCPU);
 
 }  // namespace llmp

@@ -12,6 +12,11 @@
 //             dx = rstd·(dx̂ - mean_c(dx̂) - x̂·mean_c(dx̂·x̂)),  dx̂ = dy·w.
 // Each all_reduce sends 2(n-1)/n·S bytes per rank (S the buffer's bytes, n = group.size()).
 // On a group of one rank this is kernels/cpu/layernorm.h exactly.
+// On a device (`device`, Device::kCUDA): every pointer is that device's memory; the passes
+// between the all_reduces are KernelOps entries (kernels/cpu/tp_grid.h: layernorm_partial_sum,
+// _partial_sq, _normalize, _backward_partial, _backward_apply) of kernel_ops(device), and the
+// all_reduced buffers are device tensors (the MPI backend stages each down and up: 4N, 4N
+// forward, 8N backward each way).
 //
 // Ba, Kiros & Hinton 2016; the split follows Xu et al. 2021 (Optimus), §3.3.
 // Glossary: N = rows, Cl = cols (this rank's channels), C the whole row's channels, n ranks.
@@ -20,6 +25,7 @@
 #include <cstdint>
 
 #include "common/comm/process_group.h"
+#include "common/tensor/tensor.h"
 
 namespace llmp {
 
@@ -28,7 +34,7 @@ namespace llmp {
 /// (2 all_reduces of N floats). Throws std::invalid_argument when Cl·group.size() != C.
 void grid_layernorm_forward(ProcessGroup& group, float* y, float* mean, float* rstd,
                             const float* x, const float* w, const float* b, int64_t N, int Cl,
-                            int C);
+                            int C, Device device = Device::kCPU);
 
 /// Given dy (N,Cl): dx (N,Cl) += ∂L/∂x (ACCUMULATED, like cpu::layernorm_backward), and, when dw
 /// is not nullptr, dw (Cl) += Σ_rows dy·x̂, db (Cl) += Σ_rows dy over this rank's rows only (the
@@ -36,6 +42,6 @@ void grid_layernorm_forward(ProcessGroup& group, float* y, float* mean, float* r
 /// 2N floats).
 void grid_layernorm_backward(ProcessGroup& group, float* dx, float* dw, float* db, const float* dy,
                              const float* x, const float* w, const float* mean, const float* rstd,
-                             int64_t N, int Cl, int C);
+                             int64_t N, int Cl, int C, Device device = Device::kCPU);
 
 }  // namespace llmp

@@ -29,6 +29,7 @@
 #include "kernels/cuda/matmul.h"
 #include "kernels/cuda/reduce.h"
 #include "kernels/cuda/residual.h"
+#include "kernels/cuda/tp_grid.h"
 #include "kernels/ops/kernel_ops.h"
 
 namespace llmp {
@@ -184,6 +185,31 @@ class CudaKernelOps final : public KernelOps {
   int64_t count_nonfinite(const float* x, int64_t n) override {
     return cuda::count_nonfinite(x, n);
   }
+  // ---- 2D / 2.5D tensor parallelism (tp_grid.h).
+  void add_to(float* y, const float* x, int64_t n) override { cuda::add_to(y, x, n); }
+  void bias_add(float* y, const float* b, long N, int C) override { cuda::bias_add(y, b, N, C); }
+  void layernorm_partial_sum(float* s, const float* x, long N, int Cl) override {
+    cuda::layernorm_partial_sum(s, x, N, Cl);
+  }
+  void layernorm_partial_sq(float* mean, float* s, const float* x, long N, int Cl,
+                            int C) override {
+    cuda::layernorm_partial_sq(mean, s, x, N, Cl, C);
+  }
+  void layernorm_normalize(float* y, float* mean_out, float* rstd_out, const float* x,
+                           const float* w, const float* b, const float* mean, const float* s,
+                           long N, int Cl, int C) override {
+    cuda::layernorm_normalize(y, mean_out, rstd_out, x, w, b, mean, s, N, Cl, C);
+  }
+  void layernorm_backward_partial(float* s, const float* dy, const float* x, const float* w,
+                                  const float* mean, const float* rstd, long N, int Cl) override {
+    cuda::layernorm_backward_partial(s, dy, x, w, mean, rstd, N, Cl);
+  }
+  void layernorm_backward_apply(float* dx, const float* s, const float* dy, const float* x,
+                                const float* w, const float* mean, const float* rstd, long N,
+                                int Cl, int C) override {
+    cuda::layernorm_backward_apply(dx, s, dy, x, w, mean, rstd, N, Cl, C);
+  }
+  // ---- end of 2D / 2.5D tensor parallelism.
 };
 
 CudaKernelOps& the_table() {

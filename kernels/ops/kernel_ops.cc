@@ -14,6 +14,7 @@
 #include "kernels/cpu/layernorm.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/residual.h"
+#include "kernels/cpu/tp_grid.h"
 
 namespace llmp {
 namespace {
@@ -148,6 +149,31 @@ class CpuKernelOps final : public KernelOps {
     for (int64_t i = 0; i < n; ++i) count += std::isfinite(x[i]) ? 0 : 1;
     return count;
   }
+  // ---- 2D / 2.5D tensor parallelism (kernels/cpu/tp_grid.h).
+  void add_to(float* y, const float* x, int64_t n) override { cpu::add_to(y, x, n); }
+  void bias_add(float* y, const float* b, long N, int C) override { cpu::bias_add(y, b, N, C); }
+  void layernorm_partial_sum(float* s, const float* x, long N, int Cl) override {
+    cpu::layernorm_partial_sum(s, x, N, Cl);
+  }
+  void layernorm_partial_sq(float* mean, float* s, const float* x, long N, int Cl,
+                            int C) override {
+    cpu::layernorm_partial_sq(mean, s, x, N, Cl, C);
+  }
+  void layernorm_normalize(float* y, float* mean_out, float* rstd_out, const float* x,
+                           const float* w, const float* b, const float* mean, const float* s,
+                           long N, int Cl, int C) override {
+    cpu::layernorm_normalize(y, mean_out, rstd_out, x, w, b, mean, s, N, Cl, C);
+  }
+  void layernorm_backward_partial(float* s, const float* dy, const float* x, const float* w,
+                                  const float* mean, const float* rstd, long N, int Cl) override {
+    cpu::layernorm_backward_partial(s, dy, x, w, mean, rstd, N, Cl);
+  }
+  void layernorm_backward_apply(float* dx, const float* s, const float* dy, const float* x,
+                                const float* w, const float* mean, const float* rstd, long N,
+                                int Cl, int C) override {
+    cpu::layernorm_backward_apply(dx, s, dy, x, w, mean, rstd, N, Cl, C);
+  }
+  // ---- end of 2D / 2.5D tensor parallelism.
 };
 
 KernelOps*& slot(Device d) {

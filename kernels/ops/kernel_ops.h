@@ -120,6 +120,25 @@ class KernelOps {
   /// The number of infinite or NaN elements of x[0..n) (fp32), returned to the host.
   virtual int64_t count_nonfinite(const float* x, int64_t n) = 0;
 
+  // ---- 2D / 2.5D tensor parallelism (kernels/cpu/tp_grid.h): SUMMA's accumulation, a bias on
+  // a product's rows, and the LayerNorm of rows split over a group, in the passes between which
+  // common/tp_grid all-reduces partial row sums.
+  virtual void add_to(float* y, const float* x, int64_t n) = 0;
+  virtual void bias_add(float* y, const float* b, long N, int C) = 0;
+  virtual void layernorm_partial_sum(float* s, const float* x, long N, int Cl) = 0;
+  virtual void layernorm_partial_sq(float* mean, float* s, const float* x, long N, int Cl,
+                                    int C) = 0;
+  virtual void layernorm_normalize(float* y, float* mean_out, float* rstd_out, const float* x,
+                                   const float* w, const float* b, const float* mean,
+                                   const float* s, long N, int Cl, int C) = 0;
+  virtual void layernorm_backward_partial(float* s, const float* dy, const float* x,
+                                          const float* w, const float* mean, const float* rstd,
+                                          long N, int Cl) = 0;
+  virtual void layernorm_backward_apply(float* dx, const float* s, const float* dy,
+                                        const float* x, const float* w, const float* mean,
+                                        const float* rstd, long N, int Cl, int C) = 0;
+  // ---- end of 2D / 2.5D tensor parallelism.
+
   /// "" when the device can run these kernels now, else why not ("no CUDA device
   /// (cudaGetDeviceCount: ...)"): a table can be linked into a binary on a machine without its
   /// device. The CPU's always can.

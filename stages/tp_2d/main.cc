@@ -10,5 +10,6 @@ int main(int argc, char** argv) {
   o.depth_flag = false;
   o.default_depth = 1;
   o.default_world_size = 4;
+  o.supports_device = true;  // --device cuda (fp32): SUMMA's products and buffers on the device
   return llmp::train_main(argc, argv, llmp::tp2d_stage_spec(o));
 }
