@@ -283,11 +283,9 @@ TEST_F(KernelsTwin, AdamWFp32WithDecayRanges) {
     CUDA_CHECK(cudaMemcpy(g_d.p, g.data(), 4 * n, cudaMemcpyHostToDevice));
     opt_d.step(p_d.p, g_d.p, t);
   }
-  Vec m_d(n);
-  CUDA_CHECK(cudaMemcpy(m_d.data(), opt_d.exp_avg().f32(), 4 * n, cudaMemcpyDeviceToHost));
   const Vec m_ref(opt.exp_avg().f32(), opt.exp_avg().f32() + n);
   EXPECT_LE(rel_err(p_d.get(), p, "adamw params"), kElem);
-  EXPECT_LE(rel_err(m_d, m_ref, "adamw m"), kElem);
+  EXPECT_LE(rel_err(test::from_device(opt_d.exp_avg().raw(), n), m_ref, "adamw m"), kElem);
 }
 
 TEST_F(KernelsTwin, AdamWMixedBf16ParamsF16Grads) {
@@ -309,12 +307,10 @@ TEST_F(KernelsTwin, AdamWMixedBf16ParamsF16Grads) {
     CUDA_CHECK(cudaMemcpy(g16_d.raw(), g16.raw(), 2 * n, cudaMemcpyHostToDevice));
     opt_d.step_mixed(p16_d, g16_d, 0.125f, t, n);
   }
-  Vec master_d(n);
-  std::vector<uint16_t> p(n);
-  CUDA_CHECK(cudaMemcpy(master_d.data(), opt_d.master().f32(), 4 * n, cudaMemcpyDeviceToHost));
-  CUDA_CHECK(cudaMemcpy(p.data(), p16_d.raw(), 2 * n, cudaMemcpyDeviceToHost));
+  const std::vector<uint16_t> p = test::from_device<uint16_t>(p16_d.raw(), n);
   const Vec master_ref(opt.master().f32(), opt.master().f32() + n);
-  EXPECT_LE(rel_err(master_d, master_ref, "adamw master"), kElem);
+  EXPECT_LE(rel_err(test::from_device(opt_d.master().raw(), n), master_ref, "adamw master"),
+            kElem);
   const uint16_t* ref = static_cast<const uint16_t*>(p16.raw());
   int64_t off_by_more = 0;  // a master a few ulp away may round to the neighbouring bf16
   for (int64_t i = 0; i < n; ++i) off_by_more += std::abs(int(p[i]) - int(ref[i])) > 1;

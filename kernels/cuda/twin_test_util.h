@@ -49,6 +49,14 @@ struct Dev {
 };
 using DevF = Dev<float>;
 
+/// n elements of device memory at p (a device tensor's raw(), say), copied to the host.
+template <typename T = float>
+std::vector<T> from_device(const void* p, size_t n) {
+  std::vector<T> h(n);
+  CUDA_CHECK(cudaMemcpy(h.data(), p, sizeof(T) * n, cudaMemcpyDeviceToHost));
+  return h;
+}
+
 /// max_i |got_i - ref_i| / max(1, max_i |ref_i|), printed under `what`.
 inline float rel_err(const Vec& got, const Vec& ref, const char* what) {
   EXPECT_EQ(got.size(), ref.size()) << what;
