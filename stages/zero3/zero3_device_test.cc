@@ -16,6 +16,8 @@
 // host shard (nothing up) and the updated shard is copied up (4·S_r, or 2·S_r in 16 bits).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <memory>
 #include <stdexcept>
@@ -25,6 +27,8 @@
 #include "common/testing/fake_device.h"
 #include "common/testing/fake_kernel_ops.h"
 #include "common/train/dp_util.h"
+#include "common/train/offload.h"
+#include "kernels/cpu/convert.h"
 #include "stages/zero3/zero3.h"
 #include "tests/device_run.h"
 #include "tests/stage_test_util.h"
@@ -234,6 +238,44 @@ TEST(Zero3Offload, Fp16SkipsAnOverflowOnOneRankOnEveryRank) {
   expect_mixed_offload_equals_zero3_on_the_cpu(TrainPrecision::kFP16, kSteps - 1);
   unsetenv("LLMP_TEST_OVERFLOW_STEP");
   unsetenv("LLMP_TEST_OVERFLOW_RANKS");
+}
+
+// fp16's overflow check on the HOST gradient shard, agreed over the ranks (OffloadedShard::step):
+// an inf in rank 0's shard only skips the step on every rank, copies nothing up and leaves the
+// master unchanged; S halves on both; the next, clean step applies on both (2·n bytes up). Set
+// by hand: through the walk an overflow on one rank reaches every rank's shard (the
+// reduce-scatter sums it in), so the test above cannot tell a local check from an agreed one.
+TEST(Zero3Offload, Fp16InfInOneRanksHostShardSkipsOnEveryRank) {
+  testing::FakeDevice dev(/*guarded=*/true);
+  testing::FakeKernelOps ops(dev);
+  const GPT model = GPT(GPTConfig::preset("tiny"), TpComm::none(), DType::kF16)
+                        .with_device(Device::kCUDA);
+  auto dp = test_world().duplicate();
+  MixedPrecisionConfig cfg;
+  cfg.precision = TrainPrecision::kFP16;
+  cfg.scaler.scale = 1024.0f;
+  MixedPrecision mp(model, cfg, dp.get());
+  const int64_t n = 1000;
+  AdamW opt(n, AdamWConfig{}, {{0, n}}, DType::kF16, Device::kCPU);  // master, m, v on the host
+  for (int64_t i = 0; i < n; ++i) opt.master().f32()[i] = 0.01f * static_cast<float>(i % 7);
+  const Tensor shard = Tensor::zeros({n}, DType::kF16, MemCategory::kParameters, Device::kCUDA);
+  round_from_host(shard, opt.master().f32());
+  OffloadedShard offloaded(shard, n);
+  Tensor grads = Tensor::zeros({n}, DType::kF16, MemCategory::kGradients);  // the host shard
+  std::vector<float> g(n, 0.5f);
+  if (dp->rank() == 0) g[n - 1] = INFINITY;
+  cpu::round_to(g.data(), grads.raw(), DType::kF16, n);
+  const std::vector<float> master(opt.master().f32(), opt.master().f32() + n);
+  const int64_t up = dev.h2d_bytes();
+  EXPECT_FALSE(offloaded.step(mp, opt, grads, 1)) << "rank " << dp->rank() << " applied it";
+  EXPECT_EQ(dev.h2d_bytes(), up) << "a skipped step copies nothing up";
+  EXPECT_EQ(std::vector<float>(opt.master().f32(), opt.master().f32() + n), master);
+  EXPECT_EQ(mp.skipped_steps(), 1);
+  EXPECT_EQ(mp.loss_scale(), 512.0f);
+  std::fill(g.begin(), g.end(), 0.5f);
+  cpu::round_to(g.data(), grads.raw(), DType::kF16, n);
+  EXPECT_TRUE(offloaded.step(mp, opt, grads, 2));
+  EXPECT_EQ(dev.h2d_bytes(), up + 2 * n) << "the updated shard, 2 bytes per element";
 }
 
 // In bf16 the device keeps only the 2⌈Ψ/N⌉ parameter shard: 16⌈Ψ/N⌉ -> 2⌈Ψ/N⌉, the host
