@@ -65,9 +65,10 @@ TEST(Zero2OnDevice, Bf16EqualsZero2Bf16OnTheCpu) {
   expect_mixed_zero2_equals_cpu(TrainPrecision::kBF16);
 }
 
-// fp16 with an overflow injected at step 2 on rank 0 only: rank 1's shard is clean, so only the
-// agreement over the ranks makes it skip too; on the device as on the CPU (a rank that did not
-// skip would leave the parameters, hence the comparison, different).
+// fp16 with an overflow injected at step 2 on rank 0 only: skipped on every rank, on the device as
+// on the CPU. Rank 1's shard is NOT clean: the reduce-scatter sums rank 0's inf into it (a rank
+// deciding on its own shard skips here too; Zero3Offload.Fp16InfInOneRanksHostShardSkipsOnEveryRank
+// sets one rank's shard by hand for that).
 TEST(Zero2OnDevice, Fp16SkipsAnOverflowOnOneRankOnEveryRankAsOnTheCpu) {
   setenv("LLMP_TEST_OVERFLOW_STEP", "2", 1);
   setenv("LLMP_TEST_OVERFLOW_RANKS", "0", 1);

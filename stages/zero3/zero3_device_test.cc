@@ -93,8 +93,9 @@ TEST(Zero3OnDevice, Bf16EqualsZero3Bf16OnTheCpu) {
   expect_mixed_zero3_equals_cpu(TrainPrecision::kBF16);
 }
 
-// fp16 with an overflow injected at step 2 on rank 0 only: rank 1's gradient shard is clean, so
-// only the agreement over the ranks makes it skip too, on the device as on the CPU.
+// fp16 with an overflow injected at step 2 on rank 0 only: skipped on every rank, on the device as
+// on the CPU. (The reduce-scatter sums rank 0's inf into rank 1's shard too, so this does not
+// isolate the agreement over the ranks: Zero3Offload.Fp16InfInOneRanksHostShardSkipsOnEveryRank.)
 TEST(Zero3OnDevice, Fp16SkipsAnOverflowOnOneRankOnEveryRankAsOnTheCpu) {
   setenv("LLMP_TEST_OVERFLOW_STEP", "2", 1);
   setenv("LLMP_TEST_OVERFLOW_RANKS", "0", 1);
