@@ -116,10 +116,11 @@ StagingStats expect_device_run_equals_cpu(const DpStrategyFactory& make, int ste
   return st;
 }
 
-OffloadBytes measure_offload(const OffloadFactory& make) {
+OffloadBytes measure_offload(const OffloadFactory& make, TrainPrecision precision) {
   testing::FakeDevice dev(/*guarded=*/true);
   testing::FakeKernelOps ops(dev);
-  const GPT model = GPT(GPTConfig::preset("tiny")).with_device(Device::kCUDA);
+  const GPT model = GPT(GPTConfig::preset("tiny"), TpComm::none(), storage_dtype(precision))
+                        .with_device(Device::kCUDA);
   const int64_t T = model.config().ctx;
   const int B = 2 * test_world().size();
   std::vector<int32_t> ids(4 * T);  // this rank's 2 sequences of tokens, then of targets
@@ -148,10 +149,11 @@ OffloadBytes measure_offload(const OffloadFactory& make) {
   return b;
 }
 
-void expect_offload_resumes_exactly(const OffloadFactory& make) {
+void expect_offload_resumes_exactly(const OffloadFactory& make, TrainPrecision precision) {
   testing::FakeDevice dev(/*guarded=*/true);
   testing::FakeKernelOps ops(dev);
-  const GPT model = GPT(GPTConfig::preset("tiny")).with_device(Device::kCUDA);
+  const GPT model = GPT(GPTConfig::preset("tiny"), TpComm::none(), storage_dtype(precision))
+                        .with_device(Device::kCUDA);
   const int64_t T = model.config().ctx, psi = model.layout().num_params();
   const int B = 2 * test_world().size();
   std::vector<int32_t> ids(4 * T);

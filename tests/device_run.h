@@ -62,13 +62,18 @@ struct OffloadBytes {
 
 /// On a guarded FakeDevice, one training step of tiny (2 sequences per rank) without and then
 /// with ZeRO-Offload, each measured by the tracker per device; gtest EXPECTs every report row of
-/// the offloaded stage to agree with its formula (report_row_ok). Collective over test_world().
-OffloadBytes measure_offload(const OffloadFactory& make);
+/// the offloaded stage to agree with its formula (report_row_ok). `precision`: the model's
+/// activations in storage_dtype(precision); the factory must build the stage in that precision.
+/// Collective over test_world().
+OffloadBytes measure_offload(const OffloadFactory& make,
+                             TrainPrecision precision = TrainPrecision::kFP32);
 
-/// A checkpoint resumed into an offloaded stage (set_state) must refresh the host's master shard:
-/// on a guarded FakeDevice, stage A trains a step and saves (get_state), a fresh B loads it,
-/// both train the same next step; gtest EXPECTs their states bit-identical.
-void expect_offload_resumes_exactly(const OffloadFactory& make);
+/// A checkpoint resumed into an offloaded stage (set_state) must restore the host's master shard
+/// (fp32: refreshed from the device; 16-bit: AdamW's, written on the host): on a guarded
+/// FakeDevice, stage A trains a step and saves (get_state), a fresh B loads it, both train the
+/// same next step; gtest EXPECTs their states bit-identical. `precision` as measure_offload.
+void expect_offload_resumes_exactly(const OffloadFactory& make,
+                                    TrainPrecision precision = TrainPrecision::kFP32);
 /// The same in mixed precision (--precision bf16 / fp16): the model's activations in
 /// storage_dtype(precision), the factory building the stage with that precision. The initial
 /// parameters cross rounded to 16 bits (2Ψ, not 4Ψ); `copies.up` must hold the stage's fp32

@@ -10,7 +10,8 @@ namespace llmp {
 void OffloadFlag::add(CLI::App& app) {
   app.add_option("--offload", what_,
                  "ZeRO-Offload: 'optimizer' keeps the gradient shard, the fp32 master shard and "
-                 "AdamW's m and v on the host and steps AdamW on the CPU (needs --device cuda); "
+                 "AdamW's m and v on the host and steps AdamW on the CPU (needs --device cuda; "
+                 "fp32, bf16 or fp16); "
                  "'none' (default) keeps them beside the parameters")
       ->check(CLI::IsMember({"none", "optimizer"}));
 }
@@ -20,10 +21,6 @@ void OffloadFlag::validate(const TrainConfig& cfg) const {
   if (cfg.device == "cpu")
     user_error("--offload optimizer with --device cpu: the optimizer state is already on the "
                "host (ZeRO-Offload moves it off a GPU: add --device cuda)");
-  if (cfg.precision != "fp32")
-    user_error("--offload optimizer --precision " + cfg.precision +
-               ": ZeRO-Offload trains in fp32 only so far (bf16/fp16 on the GPU: without "
-               "--offload)");
 }
 
 }  // namespace llmp

@@ -19,8 +19,9 @@ Zero2Strategy::Zero2Strategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt
       shards_(model.layout().num_params(), dp.size()),
       params_(mp_.new_buffer(model.layout().num_params(), MemCategory::kParameters)),
       // Offloaded: the gradient shard and the optimizer on the host, whatever the model's device.
+      // 16-bit: the shard stays 16-bit there (what crosses down, 2 bytes per element).
       grad_shard_(offload_optimizer
-                      ? Tensor::zeros({shards_.padded}, DType::kF32, MemCategory::kGradients)
+                      ? Tensor::zeros({shards_.padded}, mp_.dtype(), MemCategory::kGradients)
                       : mp_.new_buffer(shards_.padded, MemCategory::kGradients)),
       opt_(shards_.padded, opt,
            slice_ranges(decay_ranges(model.layout(), opt.decay), shards_.begin[dp.rank()],
@@ -35,12 +36,12 @@ Zero2Strategy::Zero2Strategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt
     throw std::invalid_argument("Zero2Strategy: the constant buffer is host memory; --device " +
                                 dev + " runs without --constant_buffer_mb");
   if (offload_) {
-    const std::string err = offload_error("Zero2Strategy", model.device(), mp_.dtype());
+    const std::string err = offload_error("Zero2Strategy", model.device());
     if (!err.empty()) throw std::invalid_argument(err);
   }
   // Same seed on every rank: same replicas; the master shard is this rank's slice of them.
   mp_.init(seed, params_, opt_, shards_.begin[dp.rank()]);
-  if (offload_)  // the host's master copy of the shard: copied down once
+  if (offload_)  // fp32: the host's master copy of the shard, copied down once (16-bit: AdamW's)
     offloaded_ = std::make_unique<OffloadedShard>(
         params_.narrow(shards_.begin[dp.rank()], shards_.count[dp.rank()]), shards_.padded);
 }
@@ -89,7 +90,7 @@ double Zero2Strategy::train_step(const int32_t* tokens, const int32_t* targets, 
   const int64_t begin = shards_.begin[r], count = shards_.count[r];
   //    Offloaded: on the host's master shard, then copied up into the device parameters.
   if (offload_)
-    offloaded_->step(mp_, opt_, grad_shard_, step);  // 4·count bytes up after the update
+    offloaded_->step(mp_, opt_, grad_shard_, step);  // b·count bytes up after the update
   else
     mp_.optimizer_step(opt_, params_.narrow(begin, count), grad_shard_, step, count);
 
@@ -127,7 +128,8 @@ std::vector<ReportRow> Zero2Strategy::report() const {
   const int N = dp_.size();
   const MemoryPlan plan = plan_memory(DPStage::kZeRO2, psi, N, mp_.plan(), /*padded=*/true);
   const bool mixed = mp_.mixed();
-  auto rows = offload_ ? offload_memory_rows(model_.device(), 4 * psi, "4Ψ", shards_.padded)
+  auto rows = offload_ ? offload_memory_rows(model_.device(), (mixed ? 2 : 4) * psi,
+                                             mixed ? "2Ψ" : "4Ψ", shards_.padded, mp_.dtype())
              : mixed    ? memory_rows(plan, "2Ψ", "2⌈Ψ/N⌉", "12⌈Ψ/N⌉")
                         : memory_rows(plan, "4Ψ", "4⌈Ψ/N⌉", "8⌈Ψ/N⌉");
   // The full gradient never exists. fp32: at most the shard, unit 0 and one other unit at a
@@ -137,7 +139,11 @@ std::vector<ReportRow> Zero2Strategy::report() const {
   int64_t largest = 0, largest_any = lay.unit_numel(0);
   for (int u = 1; u < lay.num_units(); ++u) largest = std::max(largest, lay.unit_numel(u));
   largest_any = std::max(largest_any, largest);
-  if (mixed)
+  if (mixed && offload_)  // the 16-bit shard is on the host: on the device one 16-bit unit
+    rows.push_back({std::string("gradients on ") + to_string(model_.device()) + ", peak in step",
+                    static_cast<double>(last_step_peak_grads_), 2.0 * largest_any,
+                    "2·largest unit"});
+  else if (mixed)
     rows.push_back({"gradients, peak in step", static_cast<double>(last_step_peak_grads_),
                     2.0 * (shards_.padded + largest_any), "2(⌈Ψ/N⌉ + largest unit)"});
   else if (offload_)  // the shard is on the host: on the device only the units, as they go

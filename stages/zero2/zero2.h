@@ -36,7 +36,11 @@
 // AdamW on the CPU. Per step: each unit's device gradient is reduce-scattered into the host shard
 // (the gradients copied down), AdamW updates the host master shard, which is copied up into the
 // device parameters (4⌈Ψ/N⌉ bytes) and all-gathered there. Device model states: 4Ψ instead of
-// 4Ψ + 12⌈Ψ/N⌉; results bit-identical (the same AdamW, elsewhere).
+// 4Ψ + 12⌈Ψ/N⌉; results bit-identical (the same AdamW, elsewhere). In bf16/fp16 (the paper's
+// setting): the 16-bit gradient shard on the host (2 bytes per element cross down), the fp32
+// master, m, v there as AdamW's state, the update rounded on the host and copied up in 16 bits
+// (2⌈Ψ/N⌉); device 2Ψ instead of 2Ψ + 14⌈Ψ/N⌉, host 14⌈Ψ/N⌉; bit-identical to ZeRO-2 in the
+// same precision.
 //
 // Glossary: B global batch, T sequence length, C channels, L layers, N ranks, Ψ parameters,
 // S = ⌈Ψ/N⌉ shard size, r this rank, cap the constant buffer's bytes.
@@ -64,7 +68,7 @@ class Zero2Strategy : public MixedPrecisionStrategy {
   /// precision (the model's activation dtype must match it). `constant_buffer_mb` > 0: ZeRO-R's
   /// constant buffer of that many MiB (0: off; a bad value throws std::invalid_argument with
   /// constant_buffer_mb_error's message). `offload_optimizer`: ZeRO-Offload; needs a model on a
-  /// device, fp32 and no constant buffer (else std::invalid_argument naming what).
+  /// device (any precision) and no constant buffer (else std::invalid_argument naming what).
   Zero2Strategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt, uint64_t seed,
                 MixedPrecisionConfig mp = {}, double constant_buffer_mb = 0,
                 bool offload_optimizer = false);
@@ -83,7 +87,8 @@ class Zero2Strategy : public MixedPrecisionStrategy {
   /// the constant buffer also "comm buffer, peak in step" (MemoryTracker's kCommBuffers peak
   /// during the last step) next to the bound "cap". Offloaded: the model states per device
   /// (MemoryTracker per device: on the GPU 4Ψ of parameters and nothing else between steps; on
-  /// the host 4⌈Ψ/N⌉ each of master shard and gradient shard, 8⌈Ψ/N⌉ of m and v).
+  /// the host 4⌈Ψ/N⌉ each of master shard and gradient shard, 8⌈Ψ/N⌉ of m and v; 16-bit: 2Ψ on
+  /// the GPU, on the host 2⌈Ψ/N⌉ of gradients and 12⌈Ψ/N⌉ of master, m and v).
   std::vector<ReportRow> report() const override;
 
   const ShardLayout& shards() const { return shards_; }
@@ -104,7 +109,7 @@ class Zero2Strategy : public MixedPrecisionStrategy {
   Tensor grad_shard_;  // S: the summed gradients of this rank's shard, in mp_.dtype()
   AdamW opt_;          // m, v (and the fp32 master weights when 16-bit): S each
   bool offload_;       // ZeRO-Offload: grad_shard_ and opt_ on the host, and offloaded_
-  std::unique_ptr<OffloadedShard> offloaded_;  // the host's fp32 master copy of the shard
+  std::unique_ptr<OffloadedShard> offloaded_;  // the host side of the shard (offload.h)
   MetricsReducer metrics_;
   double last_step_bytes_ = 0;
   int64_t last_step_peak_grads_ = 0;

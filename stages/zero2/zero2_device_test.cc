@@ -65,9 +65,10 @@ TEST(Zero2OnDevice, Bf16EqualsZero2Bf16OnTheCpu) {
   expect_mixed_zero2_equals_cpu(TrainPrecision::kBF16);
 }
 
-// fp16 with an overflow injected at step 2 on rank 0 only: rank 1's shard is clean, so only the
-// agreement over the ranks makes it skip too; on the device as on the CPU (a rank that did not
-// skip would leave the parameters, hence the comparison, different).
+// fp16 with an overflow injected at step 2 on rank 0 only: skipped on every rank, on the device as
+// on the CPU. Rank 1's shard is NOT clean: the reduce-scatter sums rank 0's inf into it (a rank
+// deciding on its own shard skips here too; Zero3Offload.Fp16InfInOneRanksHostShardSkipsOnEveryRank
+// sets one rank's shard by hand for that).
 TEST(Zero2OnDevice, Fp16SkipsAnOverflowOnOneRankOnEveryRankAsOnTheCpu) {
   setenv("LLMP_TEST_OVERFLOW_STEP", "2", 1);
   setenv("LLMP_TEST_OVERFLOW_RANKS", "0", 1);
@@ -122,6 +123,76 @@ TEST(Zero2Offload, ResumesExactly) {
     return std::make_unique<Zero2Strategy>(model, dp, AdamWConfig{}, 5, MixedPrecisionConfig{},
                                            0.0, offload);
   });
+}
+
+// ZeRO-Offload in 16 bits (the paper's setting, common/train/offload.h): bit-identical to ZeRO-2
+// in the same precision on the CPU (the same 16-bit reduce-scatter and mixed AdamW kernel on the
+// same values). Its own copies: the 16-bit parameters up at the start (2Ψ), each applied step's
+// updated shard rounded on the host and copied up in 16 bits (2·S_r), nothing down (the fp32
+// master is initialised on the host; get_state gathers the host's master, m and v). The
+// staging: the reduce-scatters read the device's 16-bit unit gradients (2Ψ down) into the HOST
+// 16-bit shard (nothing up); the all_gather reads the device shard (2·S_r down) and writes the
+// device parameters (2Ψ up). `applied`: the steps not skipped.
+void expect_mixed_offload_equals_zero2_on_the_cpu(TrainPrecision precision, int applied) {
+  const int64_t psi = GPT(GPTConfig::preset("tiny")).layout().num_params();
+  const ShardLayout shards(psi, test_world().size());
+  const int64_t shard = shards.count[test_world().rank()];
+  DirectCopies copies;
+  copies.up = applied * 2 * shard;
+  copies.down = 0;
+  MixedPrecisionConfig mp;
+  mp.precision = precision;
+  mp.scaler.scale = 1024.0f;  // fp16 only
+  const StagingStats st = expect_device_run_equals_cpu(
+      [mp](const GPT& model, ProcessGroup& dp, AdamWConfig opt, uint64_t seed) {
+        return std::make_unique<Zero2Strategy>(model, dp, opt, seed, mp, 0.0,
+                                               model.device() != Device::kCPU);
+      },
+      kSteps, copies, precision);
+  EXPECT_EQ(st.to_host_bytes, kSteps * 2 * (psi + shard));
+  EXPECT_EQ(st.to_device_bytes, kSteps * 2 * psi);
+}
+
+TEST(Zero2Offload, Bf16EqualsZero2Bf16OnTheCpuWith16BitCopies) {
+  expect_mixed_offload_equals_zero2_on_the_cpu(TrainPrecision::kBF16, kSteps);
+}
+
+// fp16, an overflow injected at step 2 on rank 0 only: the host shard's check, agreed over the
+// ranks, skips the step on both (as ZeRO-2 on the CPU does), and nothing is copied up for it.
+TEST(Zero2Offload, Fp16SkipsAnOverflowOnOneRankOnEveryRank) {
+  setenv("LLMP_TEST_OVERFLOW_STEP", "2", 1);
+  setenv("LLMP_TEST_OVERFLOW_RANKS", "0", 1);
+  expect_mixed_offload_equals_zero2_on_the_cpu(TrainPrecision::kFP16, kSteps - 1);
+  unsetenv("LLMP_TEST_OVERFLOW_STEP");
+  unsetenv("LLMP_TEST_OVERFLOW_RANKS");
+}
+
+// In bf16 the device keeps only the 16-bit parameters: 2Ψ + 2⌈Ψ/N⌉ + 12⌈Ψ/N⌉ -> 2Ψ, the host
+// 2⌈Ψ/N⌉ of 16-bit gradients and 12⌈Ψ/N⌉ of fp32 master, m and v; the report's rows agree.
+TEST(Zero2Offload, Bf16DeviceBytesDropByTheClosedForm) {
+  MixedPrecisionConfig mp;
+  mp.precision = TrainPrecision::kBF16;
+  const OffloadBytes b = measure_offload(
+      [mp](const GPT& model, ProcessGroup& dp, bool offload) {
+        return std::make_unique<Zero2Strategy>(model, dp, AdamWConfig{}, 5, mp, 0.0, offload);
+      },
+      TrainPrecision::kBF16);
+  const int64_t psi = GPT(GPTConfig::preset("tiny")).layout().num_params();
+  const int64_t S = ShardLayout(psi, test_world().size()).padded;
+  EXPECT_EQ(b.device[0], 2 * psi + 14 * S) << "ZeRO-2 bf16 on the device: 2Ψ + 2⌈Ψ/N⌉ + 12⌈Ψ/N⌉";
+  EXPECT_EQ(b.device[1], 2 * psi) << "offloaded: the 16-bit parameters only";
+  EXPECT_EQ(b.host[0], 0);
+  EXPECT_EQ(b.host[1], 14 * S) << "16-bit gradient shard; fp32 master, m and v";
+}
+
+TEST(Zero2Offload, Bf16ResumesExactly) {
+  MixedPrecisionConfig mp;
+  mp.precision = TrainPrecision::kBF16;
+  expect_offload_resumes_exactly(
+      [mp](const GPT& model, ProcessGroup& dp, bool offload) {
+        return std::make_unique<Zero2Strategy>(model, dp, AdamWConfig{}, 5, mp, 0.0, offload);
+      },
+      TrainPrecision::kBF16);
 }
 
 }  // namespace

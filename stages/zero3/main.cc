@@ -36,10 +36,11 @@ int main(int argc, char** argv) {
   spec.summary = "ZeRO stage 3 (FSDP): parameters, gradients and optimizer state sharded";
   spec.default_world_size = 4;
   spec.supports_precision = true;
-  // --device cuda (fp32): the parameter, gradient and optimizer shards and every gathered unit on
-  // the GPU; the per-unit all_gather and reduce_scatter as on the CPU. Not with
+  // --device cuda: the parameter, gradient and optimizer shards and every gathered unit on the
+  // GPU; the per-unit all_gather and reduce_scatter as on the CPU. Not with
   // --constant_buffer_mb or --tile_factor > 1 (host buffers; the tiled layers run on the CPU).
   spec.supports_device = true;
+  spec.supports_device_precision = true;  // and bf16/fp16 there (the master shard on the device)
   spec.add_flags = [&](CLI::App& app) {
     constant_buffer.add(app);
     offload.add(app);

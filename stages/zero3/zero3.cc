@@ -10,7 +10,6 @@
 #include "common/optim/decay_mask.h"
 #include "common/runtime/check.h"
 #include "common/train/constant_buffer.h"
-#include "kernels/cpu/convert.h"
 #include "stages/zero3/tile_gatherer.h"
 #include "stages/zero3/unit_gatherer.h"
 
@@ -60,8 +59,9 @@ Zero3Strategy::Zero3Strategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt
       shards_(model.layout().num_params(), dp.size()),
       param_shard_(mp_.new_buffer(shards_.padded, MemCategory::kParameters)),
       // Offloaded: the gradient shard and the optimizer on the host, whatever the model's device.
+      // 16-bit: the shard stays 16-bit there (what crosses down, 2 bytes per element).
       grad_shard_(offload_optimizer
-                      ? Tensor::zeros({shards_.padded}, DType::kF32, MemCategory::kGradients)
+                      ? Tensor::zeros({shards_.padded}, mp_.dtype(), MemCategory::kGradients)
                       : mp_.new_buffer(shards_.padded, MemCategory::kGradients)),
       opt_(shards_.padded, opt,
            slice_ranges(decay_ranges(model.layout(), opt.decay), shards_.begin[dp.rank()],
@@ -87,7 +87,7 @@ Zero3Strategy::Zero3Strategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt
     throw std::invalid_argument("Zero3Strategy: weight tiles are host memory" + on +
                                 "--tile_factor");
   if (offload_) {
-    const std::string err = offload_error("Zero3Strategy", model.device(), mp_.dtype());
+    const std::string err = offload_error("Zero3Strategy", model.device());
     if (!err.empty()) throw std::invalid_argument(err);
   }
   // Every rank builds the same full initialisation (same seed) once and keeps only its shard:
@@ -96,7 +96,7 @@ Zero3Strategy::Zero3Strategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt
   Tensor full = Tensor::empty({shards_.psi}, mp_.dtype(), MemCategory::kOther);
   mp_.init(seed, full, opt_, shards_.begin[dp_.rank()]);
   copy_shard_in(shards_, dp_.rank(), full, param_shard_);
-  if (offload_)  // the host's master copy of the shard: copied down once
+  if (offload_)  // fp32: the host's master copy of the shard, copied down once (16-bit: AdamW's)
     offloaded_ = std::make_unique<OffloadedShard>(
         param_shard_.narrow(0, shards_.count[dp_.rank()]), shards_.padded);
 }
@@ -195,9 +195,8 @@ void Zero3Strategy::set_state(const float* params, const float* exp_avg,
                               const float* exp_avg_sq) {
   if (mp_.mixed()) {  // the master shard, and the 16-bit shard rounded from it
     copy_shard_in(shards_, dp_.rank(), params, opt_.master());
-    const int r = dp_.rank();
-    cpu::round_to(params + shards_.begin[r], param_shard_.raw(), param_shard_.dtype(),
-                  shards_.count[r]);
+    const int r = dp_.rank();  // rounded on the host, 2·count(r) bytes up on a device
+    round_from_host(param_shard_.narrow(0, shards_.count[r]), params + shards_.begin[r]);
   } else {
     copy_shard_in(shards_, dp_.rank(), params, param_shard_);  // everything sharded: my part
   }
@@ -213,8 +212,9 @@ std::vector<ReportRow> Zero3Strategy::report() const {
   const MemoryPlan plan = plan_memory(DPStage::kZeRO3, psi, N, mp_.plan(), /*padded=*/true);
   const bool mixed = mp_.mixed();
   const double b = mixed ? 2.0 : 4.0;  // bytes of a parameter and of a gradient element
-  auto rows = offload_ ? offload_memory_rows(model_.device(), 4.0 * shards_.padded, "4⌈Ψ/N⌉",
-                                             shards_.padded)
+  auto rows = offload_ ? offload_memory_rows(model_.device(), b * shards_.padded,
+                                             mixed ? "2⌈Ψ/N⌉" : "4⌈Ψ/N⌉", shards_.padded,
+                                             mp_.dtype())
              : mixed    ? memory_rows(plan, "2⌈Ψ/N⌉", "2⌈Ψ/N⌉", "12⌈Ψ/N⌉")
                         : memory_rows(plan, "4⌈Ψ/N⌉", "4⌈Ψ/N⌉", "8⌈Ψ/N⌉");
   if (tile_factor_ > 1) {  // tiled: rest + one tile per block step (header)
@@ -240,7 +240,11 @@ std::vector<ReportRow> Zero3Strategy::report() const {
   int64_t largest = 0;  // unit 0's gradient lives from H to Eb, next to one other unit's
   for (int u = 1; u < lay.num_units(); ++u) largest = std::max(largest, lay.unit_numel(u));
   // (report texts: n_b one block, n_f = n_{L+1} the final LayerNorm)
-  if (mixed)  // fp32 accumulators are kOther; one 16-bit unit at a time next to the shard
+  if (mixed && offload_)  // the 16-bit shard is on the host: on the device one 16-bit unit
+    rows.push_back({std::string("gradients on ") + to_string(model_.device()) + ", peak in step",
+                    static_cast<double>(last_step_peak_grads_),
+                    2.0 * std::max(lay.unit_numel(0), largest), "2·max(n_0,n_b,n_f)"});
+  else if (mixed)  // fp32 accumulators are kOther; one 16-bit unit at a time next to the shard
     rows.push_back({"gradients, peak in step", static_cast<double>(last_step_peak_grads_),
                     2.0 * (shards_.padded + std::max(lay.unit_numel(0), largest)),
                     "2(⌈Ψ/N⌉+max(n_0,n_b,n_f))"});

@@ -43,6 +43,9 @@
 // v: 12⌈Ψ/N⌉ (K = 12, the paper's Table 1: (2 + 2 + 12)Ψ/N). Every byte count above holds with
 // 2 for 4: traffic 3(N-1)/N·2Ψ - (N-1)/N·2n_f, peak parameters 2(⌈Ψ/N⌉ + n_b + max(n_0+n_f,n_b)).
 // fp16's overflow check sees only this rank's gradient shard, so the skip is agreed over the group.
+// On a device (--device cuda --precision bf16|fp16) all of it stays there: the widening, the
+// rounding of unit gradients, fp16's overflow count and the mixed AdamW run as the device's
+// kernels (kernel_ops); only the initial 16-bit shard (2·S_r) and master shard (4·S_r) go up.
 //
 // ZeRO-R's constant buffer (--constant_buffer_mb X, common/train/constant_buffer.h, §6.2): the
 // units' final gradients are packed into ONE fused buffer of cap = ⌊X·2^20⌋ bytes, cut into
@@ -61,7 +64,11 @@
 // ZeRO-Offload (--device cuda --offload optimizer, common/train/offload.h): the gradient shard,
 // an fp32 master copy of the parameter shard and m, v on the host (16⌈Ψ/N⌉ bytes), AdamW on the
 // CPU, the updated shard copied up into the device parameter shard (4⌈Ψ/N⌉ bytes per step). The
-// device's model states: 4⌈Ψ/N⌉ instead of 16⌈Ψ/N⌉; results bit-identical.
+// device's model states: 4⌈Ψ/N⌉ instead of 16⌈Ψ/N⌉; results bit-identical. In bf16/fp16 (the
+// paper's setting): the 16-bit gradient shard on the host (2 bytes per element cross down), the
+// fp32 master, m, v there as AdamW's state, the update rounded on the host and copied up in 16
+// bits (2⌈Ψ/N⌉); device 2⌈Ψ/N⌉ instead of 16⌈Ψ/N⌉, host 14⌈Ψ/N⌉; bit-identical to ZeRO-3 in
+// the same precision.
 //
 // Glossary: B global batch, T sequence length, C channels, L layers, N ranks, Ψ parameters,
 // S = ⌈Ψ/N⌉ shard size, r this rank, cap the constant buffer's bytes, n_u elements of unit u
@@ -112,11 +119,12 @@ class Zero3Strategy : public MixedPrecisionStrategy {
   /// `constant_buffer_mb` > 0: ZeRO-R's constant buffer for the gradients (0: off; a bad value
   /// throws std::invalid_argument with constant_buffer_mb_error's message). `tile_factor` k: 1
   /// gathers whole units; k ≥ 2 tiles each block linear into k (TileGatherer; k ≤ C). Requires
-  /// L ≥ 1. On a device (model.device() != kCPU, fp32): the shards, m, v and every gathered unit
-  /// on it; throws std::invalid_argument naming the flag when constant_buffer_mb > 0 or k > 1
+  /// L ≥ 1. On a device (model.device() != kCPU; fp32, bf16 or fp16): the shards, m, v (the
+  /// master shard) and every gathered unit on it; throws std::invalid_argument naming the flag when constant_buffer_mb > 0 or k > 1
   /// there (both are host buffers). `offload_optimizer`: ZeRO-Offload (common/train/offload.h):
   /// the gradient shard, an fp32 master shard and m, v on the host, AdamW on the CPU, the updated
-  /// shard copied up; needs a model on a device in fp32 (else std::invalid_argument).
+  /// shard copied up (16-bit: rounded on the host, 2 bytes per element); needs a model on a
+  /// device (else std::invalid_argument).
   Zero3Strategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt, uint64_t seed,
                 MixedPrecisionConfig mp = {}, double constant_buffer_mb = 0, int tile_factor = 1,
                 bool offload_optimizer = false);
@@ -169,7 +177,7 @@ class Zero3Strategy : public MixedPrecisionStrategy {
   Tensor grad_shard_;   // S: the summed gradients of this rank's shard, in mp_.dtype()
   AdamW opt_;           // m, v (and the fp32 master weights when 16-bit): S each
   bool offload_;        // ZeRO-Offload: grad_shard_ and opt_ on the host, and offloaded_
-  std::unique_ptr<OffloadedShard> offloaded_;  // the host's fp32 master copy of the shard
+  std::unique_ptr<OffloadedShard> offloaded_;  // the host side of the shard (offload.h)
   MetricsReducer metrics_;
   double last_step_bytes_ = 0;
   int64_t last_step_peak_params_ = 0, last_step_peak_grads_ = 0;
