@@ -28,6 +28,8 @@ case "$stage" in
     ;;
   ring_self_attention)
     expect t_not_divisible "T=16 is not divisible by p=3" -- "$bin" --world_size 3 "${fast[@]}"
+    expect device_refused "--device cuda: ring self-attention's key and value rings run" -- \
+      "$bin" --world_size 2 --device cuda "${fast[@]}"
     expect t_not_divisible_in_ranks "T=16 is not divisible by p=3" -- \
       mpiexec -n 3 "$bin" --world_size 3 "${fast[@]}"
     ;;

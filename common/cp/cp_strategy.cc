@@ -23,6 +23,7 @@ class MeteredCore : public AttentionCore {
   std::string name() const override { return inner_->name(); }
   int shards() const override { return inner_->shards(); }
   int rank() const override { return inner_->rank(); }
+  bool supports_device() const override { return inner_->supports_device(); }
   std::vector<int> positions(int T) const override { return inner_->positions(T); }
   void forward(const Tensor& qkv, Tensor& out, int B, int T, int H, AttentionKeep* keep) override {
     const int64_t before = cpu::flops_done();
@@ -72,15 +73,24 @@ ContextParallelStrategy::ContextParallelStrategy(const GPT& model, ProcessGroup&
       attn_group_(group.duplicate()),
       core_(std::make_unique<MeteredCore>(make_core(*attn_group_))),
       model_(model.with_attention_core(core_.get())),
-      params_(Tensor::empty({model.layout().num_params()}, DType::kF32,
-                            MemCategory::kParameters)),
-      grads_(Tensor::empty({model.layout().num_params()}, DType::kF32, MemCategory::kGradients)),
-      opt_(model.layout().num_params(), opt, decay_ranges(model.layout(), opt.decay)),
+      // --device cuda: the parameters, gradients and AdamW's m and v on the model's device.
+      params_(Tensor::empty({model.layout().num_params()}, DType::kF32, MemCategory::kParameters,
+                            model.device())),
+      grads_(Tensor::empty({model.layout().num_params()}, DType::kF32, MemCategory::kGradients,
+                           model.device())),
+      opt_(model.layout().num_params(), opt, decay_ranges(model.layout(), opt.decay), DType::kF32,
+           model.device()),
       metrics_(group) {
   if (model.activation_dtype() != DType::kF32)
     throw std::invalid_argument("context parallelism trains in fp32 only (activations in " +
                                 std::string(to_string(model.activation_dtype())) + ")");
-  model.init_params(params_.f32(), seed);  // same seed on every rank: same replicas
+  // Same seed on every rank: same replicas. On a device: initialised on the host, one copy up
+  // (4Ψ bytes).
+  Tensor host = model.device() == Device::kCPU
+                    ? params_
+                    : Tensor::empty({params_.numel()}, DType::kF32, MemCategory::kOther);
+  model.init_params(host.f32(), seed);
+  if (model.device() != Device::kCPU) params_.copy_from(host);
 }
 
 double ContextParallelStrategy::train_step(const int32_t* tokens, const int32_t* targets,
@@ -102,6 +112,7 @@ double ContextParallelStrategy::train_step(const int32_t* tokens, const int32_t*
   last_kept_per_block_ = RecomputeMeter::instance().bytes_per_block();
   // 2. Σ over the ranks of every weight's gradient: each rank saw other tokens of the same
   //    sequences with the same weights.                                  sends 2(p-1)/p·4Ψ
+  //    (on a device the MPI backend stages the buffer: 4Ψ down, 4Ψ up)
   group_.all_reduce(grads_, ReduceOp::kSum);
   // 3. The same update everywhere.
   opt_.step(params_.f32(), grads_.f32(), step);

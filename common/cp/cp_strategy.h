@@ -45,8 +45,11 @@ using CoreFactory = std::function<std::unique_ptr<AttentionCore>(ProcessGroup& g
 class ContextParallelStrategy : public Strategy {
  public:
   /// Collective over `group` (p = its size). `model` must be the whole, fp32, untiled model;
-  /// every rank initialises the same parameters from `seed`. Throws std::invalid_argument as
-  /// GPT::with_attention_core does.
+  /// every rank initialises the same parameters from `seed`. On model.device() (--device cuda):
+  /// parameters, gradients, AdamW's m and v and every buffer of the step, the gradient
+  /// all_reduce and the core's collectives given device tensors (the MPI backend stages them);
+  /// get_state / set_state cross through to_host / from_host. Throws std::invalid_argument as
+  /// GPT::with_attention_core does (also for a device model with a host-only core).
   ContextParallelStrategy(const GPT& model, ProcessGroup& group, const CoreFactory& make_core,
                           AdamWConfig opt, uint64_t seed);
 

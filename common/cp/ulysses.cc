@@ -6,59 +6,85 @@
 //   by_heads    (B,Tl,k·A)  -> send (p,B,Tl,k·Ah): chunk j = columns of head group j of each of
 //                              the k parts (q|k|v: k = 3; out, dout: k = 1)
 //   to_rows     recv (p,B,Tl,k·Ah) -> (B,T,k·Ah): chunk i = the rows of rank i's positions
-// and their inverses on the way back. Each is a copy; the arithmetic is kernels/cpu/attention's.
+// and their inverses on the way back. Each is a copy of contiguous runs (Ah floats for the head
+// columns, Tl·w for a rank's rows) through the tensors' device allocator: a memmove on the CPU, a
+// device-to-device copy on a GPU (never a host access to device memory); p·B·Tl·k runs for a
+// head re-layout, p·B for a row one. The arithmetic is kernel_ops(device)'s attention.
 //
 // Glossary: B sequences, T positions, Tl = T/p held, A channels, Ah = A/p, H heads, p ranks.
 #include "common/cp/ulysses.h"
 
-#include <cmath>
-#include <cstring>
 #include <stdexcept>
 #include <string>
 
-#include "kernels/cpu/attention.h"
+#include "kernels/ops/kernel_ops.h"
 
 namespace llmp {
 namespace {
 
-Tensor comm_buffer(int64_t n) { return Tensor::empty({n}, DType::kF32, MemCategory::kCommBuffers); }
+Tensor comm_buffer(int64_t n, Device d) {
+  return Tensor::empty({n}, DType::kF32, MemCategory::kCommBuffers, d);
+}
+
+/// Copies n floats from src[s0..) to dst[d0..), both f32 tensors on one device: the device's
+/// own copy (Allocator::copy), so the pointers are never dereferenced here.
+class RunCopier {
+ public:
+  RunCopier(const Tensor& dst, const Tensor& src)
+      : dst_(dst.f32()), src_(src.f32()), dev_(dst.device()), alloc_(allocator_for(dev_)) {
+    if (src.device() != dev_)
+      throw std::invalid_argument("Ulysses: a re-layout from " + src.describe() + " to " +
+                                  dst.describe() + " crosses devices");
+  }
+  void operator()(int64_t d0, int64_t s0, int64_t n) const {
+    alloc_.copy(dst_ + d0, dev_, src_ + s0, dev_, int64_t(sizeof(float)) * n);
+  }
+
+ private:
+  float* dst_;
+  const float* src_;
+  Device dev_;
+  Allocator& alloc_;
+};
 
 /// src (B,Tl,k·A) -> dst (p,B,Tl,k·Ah): chunk j holds head group j's columns of each part.
-void by_heads(float* dst, const float* src, int p, int B, int Tl, int k, int A) {
+void by_heads(const Tensor& dst, const Tensor& src, int p, int B, int Tl, int k, int A) {
+  const RunCopier copy(dst, src);
   const int Ah = A / p;
   const int64_t rows = int64_t{B} * Tl;
   for (int j = 0; j < p; ++j)
     for (int64_t n = 0; n < rows; ++n)
       for (int part = 0; part < k; ++part)
-        std::memcpy(dst + ((j * rows + n) * k + part) * Ah, src + (n * k + part) * A + j * Ah,
-                    sizeof(float) * Ah);
+        copy(((j * rows + n) * k + part) * Ah, (n * k + part) * A + j * Ah, Ah);
 }
 
 /// The inverse of by_heads: src (p,B,Tl,k·Ah), chunk j from head group j -> dst (B,Tl,k·A).
-void from_heads(float* dst, const float* src, int p, int B, int Tl, int k, int A) {
+void from_heads(const Tensor& dst, const Tensor& src, int p, int B, int Tl, int k, int A) {
+  const RunCopier copy(dst, src);
   const int Ah = A / p;
   const int64_t rows = int64_t{B} * Tl;
   for (int j = 0; j < p; ++j)
     for (int64_t n = 0; n < rows; ++n)
       for (int part = 0; part < k; ++part)
-        std::memcpy(dst + (n * k + part) * A + j * Ah, src + ((j * rows + n) * k + part) * Ah,
-                    sizeof(float) * Ah);
+        copy((n * k + part) * A + j * Ah, ((j * rows + n) * k + part) * Ah, Ah);
 }
 
 /// src (p,B,Tl,w), chunk i = rank i's rows -> dst (B,T,w) with T = p·Tl (contiguous split).
-void to_rows(float* dst, const float* src, int p, int B, int Tl, int w) {
+void to_rows(const Tensor& dst, const Tensor& src, int p, int B, int Tl, int w) {
+  const RunCopier copy(dst, src);
   for (int i = 0; i < p; ++i)
     for (int b = 0; b < B; ++b)
-      std::memcpy(dst + (int64_t{b} * p * Tl + int64_t{i} * Tl) * w,
-                  src + ((int64_t{i} * B + b) * Tl) * w, sizeof(float) * Tl * w);
+      copy((int64_t{b} * p * Tl + int64_t{i} * Tl) * w, ((int64_t{i} * B + b) * Tl) * w,
+           int64_t{Tl} * w);
 }
 
 /// The inverse of to_rows: src (B,T,w) -> dst (p,B,Tl,w), chunk i = rank i's rows.
-void from_rows(float* dst, const float* src, int p, int B, int Tl, int w) {
+void from_rows(const Tensor& dst, const Tensor& src, int p, int B, int Tl, int w) {
+  const RunCopier copy(dst, src);
   for (int i = 0; i < p; ++i)
     for (int b = 0; b < B; ++b)
-      std::memcpy(dst + ((int64_t{i} * B + b) * Tl) * w,
-                  src + (int64_t{b} * p * Tl + int64_t{i} * Tl) * w, sizeof(float) * Tl * w);
+      copy(((int64_t{i} * B + b) * Tl) * w, (int64_t{b} * p * Tl + int64_t{i} * Tl) * w,
+           int64_t{Tl} * w);
 }
 
 }  // namespace
@@ -86,23 +112,24 @@ void UlyssesAttention::forward(const Tensor& qkv, Tensor& out, int B, int T, int
   const int p = shards();
   if (const std::string err = split_error(T, H, p); !err.empty()) throw std::invalid_argument(err);
   const int Tl = T / p, A = static_cast<int>(out.dim(2)), Ah = A / p, Hh = H / p;
+  const Device dev = qkv.device();  // every buffer beside the model's activations
   *keep = AttentionKeep{};
   {  // all_to_all #1: q|k|v of my rows, by head group -> my head group, every rank's rows
-    Tensor send = comm_buffer(int64_t{B} * Tl * 3 * A), recv = comm_buffer(send.numel());
-    by_heads(send.f32(), qkv.f32(), p, B, Tl, 3, A);
+    Tensor send = comm_buffer(int64_t{B} * Tl * 3 * A, dev), recv = comm_buffer(send.numel(), dev);
+    by_heads(send, qkv, p, B, Tl, 3, A);
     group_.all_to_all(send, recv);
-    keep->b = Tensor::empty({B, T, 3 * Ah}, DType::kF32, MemCategory::kActivations);
-    to_rows(keep->b.f32(), recv.f32(), p, B, Tl, 3 * Ah);
+    keep->b = Tensor::empty({B, T, 3 * Ah}, DType::kF32, MemCategory::kActivations, dev);
+    to_rows(keep->b, recv, p, B, Tl, 3 * Ah);
   }
   // Attention of H/p whole heads over whole sequences: nothing here needs another rank.
-  keep->a = attention_scores({B, Hh, T, T});
-  Tensor out_h = Tensor::empty({B, T, Ah}, DType::kF32, MemCategory::kActivations);
-  cpu::attention_forward(out_h.f32(), keep->a.f32(), keep->b.f32(), B, T, Ah, Hh);
+  keep->a = attention_scores({B, Hh, T, T}, DType::kF32, dev);
+  Tensor out_h = Tensor::empty({B, T, Ah}, DType::kF32, MemCategory::kActivations, dev);
+  kernel_ops(dev).attention_forward(out_h.f32(), keep->a.f32(), keep->b.f32(), B, T, Ah, Hh);
   // all_to_all #2: the output rows back to the ranks holding their positions.
-  Tensor send = comm_buffer(int64_t{B} * T * Ah), recv = comm_buffer(send.numel());
-  from_rows(send.f32(), out_h.f32(), p, B, Tl, Ah);
+  Tensor send = comm_buffer(int64_t{B} * T * Ah, dev), recv = comm_buffer(send.numel(), dev);
+  from_rows(send, out_h, p, B, Tl, Ah);
   group_.all_to_all(send, recv);
-  from_heads(out.f32(), recv.f32(), p, B, Tl, 1, A);
+  from_heads(out, recv, p, B, Tl, 1, A);
 }
 
 void UlyssesAttention::backward(const Tensor& dout, const Tensor& qkv, const Tensor& out,
@@ -111,25 +138,26 @@ void UlyssesAttention::backward(const Tensor& dout, const Tensor& qkv, const Ten
   const int p = shards();
   if (const std::string err = split_error(T, H, p); !err.empty()) throw std::invalid_argument(err);
   const int Tl = T / p, A = static_cast<int>(dout.dim(2)), Ah = A / p, Hh = H / p;
-  Tensor dout_h = Tensor::empty({B, T, Ah}, DType::kF32, MemCategory::kActivations);
+  const Device dev = dout.device();
+  Tensor dout_h = Tensor::empty({B, T, Ah}, DType::kF32, MemCategory::kActivations, dev);
   {  // all_to_all #3 (mirror of #2): dout of my rows, by head group
-    Tensor send = comm_buffer(int64_t{B} * Tl * A), recv = comm_buffer(send.numel());
-    by_heads(send.f32(), dout.f32(), p, B, Tl, 1, A);
+    Tensor send = comm_buffer(int64_t{B} * Tl * A, dev), recv = comm_buffer(send.numel(), dev);
+    by_heads(send, dout, p, B, Tl, 1, A);
     group_.all_to_all(send, recv);
-    to_rows(dout_h.f32(), recv.f32(), p, B, Tl, Ah);
+    to_rows(dout_h, recv, p, B, Tl, Ah);
   }
-  Tensor dqkv_h = Tensor::empty({B, T, 3 * Ah}, DType::kF32, MemCategory::kActivations);
+  Tensor dqkv_h = Tensor::empty({B, T, 3 * Ah}, DType::kF32, MemCategory::kActivations, dev);
   {
-    Tensor scratch = attention_scores({T, T});  // dP of one head
-    cpu::attention_backward(dqkv_h.f32(), dout_h.f32(), keep->b.f32(), keep->a.f32(),
-                            scratch.f32(), B, T, Ah, Hh);
+    Tensor scratch = attention_scores({T, T}, DType::kF32, dev);  // dP of one head
+    kernel_ops(dev).attention_backward(dqkv_h.f32(), dout_h.f32(), keep->b.f32(), keep->a.f32(),
+                                       scratch.f32(), B, T, Ah, Hh);
   }
   *keep = AttentionKeep{};
   // all_to_all #4 (mirror of #1): dq|dk|dv rows back to their positions' ranks.
-  Tensor send = comm_buffer(int64_t{B} * T * 3 * Ah), recv = comm_buffer(send.numel());
-  from_rows(send.f32(), dqkv_h.f32(), p, B, Tl, 3 * Ah);
+  Tensor send = comm_buffer(int64_t{B} * T * 3 * Ah, dev), recv = comm_buffer(send.numel(), dev);
+  from_rows(send, dqkv_h, p, B, Tl, 3 * Ah);
   group_.all_to_all(send, recv);
-  from_heads(dqkv.f32(), recv.f32(), p, B, Tl, 3, A);
+  from_heads(dqkv, recv, p, B, Tl, 3, A);
 }
 
 double UlyssesAttention::bytes_per_block(int B, int T, int A, int H) const {

@@ -6,7 +6,7 @@
 //        |  all_to_all #1: q|k|v of head group j -> rank j        (B,Tl,3A) -> (B,T,3A/p)
 //        v
 //   rank r holds ALL T positions, heads [r·H/p, (r+1)·H/p)                     (head split)
-//        |  ordinary causal attention, local (kernels/cpu/attention.h)
+//        |  ordinary causal attention, local (kernel_ops(device): the model's own kernels)
 //        |  all_to_all #2: the output rows back to their positions' ranks    (B,T,A/p) -> (B,Tl,A)
 //        v
 //   rank r holds positions [r·Tl, (r+1)·Tl) again, every head's output
@@ -17,6 +17,11 @@
 // sequences: 4 all_to_alls per block and step, each moving (p-1)/p of its input, the same at
 // every p (the message per rank shrinks as p grows: Ulysses' claim of constant communication
 // volume when p and T grow together). The limit: p must divide H.
+//
+// On a device (--device cuda; supports_device()): every buffer is allocated beside qkv, the
+// re-layouts are device-to-device copies and the attention is kernel_ops(device)'s; the MPI
+// backend stages each all_to_all through the host, its input down and its output up: per block
+// and step 4·(3+1+1+3)·B·Tl·A = 32·B·Tl·A bytes each way (whole buffers, own chunk included).
 //
 // Closed forms (fp32, per rank and block; A channels, hs = A/H, Tl = T/p; ProcessGroup counts an
 // all_to_all of an S-byte input as (p-1)/p·S):
@@ -52,6 +57,8 @@ class UlyssesAttention : public AttentionCore {
   std::string name() const override { return "Ulysses"; }
   int shards() const override { return group_.size(); }
   int rank() const override { return group_.rank(); }
+  /// True: tensors on any device, copies and attention through that device (ulysses.cc).
+  bool supports_device() const override { return true; }
   /// Contiguous: [r·T/p, (r+1)·T/p). Throws std::invalid_argument when p ∤ T.
   std::vector<int> positions(int T) const override;
   /// Throws std::invalid_argument("Ulysses: p=3 does not divide H=4 heads ...") when p ∤ H.

@@ -17,7 +17,7 @@
 //   ring attention (Liu et al. 2023)        key/value blocks around a ring, online softmax
 //   Ulysses (Jacobs et al. 2023)            all_to_all to a head split, local attention, and back
 // Without a core (GPT::attention_core() == nullptr, every other stage) the attention sub-layer
-// runs kernels/cpu/attention.h on whole sequences, as before.
+// runs the device's attention kernels (kernel_ops.h) on whole sequences, as before.
 //
 // The layout of qkv is kernels/cpu/attention.h's: row (b, j) holds q at [0,A), k at [A,2A), v at
 // [2A,3A); head h owns channels [h·A/H, (h+1)·A/H) of each. Row j of this rank is global position
@@ -66,6 +66,11 @@ class AttentionCore {
   virtual int shards() const = 0;
   /// This rank's index in [0, p).
   virtual int rank() const = 0;
+  /// Whether forward/backward take device tensors (qkv, out, dout, dqkv on a GPU, their math
+  /// through kernel_ops(qkv.device()), kernels/ops/kernel_ops.h). False (the default): the core
+  /// reads its tensors on the host, and GPT::with_attention_core refuses it for a model on a
+  /// device. A core switches itself on by overriding this (Ulysses does).
+  virtual bool supports_device() const { return false; }
   /// The global positions of the Tl = T/p rows of every sequence this rank holds, ascending.
   /// Throws std::invalid_argument with one line naming T and p when the split is impossible
   /// ("ring attention: T=30 is not divisible by 2p=8 (the balanced causal split)").

@@ -70,9 +70,10 @@ GPT GPT::with_attention_core(AttentionCore* core) const {
     throw std::invalid_argument("GPT::with_attention_core: the model is already " +
                                 std::string(tiles_ ? "tiled" : "tensor-parallel") +
                                 " (context parallelism splits whole replicas only)");
-  if (core && device_ != Device::kCPU)
+  if (core && device_ != Device::kCPU && !core->supports_device())
     throw std::invalid_argument("GPT::with_attention_core: the model runs on " +
-                                std::string(to_string(device_)) + "; attention cores are host-only");
+                                std::string(to_string(device_)) + "; the " + core->name() +
+                                " core runs on the CPU only so far");
   GPT split = *this;
   split.core_ = core;
   return split;
@@ -81,11 +82,12 @@ GPT GPT::with_attention_core(AttentionCore* core) const {
 GPT GPT::with_device(Device device) const {
   // A mixture of experts runs on a device too: its routing copies the router logits to the
   // host and its token permutations are device copies (moe.cc).
-  if (device != Device::kCPU && (tiles_ || core_))
+  // A context-parallel model too, when its core takes device tensors (Ulysses).
+  if (device != Device::kCPU && (tiles_ || (core_ && !core_->supports_device())))
     throw std::invalid_argument(
         std::string("GPT::with_device(") + to_string(device) + "): the model is " +
-        (tiles_ ? "tiled" : "context-parallel") +
-        ", whose walk keeps host-side state; only the untiled walk runs on a device");
+        (tiles_ ? "tiled" : "context-parallel with a host-only core (" + core_->name() + ")") +
+        ", whose walk keeps host-side state");
   GPT moved = *this;
   moved.device_ = device;
   return moved;

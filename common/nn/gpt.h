@@ -218,7 +218,8 @@ class GPT {
   /// sequence (Tl = T/p), embeds, normalises, multiplies and scores only those, and the blocks'
   /// attention runs through `core`. Bit-for-bit the same per-token math; attention's sums in the
   /// core's order. `core` must outlive the copy; nullptr gives the whole-sequence model. Throws
-  /// std::invalid_argument when this model is tensor-parallel or tiled (one split at a time).
+  /// std::invalid_argument when this model is tensor-parallel or tiled (one split at a time), or
+  /// on a device with a core whose supports_device() is false.
   GPT with_attention_core(AttentionCore* core) const;
   /// The attention core (nullptr: whole sequences on this rank, the default).
   AttentionCore* attention_core() const { return core_; }
@@ -236,9 +237,11 @@ class GPT {
   /// functions is memory of that device, its activations are allocated there, and its math runs
   /// through that device's kernels (kernel_ops(device), kernels/ops/kernel_ops.h). The token and
   /// target ids stay host arrays (they are checked there) and are copied to the device per call.
-  /// Throws std::invalid_argument for a device other than the CPU when the model is tiled or
-  /// context-parallel (those walks keep host-side state). A mixture of experts runs on a device
-  /// with its routing on the host (moe.h: the router logits down, the gates up per MoE block).
+  /// Throws std::invalid_argument for a device other than the CPU when the model is tiled, or
+  /// context-parallel with a core that is host-only (AttentionCore::supports_device(): Ulysses
+  /// runs on a device; its rows' ids and positions are copied up per call, 4(B·Tl + Tl) bytes).
+  /// A mixture of experts runs on a device with its routing on the host (moe.h: the router
+  /// logits down, the gates up per MoE block).
   GPT with_device(Device device) const;
   /// Where the walk runs (Device::kCPU unless with_device said otherwise).
   Device device() const { return device_; }

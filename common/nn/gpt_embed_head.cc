@@ -52,11 +52,15 @@ Tensor GPT::embed_forward(const float* emb_params, const int32_t* tokens, int B,
     const std::vector<int> pos = core_->positions(T);
     const std::vector<int32_t> held = ids_held(tokens, B, T);
     const int C = cfg_.d, Tl = static_cast<int>(pos.size());
-    Tensor x = activation({B, Tl, C}, act_dtype_);
-    KernelOps& ops = kernel_ops(Device::kCPU);  // with_device refuses a core off the CPU
-    ops.token_embedding_forward(x.f32(), held.data(), emb_params, 0, cfg_.vocab, B * Tl, C);
-    ops.position_embedding_forward_at(x.f32(), emb_params + int64_t{cfg_.vocab} * C, B, Tl,
-                                      pos.data(), C);
+    // On a device (a core with supports_device()): the held ids and positions go up, 4(B·Tl+Tl).
+    Tensor ids_dev, pos_dev;
+    const int32_t* ids = ids_on(device_, held.data(), int64_t{B} * Tl, &ids_dev);
+    const int* at = ids_on(device_, pos.data(), Tl, &pos_dev);
+    Tensor x = activation({B, Tl, C}, act_dtype_, device_);
+    KernelOps& ops = kernel_ops(device_);
+    ops.token_embedding_forward(x.f32(), ids, emb_params, 0, cfg_.vocab, B * Tl, C);
+    ops.position_embedding_forward_at(x.f32(), emb_params + int64_t{cfg_.vocab} * C, B, Tl, at,
+                                      C);
     return x;
   }
   const int C = cfg_.d, Tl = T / tp_->seq_shards(), Vr = vocab_rows();
@@ -82,10 +86,13 @@ void GPT::embed_backward(const int32_t* tokens, int B, int T, const Tensor& dx,
     const std::vector<int> pos = core_->positions(T);
     const std::vector<int32_t> held = ids_held(tokens, B, T);
     const int C = cfg_.d, Tl = static_cast<int>(pos.size());
-    KernelOps& ops = kernel_ops(Device::kCPU);  // with_device refuses a core off the CPU
-    ops.position_embedding_backward_at(emb_grads + int64_t{cfg_.vocab} * C, dx.f32(), B, Tl,
-                                       pos.data(), C);
-    ops.token_embedding_backward(emb_grads, dx.f32(), held.data(), 0, cfg_.vocab, B * Tl, C);
+    Tensor ids_dev, pos_dev;  // on a device: up again, 4(B·Tl+Tl) bytes
+    const int32_t* ids = ids_on(device_, held.data(), int64_t{B} * Tl, &ids_dev);
+    const int* at = ids_on(device_, pos.data(), Tl, &pos_dev);
+    KernelOps& ops = kernel_ops(device_);
+    ops.position_embedding_backward_at(emb_grads + int64_t{cfg_.vocab} * C, dx.f32(), B, Tl, at,
+                                       C);
+    ops.token_embedding_backward(emb_grads, dx.f32(), ids, 0, cfg_.vocab, B * Tl, C);
     return;
   }
   const int C = cfg_.d, Tl = T / tp_->seq_shards(), Vr = vocab_rows();

@@ -18,5 +18,6 @@ int main(int argc, char** argv) {
     return std::make_unique<llmp::RingSelfAttention>(g);
   };
   o.split_error = llmp::RingSelfAttention::split_error;
+  o.device_refusal = "ring self-attention's key and value rings run on the CPU only so far";
   return llmp::train_main(argc, argv, llmp::cp_stage_spec(o));
 }

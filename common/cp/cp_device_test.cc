@@ -1,0 +1,199 @@
+// The context-parallel strategy (cp_strategy.h) with --device cuda's placement, at 2 ranks,
+// without a GPU: the same stage on the CPU and on a guarded FakeDevice (common/testing/
+// fake_device.h: device memory unreadable by host code; the CPU kernels registered as the
+// device's, each checking its pointers are device memory), bit for bit, and every byte that
+// crossed between host and device equal to its closed form. One TEST per core that runs on a
+// device (AttentionCore::supports_device()): a core is one more TEST line with its factory and
+// the bytes its collectives stage per block.
+//
+// What crosses, per rank (fp32; B global batch, every rank reads all of it; T positions, Tl = T/p
+// held; A channels; L blocks; Ψ parameters), with nothing else allowed (a stray host round trip
+// fails the sums):
+//   construction   4Ψ up                 the initial parameters (made on the host, copied once)
+//   a train step   4(3·B·Tl + 2·Tl) up   the held ids: tokens and positions for the embedding's
+//                                        forward and again for its backward, targets once
+//                  4Ψ down, 4Ψ up        the gradient all_reduce, staged by the MPI backend
+//                  L·core's staging      the core's collectives (Ulysses: 4 all_to_alls, the
+//                                        input down and the output up: 32·B·Tl·A each way)
+//   the evaluation 4(2·B·Tl + Tl) up     tokens, positions and targets once (no backward)
+//                  L·core's forward staging (Ulysses: 16·B·Tl·A each way)
+//   get_state      12Ψ down              parameters, m and v through to_host
+// and no activation or communication buffer of the device run on the host (MemoryTracker).
+//
+// Glossary: p ranks (2), B sequences, T positions, Tl = T/p, A channels, H heads, L blocks.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "common/cp/cp_strategy.h"
+#include "common/cp/ring_attention.h"
+#include "common/cp/ulysses.h"
+#include "common/data/corpus.h"
+#include "common/data/sampler.h"
+#include "common/testing/fake_device.h"
+#include "common/testing/fake_kernel_ops.h"
+
+namespace llmp {
+namespace {
+
+constexpr int kSteps = 2, kB = 4, kT = 16;
+
+ProcessGroup& world() {
+  static const std::shared_ptr<ProcessGroup> w = ProcessGroup::world();
+  return *w;
+}
+
+/// tiny with H = 4 heads (Ulysses at p = 2 attends with 2 whole heads per rank).
+GPT cp_model() {
+  GPTConfig c = GPTConfig::preset("tiny");
+  c.heads = 4;
+  c.ctx = kT;
+  return GPT(c);
+}
+
+/// Bytes the core's collectives stage through the host for one block (device tensors given to
+/// the MPI backend): in a training step (forward and backward) and in a forward alone.
+struct CoreStaging {
+  int64_t step_down, step_up, forward_down, forward_up;
+};
+using StagingForm = std::function<CoreStaging(int64_t B, int64_t Tl, int64_t A)>;
+
+/// Ulysses: all_to_alls of q|k|v (3·B·Tl·A floats) and out (B·Tl·A) forward, dout (B·Tl·A) and
+/// dq|dk|dv (3·B·Tl·A) backward; each whole buffer down before and up after (ulysses.h).
+CoreStaging ulysses_staging(int64_t B, int64_t Tl, int64_t A) {
+  return {4 * (3 + 1 + 1 + 3) * B * Tl * A, 4 * (3 + 1 + 1 + 3) * B * Tl * A,
+          4 * (3 + 1) * B * Tl * A, 4 * (3 + 1) * B * Tl * A};
+}
+
+struct Crossed {
+  int64_t up = 0, down = 0;
+};
+
+struct Run {
+  std::vector<double> losses;
+  double eval = 0;
+  std::vector<float> state;  // params, m, v
+  double grad_bytes = 0, attn_bytes = 0;
+  Crossed init, steps, evaluation, get_state;
+  int64_t host_activation_peak = 0, host_comm_peak = 0;  // during the steps (device run)
+  int64_t device_states = 0;                             // params + grads + m, v on the device
+};
+
+Crossed since(const testing::FakeDevice* dev, const Crossed& before) {
+  if (!dev) return {};
+  return {dev->h2d_bytes() - before.up, dev->d2h_bytes() - before.down};
+}
+
+Crossed now(const testing::FakeDevice* dev) {
+  return dev ? Crossed{dev->h2d_bytes(), dev->d2h_bytes()} : Crossed{};
+}
+
+Run train(const CoreFactory& make, const GPT& model, const testing::FakeDevice* dev) {
+  const Corpus corpus = Corpus::load("/usr/share/games/fortunes", kT);
+  AdamWConfig opt;
+  opt.lr = 3e-3f;
+  opt.weight_decay = 0.1f;
+  auto group = world().duplicate();
+  const auto& mt = MemoryTracker::instance();
+  Run r;
+  Crossed c0 = now(dev);
+  ContextParallelStrategy s(model, *group, make, opt, 11);
+  r.init = since(dev, c0);
+  r.device_states = mt.current(Device::kCUDA, MemCategory::kParameters) +
+                    mt.current(Device::kCUDA, MemCategory::kGradients) +
+                    mt.current(Device::kCUDA, MemCategory::kOptimizerState);
+  std::vector<int32_t> tok(kB * kT), tgt(kB * kT);
+  c0 = now(dev);
+  for (int t = 1; t <= kSteps; ++t) {
+    sample(corpus.train(), 42, t, 0, kB, kT, tok.data(), tgt.data());  // the whole batch
+    r.losses.push_back(s.train_step(tok.data(), tgt.data(), kB, kT, t));
+    // train_step restarts the peaks: these are the step's own, on the host.
+    r.host_activation_peak =
+        std::max(r.host_activation_peak, mt.peak(Device::kCPU, MemCategory::kActivations));
+    r.host_comm_peak =
+        std::max(r.host_comm_peak, mt.peak(Device::kCPU, MemCategory::kCommBuffers));
+  }
+  r.steps = since(dev, c0);
+  r.grad_bytes = group->stats().total_bytes();
+  r.attn_bytes = s.attention_stats().total_bytes();
+  c0 = now(dev);
+  r.eval = s.eval_loss(tok.data(), tgt.data(), kB, kT);
+  r.evaluation = since(dev, c0);
+  const int64_t psi = model.layout().num_params();
+  r.state.resize(3 * psi);
+  c0 = now(dev);
+  s.get_state(r.state.data(), r.state.data() + psi, r.state.data() + 2 * psi);
+  r.get_state = since(dev, c0);
+  return r;
+}
+
+/// The stage with core `make` on the CPU and on a guarded FakeDevice: gtest EXPECTs (above).
+void expect_cp_device_run_equals_cpu(const CoreFactory& make, const StagingForm& staging) {
+  const GPT model = cp_model();
+  const Run cpu = train(make, model, nullptr);
+  testing::FakeDevice dev(/*guarded=*/true);
+  testing::FakeKernelOps ops(dev);
+  const GPT on_device = model.with_device(Device::kCUDA);  // the strategy keeps a reference
+  const Run gpu = train(make, on_device, &dev);
+
+  EXPECT_EQ(gpu.losses, cpu.losses);
+  EXPECT_EQ(gpu.eval, cpu.eval);
+  EXPECT_EQ(gpu.state, cpu.state);
+  EXPECT_EQ(gpu.grad_bytes, cpu.grad_bytes) << "the gradient all_reduce's CommStats";
+  EXPECT_EQ(gpu.attn_bytes, cpu.attn_bytes) << "the core's CommStats";
+  EXPECT_GT(cpu.attn_bytes, 0);
+
+  const int64_t psi = model.layout().num_params(), p = world().size();
+  const int64_t L = model.config().layers, A = model.config().d, B = kB, Tl = kT / p;
+  const CoreStaging core = staging(B, Tl, A);
+  EXPECT_EQ(gpu.device_states, 16 * psi) << "parameters, gradients, m and v on the device";
+  EXPECT_EQ(gpu.init.up, 4 * psi) << "the initial parameters, once";
+  EXPECT_EQ(gpu.init.down, 0);
+  EXPECT_EQ(gpu.steps.up, kSteps * (4 * (3 * B * Tl + 2 * Tl) + 4 * psi + L * core.step_up));
+  EXPECT_EQ(gpu.steps.down, kSteps * (4 * psi + L * core.step_down));
+  EXPECT_EQ(gpu.evaluation.up, 4 * (2 * B * Tl + Tl) + L * core.forward_up);
+  EXPECT_EQ(gpu.evaluation.down, L * core.forward_down);
+  EXPECT_EQ(gpu.get_state.up, 0);
+  EXPECT_EQ(gpu.get_state.down, 12 * psi) << "parameters, m and v through to_host";
+  EXPECT_EQ(gpu.host_activation_peak, 0) << "an activation of the device run on the host";
+  EXPECT_EQ(gpu.host_comm_peak, 0) << "a communication buffer of the device run on the host";
+}
+
+std::unique_ptr<AttentionCore> ulysses(ProcessGroup& g) {
+  return std::make_unique<UlyssesAttention>(g);
+}
+
+TEST(ContextParallelOnDevice, UlyssesEqualsTheCpuWithEveryCrossingAccounted) {
+  expect_cp_device_run_equals_cpu(ulysses, ulysses_staging);
+}
+
+// A host-only core (ring attention, so far) is refused for a model on a device, by name, when
+// the strategy is built: before any rank reads device memory on the host.
+TEST(ContextParallelOnDevice, AHostOnlyCoreIsRefused) {
+  testing::FakeDevice dev(/*guarded=*/true);
+  testing::FakeKernelOps ops(dev);
+  const GPT on_device = cp_model().with_device(Device::kCUDA);
+  auto group = world().duplicate();
+  try {
+    ContextParallelStrategy s(
+        on_device, *group,
+        [](ProcessGroup& g) -> std::unique_ptr<AttentionCore> {
+          return std::make_unique<RingAttention>(g);
+        },
+        AdamWConfig{}, 11);
+    ADD_FAILURE() << "ring attention's core was accepted on a device";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("ring attention core runs on the CPU only"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace llmp
