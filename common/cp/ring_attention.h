@@ -84,11 +84,14 @@ class RingAttention : public AttentionCore {
   /// ("ring attention: T=30 is not divisible by 2p=8 (chunks of the causal split)") when 2p ∤ T.
   std::vector<int> positions(int T) const override;
 
-  /// qkv (B,Tl,3A) f32 -> out (B,Tl,A) f32 (already allocated); keep->a = lse (B,H,Tl). Throws
-  /// std::invalid_argument on 2p ∤ T, H ∤ A or a shape that is not (B,Tl,3A) / (B,Tl,A).
+  /// qkv (B,Tl,3A) f32 -> out (B,Tl,A) f32 (already allocated); keep->a = lse (B,H,Tl). Every
+  /// tensor on qkv's device (CPU or GPU: the math is kernel_ops(qkv.device())'s attention_block
+  /// kernels, kernels/cpu/attention_block.h). Throws std::invalid_argument on 2p ∤ T, H ∤ A, a
+  /// shape that is not (B,Tl,3A) / (B,Tl,A), or out on another device.
   void forward(const Tensor& qkv, Tensor& out, int B, int T, int H,
                AttentionKeep* keep) override;
-  /// dqkv (B,Tl,3A) overwritten from dout (B,Tl,A), qkv, out and keep->a; frees *keep.
+  /// dqkv (B,Tl,3A) overwritten from dout (B,Tl,A), qkv, out and keep->a, all on qkv's device
+  /// (std::invalid_argument naming the one that is not); frees *keep.
   void backward(const Tensor& dout, const Tensor& qkv, const Tensor& out, AttentionKeep* keep,
                 Tensor& dqkv, int B, int T, int H) override;
 

@@ -9,7 +9,8 @@
 //   peak score bytes        MemoryTracker::peak(MemTag::kAttentionScores) over L = 2 blocks
 //   forward FLOPs           the kernels/cpu/flops.h counter around this rank's forward
 // and, gathered over the ranks, the balanced split's FLOPs equal on every rank while the
-// contiguous split's grow with the rank.
+// contiguous split's grow with the rank. On a guarded FakeDevice the core equals the CPU core
+// bit for bit, and the host <-> device bytes counted equal the ring's closed form.
 //
 // Glossary: B sequences, T positions, A channels, H heads, hs = A/H, p ranks, r this rank,
 // Tl = T/p rows held here, L blocks.
@@ -17,6 +18,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -24,6 +26,8 @@
 
 #include "common/comm/process_group.h"
 #include "common/cp/ring_attention.h"
+#include "common/testing/fake_device.h"
+#include "common/testing/fake_kernel_ops.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/flops.h"
 
@@ -191,6 +195,73 @@ TEST_F(RingAttentionTest, ForwardFlopsOfThisRankMatchAndBalance) {
         EXPECT_EQ(all.f64()[i], all.f64()[0]) << "rank " << i;
       else
         EXPECT_GT(all.f64()[i], all.f64()[i - 1]) << "rank " << i;
+    }
+  }
+}
+
+// The core on a guarded FakeDevice (every buffer a device tensor, every operation a kernel of
+// FakeKernelOps or a Tensor copy/fill; a host read of device memory is a SIGSEGV) against the
+// CPU core on the same rows: out, lse and dqkv equal bit for bit (the fake device runs the same
+// CPU kernels). The host <-> device bytes the FakeDevice counted equal the ring's closed form:
+// every send of a device tensor is staged down at its sender and up at its receiver, and this
+// rank sends and receives p − 1 K|V blocks in the forward, p − 1 K|V blocks and p dK|dV
+// accumulators in the backward (3p − 2 in all; none at p = 1), each 8·B·Tl·A bytes.
+TEST_F(RingAttentionTest, OnTheFakeDeviceEqualsTheCpuCoreBitForBit) {
+  const int T = 24;
+  if (!splits(T)) GTEST_SKIP();
+  const int Tl = T / p;
+  const double block = 8.0 * kB * Tl * kA;  // one K|V block or dK|dV accumulator, bytes
+  const int forward_sends = p - 1, backward_sends = p > 1 ? 2 * p - 1 : 0;  // none at p = 1
+  const std::vector<float> qkv = random_vector(size_t(kB) * T * 3 * kA, 31);
+  const std::vector<float> dout = random_vector(size_t(kB) * T * kA, 37);
+  for (Split split : {Split::kBalanced, Split::kContiguous}) {
+    SCOPED_TRACE(split == Split::kBalanced ? "balanced" : "contiguous");
+    auto cpu_group = world->duplicate();
+    RingAttention cpu_core(*cpu_group, split);
+    const std::vector<int> pos = cpu_core.positions(T);
+    Tensor q = rows_of(qkv, pos, T, 3 * kA), dy = rows_of(dout, pos, T, kA);
+    Tensor y = Tensor::empty({kB, Tl, kA}, DType::kF32, MemCategory::kActivations);
+    Tensor dq = Tensor::empty({kB, Tl, 3 * kA}, DType::kF32, MemCategory::kActivations);
+    AttentionKeep keep;
+    cpu_core.forward(q, y, kB, T, kH, &keep);
+    Tensor lse = Tensor::empty({kB, kH, Tl});
+    lse.copy_from(keep.a);
+    cpu_core.backward(dy, q, y, &keep, dq, kB, T, kH);
+
+    testing::FakeDevice dev(/*guarded=*/true);
+    testing::FakeKernelOps ops(dev);
+    {
+      auto dev_group = world->duplicate();
+      RingAttention dev_core(*dev_group, split);
+      auto on_dev = [](const Tensor& host) {
+        Tensor d = Tensor::empty(host.shape(), DType::kF32, MemCategory::kActivations,
+                                 Device::kCUDA);
+        d.copy_from(host);
+        return d;
+      };
+      Tensor qd = on_dev(q), dyd = on_dev(dy), yd = on_dev(y), dqd = on_dev(dq);
+      AttentionKeep kd;
+      const int64_t down0 = dev.d2h_bytes(), up0 = dev.h2d_bytes();
+      dev_core.forward(qd, yd, kB, T, kH, &kd);
+      const int64_t down1 = dev.d2h_bytes(), up1 = dev.h2d_bytes();
+      EXPECT_EQ(down1 - down0, forward_sends * block) << "forward: K|V blocks staged down";
+      EXPECT_EQ(up1 - up0, forward_sends * block) << "forward: K|V blocks staged up";
+      EXPECT_EQ(kd.a.device(), Device::kCUDA) << "lse stays on the device";
+      Tensor lse_d = Tensor::empty({kB, kH, Tl});
+      lse_d.copy_from(kd.a);
+      const int64_t down2 = dev.d2h_bytes(), up2 = dev.h2d_bytes();
+      dev_core.backward(dyd, qd, yd, &kd, dqd, kB, T, kH);
+      EXPECT_EQ(dev.d2h_bytes() - down2, backward_sends * block) << "backward: K|V + dK|dV down";
+      EXPECT_EQ(dev.h2d_bytes() - up2, backward_sends * block) << "backward: K|V + dK|dV up";
+      const StagingStats st = dev_group->staging_stats();
+      EXPECT_EQ(st.to_host_bytes, (forward_sends + backward_sends) * block) << "the backend's own";
+      EXPECT_EQ(st.to_device_bytes, (forward_sends + backward_sends) * block);
+      Tensor y_back = Tensor::empty({kB, Tl, kA}), dq_back = Tensor::empty({kB, Tl, 3 * kA});
+      y_back.copy_from(yd);
+      dq_back.copy_from(dqd);
+      EXPECT_EQ(std::memcmp(y_back.f32(), y.f32(), y.nbytes()), 0) << "out";
+      EXPECT_EQ(std::memcmp(lse_d.f32(), lse.f32(), lse.nbytes()), 0) << "lse";
+      EXPECT_EQ(std::memcmp(dq_back.f32(), dq.f32(), dq.nbytes()), 0) << "dqkv";
     }
   }
 }

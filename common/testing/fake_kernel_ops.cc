@@ -64,6 +64,41 @@ class Table final : public KernelOps {
     FakeDevice::Access a(dev_);
     cpu_.attention_backward(dqkv, dout, qkv, att, scratch, B, T, C, H);
   }
+  void attention_block_forward(float* o, int ld_o, float* m, float* l, float* scores,
+                               const float* q, int ld_q, const float* k, const float* v, int ld_kv,
+                               int B, int H, int Tl, int hs, cpu::BlockPairs pairs) override {
+    on_device("attention_block_forward", {o, m, l, scores, q, k, v});
+    FakeDevice::Access a(dev_);
+    cpu_.attention_block_forward(o, ld_o, m, l, scores, q, ld_q, k, v, ld_kv, B, H, Tl, hs, pairs);
+  }
+  void attention_block_finalize(float* o, int ld_o, float* lse, const float* m, const float* l,
+                                int B, int H, int Tl, int hs) override {
+    on_device("attention_block_finalize", {o, lse, m, l});
+    FakeDevice::Access a(dev_);
+    cpu_.attention_block_finalize(o, ld_o, lse, m, l, B, H, Tl, hs);
+  }
+  void attention_block_rowdot(float* D, const float* dout, const float* out, int ld_o, int B,
+                              int H, int Tl, int hs) override {
+    on_device("attention_block_rowdot", {D, dout, out});
+    FakeDevice::Access a(dev_);
+    cpu_.attention_block_rowdot(D, dout, out, ld_o, B, H, Tl, hs);
+  }
+  void attention_block_backward(float* dq, float* dk, float* dv, int ld_dkv, float* P, float* dS,
+                                const float* q, int ld_q, const float* k, const float* v,
+                                int ld_kv, const float* dout, int ld_o, const float* lse,
+                                const float* D, int B, int H, int Tl, int hs,
+                                cpu::BlockPairs pairs) override {
+    on_device("attention_block_backward", {dq, dk, dv, P, dS, q, k, v, dout, lse, D});
+    FakeDevice::Access a(dev_);
+    cpu_.attention_block_backward(dq, dk, dv, ld_dkv, P, dS, q, ld_q, k, v, ld_kv, dout, ld_o, lse,
+                                  D, B, H, Tl, hs, pairs);
+  }
+  void copy_columns(float* dst, int ld_dst, const float* src, int ld_src, int64_t rows,
+                    int cols) override {
+    on_device("copy_columns", {dst, src});
+    FakeDevice::Access a(dev_);
+    cpu_.copy_columns(dst, ld_dst, src, ld_src, rows, cols);
+  }
   void layernorm_forward(float* y, float* mean, float* rstd, const float* x, const float* w,
                          const float* b, int N, int C) override {
     on_device("layernorm_forward", {y, mean, rstd, x, w, b});

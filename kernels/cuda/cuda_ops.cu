@@ -19,6 +19,7 @@
 #include "kernels/cpu/flops.h"
 #include "kernels/cuda/adamw.h"
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/attention_block.h"
 #include "kernels/cuda/context.h"
 #include "kernels/cuda/cross_entropy.h"
 #include "kernels/cuda/cuda_check.h"
@@ -94,6 +95,34 @@ class CudaKernelOps final : public KernelOps {
                           float* scratch, int B, int T, int C, int H) override {
     cpu::count_flops(attention_flops(B, T, C, H, 1, 3));  // dY Vᵀ square; three triangles
     cuda::attention_backward(dqkv, dout, qkv, att, scratch, B, T, C, H);
+  }
+  void attention_block_forward(float* o, int ld_o, float* m, float* l, float* scores,
+                               const float* q, int ld_q, const float* k, const float* v, int ld_kv,
+                               int B, int H, int Tl, int hs, cpu::BlockPairs pairs) override {
+    cpu::count_flops(cpu::attention_block_flops(pairs, B, H, Tl, hs, 2));  // S, P~ V per pair
+    cuda::attention_block_forward(o, ld_o, m, l, scores, q, ld_q, k, v, ld_kv, B, H, Tl, hs,
+                                  pairs);
+  }
+  void attention_block_finalize(float* o, int ld_o, float* lse, const float* m, const float* l,
+                                int B, int H, int Tl, int hs) override {
+    cuda::attention_block_finalize(o, ld_o, lse, m, l, B, H, Tl, hs);
+  }
+  void attention_block_rowdot(float* D, const float* dout, const float* out, int ld_o, int B,
+                              int H, int Tl, int hs) override {
+    cuda::attention_block_rowdot(D, dout, out, ld_o, B, H, Tl, hs);
+  }
+  void attention_block_backward(float* dq, float* dk, float* dv, int ld_dkv, float* P, float* dS,
+                                const float* q, int ld_q, const float* k, const float* v,
+                                int ld_kv, const float* dout, int ld_o, const float* lse,
+                                const float* D, int B, int H, int Tl, int hs,
+                                cpu::BlockPairs pairs) override {
+    cpu::count_flops(cpu::attention_block_flops(pairs, B, H, Tl, hs, 5));  // S, dP, dV, dQ, dK
+    cuda::attention_block_backward(dq, dk, dv, ld_dkv, P, dS, q, ld_q, k, v, ld_kv, dout, ld_o,
+                                   lse, D, B, H, Tl, hs, pairs);
+  }
+  void copy_columns(float* dst, int ld_dst, const float* src, int ld_src, int64_t rows,
+                    int cols) override {
+    cuda::copy_columns(dst, ld_dst, src, ld_src, rows, cols);
   }
   void layernorm_forward(float* y, float* mean, float* rstd, const float* x, const float* w,
                          const float* b, int N, int C) override {

@@ -25,6 +25,7 @@
 #include <string>
 
 #include "common/tensor/tensor.h"
+#include "kernels/cpu/attention_block.h"
 #include "kernels/cpu/convert.h"
 
 namespace llmp {
@@ -54,6 +55,24 @@ class KernelOps {
   virtual void attention_backward(float* dqkv, const float* dout, const float* qkv,
                                   const float* att, float* scratch, int B, int T, int C,
                                   int H) = 0;
+
+  // ---- attention_block.h: ring attention's blockwise online softmax, one ring step per call
+  // over every (b, h), on strided (B,Tl,·) rows (common/cp/ring_attention.cc).
+  virtual void attention_block_forward(float* o, int ld_o, float* m, float* l, float* scores,
+                                       const float* q, int ld_q, const float* k, const float* v,
+                                       int ld_kv, int B, int H, int Tl, int hs,
+                                       cpu::BlockPairs pairs) = 0;
+  virtual void attention_block_finalize(float* o, int ld_o, float* lse, const float* m,
+                                        const float* l, int B, int H, int Tl, int hs) = 0;
+  virtual void attention_block_rowdot(float* D, const float* dout, const float* out, int ld_o,
+                                      int B, int H, int Tl, int hs) = 0;
+  virtual void attention_block_backward(float* dq, float* dk, float* dv, int ld_dkv, float* P,
+                                        float* dS, const float* q, int ld_q, const float* k,
+                                        const float* v, int ld_kv, const float* dout, int ld_o,
+                                        const float* lse, const float* D, int B, int H, int Tl,
+                                        int hs, cpu::BlockPairs pairs) = 0;
+  virtual void copy_columns(float* dst, int ld_dst, const float* src, int ld_src, int64_t rows,
+                            int cols) = 0;
 
   // ---- layernorm.h, gelu.h, residual.h: the element-wise and per-row layers.
   virtual void layernorm_forward(float* y, float* mean, float* rstd, const float* x,
