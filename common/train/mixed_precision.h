@@ -111,7 +111,7 @@ class MixedPrecision {
   /// What rounding the gradients to 16 bits did this step (FlatGrads counts into it; reset by
   /// begin_step). Null for fp32: nothing is rounded. With the model on a device, null unless
   /// count_on_device(true): a device counts apart from its rounding (KernelOps::count_rounding,
-  /// one more read of each unit's gradient and a synchronising 40-byte copy to the host per
+  /// one more read of each unit's gradient and a synchronising 32-byte copy to the host per
   /// unit), which only the mixed_precision stage's report pays for; otherwise a device run's
   /// last_round_stats() stays all zeros and underflow_fraction() 0.
   cpu::RoundStats* round_stats() {

@@ -156,7 +156,7 @@ KernelOps& kernel_ops(Device d);
 
 /// round_to (accumulate false) or accumulate_to (true) of src[0..n) into dst on ops' device,
 /// with `stats` (nullable) counted on any device: the CPU counts while it rounds; another device
-/// first counts (ops.count_rounding: one more read of src and dst and a 40-byte result copied to
+/// first counts (ops.count_rounding: one more read of src and dst and a 32-byte result copied to
 /// the host, which synchronises), then rounds without counting.
 void round_counted(KernelOps& ops, const float* src, void* dst, DType dst_dtype, int64_t n,
                    bool accumulate, cpu::RoundStats* stats);
