@@ -9,7 +9,7 @@
 #                         --device; a host-only core is refused by its stage, by name, before
 #                         the device's availability is checked)
 #   device_mixed          gpipe --device cuda --precision bf16 "gpipe trains on a GPU in fp32
-#                         only" (baseline, naive_dp and zero2 train bf16/fp16 on a GPU)
+#                         only" (baseline, naive_dp, ddp, zero1 and zero2 train bf16/fp16 on a GPU)
 #   device_host_only      zero3 --device cuda --tile_factor 2 and --constant_buffer_mb 0.25:
 #                         "host memory" (the stage's own checks run before the device's)
 #   device_unavailable    baseline --device cuda on a machine without a GPU (or a binary built

@@ -13,7 +13,9 @@
 // kernels/cuda's tests, which need a GPU.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "common/nn/gpt.h"
@@ -21,6 +23,8 @@
 #include "common/nn/unit_runner.h"
 #include "common/testing/fake_device.h"
 #include "common/testing/fake_kernel_ops.h"
+#include "kernels/cpu/convert.h"
+#include "kernels/ops/kernel_ops.h"
 
 namespace llmp {
 namespace {
@@ -142,6 +146,51 @@ TEST(DeviceWalk, MixtureOfExpertsEqualsTheCpuWalkWithOnlyTheRoutingCrossing) {
   EXPECT_EQ(gpu_loss, cpu_loss);
   EXPECT_EQ(gpu_grads, cpu_grads);
   EXPECT_GT(model.moe()->stats().forwards, 0);
+}
+
+// Mixed precision's rounding counts on a device (kernels/ops round_counted: count_rounding first,
+// then the device's round_to / accumulate_to): the same RoundStats and the same 16-bit results
+// as kernels/cpu/convert.h counting while it rounds, for accumulation into a NONZERO 16-bit
+// buffer (what a second micro-batch does; the stages' walks start from zeros) and for round_to,
+// in f16 and bf16, on values from 2^-40 to 2^20 of both signs, with some of 2^-149 and near
+// FLT_MAX (so that both formats underflow and overflow).
+TEST(DeviceRoundCounts, EqualTheCpuCountsWhileRounding) {
+  const int64_t n = 3000;
+  std::vector<float> src(n), start(n);
+  for (int64_t i = 0; i < n; ++i) {
+    const float sign = i % 2 ? -1.0f : 1.0f;
+    src[i] = sign * std::ldexp(1.0f + (i % 7) / 8.0f, static_cast<int>(i % 61) - 40);
+    if (i % 89 == 0) src[i] = sign * 1e-45f;              // underflows in bf16 too (2^-149)
+    if (i % 97 == 1) src[i] = sign * 3.4028e38f;          // overflows in f16 and bf16
+    start[i] = i % 5 == 0 ? 0.0f : std::ldexp(1.0f, static_cast<int>(i % 23) - 12);
+  }
+  testing::FakeDevice dev(/*guarded=*/true);
+  testing::FakeKernelOps ops(dev);
+  for (DType dt : {DType::kF16, DType::kBF16}) {
+    for (bool accumulate : {true, false}) {
+      Tensor host = Tensor::empty({n}, dt);
+      cpu::round_to(start.data(), host.raw(), dt, n);  // the 16-bit buffer before the call
+      Tensor d_src = Tensor::empty({n}, DType::kF32, MemCategory::kOther, Device::kCUDA);
+      Tensor d_dst = Tensor::empty({n}, dt, MemCategory::kOther, Device::kCUDA);
+      d_src.copy_from(host_copy(src));
+      d_dst.copy_from(host);
+      cpu::RoundStats want, got;
+      if (accumulate) cpu::accumulate_to(src.data(), host.raw(), dt, n, &want);
+      else cpu::round_to(src.data(), host.raw(), dt, n, &want);
+      round_counted(kernel_ops(Device::kCUDA), d_src.f32(), d_dst.raw(), dt, n, accumulate, &got);
+      const std::string what = std::string(to_string(dt)) + (accumulate ? " accumulate" : " round");
+      EXPECT_GT(want.underflow, 0) << what;
+      EXPECT_GT(want.overflow, 0) << what;
+      EXPECT_EQ(got.elements, want.elements) << what;
+      EXPECT_EQ(got.nonzero, want.nonzero) << what;
+      EXPECT_EQ(got.underflow, want.underflow) << what;
+      EXPECT_EQ(got.overflow, want.overflow) << what;
+      EXPECT_EQ(got.nonfinite, want.nonfinite) << what;
+      Tensor back = Tensor::empty({n}, dt);
+      back.copy_from(d_dst);
+      EXPECT_EQ(std::memcmp(back.raw(), host.raw(), host.nbytes()), 0) << what << ": the values";
+    }
+  }
 }
 
 }  // namespace

@@ -88,9 +88,10 @@ void FlatGrads::ready(int u) {
   if (!base_) {
     Tensor& a = acc_.at(u);
     if (a.defined()) {  // round once into the 16-bit buffer, then free the fp32 accumulator
-      kernel_ops(flat16_.device())
-          .accumulate_to(a.f32(), flat16_.narrow(layout_.unit_offset(u), a.numel()).raw(),
-                         flat16_.dtype(), a.numel(), stats_);
+      // Counted on any device (a device counts apart, first: kernel_ops.h round_counted).
+      round_counted(kernel_ops(flat16_.device()), a.f32(),
+                    flat16_.narrow(layout_.unit_offset(u), a.numel()).raw(), flat16_.dtype(),
+                    a.numel(), /*accumulate=*/true, stats_);
       a = Tensor();
     }
   }

@@ -112,7 +112,8 @@ class FlatParams : public ParamSource {
 /// buffer of the unit's size (MemCategory::kOther: a GEMM's fp32 accumulator), and ready(u)
 /// rounds it INTO the 16-bit buffer (g16 = round(g16 + g32): accumulation over micro-batches
 /// rounds once per walk), frees it, and then calls on_ready(u). `stats` (optional) counts what
-/// that rounding did: underflows to zero, overflows to inf (kernels/cpu/convert.h).
+/// that rounding did: underflows to zero, overflows to inf (kernels/cpu/convert.h); on a device
+/// through KernelOps::count_rounding before the rounding (kernels/ops round_counted).
 class FlatGrads : public GradSink {
  public:
   FlatGrads(const GPTLayout& layout, float* base, std::function<void(int)> on_ready = {})

@@ -229,6 +229,13 @@ class Table final : public KernelOps {
     FakeDevice::Access a(dev_);
     return cpu_.count_nonfinite(x, n);
   }
+  // ---- rounding statistics (kernel_ops.h count_rounding): read-only on both buffers.
+  cpu::RoundStats count_rounding(const float* src, const void* dst, DType dst_dtype, int64_t n,
+                                 bool accumulate) override {
+    on_device("count_rounding", {src, dst});
+    FakeDevice::Access a(dev_);
+    return cpu_.count_rounding(src, dst, dst_dtype, n, accumulate);
+  }
 
   // ---- 2D / 2.5D tensor parallelism (kernels/cpu/tp_grid.h).
   void add_to(float* y, const float* x, int64_t n) override {

@@ -155,7 +155,8 @@ void ReduceScatterGrads::ready(int u) {
   if (grad_shard_.dtype() != DType::kF32) {  // round once to 16 bits: what travels
     Tensor g16 =
         Tensor::empty({g.numel()}, grad_shard_.dtype(), MemCategory::kGradients, g.device());
-    kernel_ops(g.device()).round_to(g.f32(), g16.raw(), g16.dtype(), g.numel(), stats_);
+    round_counted(kernel_ops(g.device()), g.f32(), g16.raw(), g16.dtype(), g.numel(),
+                  /*accumulate=*/false, stats_);  // counted on any device (kernel_ops.h)
     g = std::move(g16);  // the fp32 accumulator is freed here
   }
   // Σ_ranks of unit u's gradient; this rank keeps its shard's part. sends (N-1)/N · bytes(g)

@@ -109,13 +109,16 @@ class MixedPrecision {
                       int64_t n = -1);
 
   /// What rounding the gradients to 16 bits did this step (FlatGrads counts into it; reset by
-  /// begin_step). Null for fp32: nothing is rounded. Null too with the model on a device: the
-  /// counts are taken on the host only (the CUDA kernels do not count, and throw when asked),
-  /// so a device run's last_round_stats() stays all zeros and underflow_fraction() 0; the
-  /// mixed_precision stage, which reports them, runs on the CPU.
+  /// begin_step). Null for fp32: nothing is rounded. With the model on a device, null unless
+  /// count_on_device(true): a device counts apart from its rounding (KernelOps::count_rounding,
+  /// one more read of each unit's gradient and a synchronising 32-byte copy to the host per
+  /// unit), which only the mixed_precision stage's report pays for; otherwise a device run's
+  /// last_round_stats() stays all zeros and underflow_fraction() 0.
   cpu::RoundStats* round_stats() {
-    return mixed() && model_.device() == Device::kCPU ? &stats_ : nullptr;
+    return mixed() && (model_.device() == Device::kCPU || count_on_device_) ? &stats_ : nullptr;
   }
+  /// Counts the rounding on a device too (round_stats()); the CPU always counts.
+  void count_on_device(bool on) { count_on_device_ = on; }
   void begin_step() { stats_ = {}; }
   /// Of this rank's last step's gradient elements that were nonzero in fp32, the fraction that
   /// rounding to 16 bits flushed to zero (0 for fp32).
@@ -149,6 +152,7 @@ class MixedPrecision {
   int64_t inject_step_ = -1;
   mutable float walk_scale_ = 0;  // what walk_loss_scale last returned (0: never called)
   bool inject_here_ = false;
+  bool count_on_device_ = false;
 };
 
 /// A Strategy that trains in the run's --precision: it owns the MixedPrecision and forwards to it

@@ -77,7 +77,7 @@ void device_error_or_none(const TrainConfig& cfg, const StageSpec& spec, Fail fa
   if (cfg.precision != "fp32" && !spec.supports_device_precision)
     return fail("--device " + cfg.device + " --precision " + cfg.precision + ": " + spec.name +
                 " trains on a GPU in fp32 only so far (mixed precision on a GPU: baseline, "
-                "naive_dp, zero2, zero3)");
+                "naive_dp, ddp, zero1, zero2, zero3, mixed_precision)");
   if (!check_available) return;
   std::string why;
   try {

@@ -8,9 +8,10 @@
 //     formulas (the model FLOPs of each product: attention's P·V on its lower triangle, though
 //     cuBLAS multiplies the whole square), so that measured FLOPs (recomputation's report) mean
 //     the same on both devices;
-//   - mixed precision's RoundStats: not counted on the GPU (the mixed-precision stages pass
-//     none on a device, common/train/mixed_precision.h), so round_to and accumulate_to throw
-//     naming the call when given one rather than return counts they did not take.
+//   - mixed precision's RoundStats: not counted by round_to / accumulate_to on the GPU, which
+//     throw naming the call when given one rather than return counts they did not take; they are
+//     counted apart by count_rounding (round_stats.h), which kernels/ops round_counted calls
+//     first when a RoundStats is wanted (the mixed_precision stage's report).
 // unavailable_reason() asks the driver (cuda_device_available): the table is linked into
 // binaries that also run on machines without a GPU.
 #include <stdexcept>
@@ -30,6 +31,7 @@
 #include "kernels/cuda/matmul.h"
 #include "kernels/cuda/reduce.h"
 #include "kernels/cuda/residual.h"
+#include "kernels/cuda/round_stats.h"
 #include "kernels/cuda/tp_grid.h"
 #include "kernels/ops/kernel_ops.h"
 
@@ -189,15 +191,15 @@ class CudaKernelOps final : public KernelOps {
   void round_to(const float* src, void* dst, DType dst_dtype, int64_t n,
                 cpu::RoundStats* stats) override {
     if (stats)
-      throw std::invalid_argument("round_to on cuda: rounding statistics are not counted on the "
-                                  "GPU (mixed precision passes none on a device)");
+      throw std::invalid_argument("round_to on cuda: rounding statistics are not counted here "
+                                  "(kernels/ops round_counted counts them by count_rounding)");
     cuda::round_to(src, dst, dst_dtype, n);
   }
   void accumulate_to(const float* src, void* dst, DType dst_dtype, int64_t n,
                      cpu::RoundStats* stats) override {
     if (stats)
-      throw std::invalid_argument("accumulate_to on cuda: rounding statistics are not counted on "
-                                  "the GPU (mixed precision passes none on a device)");
+      throw std::invalid_argument("accumulate_to on cuda: rounding statistics are not counted "
+                                  "here (kernels/ops round_counted counts them by count_rounding)");
     cuda::accumulate_to(src, dst, dst_dtype, n);
   }
   void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1,
@@ -239,6 +241,12 @@ class CudaKernelOps final : public KernelOps {
     cuda::layernorm_backward_apply(dx, s, dy, x, w, mean, rstd, N, Cl, C);
   }
   // ---- end of 2D / 2.5D tensor parallelism.
+  // ---- rounding statistics: counted apart from the rounding (round_stats.h), which
+  // kernels/ops round_counted runs before round_to / accumulate_to on this device.
+  cpu::RoundStats count_rounding(const float* src, const void* dst, DType dst_dtype, int64_t n,
+                                 bool accumulate) override {
+    return cuda::count_rounding(src, dst, dst_dtype, n, accumulate);
+  }
 };
 
 CudaKernelOps& the_table() {

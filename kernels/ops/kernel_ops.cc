@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -200,6 +201,28 @@ class CpuKernelOps final : public KernelOps {
     cpu::layernorm_backward_apply(dx, s, dy, x, w, mean, rstd, N, Cl, C);
   }
   // ---- end of 2D / 2.5D tensor parallelism.
+  // ---- rounding statistics (count_rounding): the same rounding into a scratch chunk, counted by
+  // kernels/cpu/convert.h itself, so the counts are its round_to/accumulate_to's by construction.
+  cpu::RoundStats count_rounding(const float* src, const void* dst, DType dst_dtype, int64_t n,
+                                 bool accumulate) override {
+    if (dst_dtype != DType::kF32 && dst_dtype != DType::kF16 && dst_dtype != DType::kBF16)
+      throw std::invalid_argument(std::string("count_rounding: dtype ") + to_string(dst_dtype) +
+                                  " is not f32, f16 or bf16");
+    constexpr int64_t kChunk = 4096;
+    alignas(16) char scratch[kChunk * sizeof(float)];
+    const int64_t b = dtype_size(dst_dtype);
+    cpu::RoundStats st;
+    for (int64_t i0 = 0; i0 < n; i0 += kChunk) {
+      const int64_t k = std::min(kChunk, n - i0);
+      if (accumulate) {
+        std::memcpy(scratch, static_cast<const char*>(dst) + i0 * b, k * b);
+        cpu::accumulate_to(src + i0, scratch, dst_dtype, k, &st);
+      } else {
+        cpu::round_to(src + i0, scratch, dst_dtype, k, &st);
+      }
+    }
+    return st;
+  }
 };
 
 KernelOps*& slot(Device d) {
@@ -222,5 +245,14 @@ KernelOps& kernel_ops(Device d) {
 }
 
 void register_kernel_ops(Device d, KernelOps* ops) { slot(d) = ops; }
+
+// ---- rounding statistics on any device (kernel_ops.h, round_counted).
+void round_counted(KernelOps& ops, const float* src, void* dst, DType dst_dtype, int64_t n,
+                   bool accumulate, cpu::RoundStats* stats) {
+  cpu::RoundStats* counted_here = ops.device() == Device::kCPU ? stats : nullptr;
+  if (stats && !counted_here) *stats += ops.count_rounding(src, dst, dst_dtype, n, accumulate);
+  if (accumulate) ops.accumulate_to(src, dst, dst_dtype, n, counted_here);
+  else ops.round_to(src, dst, dst_dtype, n, counted_here);
+}
 
 }  // namespace llmp

@@ -157,6 +157,18 @@ class KernelOps {
                                         const float* x, const float* w, const float* mean,
                                         const float* rstd, long N, int Cl, int C) = 0;
   // ---- end of 2D / 2.5D tensor parallelism.
+  // ---- mixed precision's rounding statistics on any device (the mixed_precision stage's
+  // report). The counts of a rounding, taken apart from it: a device's round_to and
+  // accumulate_to count nothing (CUDA throws when given a RoundStats), so round_counted below
+  // asks this first, then rounds.
+  /// What round_to (accumulate false) or accumulate_to (true) of src[0..n) into dst (dtype
+  /// dst_dtype: f32, f16 or bf16) would count, WITHOUT writing dst: per element
+  /// x = src[i] (accumulate: widen(dst[i]) + src[i]) and h = round(x) to nearest even; nonzero
+  /// counts x != 0, underflow x != 0 with h == 0, overflow x finite with h = ±inf, nonfinite h
+  /// inf or nan; elements = n (kernels/cpu/convert.h's RoundStats, the same counts as its
+  /// round_to/accumulate_to). A host result. Throws std::invalid_argument naming another dtype.
+  virtual cpu::RoundStats count_rounding(const float* src, const void* dst, DType dst_dtype,
+                                         int64_t n, bool accumulate) = 0;
 
   /// "" when the device can run these kernels now, else why not ("no CUDA device
   /// (cudaGetDeviceCount: ...)"): a table can be linked into a binary on a machine without its
@@ -178,6 +190,13 @@ class KernelOps {
 /// registered for Device::kCUDA. Throws std::runtime_error("no kernels for device cuda ...")
 /// when none was.
 KernelOps& kernel_ops(Device d);
+
+/// round_to (accumulate false) or accumulate_to (true) of src[0..n) into dst on ops' device,
+/// with `stats` (nullable) counted on any device: the CPU counts while it rounds; another device
+/// first counts (ops.count_rounding: one more read of src and dst and a 32-byte result copied to
+/// the host, which synchronises), then rounds without counting.
+void round_counted(KernelOps& ops, const float* src, void* dst, DType dst_dtype, int64_t n,
+                   bool accumulate, cpu::RoundStats* stats);
 
 /// Makes `ops` the kernels of ops->device() (replacing any; nullptr for `d` removes them). The
 /// table must outlive its use. kernels/cuda:ops calls it for its CUDA table when linked in.

@@ -100,7 +100,7 @@ void expect_mixed_on_device_equals_cpu(TrainPrecision precision, int steps) {
   EXPECT_EQ(gpu.mixed_precision().skipped_steps(), cpu.mixed_precision().skipped_steps());
   EXPECT_EQ(gpu.mixed_precision().loss_scale(), cpu.mixed_precision().loss_scale());
   EXPECT_EQ(gpu.mixed_precision().last_round_stats().elements, 0)
-      << "rounding statistics are counted on the host only";
+      << "rounding statistics are counted on a device only when asked (count_on_device)";
   const int64_t h2d_before_state = dev.h2d_bytes();
   EXPECT_EQ(params_of(gpu, psi), params_of(cpu, psi));
   const int64_t ids = int64_t{steps} * 3 * 4 * run.B * run.T;

@@ -33,6 +33,10 @@ int main(int argc, char** argv) {
       "(one rank each; without --summary_json the binary runs all four and prints the table)";
   spec.default_world_size = 1;
   spec.supports_precision = true;
+  // --device cuda: the single-rank trainer on the GPU in each precision, the rounding counts
+  // taken there (KernelOps::count_rounding), so the table's underflow column is the CPU's.
+  spec.supports_device = true;
+  spec.supports_device_precision = true;
   spec.add_flags = [](CLI::App& app) {
     app.add_option("--summary_json", summary_json,
                    "one run: write what it measured here (JSON); the driver sets it");

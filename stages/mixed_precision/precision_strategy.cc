@@ -40,7 +40,11 @@ PrecisionStrategy::PrecisionStrategy(const GPT& model, AdamWConfig opt, uint64_t
                                      double loss_scale_flag)
     : SingleRankStrategy(model, opt, seed, mp),
       summary_json_(std::move(summary_json)),
-      loss_scale_flag_(loss_scale_flag) {}
+      loss_scale_flag_(loss_scale_flag) {
+  // The table's underflow column on a device too: counted there by the device's kernels
+  // (KernelOps::count_rounding), the same counts as on the CPU.
+  mixed_precision().count_on_device(true);
+}
 
 double PrecisionStrategy::train_step(const int32_t* tokens, const int32_t* targets,
                                      int global_batch, int T, int64_t step) {

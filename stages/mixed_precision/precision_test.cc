@@ -1,6 +1,7 @@
 // fp16's range on one rank, measured: without loss scaling small gradients flush to zero, the
 // dynamic scaler lifts them out of the underflow range, backs off and skips on an overflow
 // (parameters and optimizer state untouched), and grows S after --loss_scale_window clean steps.
+// And on a device (a guarded FakeDevice): the same losses and the same rounding counts.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -11,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/testing/fake_device.h"
+#include "common/testing/fake_kernel_ops.h"
 #include "stages/mixed_precision/precision_test_util.h"
 
 namespace llmp {
@@ -146,6 +149,58 @@ TEST(MixedPrecisionGrowth, ScaleDoublesAfterEachWindowOfCleanSteps) {
     EXPECT_EQ(r.mp().loss_scale(), expected[t - 1]) << "after step " << t;
   }
   EXPECT_EQ(r.mp().skipped_steps(), 0);
+}
+
+// --device cuda for the stage, on a guarded FakeDevice (common/testing/fake_device.h: the CPU
+// kernels as the device's, a host read of device memory dies): the same losses, loss scale and
+// skipped steps as on the CPU, and the same RoundStats, step by step, every field, counted on the
+// device by KernelOps::count_rounding before each unit's rounding. Three runs whose counts are
+// not all zeros: fp16 with S = 1 (underflows), bf16 (none, nonzero counted) and fp16 with an
+// overflow injected at step 2 (overflows, the step skipped).
+void expect_device_counts_equal_cpus(const TrainConfig& cfg, int B, const char* what) {
+  constexpr int kDeviceSteps = 3;
+  PrecisionRunner cpu("tiny", B, cfg);
+  testing::FakeDevice dev(/*guarded=*/true);
+  testing::FakeKernelOps ops(dev);
+  PrecisionRunner gpu("tiny", B, cfg, Device::kCUDA);
+  ASSERT_EQ(gpu.strategy->params_tensor().device(), Device::kCUDA);
+  for (int t = 1; t <= kDeviceSteps; ++t) {
+    EXPECT_EQ(gpu.step(t), cpu.step(t)) << what << ", step " << t;
+    const cpu::RoundStats a = cpu.mp().last_round_stats(), b = gpu.mp().last_round_stats();
+    EXPECT_GT(a.elements, 0) << what << ": the CPU run counted nothing";
+    EXPECT_EQ(b.elements, a.elements) << what << ", step " << t;
+    EXPECT_EQ(b.nonzero, a.nonzero) << what << ", step " << t;
+    EXPECT_EQ(b.underflow, a.underflow) << what << ", step " << t;
+    EXPECT_EQ(b.overflow, a.overflow) << what << ", step " << t;
+    EXPECT_EQ(b.nonfinite, a.nonfinite) << what << ", step " << t;
+    EXPECT_EQ(gpu.mp().loss_scale(), cpu.mp().loss_scale()) << what << ", step " << t;
+  }
+  const PrecisionSummary sc = cpu.strategy->summary(), sg = gpu.strategy->summary();
+  EXPECT_EQ(sg.underflow_fraction, sc.underflow_fraction) << what << ": the table's column";
+  EXPECT_EQ(sg.skipped_steps, sc.skipped_steps) << what;
+  EXPECT_EQ(sg.train_loss, sc.train_loss) << what;
+  EXPECT_EQ(gpu.validation(1), cpu.validation(1)) << what;
+}
+
+TEST(MixedPrecisionOnDevice, Fp16WithoutScalingUnderflowsAsOnTheCpu) {
+  PrecisionRunner probe("tiny", 32, precision_config("fp16", 1));
+  probe.step(1);
+  ASSERT_GT(probe.mp().last_round_stats().underflow, 0) << "the case does not underflow";
+  expect_device_counts_equal_cpus(precision_config("fp16", 1), 32, "fp16, S = 1");
+}
+
+TEST(MixedPrecisionOnDevice, Bf16CountsAsOnTheCpu) {
+  expect_device_counts_equal_cpus(precision_config("bf16"), 8, "bf16");
+}
+
+TEST(MixedPrecisionOnDevice, Fp16OverflowCountedAndSkippedAsOnTheCpu) {
+  ASSERT_EQ(setenv("LLMP_TEST_OVERFLOW_STEP", "2", 1), 0);
+  PrecisionRunner probe("tiny", 8, precision_config("fp16"));
+  probe.step(1);
+  probe.step(2);
+  ASSERT_GT(probe.mp().last_round_stats().overflow, 0) << "the hook did not overflow fp16";
+  expect_device_counts_equal_cpus(precision_config("fp16"), 8, "fp16, overflow at step 2");
+  unsetenv("LLMP_TEST_OVERFLOW_STEP");
 }
 
 }  // namespace

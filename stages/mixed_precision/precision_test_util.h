@@ -17,10 +17,13 @@
 namespace llmp {
 
 struct PrecisionRunner {
-  /// `precision`: "fp32", "bf16", "fp16"; `cfg`'s loss-scale fields apply to fp16.
-  PrecisionRunner(const std::string& preset, int B, TrainConfig cfg)
-      : model(GPTConfig::preset(preset), TpComm::none(),
-              storage_dtype(parse_precision(cfg.precision))),
+  /// `precision`: "fp32", "bf16", "fp16"; `cfg`'s loss-scale fields apply to fp16. `device`:
+  /// where the model walks (a device's kernels must be registered; the ids stay on the host).
+  PrecisionRunner(const std::string& preset, int B, TrainConfig cfg,
+                  Device device = Device::kCPU)
+      : model(GPT(GPTConfig::preset(preset), TpComm::none(),
+                  storage_dtype(parse_precision(cfg.precision)))
+                  .with_device(device)),
         corpus(Corpus::load(kDefaultCorpusPath, model.config().ctx)),
         B(B),
         T(model.config().ctx),

@@ -16,10 +16,11 @@ int main(int argc, char** argv) {
   spec.summary = "ZeRO stage 1: optimizer state sharded over data-parallel ranks";
   spec.default_world_size = 4;
   spec.supports_precision = true;
-  // --device cuda (fp32): parameters, gradients, the gradient shard and the sharded m and v on
-  // the GPU; the reduce-scatter and the in-place all_gather as on the CPU. Not with
-  // --constant_buffer_mb (a host buffer).
+  // --device cuda: parameters, gradients, the gradient shard and the sharded m and v on the GPU;
+  // the reduce-scatter and the in-place all_gather as on the CPU. Not with --constant_buffer_mb
+  // (a host buffer).
   spec.supports_device = true;
+  spec.supports_device_precision = true;  // and bf16/fp16 there (the master shard on the device)
   spec.add_flags = [&constant_buffer](CLI::App& app) { constant_buffer.add(app); };
   spec.validate = [&constant_buffer](const llmp::TrainConfig& cfg) {
     constant_buffer.validate(cfg);
