@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # --device: refused by name where it cannot run, before any rank starts (exit 2, one line).
 # Usage: device_flag_test.sh BASELINE_TRAIN TP_3D_TRAIN GPIPE_TRAIN EXPECT_ERROR_SH ZERO3_TRAIN
-#                           RING_ATTENTION_TRAIN
+#                           RING_SELF_ATTENTION_TRAIN
 #   unknown_device        --device tpu                         "unknown device 'tpu'"
 #   device_unsupported    tp_3d --device cuda                  "tp_3d runs on the CPU only"
-#   device_core_host_only ring_attention --device cuda         "ring attention's blockwise online
-#                         softmax runs on the CPU only" (the context-parallel stages take
+#   device_core_host_only ring_self_attention --device cuda    "ring self-attention's key and
+#                         value rings run on the CPU only" (the context-parallel stages take
 #                         --device; a host-only core is refused by its stage, by name, before
 #                         the device's availability is checked)
-#   device_mixed          gpipe --device cuda --precision bf16 "gpipe trains on a GPU in fp32
-#                         only" (baseline, naive_dp, ddp, zero1 and zero2 train bf16/fp16 on a GPU)
+#   device_mixed          gpipe --device cuda --precision bf16 "--precision bf16: gpipe trains in
+#                         fp32 only": a stage without a 16-bit path says so, not that its GPU path
+#                         lacks one (every stage that trains bf16/fp16 on the CPU does on a GPU)
 #   device_host_only      zero3 --device cuda --tile_factor 2 and --constant_buffer_mb 0.25:
 #                         "host memory" (the stage's own checks run before the device's)
 #   device_unavailable    baseline --device cuda on a machine without a GPU (or a binary built
@@ -19,7 +20,7 @@
 #                         same for baseline --device cuda --precision bf16 (accepted: the
 #                         refusal, if any, is the device's, never "fp32 only").
 set -u
-baseline=$1 tp_3d=$2 gpipe=$3 zero3=$5 ring_attention=$6
+baseline=$1 tp_3d=$2 gpipe=$3 zero3=$5 ring_self_attention=$6
 source "$4"  # expect, expect_exit_2, finish
 fast=(--steps 1 --eval_every 0 --quiet --model tiny)
 
@@ -27,9 +28,9 @@ expect_exit_2 unknown_device "unknown device 'tpu'" -- "$baseline" --device tpu 
 expect_exit_2 device_unsupported "--device cuda: tp_3d runs on the CPU only" -- \
   "$tp_3d" --device cuda --world_size 8 "${fast[@]}"
 expect_exit_2 device_core_host_only \
-  "--device cuda: ring attention's blockwise online softmax runs on the CPU only" -- \
-  "$ring_attention" --device cuda --world_size 2 "${fast[@]}"
-expect_exit_2 device_mixed "--precision bf16: gpipe trains on a GPU in fp32 only" -- \
+  "--device cuda: ring self-attention's key and value rings run on the CPU only" -- \
+  "$ring_self_attention" --device cuda --world_size 2 "${fast[@]}"
+expect_exit_2 device_mixed "--precision bf16: gpipe trains in fp32 only (mixed precision:" -- \
   "$gpipe" --device cuda --precision bf16 --world_size 2 "${fast[@]}"
 expect_exit_2 device_host_only "--tile_factor 2 with --device cuda: weight tiles are host memory" \
   -- "$zero3" --device cuda --world_size 2 --tile_factor 2 "${fast[@]}"

@@ -14,7 +14,8 @@
 //                                        forward and again for its backward, targets once
 //                  4Ψ down, 4Ψ up        the gradient all_reduce, staged by the MPI backend
 //                  L·core's staging      the core's collectives (Ulysses: 4 all_to_alls, the
-//                                        input down and the output up: 32·B·Tl·A each way)
+//                                        input down and the output up: 32·B·Tl·A each way;
+//                                        ring attention: 3p − 2 sends of 8·B·Tl·A)
 //   the evaluation 4(2·B·Tl + Tl) up     tokens, positions and targets once (no backward)
 //                  L·core's forward staging (Ulysses: 16·B·Tl·A each way)
 //   get_state      12Ψ down              parameters, m and v through to_host
@@ -33,6 +34,7 @@
 
 #include "common/cp/cp_strategy.h"
 #include "common/cp/ring_attention.h"
+#include "common/cp/ring_self_attention.h"
 #include "common/cp/ulysses.h"
 #include "common/data/corpus.h"
 #include "common/data/sampler.h"
@@ -69,6 +71,14 @@ using StagingForm = std::function<CoreStaging(int64_t B, int64_t Tl, int64_t A)>
 CoreStaging ulysses_staging(int64_t B, int64_t Tl, int64_t A) {
   return {4 * (3 + 1 + 1 + 3) * B * Tl * A, 4 * (3 + 1 + 1 + 3) * B * Tl * A,
           4 * (3 + 1) * B * Tl * A, 4 * (3 + 1) * B * Tl * A};
+}
+
+/// Ring attention (ring_attention.h): per block, p − 1 sends of K|V forward, p − 1 of K|V and p of
+/// the dK|dV accumulator backward, each 8·B·Tl·A bytes, staged down at its sender and up at its
+/// receiver; every rank sends and receives as many as it sends, so down = up.
+CoreStaging ring_attention_staging(int64_t B, int64_t Tl, int64_t A) {
+  const int64_t p = world().size(), send = 8 * B * Tl * A;
+  return {(3 * p - 2) * send, (3 * p - 2) * send, (p - 1) * send, (p - 1) * send};
 }
 
 struct Crossed {
@@ -173,7 +183,15 @@ TEST(ContextParallelOnDevice, UlyssesEqualsTheCpuWithEveryCrossingAccounted) {
   expect_cp_device_run_equals_cpu(ulysses, ulysses_staging);
 }
 
-// A host-only core (ring attention, so far) is refused for a model on a device, by name, when
+TEST(ContextParallelOnDevice, RingAttentionEqualsTheCpuWithEveryCrossingAccounted) {
+  expect_cp_device_run_equals_cpu(
+      [](ProcessGroup& g) -> std::unique_ptr<AttentionCore> {
+        return std::make_unique<RingAttention>(g);
+      },
+      ring_attention_staging);
+}
+
+// A host-only core (ring self-attention, so far) is refused for a model on a device, by name, when
 // the strategy is built: before any rank reads device memory on the host.
 TEST(ContextParallelOnDevice, AHostOnlyCoreIsRefused) {
   testing::FakeDevice dev(/*guarded=*/true);
@@ -184,12 +202,12 @@ TEST(ContextParallelOnDevice, AHostOnlyCoreIsRefused) {
     ContextParallelStrategy s(
         on_device, *group,
         [](ProcessGroup& g) -> std::unique_ptr<AttentionCore> {
-          return std::make_unique<RingAttention>(g);
+          return std::make_unique<RingSelfAttention>(g);
         },
         AdamWConfig{}, 11);
-    ADD_FAILURE() << "ring attention's core was accepted on a device";
+    ADD_FAILURE() << "ring self-attention's core was accepted on a device";
   } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("ring attention core runs on the CPU only"),
+    EXPECT_NE(std::string(e.what()).find("ring self-attention core runs on the CPU only"),
               std::string::npos)
         << e.what();
   }

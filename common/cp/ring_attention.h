@@ -75,6 +75,8 @@ class RingAttention : public AttentionCore {
   static std::string split_error(int T, int H, int p);
 
   std::string name() const override { return "ring attention"; }
+  /// Device-ready: every buffer beside qkv, every step a kernel of kernel_ops(qkv.device()).
+  bool supports_device() const override { return true; }
   int shards() const override { return p_; }
   int rank() const override { return r_; }
   Split split() const { return split_; }

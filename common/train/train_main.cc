@@ -74,10 +74,6 @@ void device_error_or_none(const TrainConfig& cfg, const StageSpec& spec, Fail fa
     return fail("--device " + cfg.device + ": " + spec.name +
                 " runs on the CPU only so far (README.md, \"On a GPU\", lists the stages that "
                 "run on one)");
-  if (cfg.precision != "fp32" && !spec.supports_device_precision)
-    return fail("--device " + cfg.device + " --precision " + cfg.precision + ": " + spec.name +
-                " trains on a GPU in fp32 only so far (mixed precision on a GPU: baseline, "
-                "naive_dp, ddp, zero1, zero2, zero3, mixed_precision)");
   if (!check_available) return;
   std::string why;
   try {
@@ -98,13 +94,13 @@ void validate_before_launch(const TrainConfig& cfg, const StageSpec& spec) {
   if (!cfg.trace.empty() && !spec.supports_trace)
     user_error("--trace " + cfg.trace + ": " + spec.name +
                " does not write traces (the pipeline stages do)");
-  if (cfg.device != "cpu")
-    device_error_or_none(
-        cfg, spec, [](const std::string& why) { user_error(why); }, /*check_available=*/false);
-  if (cfg.precision != "fp32" && !spec.supports_precision)
+  if (cfg.precision != "fp32" && !spec.supports_precision)  // on every device alike
     user_error("--precision " + cfg.precision + ": " + spec.name +
                " trains in fp32 only (mixed precision: baseline, naive_dp, ddp, zero1, zero2, "
                "zero3, mixed_precision)");
+  if (cfg.device != "cpu")
+    device_error_or_none(
+        cfg, spec, [](const std::string& why) { user_error(why); }, /*check_available=*/false);
   {
     GPTConfig m;
     try {

@@ -94,11 +94,9 @@ struct StageSpec {
   bool supports_moe = false;
   /// Whether the stage trains with --device cuda (its states and the walk on the GPU: GPT::
   /// with_device, kernels/ops/kernel_ops.h). Stages that don't refuse it by name, before launch.
+  /// A stage with both this and supports_precision trains bf16/fp16 on the device too (the
+  /// master weights, loss scaler and rounding through kernels/ops).
   bool supports_device = false;
-  /// Whether it also trains in mixed precision on the device (--device cuda --precision
-  /// bf16/fp16: the master weights, loss scaler and rounding through kernels/ops). Stages with
-  /// supports_device that don't refuse the pair by name, before launch.
-  bool supports_device_precision = false;
   /// The dp × pp × tp grid for a parsed config; dp·pp·tp must equal cfg.world_size. Pipeline
   /// stages ask for pp = world_size (pipeline_stage_spec). The global batch must divide by dp
   /// (the data-parallel ranks split it; pipeline ranks all see the whole batch). A mismatch ends

@@ -13,7 +13,6 @@ int main(int argc, char** argv) {
   spec.supports_precision = true;
   spec.supports_moe = true;
   spec.supports_device = true;  // --device cuda: kernels/ops, GPT::with_device
-  spec.supports_device_precision = true;  // and bf16/fp16 there (master weights on the device)
   spec.validate = [](const llmp::TrainConfig& cfg) {
     if (cfg.world_size != 1)
       llmp::user_error("the baseline runs on one rank, not --world_size " +

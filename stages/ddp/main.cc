@@ -33,7 +33,6 @@ int main(int argc, char** argv) {
   // --device cuda: parameters, gradients (the buckets are views of them), m and v on the GPU;
   // each bucket's all_reduce_async as on the CPU. Not with --constant_buffer_mb (host).
   spec.supports_device = true;
-  spec.supports_device_precision = true;  // and bf16/fp16 there (master weights on the device)
   spec.add_flags = [&options, &constant_buffer](CLI::App& app) {
     app.add_option("--bucket_mb", options.bucket_mb,
                    "gradient bucket capacity in MiB (PyTorch's bucket_cap_mb)")

@@ -36,7 +36,6 @@ int main(int argc, char** argv) {
   // --device cuda: the single-rank trainer on the GPU in each precision, the rounding counts
   // taken there (KernelOps::count_rounding), so the table's underflow column is the CPU's.
   spec.supports_device = true;
-  spec.supports_device_precision = true;
   spec.add_flags = [](CLI::App& app) {
     app.add_option("--summary_json", summary_json,
                    "one run: write what it measured here (JSON); the driver sets it");

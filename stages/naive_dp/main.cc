@@ -13,7 +13,6 @@ int main(int argc, char** argv) {
   spec.default_world_size = 4;
   spec.supports_precision = true;  // --precision fp32|bf16|fp16
   spec.supports_device = true;     // --device cuda: gradients all-reduced through the group
-  spec.supports_device_precision = true;  // and bf16/fp16 there (master weights on the device)
   spec.make = [](const llmp::StageContext& ctx) -> std::unique_ptr<llmp::Strategy> {
     return std::make_unique<llmp::NaiveDPStrategy>(ctx.model, ctx.grid.dp_group(), ctx.opt,
                                                    ctx.cfg.seed, ctx.mp);

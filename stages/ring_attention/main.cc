@@ -31,6 +31,5 @@ int main(int argc, char** argv) {
         g, *split == "contiguous" ? Split::kContiguous : Split::kBalanced);
   };
   o.split_error = llmp::RingAttention::split_error;
-  o.device_refusal = "ring attention's blockwise online softmax runs on the CPU only so far";
   return llmp::train_main(argc, argv, llmp::cp_stage_spec(o));
 }

@@ -20,7 +20,6 @@ int main(int argc, char** argv) {
   // the reduce-scatter and the in-place all_gather as on the CPU. Not with --constant_buffer_mb
   // (a host buffer).
   spec.supports_device = true;
-  spec.supports_device_precision = true;  // and bf16/fp16 there (the master shard on the device)
   spec.add_flags = [&constant_buffer](CLI::App& app) { constant_buffer.add(app); };
   spec.validate = [&constant_buffer](const llmp::TrainConfig& cfg) {
     constant_buffer.validate(cfg);

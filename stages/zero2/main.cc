@@ -21,7 +21,6 @@ int main(int argc, char** argv) {
   spec.default_world_size = 4;
   spec.supports_precision = true;
   spec.supports_device = true;  // --device cuda (without --constant_buffer_mb)
-  spec.supports_device_precision = true;  // and bf16/fp16 there (the master shard on the device)
   spec.add_flags = [&](CLI::App& app) {
     constant_buffer.add(app);
     offload.add(app);

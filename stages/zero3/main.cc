@@ -40,7 +40,6 @@ int main(int argc, char** argv) {
   // GPU; the per-unit all_gather and reduce_scatter as on the CPU. Not with
   // --constant_buffer_mb or --tile_factor > 1 (host buffers; the tiled layers run on the CPU).
   spec.supports_device = true;
-  spec.supports_device_precision = true;  // and bf16/fp16 there (the master shard on the device)
   spec.add_flags = [&](CLI::App& app) {
     constant_buffer.add(app);
     offload.add(app);
