@@ -4,12 +4,15 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "common/data/corpus.h"
 #include "common/data/sampler.h"
 #include "common/testing/fake_device.h"
 #include "common/testing/fake_kernel_ops.h"
+#include "common/train/dp_util.h"
 #include "common/train/report.h"
 #include "tests/stage_test_util.h"
 
@@ -171,6 +174,37 @@ void expect_offload_resumes_exactly(const OffloadFactory& make, TrainPrecision p
   a->get_state(sa.data(), sa.data() + psi, sa.data() + 2 * psi);
   b->get_state(sb.data(), sb.data() + psi, sb.data() + 2 * psi);
   EXPECT_EQ(sb, sa) << "the resumed stage diverged from the one that saved";
+}
+
+InjectedOverflow::InjectedOverflow(int step, const char* ranks) {
+  setenv("LLMP_TEST_OVERFLOW_STEP", std::to_string(step).c_str(), 1);
+  setenv("LLMP_TEST_OVERFLOW_RANKS", ranks, 1);
+}
+
+InjectedOverflow::~InjectedOverflow() {
+  unsetenv("LLMP_TEST_OVERFLOW_STEP");
+  unsetenv("LLMP_TEST_OVERFLOW_RANKS");
+}
+
+void expect_sharded_run_equals_cpu(const ShardedFactory& make, int steps,
+                                   TrainPrecision precision) {
+  const int64_t psi = GPT(GPTConfig::preset("tiny")).layout().num_params();
+  const int64_t shard = ShardLayout(psi, test_world().size()).count[test_world().rank()];
+  MixedPrecisionConfig mp;
+  mp.precision = precision;
+  mp.scaler.scale = 1024.0f;  // fp16 only
+  const bool mixed = precision != TrainPrecision::kFP32;
+  const DpStrategyFactory stage = [&make, mp](const GPT& model, ProcessGroup& dp, AdamWConfig opt,
+                                              uint64_t seed) {
+    return make(model, dp, opt, seed, mp);
+  };
+  DirectCopies copies;
+  if (mixed) copies.up = 4 * shard;  // the fp32 master shard, once
+  const StagingStats st = mixed ? expect_device_run_equals_cpu(stage, steps, copies, precision)
+                                : expect_device_run_equals_cpu(stage, steps, copies);
+  const int64_t e = mixed ? 2 : 4, gathers = mixed ? 3 : 2;
+  EXPECT_EQ(st.to_host_bytes, steps * e * (psi + shard) + gathers * 4 * shard);
+  EXPECT_EQ(st.to_device_bytes, steps * e * (psi + shard) + gathers * 4 * psi);
 }
 
 }  // namespace llmp

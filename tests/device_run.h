@@ -14,6 +14,7 @@
 #include "common/nn/gpt.h"
 #include "common/optim/adamw.h"
 #include "common/tensor/precision.h"
+#include "common/train/mixed_precision.h"
 #include "common/train/strategy.h"
 
 namespace llmp {
@@ -81,5 +82,32 @@ void expect_offload_resumes_exactly(const OffloadFactory& make,
 /// master copy, m and v. fp32 is the overload above.
 StagingStats expect_device_run_equals_cpu(const DpStrategyFactory& make, int steps,
                                           const DirectCopies& copies, TrainPrecision precision);
+
+/// MixedPrecision's overflow hook for the object's lifetime: step `step`'s loss scale times 2^64
+/// on the data-parallel ranks listed in `ranks` ("0", "0,2"), so fp16 gradients overflow there
+/// (common/train/mixed_precision.h, LLMP_TEST_OVERFLOW_STEP / _RANKS). The stage must be built
+/// while it lives (the hook is read at construction).
+class InjectedOverflow {
+ public:
+  InjectedOverflow(int step, const char* ranks);
+  ~InjectedOverflow();
+  InjectedOverflow(const InjectedOverflow&) = delete;
+  InjectedOverflow& operator=(const InjectedOverflow&) = delete;
+};
+
+/// Builds ZeRO-1 or ZeRO-2 over `dp` in mixed precision `mp` (fp32: mp.precision kFP32).
+using ShardedFactory = std::function<std::unique_ptr<Strategy>(
+    const GPT& model, ProcessGroup& dp, AdamWConfig opt, uint64_t seed,
+    const MixedPrecisionConfig& mp)>;
+
+/// ZeRO-1 and ZeRO-2, whose collectives stage the same bytes: per step the reduce-scatter reads
+/// the Ψ-element gradient (e·Ψ down) and writes this rank's shard (e·S_r up), the in-place
+/// all_gather reads the shard (e·S_r down) and writes the Ψ parameters (e·Ψ up), e the element's
+/// bytes (4 in fp32, 2 in bf16/fp16); get_state gathers the sharded m and v, and in 16 bits the
+/// master shard too (4·S_r down, 4Ψ up each). In 16 bits the fp32 master shard also goes up once
+/// (4·S_r). expect_device_run_equals_cpu's checks in `precision` (loss scale 1024 for fp16), plus
+/// those staging totals, gtest EXPECTs. S_r = ShardLayout(Ψ, N).count[r], tiny's Ψ.
+void expect_sharded_run_equals_cpu(const ShardedFactory& make, int steps,
+                                   TrainPrecision precision);
 
 }  // namespace llmp

@@ -10,7 +10,6 @@
 // on a device: a host read of a device bucket would die on the guarded page.)
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <memory>
 #include <stdexcept>
 
@@ -77,11 +76,8 @@ TEST(DDPOnDevice, Bf16EqualsDDPBf16OnTheCpu) { expect_mixed_ddp_equals_cpu(Train
 // fp16 with an overflow injected at step 2 on rank 0 only: rank 1's gradients are summed with
 // rank 0's inf, so every rank sees it after the all_reduce; skipped everywhere, as on the CPU.
 TEST(DDPOnDevice, Fp16SkipsAnInjectedOverflowAsOnTheCpu) {
-  setenv("LLMP_TEST_OVERFLOW_STEP", "2", 1);
-  setenv("LLMP_TEST_OVERFLOW_RANKS", "0", 1);
+  const InjectedOverflow overflow(/*step=*/2, /*ranks=*/"0");
   expect_mixed_ddp_equals_cpu(TrainPrecision::kFP16);
-  unsetenv("LLMP_TEST_OVERFLOW_STEP");
-  unsetenv("LLMP_TEST_OVERFLOW_RANKS");
 }
 
 // The constant buffer is host memory: refused by name on a device, before any training.

@@ -7,7 +7,6 @@
 // shard and m, v on the host; device bytes lower by the closed form, measured per device.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <memory>
 
 #include "common/train/dp_util.h"
@@ -20,49 +19,21 @@ namespace {
 
 constexpr int kSteps = 3;
 
+std::unique_ptr<Strategy> zero2(const GPT& model, ProcessGroup& dp, AdamWConfig opt,
+                                uint64_t seed, const MixedPrecisionConfig& mp) {
+  return std::make_unique<Zero2Strategy>(model, dp, opt, seed, mp);
+}
+
 TEST(Zero2OnDevice, EqualsZero2OnTheCpuWithTheCollectivesStaged) {
-  const StagingStats st = expect_device_run_equals_cpu(
-      [](const GPT& model, ProcessGroup& dp, AdamWConfig opt, uint64_t seed) {
-        return std::make_unique<Zero2Strategy>(model, dp, opt, seed);
-      },
-      kSteps);
-  const int64_t psi = GPT(GPTConfig::preset("tiny")).layout().num_params();
-  const ShardLayout shards(psi, test_world().size());
-  const int64_t shard = shards.count[test_world().rank()];
-  const int64_t per_step = 4 * (psi + shard);
-  // The training steps' collectives, then get_state's two gathers of m and v (device shards into
-  // a device buffer: 4·S_r down, 4Ψ up each).
-  EXPECT_EQ(st.to_host_bytes, kSteps * per_step + 2 * 4 * shard);
-  EXPECT_EQ(st.to_device_bytes, kSteps * per_step + 2 * 4 * psi);
+  expect_sharded_run_equals_cpu(zero2, kSteps, TrainPrecision::kFP32);
 }
 
 // Mixed precision on the device: the 16-bit parameters and gradient shard, the fp32 master
 // shard, m and v on the FakeDevice, the rounding, update and fp16's overflow check through the
-// device's kernels. Bit-identical to the same precision on the CPU. Its own copy: the master
-// shard up once (4·S_r; the 16-bit parameters cross as 2Ψ, device_run.h). The staging is the
-// fp32 one at 2 bytes per element: the reduce-scatters read 2Ψ down and write 2·S_r up, the
-// all_gather reads 2·S_r down and writes 2Ψ up; get_state gathers the master shard, m and v
-// (4·S_r down, 4Ψ up each).
-void expect_mixed_zero2_equals_cpu(TrainPrecision precision) {
-  const int64_t psi = GPT(GPTConfig::preset("tiny")).layout().num_params();
-  const ShardLayout shards(psi, test_world().size());
-  const int64_t shard = shards.count[test_world().rank()];
-  DirectCopies copies;
-  copies.up = 4 * shard;
-  MixedPrecisionConfig mp;
-  mp.precision = precision;
-  mp.scaler.scale = 1024.0f;  // fp16 only
-  const StagingStats st = expect_device_run_equals_cpu(
-      [mp](const GPT& model, ProcessGroup& dp, AdamWConfig opt, uint64_t seed) {
-        return std::make_unique<Zero2Strategy>(model, dp, opt, seed, mp);
-      },
-      kSteps, copies, precision);
-  EXPECT_EQ(st.to_host_bytes, kSteps * 2 * (psi + shard) + 3 * 4 * shard);
-  EXPECT_EQ(st.to_device_bytes, kSteps * 2 * (psi + shard) + 3 * 4 * psi);
-}
-
+// device's kernels. Bit-identical to the same precision on the CPU, the staging at 2 bytes per
+// element.
 TEST(Zero2OnDevice, Bf16EqualsZero2Bf16OnTheCpu) {
-  expect_mixed_zero2_equals_cpu(TrainPrecision::kBF16);
+  expect_sharded_run_equals_cpu(zero2, kSteps, TrainPrecision::kBF16);
 }
 
 // fp16 with an overflow injected at step 2 on rank 0 only: skipped on every rank, on the device as
@@ -70,11 +41,8 @@ TEST(Zero2OnDevice, Bf16EqualsZero2Bf16OnTheCpu) {
 // deciding on its own shard skips here too; Zero3Offload.Fp16InfInOneRanksHostShardSkipsOnEveryRank
 // sets one rank's shard by hand for that).
 TEST(Zero2OnDevice, Fp16SkipsAnOverflowOnOneRankOnEveryRankAsOnTheCpu) {
-  setenv("LLMP_TEST_OVERFLOW_STEP", "2", 1);
-  setenv("LLMP_TEST_OVERFLOW_RANKS", "0", 1);
-  expect_mixed_zero2_equals_cpu(TrainPrecision::kFP16);
-  unsetenv("LLMP_TEST_OVERFLOW_STEP");
-  unsetenv("LLMP_TEST_OVERFLOW_RANKS");
+  const InjectedOverflow overflow(/*step=*/2, /*ranks=*/"0");
+  expect_sharded_run_equals_cpu(zero2, kSteps, TrainPrecision::kFP16);
 }
 
 // Offloaded: bit-identical to ZeRO-2 on the CPU (so to ZeRO-2 on the device, tested above). Its
@@ -160,11 +128,8 @@ TEST(Zero2Offload, Bf16EqualsZero2Bf16OnTheCpuWith16BitCopies) {
 // fp16, an overflow injected at step 2 on rank 0 only: the host shard's check, agreed over the
 // ranks, skips the step on both (as ZeRO-2 on the CPU does), and nothing is copied up for it.
 TEST(Zero2Offload, Fp16SkipsAnOverflowOnOneRankOnEveryRank) {
-  setenv("LLMP_TEST_OVERFLOW_STEP", "2", 1);
-  setenv("LLMP_TEST_OVERFLOW_RANKS", "0", 1);
+  const InjectedOverflow overflow(/*step=*/2, /*ranks=*/"0");
   expect_mixed_offload_equals_zero2_on_the_cpu(TrainPrecision::kFP16, kSteps - 1);
-  unsetenv("LLMP_TEST_OVERFLOW_STEP");
-  unsetenv("LLMP_TEST_OVERFLOW_RANKS");
 }
 
 // In bf16 the device keeps only the 16-bit parameters: 2Ψ + 2⌈Ψ/N⌉ + 12⌈Ψ/N⌉ -> 2Ψ, the host

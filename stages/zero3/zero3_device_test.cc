@@ -18,7 +18,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -97,11 +96,8 @@ TEST(Zero3OnDevice, Bf16EqualsZero3Bf16OnTheCpu) {
 // on the CPU. (The reduce-scatter sums rank 0's inf into rank 1's shard too, so this does not
 // isolate the agreement over the ranks: Zero3Offload.Fp16InfInOneRanksHostShardSkipsOnEveryRank.)
 TEST(Zero3OnDevice, Fp16SkipsAnOverflowOnOneRankOnEveryRankAsOnTheCpu) {
-  setenv("LLMP_TEST_OVERFLOW_STEP", "2", 1);
-  setenv("LLMP_TEST_OVERFLOW_RANKS", "0", 1);
+  const InjectedOverflow overflow(/*step=*/2, /*ranks=*/"0");
   expect_mixed_zero3_equals_cpu(TrainPrecision::kFP16);
-  unsetenv("LLMP_TEST_OVERFLOW_STEP");
-  unsetenv("LLMP_TEST_OVERFLOW_RANKS");
 }
 
 // A checkpoint loaded on the device (set_state: each rank keeps its part of the full host state,
@@ -234,11 +230,8 @@ TEST(Zero3Offload, Bf16EqualsZero3Bf16OnTheCpuWith16BitCopies) {
 
 // fp16, an overflow injected at step 2 on rank 0 only: skipped on both ranks, nothing copied up.
 TEST(Zero3Offload, Fp16SkipsAnOverflowOnOneRankOnEveryRank) {
-  setenv("LLMP_TEST_OVERFLOW_STEP", "2", 1);
-  setenv("LLMP_TEST_OVERFLOW_RANKS", "0", 1);
+  const InjectedOverflow overflow(/*step=*/2, /*ranks=*/"0");
   expect_mixed_offload_equals_zero3_on_the_cpu(TrainPrecision::kFP16, kSteps - 1);
-  unsetenv("LLMP_TEST_OVERFLOW_STEP");
-  unsetenv("LLMP_TEST_OVERFLOW_RANKS");
 }
 
 // fp16's overflow check on the HOST gradient shard, agreed over the ranks (OffloadedShard::step):
