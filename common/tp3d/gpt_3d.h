@@ -64,9 +64,10 @@ class Gpt3d {
   const Layout3d& layout() const { return layout_; }
 
   /// Mean loss over the whole batch (the same on every rank). tokens, targets (B,T): every rank
-  /// reads the whole batch (host memory). params: layout().num_params() floats. With grads (same size):
-  /// grads += ∂loss/∂params, replicated vectors' gradients summed over their planes. Collective
-  /// over the cube. Throws std::invalid_argument unless q² | B.
+  /// reads the whole batch (host memory). params: layout().num_params() floats on the model's
+  /// device. With grads (same size, same device): grads += ∂loss/∂params, replicated vectors'
+  /// gradients summed over their planes. Collective over the cube. Throws std::invalid_argument
+  /// unless q² | B.
   double forward_backward(const Tensor& params, Tensor* grads, const int32_t* tokens,
                           const int32_t* targets, int B, int T);
   /// Bytes one block's forward kept in the last call (averaged over the L blocks).
