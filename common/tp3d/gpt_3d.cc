@@ -2,18 +2,33 @@
 // cross-entropy, and back (see gpt_3d.h).
 #include "common/tp3d/gpt_3d.h"
 
-#include <cstring>
 #include <stdexcept>
 #include <string>
 
 #include "common/tp_grid/grid_cross_entropy.h"
 #include "common/tp_grid/grid_layernorm.h"
-#include "kernels/cpu/embedding.h"
+#include "kernels/ops/kernel_ops.h"
 
 namespace llmp {
+namespace {
 
-Gpt3d::Gpt3d(const GPTConfig& cfg, Cube& cube)
-    : cfg_(cfg), cube_(cube), layout_(cfg, cube.q, cube.i, cube.j, cube.l) {}
+// The n ids at `host` where the kernels of `d` read them: the pointer itself on the CPU, else a
+// copy on the device (4n bytes up) kept alive in `keep`.
+const int32_t* ids_on(Device d, const int32_t* host, int64_t n, Tensor& keep) {
+  if (d == Device::kCPU) return host;
+  keep = Tensor::empty({4 * n}, DType::kU8, MemCategory::kActivations, d);
+  allocator_for(d).copy(keep.raw(), d, host, Device::kCPU, n * int64_t(sizeof(int32_t)));
+  return keep.data<int32_t>();
+}
+
+}  // namespace
+
+Gpt3d::Gpt3d(const GPTConfig& cfg, Cube& cube, Device device)
+    : cfg_(cfg), cube_(cube), layout_(cfg, cube.q, cube.i, cube.j, cube.l), dev_(device) {}
+
+Tensor Gpt3d::act(std::vector<int64_t> shape) const {
+  return Tensor::empty(std::move(shape), DType::kF32, MemCategory::kActivations, dev_);
+}
 
 Tensor Gpt3d::view(const Tensor& buf, const std::string& name) const {
   for (const Param3d& p : layout_.params())
@@ -32,15 +47,22 @@ double Gpt3d::forward_backward(const Tensor& P, Tensor* G, const int32_t* tokens
   const int64_t M = static_cast<int64_t>(B) * T, m = static_cast<int64_t>(Bl) * T;
   const int Vr = V / (q * q), v0 = cube_.j * (V / q) + cube_.i * Vr;  // wte rows held
   Tensor wte = view(P, "wte.weight");  // (Vr, Cq): embedding rows and the head's Wᵀ piece
+  KernelOps& ops = kernel_ops(dev_);
+  // The ids where the kernels read them: all M tokens, this rank's m targets (layout B's rows:
+  // sub-block i·q+l); on a device 4M + 4m bytes up per call.
+  Tensor tokens_dev, targets_dev;
+  tokens = ids_on(dev_, tokens, M, tokens_dev);
+  const int32_t* y = ids_on(dev_, targets + static_cast<int64_t>(cube_.i * q + cube_.l) * m, m,
+                            targets_dev);
 
   // Embedding: every rank looks up all M tokens in its vocabulary piece (zeros elsewhere); the
   // plane's reduce_scatter sums the q² pieces and leaves sub-block i·q+j: layout A (m, Cq).
-  Tensor emb = Tensor::empty({M, Cq}, DType::kF32, MemCategory::kActivations);
-  cpu::token_embedding_forward(emb.f32(), tokens, wte.f32(), v0, Vr, M, Cq);
-  Tensor x = Tensor::empty({m, Cq}, DType::kF32, MemCategory::kActivations);
+  Tensor emb = act({M, Cq});
+  ops.token_embedding_forward(emb.f32(), tokens, wte.f32(), v0, Vr, M, Cq);
+  Tensor x = act({m, Cq});
   cube_.plane_l->reduce_scatter(emb, x);  // sends (q²-1)/q²·4·M·Cq
   emb = Tensor();
-  cpu::position_embedding_forward(x.f32(), view(P, "wpe.weight").f32(), Bl, T, 0, Cq);
+  ops.position_embedding_forward(x.f32(), view(P, "wpe.weight").f32(), Bl, T, 0, Cq);
 
   std::vector<Block3dCache> caches(L);
   int64_t kept = 0;
@@ -52,37 +74,34 @@ double Gpt3d::forward_backward(const Tensor& P, Tensor* G, const int32_t* tokens
 
   // ln_f (layout A), then the tied head: an A→B linear with W = wteᵀ, logits (m, V/q) for
   // sequences sub-block i·q+l and vocabulary block j.
-  Tensor lnf = Tensor::empty({m, Cq}, DType::kF32, MemCategory::kActivations);
-  Tensor mean = Tensor::empty({m}, DType::kF32, MemCategory::kActivations);
-  Tensor rstd = Tensor::empty({m}, DType::kF32, MemCategory::kActivations);
+  Tensor lnf = act({m, Cq}), mean = act({m}), rstd = act({m});
   grid_layernorm_forward(*cube_.l_axis, lnf.f32(), mean.f32(), rstd.f32(), x.f32(),
-                         view(P, "ln_f.weight").f32(), view(P, "ln_f.bias").f32(), m, Cq, C);
+                         view(P, "ln_f.weight").f32(), view(P, "ln_f.bias").f32(), m, Cq, C, dev_);
   Tensor lnf_g;
   Tensor logits = linear3d_forward(a_to_b(), lnf, wte, C, V, /*transposed=*/true, &lnf_g);
-  const int32_t* y = targets + static_cast<int64_t>(cube_.i * q + cube_.l) * m;
   const float dloss = 1.0f / (static_cast<float>(B) * T);
   // Σ over this sub-block's rows (the same on the j-axis group), then over the other sub-blocks.
   Tensor loss = Tensor::empty({1}, DType::kF64, MemCategory::kOther);
   loss.f64()[0] = grid_cross_entropy(*cube_.j_axis, logits.f32(), y, cube_.j * (V / q), m, V / q,
-                                     dloss, G != nullptr);
+                                     dloss, G != nullptr, dev_);
   cube_.plane_j->all_reduce(loss, ReduceOp::kSum);  // sends 2(q²-1)/q²·8
   if (G == nullptr) return loss.f64()[0] * dloss;
 
   // Backward. logits now hold dloss·(softmax - onehot).
   Tensor dwte = view(*G, "wte.weight");
   Tensor dlnf = linear3d_backward(a_to_b(), logits, lnf_g, wte, dwte, C, V, true);
-  Tensor dx = Tensor::zeros({m, Cq}, DType::kF32, MemCategory::kActivations);
+  Tensor dx = Tensor::zeros({m, Cq}, DType::kF32, MemCategory::kActivations, dev_);
   grid_layernorm_backward(*cube_.l_axis, dx.f32(), view(*G, "ln_f.weight").f32(),
                           view(*G, "ln_f.bias").f32(), dlnf.f32(), x.f32(),
-                          view(P, "ln_f.weight").f32(), mean.f32(), rstd.f32(), m, Cq, C);
+                          view(P, "ln_f.weight").f32(), mean.f32(), rstd.f32(), m, Cq, C, dev_);
   for (int layer = L - 1; layer >= 0; --layer)
     dx = block_backward(layer, P, *G, &caches[layer], dx, Bl, T);
   // Embedding backward: wpe from this rank's rows (summed over the plane below); wte from all M
   // rows, gathered over the plane (the mirror of the forward's reduce_scatter).
-  cpu::position_embedding_backward(view(*G, "wpe.weight").f32(), dx.f32(), Bl, T, 0, Cq);
-  Tensor dx_all = Tensor::empty({M, Cq}, DType::kF32, MemCategory::kActivations);
+  ops.position_embedding_backward(view(*G, "wpe.weight").f32(), dx.f32(), Bl, T, 0, Cq);
+  Tensor dx_all = act({M, Cq});
   cube_.plane_l->all_gather(dx, dx_all);  // sends (q²-1)/q²·4·M·Cq
-  cpu::token_embedding_backward(dwte.f32(), dx_all.f32(), tokens, v0, Vr, M, Cq);
+  ops.token_embedding_backward(dwte.f32(), dx_all.f32(), tokens, v0, Vr, M, Cq);
   all_reduce_replicated_grads(*G);
   return loss.f64()[0] * dloss;
 }
@@ -93,16 +112,16 @@ void Gpt3d::all_reduce_replicated_grads(Tensor& G) {
   for (Replication which : {Replication::kPlaneL, Replication::kPlaneJ}) {
     int64_t n = 0;
     for (const Param3d& p : layout_.params()) n += p.replication == which ? p.numel : 0;
-    Tensor packed = Tensor::empty({n}, DType::kF32, MemCategory::kCommBuffers);
-    int64_t at = 0;
+    Tensor packed = Tensor::empty({n}, DType::kF32, MemCategory::kCommBuffers, dev_);
+    int64_t at = 0;  // packed and unpacked by copies between views, on G's device
     for (const Param3d& p : layout_.params())
       if (p.replication == which)
-        std::memcpy(packed.f32() + at, G.f32() + p.offset, p.numel * sizeof(float)), at += p.numel;
+        packed.narrow(at, p.numel).copy_from(G.narrow(p.offset, p.numel)), at += p.numel;
     (which == Replication::kPlaneL ? cube_.plane_l : cube_.plane_j)->all_reduce(packed);
     at = 0;
     for (const Param3d& p : layout_.params())
       if (p.replication == which)
-        std::memcpy(G.f32() + p.offset, packed.f32() + at, p.numel * sizeof(float)), at += p.numel;
+        G.narrow(p.offset, p.numel).copy_from(packed.narrow(at, p.numel)), at += p.numel;
   }
 }
 

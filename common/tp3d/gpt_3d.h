@@ -17,6 +17,11 @@
 // Then every layout-A vector's gradient is all-reduced over plane(l), every layout-B vector's
 // over plane(j), each packed into one call.
 //
+// On a device (`device`, Device::kCUDA, fp32): params, grads and every activation and collective
+// buffer are that device's memory, every kernel is kernel_ops(device)'s, and each call copies its
+// ids up (all B·T tokens, the m targets of this rank's rows: 4(B·T + m) bytes). The loss's sum
+// is a host double (the cross-entropy kernel returns it).
+//
 // Glossary: B batch (sequences, q² | B), T sequence, C channels, H heads, V vocab, L layers,
 // q cube side, m = B·T/q² rows a rank holds in either layout.
 #pragma once
@@ -51,15 +56,18 @@ struct Block3dCache {
 
 class Gpt3d {
  public:
-  /// Throws std::invalid_argument as Layout3d. `cube` must outlive the model.
-  Gpt3d(const GPTConfig& cfg, Cube& cube);
+  /// Throws std::invalid_argument as Layout3d. `cube` must outlive the model. `device`: where
+  /// params, grads and the activations live and the kernels run.
+  Gpt3d(const GPTConfig& cfg, Cube& cube, Device device = Device::kCPU);
+  Device device() const { return dev_; }
   const GPTConfig& config() const { return cfg_; }
   const Layout3d& layout() const { return layout_; }
 
   /// Mean loss over the whole batch (the same on every rank). tokens, targets (B,T): every rank
-  /// reads the whole batch. params: layout().num_params() floats. With grads (same size):
-  /// grads += ∂loss/∂params, replicated vectors' gradients summed over their planes. Collective
-  /// over the cube. Throws std::invalid_argument unless q² | B.
+  /// reads the whole batch (host memory). params: layout().num_params() floats on the model's
+  /// device. With grads (same size, same device): grads += ∂loss/∂params, replicated vectors'
+  /// gradients summed over their planes. Collective over the cube. Throws std::invalid_argument
+  /// unless q² | B.
   double forward_backward(const Tensor& params, Tensor* grads, const int32_t* tokens,
                           const int32_t* targets, int B, int T);
   /// Bytes one block's forward kept in the last call (averaged over the L blocks).
@@ -75,10 +83,13 @@ class Gpt3d {
   Linear3dGroups a_to_b() const { return {cube_.j_axis.get(), cube_.i_axis.get(), cube_.l_axis.get()}; }
   Linear3dGroups b_to_a() const { return {cube_.l_axis.get(), cube_.i_axis.get(), cube_.j_axis.get()}; }
   void all_reduce_replicated_grads(Tensor& grads);
+  /// An fp32 activation of `shape` on the model's device.
+  Tensor act(std::vector<int64_t> shape) const;
 
   GPTConfig cfg_;
   Cube& cube_;
   Layout3d layout_;
+  Device dev_;
   double block_bytes_ = 0;
 };
 

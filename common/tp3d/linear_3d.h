@@ -22,6 +22,10 @@
 // The weight may be stored transposed (the tied head: W = wteᵀ, pieces of wte's rows), then the
 // products are X_g @ W_gtᵀ and so on (`transposed`).
 //
+// On a device: x (dy), w_piece, x_gathered and dw_piece are that device's memory; the gathered
+// and scattered buffers are allocated there (the MPI backend stages each collective's input down
+// and its output up) and the products and dW's accumulation are kernel_ops(x.device())'s.
+//
 // Glossary: q cube side, M rows (tokens), K in, N out features; pieces are K/q² rows of W (or
 // N/q² rows of Wᵀ when transposed).
 #pragma once

@@ -36,6 +36,7 @@ StageSpec tp3d_stage_spec() {
   spec.summary = "3D tensor parallelism (Bian et al. 2021): activations and weights split over a "
                  "q×q×q cube of ranks";
   spec.default_world_size = 8;
+  spec.supports_device = true;  // --device cuda (fp32): the walk, its buffers and AdamW on it
   spec.grid = [](const TrainConfig& cfg) { return GridShape{1, 1, cfg.world_size}; };
   spec.validate = [](const TrainConfig& cfg) {
     const std::string err = tp3d_config_error(cfg);
@@ -46,7 +47,7 @@ StageSpec tp3d_stage_spec() {
     const std::string err = tp3d_config_error(ctx.cfg);
     all_ranks_ok(err.empty(), err);
     return std::make_unique<Tp3dStrategy>(ctx.model.config(), ctx.grid.tp_group(), ctx.opt,
-                                          ctx.cfg.seed);
+                                          ctx.cfg.seed, ctx.model.device());
   };
   return spec;
 }

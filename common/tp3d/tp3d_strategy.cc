@@ -2,10 +2,12 @@
 #include "common/tp3d/tp3d_strategy.h"
 
 #include <cstring>
+#include <utility>
 
 #include "common/optim/decay_mask.h"
 #include "common/plan/tp3d_formulas.h"
 #include "common/tensor/memory.h"
+#include "common/train/dp_util.h"
 
 namespace llmp {
 namespace {
@@ -29,18 +31,19 @@ std::vector<ElementRange> local_decay(const GPTConfig& cfg, const Layout3d& lay,
 }  // namespace
 
 Tp3dStrategy::Tp3dStrategy(const GPTConfig& cfg, ProcessGroup& all, AdamWConfig opt,
-                           uint64_t seed)
+                           uint64_t seed, Device device)
     : all_(all), cube_(all) {
-  model_ = std::make_unique<Gpt3d>(cfg, cube_);
+  model_ = std::make_unique<Gpt3d>(cfg, cube_, device);
   const Layout3d& lay = model_->layout();
   const int64_t n = lay.num_params();
-  params_ = Tensor::empty({n}, DType::kF32, MemCategory::kParameters);
-  grads_ = Tensor::zeros({n}, DType::kF32, MemCategory::kGradients);
-  opt_ = std::make_unique<AdamW>(n, opt, local_decay(cfg, lay, opt.decay));
+  params_ = Tensor::empty({n}, DType::kF32, MemCategory::kParameters, device);
+  grads_ = Tensor::zeros({n}, DType::kF32, MemCategory::kGradients, device);
+  opt_ = std::make_unique<AdamW>(n, opt, local_decay(cfg, lay, opt.decay), DType::kF32, device);
   const GPT whole(cfg);
-  std::vector<float> full(whole.layout().num_params());
+  std::vector<float> full(whole.layout().num_params()), local(n);
   whole.init_params(full.data(), seed);
-  lay.copy_from_full(full.data(), params_.f32());
+  lay.copy_from_full(full.data(), local.data());
+  from_host(params_, local.data());  // copied up once on a device: 4Ψ_r
 }
 
 double Tp3dStrategy::train_step(const int32_t* tokens, const int32_t* targets, int global_batch,
@@ -84,16 +87,26 @@ void Tp3dStrategy::to_full(const float* local, float* full) {
 }
 
 void Tp3dStrategy::get_state(float* params, float* exp_avg, float* exp_avg_sq) {
-  to_full(params_.f32(), params);
-  to_full(opt_->exp_avg().f32(), exp_avg);
-  to_full(opt_->exp_avg_sq().f32(), exp_avg_sq);
+  // Each state's blocks down to the host (4Ψ_r bytes; a copy on the CPU), gathered there.
+  std::vector<float> local(params_.numel());
+  for (const auto& [state, out] : {std::pair<const Tensor*, float*>{&params_, params},
+                                   {&opt_->exp_avg(), exp_avg},
+                                   {&opt_->exp_avg_sq(), exp_avg_sq}}) {
+    to_host(local.data(), *state);
+    to_full(local.data(), out);
+  }
 }
 
 void Tp3dStrategy::set_state(const float* params, const float* exp_avg, const float* exp_avg_sq) {
+  // This rank's blocks of each whole state, cut on the host and copied up (4Ψ_r each).
   const Layout3d& lay = model_->layout();
-  lay.copy_from_full(params, params_.f32());
-  lay.copy_from_full(exp_avg, opt_->exp_avg().f32());
-  lay.copy_from_full(exp_avg_sq, opt_->exp_avg_sq().f32());
+  std::vector<float> local(params_.numel());
+  for (const auto& [full, state] : {std::pair<const float*, const Tensor*>{params, &params_},
+                                    {exp_avg, &opt_->exp_avg()},
+                                    {exp_avg_sq, &opt_->exp_avg_sq()}}) {
+    lay.copy_from_full(full, local.data());
+    from_host(*state, local.data());
+  }
 }
 
 std::vector<ReportRow> Tp3dStrategy::report() const {

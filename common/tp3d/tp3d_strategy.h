@@ -8,6 +8,13 @@
 // get_state/set_state map the blocks to the whole model's GPT-2 names (GPTLayout(cfg) order), so
 // checkpoints are interchangeable with every other stage.
 //
+// On a GPU (--device cuda, fp32): the walk runs on `device` (Gpt3d's kernel_ops(device)), and
+// the parameters, gradients, AdamW's m and v and every activation and collective buffer are
+// device memory; the cube's five groups get device tensors (an MPI backend stages them through
+// host buffers, common/comm/process_group_staging.h). What else crosses to the host: the initial
+// blocks, once (4Ψ_r up); each step's ids (all B·T tokens and this rank's B·T/q² targets, up);
+// get_state's blocks (4Ψ_r down per state, gathered on the host over `all`) and set_state's (up).
+//
 // Glossary: q cube side, P = q³ ranks, Ψ_r parameters per rank (tp3d_formulas.h), B batch, T
 // sequence.
 #pragma once
@@ -27,7 +34,10 @@ class Tp3dStrategy : public Strategy {
   /// Collective over `all` (P = q³ ranks, world order (i·q+j)·q+l). Every rank initialises the
   /// whole model from `seed` and keeps its blocks. Throws std::invalid_argument naming the values
   /// when P is not a cube, or q does not give whole heads, weight pieces and vocabulary pieces.
-  Tp3dStrategy(const GPTConfig& cfg, ProcessGroup& all, AdamWConfig opt, uint64_t seed);
+  /// `device`: where the walk, the parameters, gradients and optimizer state live
+  /// (Device::kCUDA: --device cuda, fp32).
+  Tp3dStrategy(const GPTConfig& cfg, ProcessGroup& all, AdamWConfig opt, uint64_t seed,
+               Device device = Device::kCPU);
 
   /// The whole batch on every rank (the embedding reads every token; rows are split inside).
   BatchSlice batch_slice(int global_batch) const override { return {0, global_batch}; }
@@ -42,6 +52,7 @@ class Tp3dStrategy : public Strategy {
   std::vector<ReportRow> report() const override;
 
   const Cube& cube() const { return cube_; }
+  /// This rank's Ψ_r parameters (layout() order), on the strategy's device.
   const Tensor& local_params() const { return params_; }
 
  private:
