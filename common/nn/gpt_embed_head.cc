@@ -34,15 +34,6 @@ namespace {
 /// Largest logits chunk, in elements (rows·V/t).
 constexpr int64_t kLogitsChunk = int64_t{1} << 22;
 
-/// The n host ids where the kernels of `dev` read them: the host array itself on the CPU, else a
-/// copy in that device's memory (held by *keep, 4n bytes as u8: ids are moved, never added).
-const int32_t* ids_on(Device dev, const int32_t* ids, int64_t n, Tensor* keep) {
-  if (dev == Device::kCPU) return ids;
-  *keep = Tensor::empty({4 * n}, DType::kU8, MemCategory::kActivations, dev);
-  allocator_for(dev).copy(keep->raw(), dev, ids, Device::kCPU, 4 * n);
-  return static_cast<const int32_t*>(keep->raw());
-}
-
 }  // namespace
 
 Tensor GPT::embed_forward(const float* emb_params, const int32_t* tokens, int B, int T) const {
@@ -54,8 +45,8 @@ Tensor GPT::embed_forward(const float* emb_params, const int32_t* tokens, int B,
     const int C = cfg_.d, Tl = static_cast<int>(pos.size());
     // On a device (a core with supports_device()): the held ids and positions go up, 4(B·Tl+Tl).
     Tensor ids_dev, pos_dev;
-    const int32_t* ids = ids_on(device_, held.data(), int64_t{B} * Tl, &ids_dev);
-    const int* at = ids_on(device_, pos.data(), Tl, &pos_dev);
+    const int32_t* ids = ids_on(device_, held.data(), int64_t{B} * Tl, ids_dev);
+    const int* at = ids_on(device_, pos.data(), Tl, pos_dev);
     Tensor x = activation({B, Tl, C}, act_dtype_, device_);
     KernelOps& ops = kernel_ops(device_);
     ops.token_embedding_forward(x.f32(), ids, emb_params, 0, cfg_.vocab, B * Tl, C);
@@ -68,7 +59,7 @@ Tensor GPT::embed_forward(const float* emb_params, const int32_t* tokens, int B,
   const float* wpe = emb_params + int64_t{Vr} * C;          // (ctx,C)
   KernelOps& ops = kernel_ops(device_);
   Tensor ids_dev;
-  const int32_t* ids = ids_on(device_, tokens, int64_t{B} * T, &ids_dev);
+  const int32_t* ids = ids_on(device_, tokens, int64_t{B} * T, ids_dev);
   // The residual stream starts here, in the run's activation dtype (f32, or 16-bit: f32_view.h),
   // on the model's device.
   Tensor part = activation({B, T, C}, act_dtype_, device_);
@@ -87,8 +78,8 @@ void GPT::embed_backward(const int32_t* tokens, int B, int T, const Tensor& dx,
     const std::vector<int32_t> held = ids_held(tokens, B, T);
     const int C = cfg_.d, Tl = static_cast<int>(pos.size());
     Tensor ids_dev, pos_dev;  // on a device: up again, 4(B·Tl+Tl) bytes
-    const int32_t* ids = ids_on(device_, held.data(), int64_t{B} * Tl, &ids_dev);
-    const int* at = ids_on(device_, pos.data(), Tl, &pos_dev);
+    const int32_t* ids = ids_on(device_, held.data(), int64_t{B} * Tl, ids_dev);
+    const int* at = ids_on(device_, pos.data(), Tl, pos_dev);
     KernelOps& ops = kernel_ops(device_);
     ops.position_embedding_backward_at(emb_grads + int64_t{cfg_.vocab} * C, dx.f32(), B, Tl, at,
                                        C);
@@ -98,7 +89,7 @@ void GPT::embed_backward(const int32_t* tokens, int B, int T, const Tensor& dx,
   const int C = cfg_.d, Tl = T / tp_->seq_shards(), Vr = vocab_rows();
   KernelOps& ops = kernel_ops(device_);
   Tensor ids_dev;
-  const int32_t* ids = ids_on(device_, tokens, int64_t{B} * T, &ids_dev);
+  const int32_t* ids = ids_on(device_, tokens, int64_t{B} * T, ids_dev);
   ops.position_embedding_backward(emb_grads + int64_t{Vr} * C, F32In(dx), B, Tl,
                                   first_position(T), C);
   const Tensor dfull = tp_->exit_backward(dx);  // (n,C) -> (N,C)
@@ -129,7 +120,7 @@ double GPT::head_forward_backward(const float* lnf_params, const float* wte, con
   const Device dev = x.device();
   KernelOps& ops = kernel_ops(dev);
   Tensor ids_dev;
-  targets = ids_on(dev, targets, int64_t{N}, &ids_dev);
+  targets = ids_on(dev, targets, int64_t{N}, ids_dev);
   Tensor h = activation(x.shape(), dt, dev), mean = statistic({n}, dev), rstd = statistic({n}, dev);
   ops.layernorm_forward(F32Out(h), mean.f32(), rstd.f32(), F32In(x), lnf_w, lnf_b, n, C);
   const Tensor hf = tp_->enter_forward(h);

@@ -109,6 +109,13 @@ Storage::~Storage() {
   MemoryTracker::instance().on_free(category_, bytes_, tag_, device_);
 }
 
+const int32_t* ids_on(Device device, const int32_t* host, int64_t n, Tensor& keep) {
+  if (device == Device::kCPU) return host;
+  keep = Tensor::empty({4 * n}, DType::kU8, MemCategory::kActivations, device);
+  allocator_for(device).copy(keep.raw(), device, host, Device::kCPU, 4 * n);
+  return static_cast<const int32_t*>(keep.raw());
+}
+
 int64_t shape_numel(const std::vector<int64_t>& shape) {
   int64_t n = 1;
   for (int64_t d : shape) {

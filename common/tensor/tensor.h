@@ -155,6 +155,11 @@ class Tensor {
   DType dtype_ = DType::kF32;
 };
 
+/// The n token ids (or positions) at `host` where the kernels of `device` read them: `host`
+/// itself on the CPU, else a copy in that device's memory (4n bytes up), held by `keep` (u8,
+/// counted under kActivations: ids are moved, never added) as long as the kernels need it.
+const int32_t* ids_on(Device device, const int32_t* host, int64_t n, Tensor& keep);
+
 /// Product of the dimensions (1 for a scalar shape {}).
 int64_t shape_numel(const std::vector<int64_t>& shape);
 std::string shape_str(const std::vector<int64_t>& shape);

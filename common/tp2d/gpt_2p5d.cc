@@ -10,18 +10,6 @@
 #include "kernels/ops/kernel_ops.h"
 
 namespace llmp {
-namespace {
-
-// The n ids at `host` where the kernels of `d` read them: the pointer itself on the CPU, else a
-// copy on the device (4n bytes up) kept alive in `keep`.
-const int32_t* ids_on(Device d, const int32_t* host, int64_t n, Tensor& keep) {
-  if (d == Device::kCPU) return host;
-  keep = Tensor::empty({4 * n}, DType::kU8, MemCategory::kActivations, d);
-  allocator_for(d).copy(keep.raw(), d, host, Device::kCPU, n * int64_t(sizeof(int32_t)));
-  return keep.data<int32_t>();
-}
-
-}  // namespace
 
 Tensor Gpt2p5d::act(int64_t n) const {
   return Tensor::empty({n}, DType::kF32, MemCategory::kActivations, dev_);
