@@ -9,7 +9,9 @@
 # on both devices: no recomputation here, so these are the model's FLOPs) and peak the GPU's dense
 # bf16 tensor-core rate from its data sheet: H100 SXM 989.4 TFLOP/s, H100 NVL 835, H100 PCIe
 # 756, H200 989.4, A100 312 (set GPU_PEAK_TFLOPS for another GPU; MFU is left out without one).
-# GPU_BENCH_BATCH (8 sequences), GPU_BENCH_STEPS (20; the first is not timed).
+# GPU_BENCH_BATCH (8 sequences), GPU_BENCH_STEPS (20; the first is not timed), GPU_BENCH_BIN (a
+# folder of prebuilt <stage>/train, as the GPU kit's stages/ (tools/gpu_kit.sh); default: build
+# them with Bazel and run bazel-bin's).
 #
 # Prints one markdown table, ready for the README's "On a GPU" section. Without a GPU it says so
 # and exits 2 (nothing is measured).
@@ -36,14 +38,18 @@ fi
 stages=(baseline naive_dp ddp zero1 zero2 zero3)
 targets=()
 for s in "${stages[@]}"; do targets+=("//stages/$s:train"); done
-bazel build "${targets[@]}" >/dev/null 2>&1 || bazel build "${targets[@]}"
+bin=${GPU_BENCH_BIN:-}
+if [ -z "$bin" ]; then
+  bazel build "${targets[@]}" >/dev/null 2>&1 || bazel build "${targets[@]}"
+  bin=bazel-bin/stages
+fi
 
 # run STAGE ARGS...: prints "tokens/s FLOP/token" of one run on the GPU (world size 1).
 run() {
   local stage=$1
   shift
   local out line
-  out=$(bazel-bin/stages/$stage/train --device cuda --world_size 1 --model gpt2 \
+  out=$("$bin/$stage/train" --device cuda --world_size 1 --model gpt2 \
     --global_batch "$batch" --steps "$steps" --eval_every 0 --log_every 1000 "$@" 2>&1) || {
     echo "$out" >&2
     echo "error: $stage $* failed" >&2
