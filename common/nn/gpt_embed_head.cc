@@ -147,9 +147,12 @@ double GPT::head_forward_backward(const float* lnf_params, const float* wte, con
     // Σ CE over the chunk; with backward the logits become loss_scale·(softmax - onehot).
     total += ops.cross_entropy_loss(logits.f32(), y, v0, k, Vr, m.f32(), sums.f32(), loss_scale,
                                     backward);
-    if (backward)  // dh (k,C) = dlogits @ wte_r (partial);  dwte_r (V/t,C) += dlogitsᵀ @ h
+    if (backward) {  // dh (k,C) = dlogits @ wte_r (partial);  dwte_r (V/t,C) += dlogitsᵀ @ h
+      // dlogits are fp32 values, whatever the walk declared for h and wte (kernel_ops.h)
+      const MatmulOperands fp32_operands(ops, DType::kF32);
       ops.matmul_nt_backward(dh32.get() + int64_t{r0} * C, wte_grads, logits.f32(), hc, wte, k, C,
                              Vr);
+    }
   }
   if (backward) {  // dx (n,C) = LNᵀ(Σ_ranks dh); layernorm_backward accumulates, so start from 0
     dh32.store();

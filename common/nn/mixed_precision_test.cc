@@ -2,13 +2,15 @@
 // activations a block keeps are 16-bit except LayerNorm's statistics (bytes measured by the walk),
 // the fp32 copies are temporaries (kOther, all freed after the walk), bf16 and fp16 losses and
 // gradients are the fp32 ones within 16-bit rounding, fp32 through the Tensor path is
-// bit-identical to the float-pointer path, and rounding the gradients counts what fp16 flushes
-// to zero.
+// bit-identical to the float-pointer path, rounding the gradients counts what fp16 flushes
+// to zero, and a 16-bit walk declares its products' operands 16-bit (checked on the CPU).
 //
 // Glossary: B batch, T sequence, Ψ parameter count, S loss scale.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "common/nn/gpt.h"
@@ -16,6 +18,7 @@
 #include "common/nn/unit_runner.h"
 #include "common/tensor/memory.h"
 #include "kernels/cpu/convert.h"
+#include "kernels/ops/kernel_ops.h"
 
 namespace llmp {
 namespace {
@@ -143,6 +146,75 @@ TEST(MixedPrecision, SixteenBitGradientsAccumulateOverWalks) {
 TEST(MixedPrecision, Fp16OverflowBecomesInfInTheGradients) {
   const Walk huge(DType::kF16, 1e12f);
   EXPECT_GT(huge.stats.overflow + huge.stats.nonfinite, 0);
+}
+
+// ---- The matrix products' operand declaration (kernels/ops/kernel_ops.h MatmulOperands): a GPU
+// runs declared 16-bit operands on TF32 tensor cores, so the CPU checks the declaration.
+
+TEST(MatmulOperands, TheCpuRefusesAValueTheDeclaredDtypeCannotHold) {
+  KernelOps& ops = kernel_ops(Device::kCPU);
+  const int N = 3, C = 4, OC = 5;
+  std::vector<float> x(N * C, 0.5f), W(C * OC, -1.25f), y(N * OC);  // exact in f16 and bf16
+  {
+    const MatmulOperands bf16(ops, DType::kBF16);
+    ops.matmul_forward(y.data(), x.data(), W.data(), nullptr, N, C, OC);  // exact: accepted
+    EXPECT_FLOAT_EQ(y[0], C * 0.5f * -1.25f);
+    x[5] = 0.1f;  // 0.1 needs 23 mantissa bits
+    try {
+      ops.matmul_forward(y.data(), x.data(), W.data(), nullptr, N, C, OC);
+      ADD_FAILURE() << "an inexact operand under a bf16 declaration was accepted";
+    } catch (const std::logic_error& e) {
+      EXPECT_NE(std::string(e.what()).find("matmul_forward: x[5] = 0.1"), std::string::npos)
+          << e.what();
+      EXPECT_NE(std::string(e.what()).find("not a bf16 value"), std::string::npos) << e.what();
+    }
+    {  // a nested fp32 declaration (the head's dlogits) accepts any value
+      const MatmulOperands fp32(ops, DType::kF32);
+      ops.matmul_forward(y.data(), x.data(), W.data(), nullptr, N, C, OC);
+    }
+    EXPECT_EQ(ops.matmul_operands(), DType::kBF16) << "the nested scope restored bf16";
+    x[5] = 0.5f;
+    W[7] = 1.0f + 1.0f / 512;  // 10 mantissa bits: an fp16 value, not a bf16 one
+    EXPECT_THROW(ops.matmul_backward_input(x.data(), y.data(), W.data(), N, C, OC),
+                 std::logic_error);
+  }
+  EXPECT_EQ(ops.matmul_operands(), DType::kF32);
+  const MatmulOperands f16(ops, DType::kF16);
+  ops.matmul_backward_input(x.data(), y.data(), W.data(), N, C, OC);  // W[7] is an fp16 value
+  EXPECT_THROW(ops.set_matmul_operands(DType::kF64), std::invalid_argument);
+}
+
+/// A 16-bit source whose get() hands inexact fp32 weights: a walk that declares its operands
+/// 16-bit must be stopped by the CPU's check.
+class LyingParams : public ParamSource {
+ public:
+  LyingParams(const GPT& model, DType claimed)
+      : layout_(model.layout()), claimed_(claimed), w_(layout_.num_params()) {
+    model.init_params(w_.data(), 99);  // fp32 values: almost none is a 16-bit value
+  }
+  const float* get(int u) override { return w_.data() + layout_.unit_offset(u); }
+  DType values() const override { return claimed_; }
+
+ private:
+  const GPTLayout& layout_;
+  DType claimed_;
+  std::vector<float> w_;
+};
+
+TEST(MatmulOperands, ASixteenBitWalkDeclaresItsProducts) {
+  const GPT model(GPTConfig::preset("tiny"), TpComm::none(), DType::kBF16);
+  const int B = 2, T = 8;
+  const std::vector<int32_t> tok = random_ids(B * T, 1, model.config().vocab),
+                             tgt = random_ids(B * T, 2, model.config().vocab);
+  for (DType claimed : {DType::kBF16, DType::kF32}) {
+    LyingParams p(model, claimed);
+    UnitRunner runner(model, p, nullptr);
+    if (claimed == DType::kBF16)  // bf16 params and activations: declared, checked, refused
+      EXPECT_THROW(runner.forward_loss(tok.data(), tgt.data(), B, T), std::logic_error);
+    else  // fp32 params with bf16 activations: nothing declared, the walk runs
+      EXPECT_TRUE(std::isfinite(runner.forward_loss(tok.data(), tgt.data(), B, T)));
+    EXPECT_EQ(kernel_ops(Device::kCPU).matmul_operands(), DType::kF32) << "restored after the walk";
+  }
 }
 
 }  // namespace

@@ -109,6 +109,11 @@ double UnitRunner::run(const std::vector<WalkStep>& steps, const UnitRange& r, c
   if (moe && !steps.empty() &&
       (steps[0].kind == WalkStep::kEmbed || steps[0].kind == WalkStep::kBlockForward))
     moe->set_loss_scale(a.loss_scale);
+  // Mixed precision: 16-bit parameters and activations of one dtype make every operand of the
+  // walk's products a 16-bit value (the head's fp32 dlogits excepted, declared there).
+  const DType act = model_.activation_dtype();
+  const MatmulOperands operands(kernel_ops(model_.device()),
+                                params_.values() == act ? act : DType::kF32);
   double loss = 0;
   for (size_t k = 0; k < steps.size(); ++k) {
     params_.before_step(steps, k);

@@ -71,6 +71,11 @@ class ParamSource {
   virtual ~ParamSource() = default;
   /// Unit u's first parameter. For the head, get(0) must start with this rank's rows of wte.
   virtual const float* get(int unit) = 0;
+  /// The dtype whose values get()'s floats are: f32 (any fp32 values, the default), or f16 /
+  /// bf16 when they are widened copies of 16-bit parameters (mixed precision). With 16-bit
+  /// activations of the same dtype, the walk declares its products' operands 16-bit values
+  /// (KernelOps::set_matmul_operands: TF32 tensor cores on a GPU, an exactness check on the CPU).
+  virtual DType values() const { return DType::kF32; }
   /// Around step k of `steps` (ZeRO-3: gather and prefetch before, free after). Default: nothing.
   virtual void before_step(const std::vector<WalkStep>& steps, size_t k) { (void)steps, (void)k; }
   virtual void after_step(const std::vector<WalkStep>& steps, size_t k) { (void)steps, (void)k; }
@@ -97,6 +102,7 @@ class FlatParams : public ParamSource {
   /// `flat`: layout.num_params() elements of f32, f16 or bf16. Must outlive the source.
   FlatParams(const GPTLayout& layout, const Tensor& flat);
   const float* get(int u) override;
+  DType values() const override { return base_ ? DType::kF32 : flat16_.dtype(); }
   void after_step(const std::vector<WalkStep>& steps, size_t k) override;
 
  private:

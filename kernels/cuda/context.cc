@@ -14,6 +14,7 @@ struct State {
   cublasHandle_t handle = nullptr;
   cudaStream_t stream = 0;
   bool tf32 = false;
+  bool exact_tf32 = false;  // inside an ExactTf32Operands scope
   void* ws = nullptr;
   size_t ws_bytes = 0;
 };
@@ -78,7 +79,25 @@ void* workspace(size_t bytes) {
   return s.ws;
 }
 
+ExactTf32Operands::ExactTf32Operands(bool on) : previous_(state().exact_tf32) {
+  state().exact_tf32 = on;
+}
+ExactTf32Operands::~ExactTf32Operands() { state().exact_tf32 = previous_; }
+
 void run_gemm(const GemmArgs& g) {
+  if (state().exact_tf32 && !state().tf32) {  // TF32 for these products alone
+    const cublasComputeType_t tf32 = CUBLAS_COMPUTE_32F_FAST_TF32;
+    if (g.batch == 1)
+      CUBLAS_CHECK(cublasGemmEx(handle(), op(g.transa), op(g.transb), g.m, g.n, g.k, &g.alpha,
+                                g.A, CUDA_R_32F, g.lda, g.B, CUDA_R_32F, g.ldb, &g.beta, g.C,
+                                CUDA_R_32F, g.ldc, tf32, CUBLAS_GEMM_DEFAULT));
+    else
+      CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+          handle(), op(g.transa), op(g.transb), g.m, g.n, g.k, &g.alpha, g.A, CUDA_R_32F, g.lda,
+          g.strideA, g.B, CUDA_R_32F, g.ldb, g.strideB, &g.beta, g.C, CUDA_R_32F, g.ldc,
+          g.strideC, g.batch, tf32, CUBLAS_GEMM_DEFAULT));
+    return;
+  }
   if (g.batch == 1) {
     CUBLAS_CHECK(cublasSgemm(handle(), op(g.transa), op(g.transb), g.m, g.n, g.k, &g.alpha, g.A,
                              g.lda, g.B, g.ldb, &g.beta, g.C, g.ldc));

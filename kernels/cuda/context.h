@@ -46,8 +46,24 @@ bool tf32();
 /// (growing frees the old buffer with cudaFree, which waits for the device first).
 void* workspace(size_t bytes);
 
-/// Issues g as cublasSgemm (batch 1) or cublasSgemmStridedBatched on stream().
+/// Issues g as cublasSgemm (batch 1) or cublasSgemmStridedBatched on stream(); inside an
+/// ExactTf32Operands scope, as cublasGemmEx / cublasGemmStridedBatchedEx with
+/// CUBLAS_COMPUTE_32F_FAST_TF32 (TF32 tensor cores, fp32 accumulation) whatever set_tf32 says.
 void run_gemm(const GemmArgs& g);
+
+/// While alive, run_gemm's products use TF32 tensor cores: the caller promises that every operand
+/// is exactly a TF32 value (mixed precision's widened bf16/fp16 values, KernelOps::
+/// set_matmul_operands), so the products are the fp32 ones, summed in the tensor cores' order.
+class ExactTf32Operands {
+ public:
+  explicit ExactTf32Operands(bool on);
+  ~ExactTf32Operands();
+  ExactTf32Operands(const ExactTf32Operands&) = delete;
+  ExactTf32Operands& operator=(const ExactTf32Operands&) = delete;
+
+ private:
+  bool previous_;
+};
 
 }  // namespace cuda
 }  // namespace llmp

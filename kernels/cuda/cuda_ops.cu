@@ -63,25 +63,30 @@ class CudaKernelOps final : public KernelOps {
   void matmul_forward(float* y, const float* x, const float* W, const float* bias, int N, int C,
                       int OC) override {
     cpu::count_flops(2L * N * C * OC);
+    const cuda::ExactTf32Operands tf32(matmul_operands() != DType::kF32);
     cuda::matmul_forward(y, x, W, bias, N, C, OC);
   }
   void matmul_backward_input(float* dx, const float* dy, const float* W, int N, int C,
                              int OC) override {
     cpu::count_flops(2L * N * C * OC);
+    const cuda::ExactTf32Operands tf32(matmul_operands() != DType::kF32);
     cuda::matmul_backward_input(dx, dy, W, N, C, OC);
   }
   void matmul_backward_weight(float* dW, float* db, const float* dy, const float* x, int N, int C,
                               int OC) override {
     cpu::count_flops(2L * N * C * OC);
+    const cuda::ExactTf32Operands tf32(matmul_operands() != DType::kF32);
     cuda::matmul_backward_weight(dW, db, dy, x, N, C, OC);
   }
   void matmul_nt_forward(float* y, const float* x, const float* Wt, int N, int C, int OC) override {
     cpu::count_flops(2L * N * C * OC);
+    const cuda::ExactTf32Operands tf32(matmul_operands() != DType::kF32);
     cuda::matmul_nt_forward(y, x, Wt, N, C, OC);
   }
   void matmul_nt_backward(float* dx, float* dWt, const float* dy, const float* x, const float* Wt,
                           int N, int C, int OC) override {
     cpu::count_flops((dx ? 4L : 2L) * N * C * OC);
+    const cuda::ExactTf32Operands tf32(matmul_operands() != DType::kF32);
     cuda::matmul_nt_backward(dx, dWt, dy, x, Wt, N, C, OC);
   }
   void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C,

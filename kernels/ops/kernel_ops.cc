@@ -10,6 +10,7 @@
 #include "kernels/cpu/adamw.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/attention_block.h"
+#include "kernels/cpu/convert.h"
 #include "kernels/cpu/cross_entropy.h"
 #include "kernels/cpu/embedding.h"
 #include "kernels/cpu/gelu.h"
@@ -19,7 +20,31 @@
 #include "kernels/cpu/tp_grid.h"
 
 namespace llmp {
+
+void KernelOps::set_matmul_operands(DType d) {
+  if (d != DType::kF32 && d != DType::kF16 && d != DType::kBF16)
+    throw std::invalid_argument(std::string("set_matmul_operands: ") + to_string(d) +
+                                " is none of f32, f16, bf16");
+  matmul_operands_ = d;
+}
+
 namespace {
+
+/// The CPU's side of set_matmul_operands: under a 16-bit declaration, every one of the n values
+/// of `operand` (argument `name` of `kernel`) is exact in that dtype, else std::logic_error.
+void check_operand(const KernelOps& ops, const char* kernel, const char* name, const float* p,
+                   int64_t n) {
+  const DType d = ops.matmul_operands();
+  if (d == DType::kF32 || p == nullptr) return;
+  for (int64_t i = 0; i < n; ++i) {
+    const float r = cpu::round_trip(p[i], d);
+    if (r != p[i] && !(std::isnan(r) && std::isnan(p[i])))
+      throw std::logic_error(std::string(kernel) + ": " + name + "[" + std::to_string(i) +
+                             "] = " + std::to_string(p[i]) + " is not a " + to_string(d) +
+                             " value, yet the products were declared " + to_string(d) +
+                             " operands (MatmulOperands, kernels/ops/kernel_ops.h)");
+  }
+}
 
 // Each method forwards to the kernels/cpu function of the same name.
 class CpuKernelOps final : public KernelOps {
@@ -27,21 +52,32 @@ class CpuKernelOps final : public KernelOps {
   Device device() const override { return Device::kCPU; }
   void matmul_forward(float* y, const float* x, const float* W, const float* bias, int N, int C,
                       int OC) override {
+    check_operand(*this, "matmul_forward", "x", x, int64_t{N} * C);
+    check_operand(*this, "matmul_forward", "W", W, int64_t{C} * OC);
     cpu::matmul_forward(y, x, W, bias, N, C, OC);
   }
   void matmul_backward_input(float* dx, const float* dy, const float* W, int N, int C,
                              int OC) override {
+    check_operand(*this, "matmul_backward_input", "dy", dy, int64_t{N} * OC);
+    check_operand(*this, "matmul_backward_input", "W", W, int64_t{C} * OC);
     cpu::matmul_backward_input(dx, dy, W, N, C, OC);
   }
   void matmul_backward_weight(float* dW, float* db, const float* dy, const float* x, int N, int C,
                               int OC) override {
+    check_operand(*this, "matmul_backward_weight", "dy", dy, int64_t{N} * OC);
+    check_operand(*this, "matmul_backward_weight", "x", x, int64_t{N} * C);
     cpu::matmul_backward_weight(dW, db, dy, x, N, C, OC);
   }
   void matmul_nt_forward(float* y, const float* x, const float* Wt, int N, int C, int OC) override {
+    check_operand(*this, "matmul_nt_forward", "x", x, int64_t{N} * C);
+    check_operand(*this, "matmul_nt_forward", "Wt", Wt, int64_t{OC} * C);
     cpu::matmul_nt_forward(y, x, Wt, N, C, OC);
   }
   void matmul_nt_backward(float* dx, float* dWt, const float* dy, const float* x, const float* Wt,
                           int N, int C, int OC) override {
+    check_operand(*this, "matmul_nt_backward", "dy", dy, int64_t{N} * OC);
+    check_operand(*this, "matmul_nt_backward", "x", x, int64_t{N} * C);
+    check_operand(*this, "matmul_nt_backward", "Wt", Wt, int64_t{OC} * C);
     cpu::matmul_nt_backward(dx, dWt, dy, x, Wt, N, C, OC);
   }
   void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C,

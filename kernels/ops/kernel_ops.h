@@ -184,6 +184,43 @@ class KernelOps {
   /// accumulation; NVIDIA A100/H100) when `on`; off by default, so results match kernels/cpu
   /// within fp32 rounding. Nothing for the CPU. train_main calls it for --tf32.
   virtual void set_tf32(bool on) { (void)on; }
+
+  // ---- mixed precision's matrix products (Micikevicius et al. 2018 §3: 16-bit operands, fp32
+  // accumulation). The model's linear layers under bf16/fp16 hand the matmul_* entries fp32
+  // copies of 16-bit values (f32_view.h): every operand (x, W or Wt, dy) is then EXACTLY a bf16
+  // (or fp16) value. Such values are also exact in TF32 (8 exponent bits, 10 mantissa bits:
+  // bf16's 7 and fp16's 10 fit, and fp16's range and subnormals are normal TF32 numbers), so a
+  // GPU may run those products on TF32 tensor cores and compute the same products as fp32, only
+  // summed in another order. The walk declares it with the scope MatmulOperands below;
+  // CUDA then uses TF32 for the matmul_* entries (whatever set_tf32 says), and the CPU, which
+  // has no tensor cores, CHECKS the promise instead: every operand of a matmul_* call under a
+  // 16-bit declaration must round-trip through that dtype, else std::logic_error naming the
+  // entry, the operand and the element ("matmul_forward: x[17] = 0.1 is not a bf16 value ...").
+  // So the CPU tests of every 16-bit run prove what the GPU relies on. Not the attention entries:
+  // their softmax produces fp32 values that feed products (P V, dS K).
+  /// Declares the operands of the following matmul_* calls: f32 (the default: any fp32
+  /// values) or f16 / bf16 (values of that dtype, see above). std::invalid_argument for others.
+  virtual void set_matmul_operands(DType d);
+  DType matmul_operands() const { return matmul_operands_; }
+
+ private:
+  DType matmul_operands_ = DType::kF32;
+};
+
+/// set_matmul_operands(d) on `ops` for the scope's lifetime, then the previous declaration.
+/// Opened by the model's linear layers with their activations' dtype (common/nn).
+class MatmulOperands {
+ public:
+  MatmulOperands(KernelOps& ops, DType d) : ops_(ops), previous_(ops.matmul_operands()) {
+    ops_.set_matmul_operands(d);
+  }
+  ~MatmulOperands() { ops_.set_matmul_operands(previous_); }
+  MatmulOperands(const MatmulOperands&) = delete;
+  MatmulOperands& operator=(const MatmulOperands&) = delete;
+
+ private:
+  KernelOps& ops_;
+  DType previous_;
 };
 
 /// The kernels for tensors on `d`: kernels/cpu for Device::kCPU (always there), whatever was

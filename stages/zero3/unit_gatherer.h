@@ -58,6 +58,8 @@ class UnitGatherer : public ParamSource {
   /// Unit u's n_u parameters in fp32, waiting for its gather (starting it first if nobody
   /// prefetched it); a 16-bit unit is widened once, on the first get().
   const float* get(int u) override;
+  /// The shard's dtype: a 16-bit shard's units are widened 16-bit values.
+  DType values() const override { return shard_.dtype(); }
   /// Prefetches the units of step k and of step k+1 (collective, the same on every rank).
   void before_step(const std::vector<WalkStep>& steps, size_t k) override;
   /// Releases the units of step k that step k+1 does not read ("reshard").
