@@ -1,15 +1,10 @@
 #!/usr/bin/env bash
 # --device: refused by name where it cannot run, before any rank starts (exit 2, one line).
 # Usage: device_flag_test.sh BASELINE_TRAIN CPU_ONLY_STAGE GPIPE_TRAIN EXPECT_ERROR_SH ZERO3_TRAIN
-#                           RING_SELF_ATTENTION_TRAIN
 #   unknown_device        --device tpu                         "unknown device 'tpu'"
 #   device_unsupported    cpu_only_stage --device cuda         "cpu_only_stage runs on the CPU
 #                         only" (tests:cpu_only_stage, tensor_parallel's spec without
 #                         supports_device: every real stage takes --device since tp_3d does)
-#   device_core_host_only ring_self_attention --device cuda    "ring self-attention's key and
-#                         value rings run on the CPU only" (the context-parallel stages take
-#                         --device; a host-only core is refused by its stage, by name, before
-#                         the device's availability is checked)
 #   device_mixed          gpipe --device cuda --precision bf16 "--precision bf16: gpipe trains in
 #                         fp32 only": a stage without a 16-bit path says so, not that its GPU path
 #                         lacks one (every stage that trains bf16/fp16 on the CPU does on a GPU)
@@ -22,16 +17,13 @@
 #                         same for baseline --device cuda --precision bf16 (accepted: the
 #                         refusal, if any, is the device's, never "fp32 only").
 set -u
-baseline=$1 cpu_only_stage=$2 gpipe=$3 zero3=$5 ring_self_attention=$6
+baseline=$1 cpu_only_stage=$2 gpipe=$3 zero3=$5
 source "$4"  # expect, expect_exit_2, finish
 fast=(--steps 1 --eval_every 0 --quiet --model tiny)
 
 expect_exit_2 unknown_device "unknown device 'tpu'" -- "$baseline" --device tpu "${fast[@]}"
 expect_exit_2 device_unsupported "--device cuda: cpu_only_stage runs on the CPU only" -- \
   "$cpu_only_stage" --device cuda --world_size 2 "${fast[@]}"
-expect_exit_2 device_core_host_only \
-  "--device cuda: ring self-attention's key and value rings run on the CPU only" -- \
-  "$ring_self_attention" --device cuda --world_size 2 "${fast[@]}"
 expect_exit_2 device_mixed "--precision bf16: gpipe trains in fp32 only (mixed precision:" -- \
   "$gpipe" --device cuda --precision bf16 --world_size 2 "${fast[@]}"
 expect_exit_2 device_host_only "--tile_factor 2 with --device cuda: weight tiles are host memory" \

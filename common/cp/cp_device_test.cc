@@ -15,7 +15,9 @@
 //                  4Ψ down, 4Ψ up        the gradient all_reduce, staged by the MPI backend
 //                  L·core's staging      the core's collectives (Ulysses: 4 all_to_alls, the
 //                                        input down and the output up: 32·B·Tl·A each way;
-//                                        ring attention: 3p − 2 sends of 8·B·Tl·A)
+//                                        ring attention: 3p − 2 sends of 8·B·Tl·A; ring
+//                                        self-attention: 2(p − 1) of 4·B·Tl·A, 2(p − 1) of
+//                                        8·B·Tl·A)
 //   the evaluation 4(2·B·Tl + Tl) up     tokens, positions and targets once (no backward)
 //                  L·core's forward staging (Ulysses: 16·B·Tl·A each way)
 //   get_state      12Ψ down              parameters, m and v through to_host
@@ -28,6 +30,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -79,6 +82,15 @@ CoreStaging ulysses_staging(int64_t B, int64_t Tl, int64_t A) {
 CoreStaging ring_attention_staging(int64_t B, int64_t Tl, int64_t A) {
   const int64_t p = world().size(), send = 8 * B * Tl * A;
   return {(3 * p - 2) * send, (3 * p - 2) * send, (p - 1) * send, (p - 1) * send};
+}
+
+/// Ring self-attention (ring_self_attention.h): per block, p − 1 key and p − 1 value chunks of
+/// 4·B·Tl·A bytes forward, p − 1 [V | dV] and p − 1 [K | dK] of twice that backward, each staged
+/// down at its sender and up at its receiver.
+CoreStaging ring_self_attention_staging(int64_t B, int64_t Tl, int64_t A) {
+  const int64_t p = world().size(), chunk = 4 * B * Tl * A;
+  const int64_t forward = 2 * (p - 1) * chunk, step = forward + 2 * (p - 1) * 2 * chunk;
+  return {step, step, forward, forward};
 }
 
 struct Crossed {
@@ -191,8 +203,93 @@ TEST(ContextParallelOnDevice, RingAttentionEqualsTheCpuWithEveryCrossingAccounte
       ring_attention_staging);
 }
 
-// A host-only core (ring self-attention, so far) is refused for a model on a device, by name, when
-// the strategy is built: before any rank reads device memory on the host.
+std::unique_ptr<AttentionCore> ring_self_attention(ProcessGroup& g) {
+  return std::make_unique<RingSelfAttention>(g);
+}
+
+TEST(ContextParallelOnDevice, RingSelfAttentionEqualsTheCpuWithEveryCrossingAccounted) {
+  expect_cp_device_run_equals_cpu(ring_self_attention, ring_self_attention_staging);
+}
+
+/// A (B,Tl,W) f32 tensor of N(0,1) draws, on the host.
+Tensor random_rows(int64_t B, int64_t Tl, int64_t W, unsigned seed) {
+  Tensor t = Tensor::empty({B, Tl, W}, DType::kF32, MemCategory::kActivations);
+  std::mt19937 gen(seed + 101 * world().rank());
+  std::normal_distribution<float> n(0.0f, 1.0f);
+  for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = n(gen);
+  return t;
+}
+
+/// `x` (any device) as host floats.
+std::vector<float> host_floats(const Tensor& x) {
+  Tensor h = Tensor::empty(x.shape(), DType::kF32, MemCategory::kOther);
+  h.copy_from(x);
+  return std::vector<float>(h.f32(), h.f32() + h.numel());
+}
+
+// The ring self-attention core alone, on a guarded FakeDevice against the CPU core on the same
+// rows (B = 2, T = 16, A = 16, H = 4: 4 heads of 4 channels): out, P and dqkv bit for bit (the
+// device runs the same CPU kernels, so any difference is a buffer read from the wrong place),
+// and the host <-> device bytes the FakeDevice counted equal to the ring's closed form: each
+// chunk sent is staged down at its sender and up at its receiver, 2(p − 1) chunks of 4·B·Tl·A
+// bytes in the forward (keys, values), 2(p − 1) of 8·B·Tl·A in the backward (chunk and
+// accumulator); nothing else crosses (the packing, unpacking, products and softmaxes stay on
+// the device).
+TEST(ContextParallelOnDevice, RingSelfAttentionCoreEqualsTheCpuCoreBitForBit) {
+  constexpr int B = 2, T = 16, A = 16, H = 4;
+  const int64_t p = world().size(), Tl = T / p, chunk = 4 * B * Tl * A;
+  const Tensor qkv = random_rows(B, Tl, 3 * A, 5), dout = random_rows(B, Tl, A, 7);
+  auto cpu_group = world().duplicate();
+  RingSelfAttention cpu_core(*cpu_group);
+  Tensor y, dq;
+  AttentionKeep keep;
+  cpu_core.forward(qkv, y, B, T, H, &keep);
+  const std::vector<float> P = host_floats(keep.a);
+  cpu_core.backward(dout, qkv, y, &keep, dq, B, T, H);
+
+  testing::FakeDevice dev(/*guarded=*/true);
+  testing::FakeKernelOps ops(dev);
+  auto on_dev = [](const Tensor& host) {
+    Tensor d = Tensor::empty(host.shape(), DType::kF32, MemCategory::kActivations, Device::kCUDA);
+    d.copy_from(host);
+    return d;
+  };
+  const Tensor qd = on_dev(qkv), dyd = on_dev(dout);
+  auto dev_group = world().duplicate();
+  RingSelfAttention dev_core(*dev_group);
+  Tensor yd, dqd;
+  AttentionKeep kd;
+  Crossed c0 = now(&dev);
+  dev_core.forward(qd, yd, B, T, H, &kd);
+  const Crossed fwd = since(&dev, c0);
+  EXPECT_EQ(fwd.down, 2 * (p - 1) * chunk) << "forward: key and value chunks staged down";
+  EXPECT_EQ(fwd.up, 2 * (p - 1) * chunk) << "forward: key and value chunks staged up";
+  ASSERT_EQ(yd.device(), Device::kCUDA) << "out allocated beside qkv";
+  ASSERT_EQ(kd.a.device(), Device::kCUDA) << "P kept on the device";
+  const std::vector<float> Pd = host_floats(kd.a);
+  c0 = now(&dev);
+  dev_core.backward(dyd, qd, yd, &kd, dqd, B, T, H);
+  const Crossed bwd = since(&dev, c0);
+  EXPECT_EQ(bwd.down, 2 * (p - 1) * 2 * chunk) << "backward: [chunk | accumulator] down";
+  EXPECT_EQ(bwd.up, 2 * (p - 1) * 2 * chunk) << "backward: [chunk | accumulator] up";
+  EXPECT_EQ(dev_group->staging_stats().to_host_bytes, 6 * (p - 1) * chunk) << "the backend's";
+  EXPECT_EQ(dqd.device(), Device::kCUDA);
+  EXPECT_EQ(host_floats(yd), host_floats(y)) << "out";
+  EXPECT_EQ(Pd, P) << "P";
+  EXPECT_EQ(host_floats(dqd), host_floats(dq)) << "dqkv";
+  EXPECT_GT(p, 1) << "a ring of one rank sends nothing: the bytes above would prove nothing";
+}
+
+/// A core without a device path (AttentionCore::supports_device() false): GPT's refusal.
+struct HostOnlyCore : RingSelfAttention {
+  using RingSelfAttention::RingSelfAttention;
+  std::string name() const override { return "host-only test"; }
+  bool supports_device() const override { return false; }
+};
+
+// A host-only core (every real core runs on a device now; this one says it does not) is refused
+// for a model on a device, by name, when the strategy is built: before any rank reads device
+// memory on the host.
 TEST(ContextParallelOnDevice, AHostOnlyCoreIsRefused) {
   testing::FakeDevice dev(/*guarded=*/true);
   testing::FakeKernelOps ops(dev);
@@ -202,12 +299,12 @@ TEST(ContextParallelOnDevice, AHostOnlyCoreIsRefused) {
     ContextParallelStrategy s(
         on_device, *group,
         [](ProcessGroup& g) -> std::unique_ptr<AttentionCore> {
-          return std::make_unique<RingSelfAttention>(g);
+          return std::make_unique<HostOnlyCore>(g);
         },
         AdamWConfig{}, 11);
-    ADD_FAILURE() << "ring self-attention's core was accepted on a device";
+    ADD_FAILURE() << "a host-only core was accepted on a device";
   } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("ring self-attention core runs on the CPU only"),
+    EXPECT_NE(std::string(e.what()).find("host-only test core runs on the CPU only"),
               std::string::npos)
         << e.what();
   }

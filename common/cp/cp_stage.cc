@@ -9,8 +9,6 @@
 namespace llmp {
 
 std::string cp_config_error(const TrainConfig& cfg, const CpStageOptions& o) {
-  if (cfg.device != "cpu" && !o.device_refusal.empty())
-    return "--device " + cfg.device + ": " + o.device_refusal;
   if (cfg.recompute != "none")
     return "--recompute " + cfg.recompute + ": " + o.name +
            " trains without recomputation (its attention keeps what its method keeps; the other "
@@ -32,8 +30,8 @@ StageSpec cp_stage_spec(const CpStageOptions& o) {
   spec.default_world_size = o.default_world_size;
   spec.grid = [](const TrainConfig& cfg) { return context_parallel_grid(cfg.world_size); };
   spec.add_flags = o.add_flags;
-  // The strategy places its states and buffers on the model's device; a host-only core is
-  // refused by name in validate (device_refusal), before train_main's device checks.
+  // The strategy places its states and buffers on the model's device, and every core runs there
+  // (AttentionCore::supports_device()).
   spec.supports_device = true;
   spec.validate = [opts](const TrainConfig& cfg) {
     const std::string err = cp_config_error(cfg, *opts);

@@ -16,9 +16,9 @@
 // before launch and inside the ranks: a sequence length (--ctx, or the preset's) that the core
 // cannot split over p ranks, or H not divisible by p for Ulysses (the core's split_error);
 // --precision other than fp32 (train_main's check) and --recompute other than none (so also
-// --partition_activations, which needs --recompute full); --device cuda for a stage whose core
-// is host-only (device_refusal: the ring cores so far). Every stage here takes --device in
-// principle (StageSpec::supports_device): the strategy and the walk run on the model's device.
+// --partition_activations, which needs --recompute full). Every stage here takes --device
+// (StageSpec::supports_device): the strategy, the walk and the three cores run on the model's
+// device.
 //
 // Glossary: p ranks of the context-parallel group, T sequence length, H heads.
 #pragma once
@@ -42,11 +42,6 @@ struct CpStageOptions {
   std::function<std::string(int T, int H, int p)> split_error;
   /// Stage-specific flags (e.g. ring_attention's --split); may be empty.
   std::function<void(CLI::App&)> add_flags;
-  /// Why --device cuda cannot run this stage's core, one line without the flag ("ring
-  /// attention's blockwise online softmax runs on the CPU only so far"), or "" when it can (its
-  /// core's AttentionCore::supports_device() is true). Refused before launch with exit 2, ahead
-  /// of the device's own availability.
-  std::string device_refusal;
 };
 
 /// The first problem with cfg's model and the stage's split on cfg.world_size ranks, as one

@@ -20,8 +20,9 @@
 //   so after p − 1 steps the accumulator of chunk r is home at rank r with all p parts (a ring
 //   reduce-scatter riding on the chunk ring, no extra send).
 // Chunks c > r lie entirely in the future of every local query: they are not multiplied (P_c = 0)
-// but still travel, the ring serves the other ranks. Chunk c = r is the diagonal block: its
-// Q Kᵀ and dO Vᵀ are computed on the square, its P V, Pᵀ dO, dS K and dSᵀ Q on the triangle.
+// but still travel, the ring serves the other ranks. Chunk c = r is the diagonal block: all six
+// of its products are computed on the full (Tl,Tl) square like the other chunks' (P and dS are
+// exactly 0 above its diagonal, so the numbers are the triangle's): one path for both devices.
 //
 // Overlap (double buffering): at each step the next chunk's irecv and the current chunk's isend
 // are issued BEFORE the products with the current chunk, and waited for after them, so a
@@ -32,8 +33,16 @@
 // Memory: S/P (B,H,Tl,T) and the backward's dP/dS (B,H,Tl,T) are attention_scores (tagged). The
 // two ring buffers, (B,Tl,A) in the forward and (B,Tl,2A) in the backward, are kCommBuffers and
 // are freed when forward/backward returns; keep->a = P is all a block keeps (keep->b unused).
-// FLOPs are counted with cpu::count_flops as kernels/cpu/attention.cc does: squares for
-// Q Kᵀ and dO Vᵀ, triangles for the diagonal block's other products, nothing for c > r.
+// FLOPs are counted by the product kernel itself (kernels/cpu/ring_self_block.h, and the CUDA
+// table with the same formula): 2·Tl²·hs per (b, h) and product, squares for every chunk c <= r,
+// nothing for c > r.
+//
+// Devices (supports_device()): every buffer (S/P, dP/dS, the ring buffers, out, dqkv) is on
+// qkv's device and every operation on them a kernel of kernel_ops(qkv.device()):
+// copy_columns packs a chunk out of qkv and unpacks an accumulator into dqkv,
+// gemm_strided_batched runs each block product per sequence over the H heads (cuBLAS's
+// strided-batched GEMM on a GPU), causal_softmax_rows(_backward) the softmaxes; the ring's
+// isend/irecv take the device buffers (the MPI backend stages them through the host).
 //
 // Glossary: B sequences, T positions, p ranks of the ring, r this rank, Tl = T/p, A channels,
 // H heads, hs = A/H, c the chunk (= owner rank) of keys/values, s the ring step, L blocks,
@@ -59,16 +68,20 @@ class RingSelfAttention : public AttentionCore {
   static std::string split_error(int T, int H, int p);
 
   std::string name() const override { return "ring self-attention"; }
+  /// Runs on any device with a KernelOps table: the tensors' device (see the file comment).
+  bool supports_device() const override { return true; }
   int shards() const override { return group_.size(); }
   int rank() const override { return group_.rank(); }
   /// [r·T/p, (r+1)·T/p). Throws std::invalid_argument naming T and p when p ∤ T or T < 1.
   std::vector<int> positions(int T) const override;
   /// qkv (B,Tl,3A) f32 -> out (B,Tl,A) (allocated here, kActivations, if undefined); keep->a =
-  /// P (B,H,Tl,T) f32 tagged kAttentionScores. 2(p − 1) isends of 4·B·Tl·A bytes.
-  /// Throws std::invalid_argument (one line) on p ∤ T, H ∤ A or shapes that do not match.
+  /// P (B,H,Tl,T) f32 tagged kAttentionScores. Every tensor on qkv's device. 2(p − 1) isends of
+  /// 4·B·Tl·A bytes. Throws std::invalid_argument (one line) on p ∤ T, H ∤ A, shapes that do not
+  /// match or an `out` on another device.
   void forward(const Tensor& qkv, Tensor& out, int B, int T, int H, AttentionKeep* keep) override;
   /// dqkv (B,Tl,3A) overwritten (allocated here, kActivations, if undefined) from dout (B,Tl,A),
-  /// qkv and keep->a; frees *keep. 2(p − 1) isends of 8·B·Tl·A bytes.
+  /// qkv and keep->a, all on qkv's device (else std::invalid_argument naming the tensor); frees
+  /// *keep. 2(p − 1) isends of 8·B·Tl·A bytes.
   void backward(const Tensor& dout, const Tensor& qkv, const Tensor& out, AttentionKeep* keep,
                 Tensor& dqkv, int B, int T, int H) override;
 
@@ -82,8 +95,8 @@ class RingSelfAttention : public AttentionCore {
   /// 4·B·H·(T/p)·T·(L + 1): L blocks' P plus the last backward's dP/dS.
   double peak_score_bytes(int B, int T, int A, int H, int L) const override;
   std::string peak_score_formula_text() const override { return "4(L+1)·B·H·T²/p"; }
-  /// B·H·hs·(2(r+1)Tl² + 2r·Tl² + Tl(Tl+1)) for rank r: Q Kcᵀ on r+1 squares, P_c V_c on r
-  /// squares and the diagonal triangle.
+  /// 4(r+1)·B·A·Tl² for rank r: Q Kcᵀ and P_c V_c on r+1 squares of 2·B·H·Tl²·hs each
+  /// (the diagonal block's P V on its square too).
   double forward_flops_per_block(int B, int T, int A, int H) const override;
 
  private:

@@ -104,6 +104,26 @@ class Table final : public KernelOps {
     FakeDevice::Access a(dev_);
     cpu_.copy_columns(dst, ld_dst, src, ld_src, rows, cols);
   }
+  void gemm_strided_batched(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+                            const float* A, int lda, int64_t stride_a, const float* B, int ldb,
+                            int64_t stride_b, float beta, float* C, int ldc, int64_t stride_c,
+                            int batch) override {
+    on_device("gemm_strided_batched", {A, B, C});
+    FakeDevice::Access a(dev_);
+    cpu_.gemm_strided_batched(trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb,
+                              stride_b, beta, C, ldc, stride_c, batch);
+  }
+  void causal_softmax_rows(float* s, int64_t rows, int Tl, int T, int g0) override {
+    on_device("causal_softmax_rows", {s});
+    FakeDevice::Access a(dev_);
+    cpu_.causal_softmax_rows(s, rows, Tl, T, g0);
+  }
+  void causal_softmax_rows_backward(float* dp, const float* P, int64_t rows, int Tl, int T,
+                                    int g0, float scale) override {
+    on_device("causal_softmax_rows_backward", {dp, P});
+    FakeDevice::Access a(dev_);
+    cpu_.causal_softmax_rows_backward(dp, P, rows, Tl, T, g0, scale);
+  }
   void layernorm_forward(float* y, float* mean, float* rstd, const float* x, const float* w,
                          const float* b, int N, int C) override {
     on_device("layernorm_forward", {y, mean, rstd, x, w, b});

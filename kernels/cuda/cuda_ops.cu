@@ -31,6 +31,7 @@
 #include "kernels/cuda/matmul.h"
 #include "kernels/cuda/reduce.h"
 #include "kernels/cuda/residual.h"
+#include "kernels/cuda/ring_self_block.h"
 #include "kernels/cuda/round_stats.h"
 #include "kernels/cuda/tp_grid.h"
 #include "kernels/ops/kernel_ops.h"
@@ -130,6 +131,21 @@ class CudaKernelOps final : public KernelOps {
   void copy_columns(float* dst, int ld_dst, const float* src, int ld_src, int64_t rows,
                     int cols) override {
     cuda::copy_columns(dst, ld_dst, src, ld_src, rows, cols);
+  }
+  void gemm_strided_batched(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+                            const float* A, int lda, int64_t stride_a, const float* B, int ldb,
+                            int64_t stride_b, float beta, float* C, int ldc, int64_t stride_c,
+                            int batch) override {
+    if (M > 0 && N > 0 && batch > 0) cpu::count_flops(2L * M * N * K * batch);  // as the CPU's
+    cuda::gemm_strided_batched(trans_a, trans_b, M, N, K, alpha, A, lda, stride_a, B, ldb,
+                               stride_b, beta, C, ldc, stride_c, batch);
+  }
+  void causal_softmax_rows(float* s, int64_t rows, int Tl, int T, int g0) override {
+    cuda::causal_softmax_rows(s, rows, Tl, T, g0);
+  }
+  void causal_softmax_rows_backward(float* dp, const float* P, int64_t rows, int Tl, int T,
+                                    int g0, float scale) override {
+    cuda::causal_softmax_rows_backward(dp, P, rows, Tl, T, g0, scale);
   }
   void layernorm_forward(float* y, float* mean, float* rstd, const float* x, const float* w,
                          const float* b, int N, int C) override {

@@ -162,5 +162,18 @@ GemmArgs attention_dk_gemm(float* dqkv, const float* dS, const float* qkv, int b
                  H, hs, static_cast<int64_t>(T) * T, hs);
 }
 
+// Row-major C (M,N) = op(A)(M,K)·op(B)(K,N). Column-major views: C' = Cᵀ (N,M) ld ldc, and
+// Cᵀ = op(B)ᵀ·op(A)ᵀ. B's buffer viewed column-major is B_storedᵀ: op(B)ᵀ is that view itself
+// when trans_b is false (op N) and its transpose when true (op T); likewise A. So cuBLAS's
+// (m, n, k) = (N, M, K), its A = our B (ldb, stride_b), its B = our A (lda, stride_a).
+GemmArgs row_major_gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+                        const float* A, int lda, int64_t stride_a, const float* B, int ldb,
+                        int64_t stride_b, float beta, float* C, int ldc, int64_t stride_c,
+                        int batch) {
+  return batched(gemm(trans_b, trans_a, N, M, K, B, "B", ldb, A, "A", lda, C, "C", ldc, alpha,
+                      beta),
+                 batch, stride_b, stride_a, stride_c);
+}
+
 }  // namespace cuda
 }  // namespace llmp

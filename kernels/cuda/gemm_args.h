@@ -80,5 +80,17 @@ GemmArgs attention_dq_gemm(float* dqkv, const float* dS, const float* qkv, int b
 GemmArgs attention_dk_gemm(float* dqkv, const float* dS, const float* qkv, int b, int T, int C,
                            int H);
 
+// ---- ring_self_block.h: any row-major strided-batched product ---------------------------------
+
+/// C_i (M,N) = alpha·op(A_i)·op(B_i) + beta·C_i, i < batch, every buffer row-major (the
+/// arguments of kernels/cpu/ring_self_block.h's gemm_strided_batched) as one column-major call:
+/// Cᵀ = op(B)ᵀ·op(A)ᵀ, so cuBLAS's A is our B (op T iff trans_b), its B our A (op T iff
+/// trans_a), m = N, n = M, k = K, the leading dimensions and batch strides travel with their
+/// buffers.
+GemmArgs row_major_gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+                        const float* A, int lda, int64_t stride_a, const float* B, int ldb,
+                        int64_t stride_b, float beta, float* C, int ldc, int64_t stride_c,
+                        int batch);
+
 }  // namespace cuda
 }  // namespace llmp

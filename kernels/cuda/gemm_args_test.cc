@@ -25,6 +25,7 @@
 
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/ring_self_block.h"
 #include "kernels/cuda/shared_math.h"
 
 namespace llmp {
@@ -244,6 +245,37 @@ TEST(GemmArgs, AttentionBackwardMatchesTheCpu) {
   cpu::attention_backward(ref.data(), dout.data(), qkv.data(), att.data(), scratch.data(), AB, AT,
                           AC, AH);
   EXPECT_LE(max_diff(dqkv, ref), kBound);
+}
+
+
+// ---- row_major_gemm (ring self-attention's products) against kernels/cpu's gemm_strided_batched -
+
+// Every transpose pair, beta 0 (C garbage: not read) and 1, a batch of 3 with padded row strides
+// and batch strides: the emulated cuBLAS call equals the row-major CPU product.
+TEST(GemmArgs, RowMajorStridedBatchedEveryTranspose) {
+  constexpr int M = 5, Nn = 7, K = 3, batch = 3;
+  for (int ta = 0; ta < 2; ++ta)
+    for (int tb = 0; tb < 2; ++tb)
+      for (float beta : {0.0f, 1.0f}) {
+        const int lda = (ta ? M : K) + 2, ldb = (tb ? K : Nn) + 1, ldc = Nn + 3;
+        const int64_t sa = int64_t(ta ? K : M) * lda, sb = int64_t(tb ? Nn : K) * ldb,
+                      sc = int64_t(M) * ldc;
+        const Vec A = rnd(sa * batch, 30), B = rnd(sb * batch, 31);
+        Vec got = beta == 0.0f ? Vec(sc * batch, 7.0f) : rnd(sc * batch, 32), ref = got;
+        Buffers bf;
+        bf.add(A);
+        bf.add(B);
+        bf.add(got);
+        ASSERT_EQ(emulate(row_major_gemm(ta, tb, M, Nn, K, 0.5f, A.data(), lda, sa, B.data(), ldb,
+                                         sb, beta, got.data(), ldc, sc, batch),
+                          bf),
+                  "")
+            << "trans_a " << ta << " trans_b " << tb;
+        cpu::gemm_strided_batched(ta, tb, M, Nn, K, 0.5f, A.data(), lda, sa, B.data(), ldb, sb,
+                                  beta, ref.data(), ldc, sc, batch);
+        EXPECT_LE(max_diff(got, ref), kBound) << "trans_a " << ta << " trans_b " << tb
+                                              << " beta " << beta;
+      }
 }
 
 }  // namespace

@@ -74,6 +74,17 @@ class KernelOps {
   virtual void copy_columns(float* dst, int ld_dst, const float* src, int ld_src, int64_t rows,
                             int cols) = 0;
 
+  // ---- ring_self_block.h: ring self-attention's block products (row-major, strided-batched:
+  // cublasSgemmStridedBatched's shape) and its causal softmax of whole rows by global position
+  // (common/cp/ring_self_attention.cc).
+  virtual void gemm_strided_batched(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
+                                    const float* A, int lda, int64_t stride_a, const float* B,
+                                    int ldb, int64_t stride_b, float beta, float* C, int ldc,
+                                    int64_t stride_c, int batch) = 0;
+  virtual void causal_softmax_rows(float* s, int64_t rows, int Tl, int T, int g0) = 0;
+  virtual void causal_softmax_rows_backward(float* dp, const float* P, int64_t rows, int Tl,
+                                            int T, int g0, float scale) = 0;
+
   // ---- layernorm.h, gelu.h, residual.h: the element-wise and per-row layers.
   virtual void layernorm_forward(float* y, float* mean, float* rstd, const float* x,
                                  const float* w, const float* b, int N, int C) = 0;

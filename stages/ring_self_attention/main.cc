@@ -3,6 +3,7 @@
 // queries against every key by a ring of key chunks, the output by a ring of value chunks.
 // Long sequences:
 //   bazel run //stages/ring_self_attention:train -- --model tiny --ctx 2048 --global_batch 4
+// On a GPU (one per rank): ... -- --device cuda
 // Flags: bazel run //stages/ring_self_attention:train -- --help
 #include <memory>
 
@@ -18,6 +19,5 @@ int main(int argc, char** argv) {
     return std::make_unique<llmp::RingSelfAttention>(g);
   };
   o.split_error = llmp::RingSelfAttention::split_error;
-  o.device_refusal = "ring self-attention's key and value rings run on the CPU only so far";
   return llmp::train_main(argc, argv, llmp::cp_stage_spec(o));
 }
