@@ -107,6 +107,45 @@ void accumulate_to(const float* src, void* dst, DType dst_dtype, int64_t n, Roun
   }
 }
 
+namespace {
+
+/// 1 when the fp32 value with bits b is NOT exactly a bf16 value, else 0 (first_inexact).
+/// Branch-free, so that the loop over an operand vectorises.
+inline uint32_t inexact_bf16(uint32_t b) {
+  const uint32_t special = (b & 0x7F800000u) == 0x7F800000u;  // inf and nan
+  return ((b & 0xFFFFu) != 0) & !special;
+}
+
+/// The same for fp16: 10 mantissa bits down to 2^-14, fewer below, nothing past 65504.
+inline uint32_t inexact_f16(uint32_t b) {
+  const int biased = static_cast<int>((b >> 23) & 0xFF);
+  const uint32_t special = (biased == 0xFF) | ((b & 0x7FFFFFFFu) == 0);  // inf, nan, ±0
+  const int e = biased - 127;  // fp32 subnormals (biased 0) land far below fp16's 2^-24
+  const int below = -14 - e;   // binades below fp16's smallest normal 2^-14
+  const int low = 13 + (below > 0 ? below : 0);  // mantissa bits fp16 lacks at this exponent
+  const uint32_t mask = (1u << (low < 23 ? low : 23)) - 1;
+  const uint32_t ok = (e <= 15) & (low <= 23) & ((b & mask) == 0);
+  return !(special | ok);
+}
+
+}  // namespace
+
+int64_t first_inexact(const float* x, int64_t n, DType dtype) {
+  if (dtype == DType::kF32) return -1;
+  if (dtype != DType::kF16 && dtype != DType::kBF16) bad_dtype("first_inexact", dtype);
+  const uint32_t* b = reinterpret_cast<const uint32_t*>(x);
+  auto inexact = dtype == DType::kBF16 ? inexact_bf16 : inexact_f16;
+  uint32_t any = 0;  // one pass without an early exit (it vectorises); the index on failure only
+  if (dtype == DType::kBF16)
+    for (int64_t i = 0; i < n; ++i) any |= inexact_bf16(b[i]);
+  else
+    for (int64_t i = 0; i < n; ++i) any |= inexact_f16(b[i]);
+  if (!any) return -1;
+  for (int64_t i = 0; i < n; ++i)
+    if (inexact(b[i])) return i;
+  return -1;
+}
+
 float round_trip(float x, DType dtype) {
   switch (dtype) {
     case DType::kF32: return x;

@@ -50,4 +50,13 @@ void accumulate_to(const float* src, void* dst, DType dst_dtype, int64_t n,
 /// The value x takes after a round trip through `dtype` (f32: x itself).
 float round_trip(float x, DType dtype);
 
+/// The index of the first of x[0..n) that is not exactly a value of `dtype` (round_trip(x,
+/// dtype) != x; a nan counts as exact), or -1 when every one is. Read off the bits, one pass:
+/// bf16 keeps fp32's 8 exponent bits and the top 7 of its 23 mantissa bits, so the low 16 must
+/// be 0; fp16 keeps 10 mantissa bits (the low 13 zero) for |x| in [2^-14, 65504], fewer below
+/// (subnormals: multiples of 2^-24) and none above; ±0, ±inf and nan are in both; f32: -1.
+/// KernelOps' operand check (MatmulOperands) runs it on every operand of a declared product.
+/// Throws std::invalid_argument naming any other dtype.
+int64_t first_inexact(const float* x, int64_t n, DType dtype);
+
 }  // namespace llmp::cpu

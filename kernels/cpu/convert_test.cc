@@ -6,7 +6,9 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
+#include <random>
 #include <vector>
 
 #include "common/tensor/tensor.h"
@@ -109,4 +111,40 @@ TEST(Convert, OtherDtypesAreRefusedByName) {
 }
 
 }  // namespace
+// first_inexact reads exactness off the bits; round_trip (Eigen's conversions) is the reference:
+// every binade of fp32 from the subnormals to inf, random and boundary bit patterns.
+TEST(Convert, FirstInexactAgreesWithTheRoundTripOnEveryBinade) {
+  std::mt19937 rng(7);
+  std::vector<uint32_t> bits = {0x00000000u, 0x80000000u, 0x7F800000u, 0x7FC00001u, 0x00000001u,
+                                0x33800000u /* 2^-24 */, 0x33C00000u /* 1.5·2^-24 */,
+                                0x33000000u /* 2^-25 */, 0x387FC000u /* largest fp16 subnormal */,
+                                0x477FE000u /* 65504 */, 0x477FF000u, 0x47800000u /* 2^16 */};
+  for (uint32_t e = 0; e < 256; ++e)
+    for (int k = 0; k < 64; ++k) {
+      const uint32_t m = rng() & 0x7FFFFFu;
+      const uint32_t mantissas[] = {m, m & ~0xFFFFu, m & ~0x1FFFu, m & ~0x3FFFFFu, 0};
+      for (uint32_t mm : mantissas) bits.push_back((k & 1) << 31 | e << 23 | mm);
+    }
+  int64_t exact[2] = {0, 0};
+  for (uint32_t b : bits) {
+    float x;
+    std::memcpy(&x, &b, sizeof x);
+    for (DType d : {DType::kF16, DType::kBF16}) {
+      const float r = round_trip(x, d);
+      const bool want = r == x || (std::isnan(r) && std::isnan(x));
+      ASSERT_EQ(first_inexact(&x, 1, d), want ? -1 : 0)
+          << "bits 0x" << std::hex << b << " in " << to_string(d);
+      exact[d == DType::kBF16] += want;
+    }
+  }
+  EXPECT_GT(exact[0], 1000) << "fp16-exact cases";  // both answers are exercised
+  EXPECT_GT(exact[1], 1000) << "bf16-exact cases";
+  EXPECT_LT(exact[0], static_cast<int64_t>(bits.size()) - 1000);
+  const float xs[] = {1.0f, 0.5f, 0.1f, 2.0f, 0.3f};  // the first inexact one is at index 2
+  EXPECT_EQ(first_inexact(xs, 5, DType::kBF16), 2);
+  EXPECT_EQ(first_inexact(xs, 2, DType::kF16), -1);
+  EXPECT_EQ(first_inexact(xs, 5, DType::kF32), -1);
+  EXPECT_THROW(first_inexact(xs, 5, DType::kU8), std::invalid_argument);
+}
+
 }  // namespace llmp::cpu

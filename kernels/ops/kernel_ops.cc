@@ -37,14 +37,12 @@ void check_operand(const KernelOps& ops, const char* kernel, const char* name, c
                    int64_t n) {
   const DType d = ops.matmul_operands();
   if (d == DType::kF32 || p == nullptr) return;
-  for (int64_t i = 0; i < n; ++i) {
-    const float r = cpu::round_trip(p[i], d);
-    if (r != p[i] && !(std::isnan(r) && std::isnan(p[i])))
+  const int64_t i = cpu::first_inexact(p, n, d);
+  if (i >= 0)
       throw std::logic_error(std::string(kernel) + ": " + name + "[" + std::to_string(i) +
                              "] = " + std::to_string(p[i]) + " is not a " + to_string(d) +
                              " value, yet the products were declared " + to_string(d) +
                              " operands (MatmulOperands, kernels/ops/kernel_ops.h)");
-  }
 }
 
 // Each method forwards to the kernels/cpu function of the same name.
