@@ -5,7 +5,8 @@
 // the dense product. A wrong root, a missing reduce or a transposed block index puts another
 // block's numbers there and the comparison fails. Bytes and calls per group against summa.h:
 // AB q broadcasts on each group of 4·N·Kl (row) and 4·Kl·Ml (column); ABT q column broadcasts
-// and q row reduces; ATB q row broadcasts and q column reduces.
+// and q row reduces; ATB q row broadcasts and q column reduces. And a linear layer's forward:
+// the product plus kernels/cpu/tp_grid.h's bias_add of the rank's column block of the bias.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 #include "common/tp2d/summa.h"
 #include "kernels/cpu/grad_check.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/tp_grid.h"
 
 namespace llmp {
 namespace {
@@ -80,6 +82,28 @@ TEST(Summa, ThreeProductsMatchDenseBlockByBlock) {
   EXPECT_LT(dy, 1e-5);
   EXPECT_LT(dx, 1e-5);
   EXPECT_LT(dw, 1e-5);
+}
+
+// A linear layer's forward as the 2D walk runs it (common/tp2d/gpt_2p5d.cc): SUMMA's product,
+// then bias_add of this rank's column block of the bias, against the dense matmul_forward with
+// its bias. A bias indexed by the row instead of the column (or from another column block) puts
+// other numbers into every row: the comparison fails.
+TEST(Summa, LinearWithBiasMatchesDenseBlockByBlock) {
+  auto world = ProcessGroup::world();
+  Grid2p5d g(*world, depth_for(world->size()));
+  const int q = g.q(), i = g.i(), j = g.j(), R = q * kN, Kl = kK / q, Ml = kM / q;
+  std::vector<float> X(R * kK), W(kK * kM), b(kM), Y(R * kM);
+  testing::fill_uniform(X.data(), X.size(), 21 + g.h(), -1, 1);
+  testing::fill_uniform(W.data(), W.size(), 22, -1, 1);
+  testing::fill_uniform(b.data(), b.size(), 23, -1, 1);
+  cpu::matmul_forward(Y.data(), X.data(), W.data(), b.data(), R, kK, kM);
+  const auto Xb = block(X, kK, i, j, kN, Kl), Wb = block(W, kM, i, j, Kl, Ml);
+  std::vector<float> Yb(kN * Ml);
+  summa_ab(g.row(), g.col(), Yb.data(), Xb.data(), Wb.data(), kN, Kl, Ml);
+  cpu::bias_add(Yb.data(), b.data() + j * Ml, kN, Ml);  // (N, Ml) += b_j (Ml) on every row
+  const double dy = max_diff(Yb, block(Y, kM, i, j, kN, Ml));
+  std::printf("rank (%d,%d,%d) of q=%d: linear with bias, max |diff| Y %.2e\n", g.h(), i, j, q, dy);
+  EXPECT_LT(dy, 1e-5);
 }
 
 TEST(Grid2p5d, GroupsFollowTheWorkedMapping) {
