@@ -1,0 +1,100 @@
+// Mixed precision's products on TF32 tensor cores (kernels/ops/kernel_ops.h, MatmulOperands): under
+// a bf16 or fp16 declaration the CUDA table's matmul_* entries run cublasGemmEx with
+// CUBLAS_COMPUTE_32F_FAST_TF32, which is exact for operands that ARE bf16/fp16 values (TF32 keeps
+// 10 mantissa bits and fp32's exponent range). So on such operands the declared products must equal
+// the CPU's fp32 products within the fp32 GEMM bound kGemm = 5e-5 (kernels_twin_test's: the same
+// products summed in another order), forward, both backward products and the tied head's. The
+// control shows that the declaration is what switches the tensor cores on: on plain fp32 operands
+// (23-bit mantissas) the declared product is off by TF32's rounding (~2⁻¹¹ per operand), beyond
+// kGemm, and the undeclared one is within it. Linked into kernel_table_twin_test; SKIPPED without a
+// GPU, with the runtime's reason.
+//
+// Shapes: N = 37, C = 48, OC = 80 (N not a multiple of a tensor-core tile).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/convert.h"
+#include "kernels/cuda/context.h"
+#include "kernels/cuda/device_allocator.h"
+#include "kernels/cuda/twin_test_util.h"
+#include "kernels/ops/kernel_ops.h"
+
+namespace llmp {
+namespace {
+
+using test::DevF;
+using test::rel_err;
+using test::rnd;
+using test::Vec;
+constexpr float kGemm = 5e-5f;
+constexpr int N = 37, C = 48, OC = 80;
+
+class MatmulOperandsTwin : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!cuda_device_available(&why)) GTEST_SKIP() << "skipped: no CUDA device (" << why << ")";
+    cuda::set_tf32(false);
+  }
+};
+
+/// n random values in [-1, 1) that are values of `d` (rounded to nearest even).
+Vec values_of(DType d, size_t n, unsigned seed) {
+  Vec v = rnd(n, seed);
+  for (float& x : v) x = cpu::round_trip(x, d);
+  return v;
+}
+
+/// The four products of a linear layer and the tied head on (x, W, dy), by `ops` under the
+/// declaration `d`: y = x W, dx = dy Wᵀ, dW = xᵀ dy (from 0), y_nt = x Wᵀ with W read as Wt (OC,C).
+struct Products {
+  Vec y, dx, dW, y_nt;
+};
+Products run(KernelOps& ops, DType d, const Vec& x, const Vec& W, const Vec& dy) {
+  const MatmulOperands declared(ops, d);
+  if (ops.device() == Device::kCUDA) {
+    DevF xd(x), Wd(W), dyd(dy), yd(N * OC), dxd(N * C), dWd(Vec(C * OC, 0.0f)), ynt(N * OC);
+    ops.matmul_forward(yd.p, xd.p, Wd.p, nullptr, N, C, OC);
+    ops.matmul_backward_input(dxd.p, dyd.p, Wd.p, N, C, OC);
+    ops.matmul_backward_weight(dWd.p, nullptr, dyd.p, xd.p, N, C, OC);
+    ops.matmul_nt_forward(ynt.p, xd.p, Wd.p, N, C, OC);  // W's C·OC floats read as Wt (OC, C)
+    return {yd.get(), dxd.get(), dWd.get(), ynt.get()};
+  }
+  Products h{Vec(N * OC), Vec(N * C), Vec(C * OC, 0.0f), Vec(N * OC)};
+  ops.matmul_forward(h.y.data(), x.data(), W.data(), nullptr, N, C, OC);
+  ops.matmul_backward_input(h.dx.data(), dy.data(), W.data(), N, C, OC);
+  ops.matmul_backward_weight(h.dW.data(), nullptr, dy.data(), x.data(), N, C, OC);
+  ops.matmul_nt_forward(h.y_nt.data(), x.data(), W.data(), N, C, OC);
+  return h;
+}
+
+TEST_F(MatmulOperandsTwin, SixteenBitOperandsOnTensorCoresGiveTheFp32Products) {
+  for (DType d : {DType::kBF16, DType::kF16}) {
+    const std::string dt = to_string(d);
+    const Vec x = values_of(d, N * C, 1), W = values_of(d, C * OC, 2), dy = values_of(d, N * OC, 3);
+    // The CPU's products under the same declaration: its check accepts these operands.
+    const Products ref = run(kernel_ops(Device::kCPU), d, x, W, dy);
+    const Products got = run(kernel_ops(Device::kCUDA), d, x, W, dy);
+    EXPECT_LE(rel_err(got.y, ref.y, (dt + " y = x W").c_str()), kGemm);
+    EXPECT_LE(rel_err(got.dx, ref.dx, (dt + " dx = dy Wt").c_str()), kGemm);
+    EXPECT_LE(rel_err(got.dW, ref.dW, (dt + " dW = xt dy").c_str()), kGemm);
+    EXPECT_LE(rel_err(got.y_nt, ref.y_nt, (dt + " y = x Wt (head)").c_str()), kGemm);
+  }
+  EXPECT_EQ(kernel_ops(Device::kCUDA).matmul_operands(), DType::kF32) << "declaration restored";
+}
+
+TEST_F(MatmulOperandsTwin, TheDeclarationIsWhatSwitchesTensorCoresOn) {
+  const Vec x = rnd(N * C, 4), W = rnd(C * OC, 5), dy = rnd(N * OC, 6);  // 23-bit mantissas
+  const Products ref = run(kernel_ops(Device::kCPU), DType::kF32, x, W, dy);
+  const Products plain = run(kernel_ops(Device::kCUDA), DType::kF32, x, W, dy);
+  const Products declared = run(kernel_ops(Device::kCUDA), DType::kBF16, x, W, dy);
+  EXPECT_LE(rel_err(plain.y, ref.y, "fp32 operands, undeclared"), kGemm);
+  const float tf32 = rel_err(declared.y, ref.y, "fp32 operands, declared");
+  EXPECT_GT(tf32, kGemm) << "a declared product ran without TF32's input rounding";
+  EXPECT_LE(tf32, 1e-2f);  // 10-bit mantissas: ~2⁻¹¹ per operand
+}
+
+}  // namespace
+}  // namespace llmp
