@@ -29,6 +29,7 @@ void layernorm_backward(float* dx, float* dw, float* db, const float* dy, const 
 
 /// The weight half alone ("W"): dw (C) += Σ_rows dy·x̂, db (C) += Σ_rows dy, with x̂ recomputed
 /// from the forward's mean and rstd (N). Same sums, in the same order, as layernorm_backward's.
+/// db may be nullptr (only dw).
 void layernorm_backward_weight(float* dw, float* db, const float* dy, const float* x,
                                const float* mean, const float* rstd, int N, int C);
 
