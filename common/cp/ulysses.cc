@@ -101,7 +101,8 @@ std::string UlyssesAttention::split_error(int T, int H, int p) {
 
 std::vector<int> UlyssesAttention::positions(int T) const {
   const int p = shards();
-  if (T % p != 0) throw std::invalid_argument(split_error(T, p, p));
+  // Only T's part of split_error applies to positions: H = p passes its head check by design.
+  if (T % p != 0) throw std::invalid_argument(split_error(T, /*H=*/p, p));
   std::vector<int> pos(T / p);
   for (int j = 0; j < T / p; ++j) pos[j] = rank() * (T / p) + j;
   return pos;

@@ -53,8 +53,12 @@ float head_scale(int C, int H) { return 1.0f / std::sqrt(static_cast<float>(C / 
 
 }  // namespace
 
-void attention_probs(float* att, const float* qkv, int B, int T, int C, int H) {
-  for (int b = 0; b < B; ++b) run_gemm(attention_scores_gemm(att, qkv, b, T, C, H));
+void attention_probs(float* att, const float* qkv, int B, int T, int C, int H,
+                     bool sixteen_bit_inputs) {
+  {
+    const ExactTf32Operands tf32(sixteen_bit_inputs);  // Q, K: 16-bit values
+    for (int b = 0; b < B; ++b) run_gemm(attention_scores_gemm(att, qkv, b, T, C, H));
+  }
   const int64_t rows = static_cast<int64_t>(B) * H * T;
   if (rows <= 0) return;
   causal_softmax_kernel<<<warp_per_row_blocks(rows), kThreads, 0, stream()>>>(att, rows, T,
@@ -62,26 +66,32 @@ void attention_probs(float* att, const float* qkv, int B, int T, int C, int H) {
   LLMP_LAUNCH_CHECK();
 }
 
-void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int H) {
-  attention_probs(att, qkv, B, T, C, H);
+void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int H,
+                       bool sixteen_bit_inputs) {
+  attention_probs(att, qkv, B, T, C, H, sixteen_bit_inputs);
+  // the fresh P is fp32 (rounded to 16 bits only after this kernel): fp32 product
   for (int b = 0; b < B; ++b) run_gemm(attention_pv_gemm(out, att, qkv, b, T, C, H));
 }
 
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att,
-                        float* /*scratch*/, int B, int T, int C, int H) {
+                        float* /*scratch*/, int B, int T, int C, int H,
+                        bool sixteen_bit_inputs) {
   const int64_t rows = static_cast<int64_t>(H) * T;  // one batch entry's heads
   if (rows <= 0) return;
   float* dP = static_cast<float*>(workspace(sizeof(float) * rows * T));  // (H,T,T)
   const float scale = head_scale(C, H);
   for (int b = 0; b < B; ++b) {
-    run_gemm(attention_dp_gemm(dP, dout, qkv, b, T, C, H));    // dP = dY Vᵀ
-    run_gemm(attention_dv_gemm(dqkv, att, dout, b, T, C, H));  // dV = Pᵀ dY
+    {
+      const ExactTf32Operands tf32(sixteen_bit_inputs);  // dY, V, P: 16-bit values
+      run_gemm(attention_dp_gemm(dP, dout, qkv, b, T, C, H));    // dP = dY Vᵀ
+      run_gemm(attention_dv_gemm(dqkv, att, dout, b, T, C, H));  // dV = Pᵀ dY
+    }
     const float* P = att + static_cast<int64_t>(b) * rows * T;
     softmax_backward_kernel<<<warp_per_row_blocks(rows), kThreads, 0, stream()>>>(dP, P, rows, T,
                                                                                   scale);
     LLMP_LAUNCH_CHECK();
-    run_gemm(attention_dq_gemm(dqkv, dP, qkv, b, T, C, H));  // dQ = dS K
-    run_gemm(attention_dk_gemm(dqkv, dP, qkv, b, T, C, H));  // dK = dSᵀ Q
+    run_gemm(attention_dq_gemm(dqkv, dP, qkv, b, T, C, H));  // dQ = dS K   (dS fp32)
+    run_gemm(attention_dk_gemm(dqkv, dP, qkv, b, T, C, H));  // dK = dSᵀ Q  (dS fp32)
   }
 }
 

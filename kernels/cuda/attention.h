@@ -19,6 +19,10 @@
 //
 // scratch: IGNORED. The CPU twin computes dP one head at a time in T·T floats; here the H heads
 // of a batch entry are batched, so dP/dS (H·T·T floats) live in the workspace of context.h.
+// sixteen_bit_inputs: qkv, dout and att hold bf16/fp16 values (mixed precision's widened
+// activations; KernelOps::set_matmul_operands), exact in TF32, so the three products among them
+// (Q Kᵀ, dY Vᵀ, Pᵀ dY) run on TF32 tensor cores (context.h ExactTf32Operands); the three with the
+// softmax's fp32 outputs (P V with the fresh P, dS K, dSᵀ Q) stay fp32.
 // Glossary: B batch, T sequence, C channels, H heads, hs = C/H. Device pointers, on stream().
 #pragma once
 
@@ -26,15 +30,18 @@ namespace llmp {
 namespace cuda {
 
 /// out (B,T,C) = causal multi-head attention of qkv (B,T,3C); att (B,H,T,T) receives P.
-void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int H);
+void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int H,
+                       bool sixteen_bit_inputs = false);
 
 /// att (B,H,T,T) = P of attention_forward alone (the same kernels, hence the same bits).
-void attention_probs(float* att, const float* qkv, int B, int T, int C, int H);
+void attention_probs(float* att, const float* qkv, int B, int T, int C, int H,
+                     bool sixteen_bit_inputs = false);
 
 /// dqkv (B,T,3C) OVERWRITTEN with ∂L/∂qkv, given dout (B,T,C), the forward's qkv and att.
 /// scratch is not used (see above): pass nullptr or the CPU twin's T·T buffer.
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att,
-                        float* scratch, int B, int T, int C, int H);
+                        float* scratch, int B, int T, int C, int H,
+                        bool sixteen_bit_inputs = false);
 
 }  // namespace cuda
 }  // namespace llmp

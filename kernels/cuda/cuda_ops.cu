@@ -93,16 +93,17 @@ class CudaKernelOps final : public KernelOps {
   void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C,
                          int H) override {
     cpu::count_flops(attention_flops(B, T, C, H, 1, 1));  // Q Kᵀ square, P V triangle
-    cuda::attention_forward(out, att, qkv, B, T, C, H);
+    cuda::attention_forward(out, att, qkv, B, T, C, H, matmul_operands() != DType::kF32);
   }
   void attention_probs(float* att, const float* qkv, int B, int T, int C, int H) override {
     cpu::count_flops(attention_flops(B, T, C, H, 1, 0));  // Q Kᵀ only
-    cuda::attention_probs(att, qkv, B, T, C, H);
+    cuda::attention_probs(att, qkv, B, T, C, H, matmul_operands() != DType::kF32);
   }
   void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att,
                           float* scratch, int B, int T, int C, int H) override {
     cpu::count_flops(attention_flops(B, T, C, H, 1, 3));  // dY Vᵀ square; three triangles
-    cuda::attention_backward(dqkv, dout, qkv, att, scratch, B, T, C, H);
+    cuda::attention_backward(dqkv, dout, qkv, att, scratch, B, T, C, H,
+                             matmul_operands() != DType::kF32);
   }
   void attention_block_forward(float* o, int ld_o, float* m, float* l, float* scores,
                                const float* q, int ld_q, const float* k, const float* v, int ld_kv,

@@ -6,8 +6,9 @@
 // products summed in another order), forward, both backward products and the tied head's. The
 // control shows that the declaration is what switches the tensor cores on: on plain fp32 operands
 // (23-bit mantissas) the declared product is off by TF32's rounding (~2⁻¹¹ per operand), beyond
-// kGemm, and the undeclared one is within it. Linked into kernel_table_twin_test; SKIPPED without a
-// GPU, with the runtime's reason.
+// kGemm, and the undeclared one is within it. Attention under the declaration (its three products
+// between 16-bit inputs on TF32) gives the CPU's out, P and dqkv within the same bound. Linked into
+// kernel_table_twin_test; SKIPPED without a GPU, with the runtime's reason.
 //
 // Shapes: N = 37, C = 48, OC = 80 (N not a multiple of a tensor-core tile).
 #include <gtest/gtest.h>
@@ -94,6 +95,43 @@ TEST_F(MatmulOperandsTwin, TheDeclarationIsWhatSwitchesTensorCoresOn) {
   const float tf32 = rel_err(declared.y, ref.y, "fp32 operands, declared");
   EXPECT_GT(tf32, kGemm) << "a declared product ran without TF32's input rounding";
   EXPECT_LE(tf32, 1e-2f);  // 10-bit mantissas: ~2⁻¹¹ per operand
+}
+
+// Attention under the declaration: Q Kᵀ, dY Vᵀ and Pᵀ dY on TF32 (their inputs are 16-bit
+// values), P V, dS K and dSᵀ Q in fp32; everything within the fp32 bound of the CPU's.
+TEST_F(MatmulOperandsTwin, AttentionWithSixteenBitInputsGivesTheFp32Results) {
+  const int B = 2, T = 33, C = 48, H = 4;  // T not a multiple of 32 (as kernels_twin_test's)
+  KernelOps& cpu = kernel_ops(Device::kCPU);
+  KernelOps& gpu = kernel_ops(Device::kCUDA);
+  for (DType d : {DType::kBF16, DType::kF16}) {
+    const std::string dt = to_string(d);
+    Vec qkv = values_of(d, B * T * 3 * C, 7), dout = values_of(d, B * T * C, 8);
+    for (float& v : qkv) v *= 2.0f;  // [-2, 2): still 16-bit values
+    Vec out(B * T * C), att(B * H * T * T), dqkv(qkv.size()), scratch(T * T);
+    {
+      const MatmulOperands declared(cpu, d);
+      cpu.attention_forward(out.data(), att.data(), qkv.data(), B, T, C, H);
+    }
+    DevF qkv_d(qkv), out_d(out.size()), att_d(att.size()), dout_d(dout), dqkv_d(qkv.size());
+    {
+      const MatmulOperands declared(gpu, d);
+      gpu.attention_forward(out_d.p, att_d.p, qkv_d.p, B, T, C, H);
+    }
+    EXPECT_LE(rel_err(out_d.get(), out, (dt + " attention out").c_str()), kGemm);
+    EXPECT_LE(rel_err(att_d.get(), att, (dt + " attention P").c_str()), kGemm);
+    for (float& p : att) p = cpu::round_trip(p, d);  // the walk keeps P in 16 bits
+    DevF att16_d(att);
+    {
+      const MatmulOperands declared(cpu, d);
+      cpu.attention_backward(dqkv.data(), dout.data(), qkv.data(), att.data(), scratch.data(), B,
+                             T, C, H);
+    }
+    {
+      const MatmulOperands declared(gpu, d);
+      gpu.attention_backward(dqkv_d.p, dout_d.p, qkv_d.p, att16_d.p, nullptr, B, T, C, H);
+    }
+    EXPECT_LE(rel_err(dqkv_d.get(), dqkv, (dt + " attention dqkv").c_str()), kGemm);
+  }
 }
 
 }  // namespace

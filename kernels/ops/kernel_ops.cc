@@ -81,13 +81,18 @@ class CpuKernelOps final : public KernelOps {
   }
   void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C,
                          int H) override {
+    check_operand(*this, "attention_forward", "qkv", qkv, int64_t{B} * T * 3 * C);
     cpu::attention_forward(out, att, qkv, B, T, C, H);
   }
   void attention_probs(float* att, const float* qkv, int B, int T, int C, int H) override {
+    check_operand(*this, "attention_probs", "qkv", qkv, int64_t{B} * T * 3 * C);
     cpu::attention_probs(att, qkv, B, T, C, H);
   }
   void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att,
                           float* scratch, int B, int T, int C, int H) override {
+    check_operand(*this, "attention_backward", "dout", dout, int64_t{B} * T * C);
+    check_operand(*this, "attention_backward", "qkv", qkv, int64_t{B} * T * 3 * C);
+    check_operand(*this, "attention_backward", "att", att, int64_t{B} * H * T * T);
     cpu::attention_backward(dqkv, dout, qkv, att, scratch, B, T, C, H);
   }
   void attention_block_forward(float* o, int ld_o, float* m, float* l, float* scores,

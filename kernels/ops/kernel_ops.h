@@ -209,8 +209,9 @@ class KernelOps {
   // entry, the operand and the element ("matmul_forward: x[17] = 0.1 is not a bf16 value ...").
   // So the CPU tests of every 16-bit run prove what the GPU relies on (cpu::first_inexact, one
   // vectorised pass per operand: ~8% of a bf16 step of mini on the CPU, 7,670 against 8,350
-  // tokens/s measured side by side). Not the attention entries: their softmax produces fp32
-  // values that feed products (P V, dS K).
+  // tokens/s measured side by side). The declaration covers the attention entries' inputs too
+  // (qkv; dout and the kept att in the backward): CUDA runs the products among them (Q Kᵀ,
+  // dY Vᵀ, Pᵀ dY) on TF32 and those with the softmax's fp32 outputs (P V, dS K, dSᵀ Q) in fp32.
   /// Declares the operands of the following matmul_* calls: f32 (the default: any fp32
   /// values) or f16 / bf16 (values of that dtype, see above). std::invalid_argument for others.
   virtual void set_matmul_operands(DType d);
