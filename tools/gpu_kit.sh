@@ -103,4 +103,4 @@ if [ "$size" -gt "$kCarryLimit" ]; then
   exit 1
 fi
 echo "wrote $out/kit.tar.xz ($((size / 1024)) KiB: $(wc -l <"$kit/MANIFEST") files) and $out/run.sh"
-echo "run it on a GPU machine: device run, carry [\"$out\"], command \"bash $out/run.sh\""
+echo "on a GPU machine: two device runs, carry [\"$out\"], commands \"bash $out/run.sh tests\" then \"bash $out/run.sh bench\""
