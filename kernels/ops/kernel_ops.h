@@ -222,7 +222,8 @@ class KernelOps {
 };
 
 /// set_matmul_operands(d) on `ops` for the scope's lifetime, then the previous declaration.
-/// Opened by the model's linear layers with their activations' dtype (common/nn).
+/// Opened by UnitRunner::run (common/nn/unit_runner.cc) with d = the walk's 16-bit dtype when its
+/// parameters and activations share it; the head re-declares f32 for its fp32 dlogits.
 class MatmulOperands {
  public:
   MatmulOperands(KernelOps& ops, DType d) : ops_(ops), previous_(ops.matmul_operands()) {
