@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # GPU benchmark (issue 16), on a machine with a GPU: the gpt2 preset (124M, T = 1024) on one GPU.
 #
-#   tools/gpu_bench.sh            bf16 tokens/s and MFU, fp32 tokens/s with TF32 on and off, and
-#                                 the data-parallel stages at world size 1 against the baseline
+#   tools/gpu_bench.sh            bf16 tokens/s and MFU (as it is: the products of 16-bit operands
+#                                 on TF32 tensor cores, kernel_ops.h MatmulOperands, the others
+#                                 fp32; and with --tf32 for those too), fp32 tokens/s with TF32 on
+#                                 and off, and the data-parallel stages at world size 1 against the
+#                                 baseline
 #
 # MFU = FLOP/token × tokens/s / peak, where FLOP/token is what the kernels executed per token in
 # the timed steps (train_main's "done:" line; kernels/cpu/flops.h counts with the same formulas
@@ -70,7 +73,9 @@ echo
 echo "| run | tokens/s | FLOP/token | MFU (of the bf16 peak) |"
 echo "|---|---|---|---|"
 read -r tok flop < <(run baseline --precision bf16)
-echo "| baseline, bf16 | $tok | $flop | $(mfu "$tok" "$flop") |"
+echo "| baseline, bf16 (16-bit operands on TF32, the rest fp32) | $tok | $flop | $(mfu "$tok" "$flop") |"
+read -r tok flop < <(run baseline --precision bf16 --tf32)
+echo "| baseline, bf16 with --tf32 (every product on tensor cores) | $tok | $flop | $(mfu "$tok" "$flop") |"
 read -r tok flop < <(run baseline --tf32)
 echo "| baseline, fp32 with TF32 | $tok | $flop | $(mfu "$tok" "$flop") |"
 read -r base flop < <(run baseline)
