@@ -13,45 +13,62 @@ namespace llmp {
 namespace cuda {
 namespace {
 
-// Row r of `rows` (T,T) blocks: query position i = r % T. In place, S -> P:
-//   P_ij = exp(scale·(S_ij - max_{k≤i} S_ik)) / Σ_{k≤i} exp(...) for j ≤ i, 0 for j > i.
+// Row r of `rows` score rows of length T, in place, S -> P; its last live key is
+// g = g0 + (r mod Tl) (attention: g0 = 0, Tl = T, so g = the row's query position):
+//   P_j = exp(scale·(S_j - max_{k≤g} S_k)) / Σ_{k≤g} exp(...) for j ≤ g, 0 for j > g.
 // Each lane rewrites only the entries it read, so no synchronisation is needed between passes.
-__global__ void causal_softmax_kernel(float* att, int64_t rows, int T, float scale) {
+__global__ void causal_softmax_kernel(float* att, int64_t rows, int Tl, int T, int g0,
+                                      float scale) {
   const int64_t r = warp_row(blockIdx.x, threadIdx.x);
   if (r >= rows) return;
-  const int lane = threadIdx.x % kWarp, i = static_cast<int>(r % T);
+  const int lane = threadIdx.x % kWarp, g = g0 + static_cast<int>(r % Tl);
   float* row = att + r * T;
   float mx = -INFINITY;
-  for (int j = lane; j <= i; j += kWarp) mx = fmaxf(mx, row[j]);
+  for (int j = lane; j <= g; j += kWarp) mx = fmaxf(mx, row[j]);
   mx = warp_max(mx);
   float sum = 0.0f;
-  for (int j = lane; j <= i; j += kWarp) {
+  for (int j = lane; j <= g; j += kWarp) {
     const float e = softmax_exp(row[j], mx, scale);
     row[j] = e;
     sum += e;
   }
   const float inv = 1.0f / warp_sum(sum);
-  for (int j = lane; j < T; j += kWarp) row[j] = j <= i ? row[j] * inv : 0.0f;
+  for (int j = lane; j < T; j += kWarp) row[j] = j <= g ? row[j] * inv : 0.0f;
 }
 
-// Row r of batch entry b's H (T,T) blocks, in place in dP -> dS:
-//   dS_ij = scale·P_ij·(dP_ij - Σ_{k≤i} P_ik·dP_ik) for j ≤ i, 0 for j > i.
-__global__ void softmax_backward_kernel(float* dP, const float* P, int64_t rows, int T,
-                                        float scale) {
+// The same rows, in place in dP -> dS:
+//   dS_j = scale·P_j·(dP_j - Σ_{k≤g} P_k·dP_k) for j ≤ g, 0 for j > g.
+__global__ void softmax_backward_kernel(float* dP, const float* P, int64_t rows, int Tl, int T,
+                                        int g0, float scale) {
   const int64_t r = warp_row(blockIdx.x, threadIdx.x);
   if (r >= rows) return;
-  const int lane = threadIdx.x % kWarp, i = static_cast<int>(r % T);
+  const int lane = threadIdx.x % kWarp, g = g0 + static_cast<int>(r % Tl);
   float* d = dP + r * T;
   const float* p = P + r * T;
   float dot = 0.0f;
-  for (int j = lane; j <= i; j += kWarp) dot += p[j] * d[j];
+  for (int j = lane; j <= g; j += kWarp) dot += p[j] * d[j];
   dot = warp_sum(dot);
-  for (int j = lane; j < T; j += kWarp) d[j] = j <= i ? softmax_grad(p[j], d[j], dot, scale) : 0.0f;
+  for (int j = lane; j < T; j += kWarp) d[j] = j <= g ? softmax_grad(p[j], d[j], dot, scale) : 0.0f;
 }
 
 float head_scale(int C, int H) { return 1.0f / std::sqrt(static_cast<float>(C / H)); }
 
 }  // namespace
+
+void causal_softmax(float* s, int64_t rows, int Tl, int T, int g0, float scale) {
+  if (rows <= 0) return;
+  causal_softmax_kernel<<<warp_per_row_blocks(rows), kThreads, 0, stream()>>>(s, rows, Tl, T, g0,
+                                                                              scale);
+  LLMP_LAUNCH_CHECK();
+}
+
+void causal_softmax_backward(float* dp, const float* P, int64_t rows, int Tl, int T, int g0,
+                             float scale) {
+  if (rows <= 0) return;
+  softmax_backward_kernel<<<warp_per_row_blocks(rows), kThreads, 0, stream()>>>(dp, P, rows, Tl, T,
+                                                                                g0, scale);
+  LLMP_LAUNCH_CHECK();
+}
 
 void attention_probs(float* att, const float* qkv, int B, int T, int C, int H,
                      bool sixteen_bit_inputs) {
@@ -59,11 +76,7 @@ void attention_probs(float* att, const float* qkv, int B, int T, int C, int H,
     const ExactTf32Operands tf32(sixteen_bit_inputs);  // Q, K: 16-bit values
     for (int b = 0; b < B; ++b) run_gemm(attention_scores_gemm(att, qkv, b, T, C, H));
   }
-  const int64_t rows = static_cast<int64_t>(B) * H * T;
-  if (rows <= 0) return;
-  causal_softmax_kernel<<<warp_per_row_blocks(rows), kThreads, 0, stream()>>>(att, rows, T,
-                                                                              head_scale(C, H));
-  LLMP_LAUNCH_CHECK();
+  causal_softmax(att, static_cast<int64_t>(B) * H * T, T, T, 0, head_scale(C, H));
 }
 
 void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int H,
@@ -87,9 +100,7 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
       run_gemm(attention_dv_gemm(dqkv, att, dout, b, T, C, H));  // dV = Pᵀ dY
     }
     const float* P = att + static_cast<int64_t>(b) * rows * T;
-    softmax_backward_kernel<<<warp_per_row_blocks(rows), kThreads, 0, stream()>>>(dP, P, rows, T,
-                                                                                  scale);
-    LLMP_LAUNCH_CHECK();
+    causal_softmax_backward(dP, P, rows, T, T, 0, scale);
     run_gemm(attention_dq_gemm(dqkv, dP, qkv, b, T, C, H));  // dQ = dS K   (dS fp32)
     run_gemm(attention_dk_gemm(dqkv, dP, qkv, b, T, C, H));  // dK = dSᵀ Q  (dS fp32)
   }

@@ -26,6 +26,8 @@
 // Glossary: B batch, T sequence, C channels, H heads, hs = C/H. Device pointers, on stream().
 #pragma once
 
+#include <cstdint>
+
 namespace llmp {
 namespace cuda {
 
@@ -42,6 +44,18 @@ void attention_probs(float* att, const float* qkv, int B, int T, int C, int H,
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att,
                         float* scratch, int B, int T, int C, int H,
                         bool sixteen_bit_inputs = false);
+
+// ---- The causal softmax of the score rows, shared with ring self-attention (ring_self_block.cu):
+// `rows` rows of length T in place; row r's last live key is g = g0 + (r mod Tl) (attention:
+// g0 = 0, Tl = T; a ring rank's rows: g0 = r·Tl); keys past g are written exactly 0. A warp per
+// row.
+
+/// P_j = exp(scale·(S_j − max_{k≤g} S_k)) / Σ_{k≤g} exp(scale·(S_k − max)) for j ≤ g.
+void causal_softmax(float* s, int64_t rows, int Tl, int T, int g0, float scale);
+
+/// In place over dP: dS_j = scale·P_j·(dP_j − Σ_{k≤g} P_k·dP_k) for j ≤ g.
+void causal_softmax_backward(float* dp, const float* P, int64_t rows, int Tl, int T, int g0,
+                             float scale);
 
 }  // namespace cuda
 }  // namespace llmp
