@@ -1,7 +1,10 @@
-// CUDA allocator for Tensor: cudaMalloc / cudaFree behind the Allocator interface. See the header.
+// CUDA allocator for Tensor: cudaMallocAsync / cudaFreeAsync (CUDA's pool) behind the Allocator
+// interface. See the header.
 #include "kernels/cuda/device_allocator.h"
 
 #include <cuda_runtime.h>
+
+#include <cstdint>
 
 #include "common/tensor/tensor.h"
 #include "kernels/cuda/cuda_check.h"
@@ -10,17 +13,31 @@
 namespace llmp {
 namespace {
 
+// Device memory from CUDA's stream-ordered allocator (cudaMallocAsync / cudaFreeAsync on the
+// device's default memory pool), the caching allocator that NVIDIA's runtime keeps: a freed
+// block goes back to the pool, not to the driver, and the next request of its size takes it
+// without a call into the driver or a device synchronisation. The model walk allocates and frees
+// its activations every step (common/nn/attention.cc, mlp.cc); with plain cudaMalloc / cudaFree
+// each free waited for the whole device, which left the GPU idle between kernels.
+//   - Stream order: allocation and free are on the legacy default stream (0), which is ordered
+//     with every blocking stream, the kernels' stream() included (kernels/cuda/context.h). Work on
+//     a non-blocking stream (NCCL's) is complete before its tensors can be freed: NcclWork waits
+//     in its destructor, and it holds the tensors until then.
+//   - The pool keeps what is freed (release threshold = no limit): the process's footprint on
+//     the device is its peak, as with PyTorch's caching allocator. The bytes reported here and in
+//     the MemoryTracker are still the bytes asked for, never the pool's cached total.
 class CudaAllocator : public Allocator {
  public:
   void* allocate(int64_t bytes) override {
+    if (bytes == 0) return nullptr;
+    keep_freed_blocks();
     void* p = nullptr;
-    // cudaMalloc aligns to at least 256 bytes; 0 bytes gives nullptr, which cudaFree accepts.
-    CUDA_CHECK(cudaMalloc(&p, static_cast<size_t>(bytes)));
+    CUDA_CHECK(cudaMallocAsync(&p, static_cast<size_t>(bytes), /*legacy default stream=*/0));
     in_use_ += bytes;
     return p;
   }
   void deallocate(void* p, int64_t bytes) override {
-    CUDA_CHECK(cudaFree(p));
+    if (p) CUDA_CHECK(cudaFreeAsync(p, /*legacy default stream=*/0));
     in_use_ -= bytes;
   }
   // Tensor::zeros, fill and copy_from on CUDA tensors. Synchronous, as the host's are: a cudaMemset
@@ -41,7 +58,21 @@ class CudaAllocator : public Allocator {
   int64_t in_use() const { return in_use_; }
 
  private:
+  // Once per device: the default pool's release threshold to "never", so that a synchronisation
+  // does not hand the cached blocks back to the driver (the default threshold, 0, would).
+  void keep_freed_blocks() {
+    int dev = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    if (dev < static_cast<int>(sizeof(configured_) * 8) && (configured_ >> dev & 1u)) return;
+    cudaMemPool_t pool = nullptr;
+    CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, dev));
+    uint64_t never = UINT64_MAX;
+    CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &never));
+    if (dev < static_cast<int>(sizeof(configured_) * 8)) configured_ |= uint64_t{1} << dev;
+  }
+
   int64_t in_use_ = 0;
+  uint64_t configured_ = 0;  // bit d: device d's pool is configured
 };
 
 CudaAllocator& the_allocator() {

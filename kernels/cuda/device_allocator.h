@@ -2,13 +2,17 @@
 //
 // Tensor (common/tensor/tensor.h) asks allocator_for(device) for bytes and counts them in the
 // MemoryTracker under the tensor's category (parameters, gradients, ...). This file supplies the
-// device side: cudaMalloc / cudaFree on the current device, each through CUDA_CHECK. Linking
-// :device_allocator registers it for Device::kCUDA before main() (a static registrar, kept by
-// alwayslink); register_cuda_allocator() does the same by hand and may be called again.
+// device side: CUDA's stream-ordered pool allocator (cudaMallocAsync / cudaFreeAsync), each call
+// through CUDA_CHECK. Linking :device_allocator registers it for Device::kCUDA before main() (a
+// static registrar, kept by alwayslink); register_cuda_allocator() does the same by hand and may
+// be called again.
 //
-// Plain cudaMalloc is synchronous and slow (it may synchronise the device); PyTorch hides that
-// behind a caching allocator. Our trainers allocate their buffers once, up front, so this
-// simple allocator is enough, and the bytes it reports are exactly the bytes asked for.
+// Plain cudaMalloc / cudaFree are slow, and cudaFree waits for the whole device; the model walk
+// allocates and frees activations every step, so the GPU sat idle at every free (measured on an
+// H100: tools/gpu_bench.sh, README "On a GPU"). PyTorch hides that behind its caching allocator;
+// the CUDA runtime has one of its own, the memory pool, and this allocator uses it (a freed block
+// is kept for the next request). The bytes it reports are exactly the bytes asked for, not what
+// the pool holds.
 //
 // cuda_device_available() asks the driver whether a GPU is there. A build machine has the toolkit
 // but no GPU (or no driver): the answer is false with the runtime's reason, never a crash, and the
