@@ -8,8 +8,9 @@
 //     (or T) elements strided over the 32 lanes, sums by __shfl_xor_sync.
 //   - one block per row (cross-entropy over a vocabulary row of Vr ~ 50k logits): a row per
 //     block, block-wide reduction through shared memory.
-//   - per column (bias and LayerNorm weight gradients: Σ over N rows): one thread per column
-//     looping over the rows, so each sum is sequential and deterministic, reads coalesced.
+//   - per column (bias and LayerNorm weight gradients: Σ over N rows): column_sums.h's two
+//     passes (32 columns × a slice of rows per block, then one thread per column adding the
+//     slices' partials in order: deterministic, reads coalesced); column_blocks sizes pass 2.
 //
 // Glossary: n elements, N rows, C columns (channels), kWarp = 32 lanes.
 #pragma once

@@ -1,6 +1,7 @@
 // LayerNorm forward/backward: a warp per row over shared_math.h's element steps (layernorm.h).
 #include "kernels/cuda/layernorm.h"
 
+#include "kernels/cuda/column_sums.h"
 #include "kernels/cuda/context.h"
 #include "kernels/cuda/device_util.h"
 #include "kernels/cuda/shared_math.h"
@@ -52,23 +53,19 @@ __global__ void layernorm_backward_kernel(float* __restrict__ dx, const float* _
     dxr[c] += ln_dx(dyr[c] * w[c], (xr[c] - m) * r, mean_d, mean_dx, r);
 }
 
-// Thread c: dw[c] += Σ_n dy[n,c]·x̂[n,c], db[c] += Σ_n dy[n,c], rows in order.
-__global__ void layernorm_backward_weight_kernel(float* __restrict__ dw, float* __restrict__ db,
-                                                 const float* __restrict__ dy,
-                                                 const float* __restrict__ x,
-                                                 const float* __restrict__ mean,
-                                                 const float* __restrict__ rstd, int N, int C) {
-  const int c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= C) return;
-  float sw = 0.0f, sb = 0.0f;
-  for (int64_t n = 0; n < N; ++n) {
+// The two terms of dw[c] += Σ_n dy[n,c]·x̂[n,c] and db[c] += Σ_n dy[n,c] (column_sums.h).
+struct LayerNormWeightTerms {
+  const float* __restrict__ dy;
+  const float* __restrict__ x;
+  const float* __restrict__ mean;
+  const float* __restrict__ rstd;
+  int C;
+  __device__ void operator()(int64_t n, int c, float* v) const {
     const float d = dy[n * C + c];
-    sw += d * ((x[n * C + c] - mean[n]) * rstd[n]);
-    sb += d;
+    v[0] = d * ((x[n * C + c] - mean[n]) * rstd[n]);
+    v[1] = d;
   }
-  dw[c] += sw;
-  if (db) db[c] += sb;
-}
+};
 
 }  // namespace
 
@@ -92,9 +89,7 @@ void layernorm_backward(float* dx, float* dw, float* db, const float* dy, const 
 void layernorm_backward_weight(float* dw, float* db, const float* dy, const float* x,
                                const float* mean, const float* rstd, int N, int C) {
   if (N <= 0 || C <= 0) return;
-  layernorm_backward_weight_kernel<<<column_blocks(C), kThreads, 0, stream()>>>(dw, db, dy, x,
-                                                                                mean, rstd, N, C);
-  LLMP_LAUNCH_CHECK();
+  column_sums<2>(ColumnOutputs<2>{{dw, db}}, LayerNormWeightTerms{dy, x, mean, rstd, C}, N, C);
 }
 
 }  // namespace cuda

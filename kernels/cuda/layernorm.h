@@ -9,7 +9,8 @@
 // ln_mean/ln_rstd/ln_normalize/ln_dx (checked against the CPU on the host). The mean is taken
 // first and the variance from the centred values (two passes over the row, as the CPU twin), not
 // E[x²] - mean², which cancels catastrophically for rows far from 0. The weight gradients are
-// one thread per channel summing its N rows in order (column_blocks): deterministic.
+// column sums over the N rows in two passes (column_sums.h): row slices, then the slices' sums
+// per channel, each in a fixed order (deterministic).
 // Glossary: N rows (= B·T tokens), C channels; w, b gain and bias (C). Device pointers, stream().
 #pragma once
 

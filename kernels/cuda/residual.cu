@@ -1,6 +1,7 @@
 // out = x + y + b and db += Σ_rows dy (see residual.h).
 #include "kernels/cuda/residual.h"
 
+#include "kernels/cuda/column_sums.h"
 #include "kernels/cuda/context.h"
 #include "kernels/cuda/device_util.h"
 
@@ -13,15 +14,12 @@ __global__ void residual_bias_add_kernel(float* out, const float* x, const float
   for (int64_t i = gs_begin(); i < N * C; i += gs_step()) out[i] = x[i] + y[i] + b[i % C];
 }
 
-// Thread c: db[c] += Σ_n dy[n, c], rows in order.
-__global__ void column_sum_kernel(float* __restrict__ db, const float* __restrict__ dy, int64_t N,
-                                  int C) {
-  const int c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= C) return;
-  float s = 0.0f;
-  for (int64_t n = 0; n < N; ++n) s += dy[n * C + c];
-  db[c] += s;
-}
+// The term of db[c] += Σ_n dy[n, c] (column_sums.h).
+struct BiasGradTerm {
+  const float* __restrict__ dy;
+  int C;
+  __device__ void operator()(int64_t n, int c, float* v) const { v[0] = dy[n * C + c]; }
+};
 
 }  // namespace
 
@@ -34,8 +32,7 @@ void residual_bias_add(float* out, const float* x, const float* y, const float* 
 
 void residual_bias_backward(float* db, const float* dy, long N, int C) {
   if (N <= 0 || C <= 0) return;
-  column_sum_kernel<<<column_blocks(C), kThreads, 0, stream()>>>(db, dy, N, C);
-  LLMP_LAUNCH_CHECK();
+  column_sums<1>(ColumnOutputs<1>{{db}}, BiasGradTerm{dy, C}, N, C);
 }
 
 }  // namespace cuda

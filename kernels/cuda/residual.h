@@ -5,9 +5,9 @@
 //   out = x + y + b        db += Σ_rows dy
 //
 // Launch shape: residual_bias_add is a grid-stride loop over N·C elements; the bias gradient is
-// one thread per column summing its N rows in order (launch.h column_blocks): deterministic, and
-// the 32 threads of a warp read 32 consecutive floats of a row (coalesced). matmul.cu uses the
-// same column sum for its db.
+// a column sum in two passes (column_sums.h: slices of rows, a warp reading 32 consecutive floats
+// of a row, then the slices' sums per column in a fixed order: deterministic). matmul.cu uses
+// the same column sum for its db.
 // Glossary: N rows (tokens), C channels. Device pointers, on stream(), asynchronous.
 #pragma once
 
