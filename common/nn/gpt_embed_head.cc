@@ -11,9 +11,9 @@
 //
 // Vocab-parallel embedding and cross-entropy are Megatron-LM's (Shoeybi et al. 2019, §3): no rank
 // ever holds the full (N,V) logits. On one rank f and g are the identity and the reductions too.
-// The logits are never held whole anyway: rows go through in chunks of at most kLogitsChunk
-// elements (16 MiB), so GPT-2's (B·T, 50257) never exists; for the small presets one chunk holds
-// them all. Press & Wolf 2017 (tied embeddings); llm.c's fused classifier.
+// The logits are never held whole anyway: rows go through in chunks of at most
+// KernelOps::logits_chunk_elements() elements (16 MiB on the CPU, 1 GiB on a GPU), so on the CPU
+// GPT-2's (B·T, 50257) never exists; for the small presets one chunk holds them all. Press & Wolf 2017 (tied embeddings); llm.c's fused classifier.
 //
 // Glossary: B batch, T sequence, Tl rows of a sequence held, n = B·Tl, N = B·T, C channels,
 // V vocab, t tp ranks, r rank, wte_r this rank's V/t rows of wte.
@@ -29,12 +29,6 @@
 #include "kernels/ops/kernel_ops.h"
 
 namespace llmp {
-namespace {
-
-/// Largest logits chunk, in elements (rows·V/t).
-constexpr int64_t kLogitsChunk = int64_t{1} << 22;
-
-}  // namespace
 
 Tensor GPT::embed_forward(const float* emb_params, const int32_t* tokens, int B, int T) const {
   check_batch_shape("embed_forward", cfg_, B, T, tp_->seq_shards());
@@ -126,7 +120,8 @@ double GPT::head_forward_backward(const float* lnf_params, const float* wte, con
   const Tensor hf = tp_->enter_forward(h);
   const F32In hf32(hf);
 
-  const int rows = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(N, kLogitsChunk / Vr)));
+  const int64_t chunk = ops.logits_chunk_elements();
+  const int rows = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(N, chunk / Vr)));
   Tensor logits = statistic({rows, Vr}, dev), m = statistic({rows}, dev);
   Tensor sums = statistic({2 * rows}, dev);
   Tensor dh;

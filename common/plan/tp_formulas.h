@@ -44,8 +44,8 @@
 //   embedding  g: 1 (TP: forward all_reduce); SP: 2 (reduce_scatter forward, all_gather backward)
 //   head       f before the LM head: 1 (TP: backward all_reduce); SP: 2. The cross-entropy runs
 //              over the B·T rows in chunks of R = max(1, min(BT, ⌊2^22/(V/t)⌋)) rows (the logits
-//              chunk of gpt_embed_head.cc), each with 2 all_reduces (row max, Σ exp and target
-//              logit): 2⌈BT/R⌉
+//              chunk of gpt_embed_head.cc; the CPU kernels' 2^22, a GPU's is 2^28), each with
+//              2 all_reduces (row max, Σ exp and target logit): 2⌈BT/R⌉
 //   TP total   4L + 2 + 2⌈BT/R⌉
 //   SP total   8L + 4 + 2⌈BT/R⌉ on the tp group, + 2L re-gathers (ln_1, ln_2, backward) + 1
 //              all_reduce of the replicated gradients: 10L + 5 + 2⌈BT/R⌉

@@ -60,6 +60,7 @@ class CudaKernelOps final : public KernelOps {
   }
   void set_device(int index) override { CUDA_CHECK(cudaSetDevice(index)); }
   void set_tf32(bool on) override { cuda::set_tf32(on); }
+  int64_t logits_chunk_elements() const override { return int64_t{1} << 28; }  // kernel_ops.h
 
   void matmul_forward(float* y, const float* x, const float* W, const float* bias, int N, int C,
                       int OC) override {

@@ -195,6 +195,13 @@ class KernelOps {
   /// accumulation; NVIDIA A100/H100) when `on`; off by default, so results match kernels/cpu
   /// within fp32 rounding. Nothing for the CPU. train_main calls it for --tf32.
   virtual void set_tf32(bool on) { (void)on; }
+  /// The largest logits chunk, in elements (rows·V/t), that the head computes at a time
+  /// (common/nn/gpt_embed_head.cc): 2²² (16 MiB of fp32) on the CPU, where it bounds the
+  /// activation memory and nothing is lost by chunking. A GPU pays per chunk (the chunk's small
+  /// GEMM underfills the chip, its loss is read back to the host, the (V/t, C) wte gradient is
+  /// read and written once per chunk), so CUDA asks for 2²⁸ (1 GiB: 5,341 rows of GPT-2's 50,257
+  /// logits, two chunks for 8 sequences of 1,024).
+  virtual int64_t logits_chunk_elements() const { return int64_t{1} << 22; }
 
   // ---- mixed precision's matrix products (Micikevicius et al. 2018 §3: 16-bit operands, fp32
   // accumulation). The model's linear layers under bf16/fp16 hand the matmul_* entries fp32
