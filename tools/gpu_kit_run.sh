@@ -2,7 +2,7 @@
 # The GPU kit's runner (packed as kit/run.sh by tools/gpu_kit.sh): issue 16's GPU checks on a
 # machine with a GPU and none of this project's build tools, in one command.
 #
-#   bash run.sh [tests|bench|all]      (default all)
+#   bash run.sh [tests|bench|profile|all]      (default all: tests and bench)
 #     tests   1. every kit binary finds its shared libraries (ldd: no "not found")
 #             2. the GPU gtests: every //kernels/cuda test (the CUDA kernels against their CPU
 #                twins), tensor_device_test, the NCCL process group at 2 ranks (skips on 1 GPU)
@@ -20,8 +20,8 @@
 set -uo pipefail
 kit=$(cd "$(dirname "$0")" && pwd)
 mode=${1:-all}
-case "$mode" in tests | bench | all) ;; *)
-  echo "error: mode '$mode' is none of tests, bench, all" >&2
+case "$mode" in tests | bench | profile | all) ;; *)
+  echo "error: mode '$mode' is none of tests, bench, profile, all" >&2
   exit 2
   ;;
 esac
@@ -81,7 +81,7 @@ check() {
   rm -f "$log"
 }
 
-if [ "$mode" != bench ]; then
+if [ "$mode" = tests ] || [ "$mode" = all ]; then
   missing=$(for f in "$kit"/stages/*/train "$kit"/tests/* "$kit"/bin/*; do
               ldd "$f" 2>&1 | grep 'not found' | sed "s#^#$(basename "$f"): #"
             done)
@@ -104,10 +104,16 @@ if [ "$mode" != bench ]; then
   check zero2_device_cuda 300 "$kit/stages/zero2/train" --device cuda --world_size 1 \
     --steps 50 --eval_every 25
 fi
-if [ "$mode" != tests ]; then
+if [ "$mode" = bench ] || [ "$mode" = all ]; then
   export GPU_BENCH_BIN=$kit/stages  # prebuilt trainers: no Bazel there
   check gpu_bench 540 bash "$kit/scripts/gpu_bench.sh"
   sed -n '/^| run /,/^$/p' "$out/gpu_kit.log" >"$out/bench.md"
+fi
+if [ "$mode" = profile ]; then
+  export GPU_BENCH_BIN=$kit/stages
+  check gpu_profile_tf32 300 bash "$kit/scripts/gpu_profile.sh" "$kit/stages/baseline/train" --tf32
+  check gpu_profile_bf16 300 bash "$kit/scripts/gpu_profile.sh" "$kit/stages/baseline/train" \
+    --precision bf16
 fi
 echo "== summary"
 cat "$summary"
