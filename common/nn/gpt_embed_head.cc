@@ -13,7 +13,8 @@
 // ever holds the full (N,V) logits. On one rank f and g are the identity and the reductions too.
 // The logits are never held whole anyway: rows go through in chunks of at most
 // KernelOps::logits_chunk_elements() elements (16 MiB on the CPU, 1 GiB on a GPU), so on the CPU
-// GPT-2's (B·T, 50257) never exists; for the small presets one chunk holds them all. Press & Wolf 2017 (tied embeddings); llm.c's fused classifier.
+// GPT-2's (B·T, 50257) never exists; for the small presets one chunk holds them all.
+// Press & Wolf 2017 (tied embeddings); llm.c's fused classifier.
 //
 // Glossary: B batch, T sequence, Tl rows of a sequence held, n = B·Tl, N = B·T, C channels,
 // V vocab, t tp ranks, r rank, wte_r this rank's V/t rows of wte.
