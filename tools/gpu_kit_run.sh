@@ -110,7 +110,6 @@ if [ "$mode" = bench ] || [ "$mode" = all ]; then
   sed -n '/^| run /,/^$/p' "$out/gpu_kit.log" >"$out/bench.md"
 fi
 if [ "$mode" = profile ]; then
-  export GPU_BENCH_BIN=$kit/stages
   check gpu_profile_tf32 300 bash "$kit/scripts/gpu_profile.sh" "$kit/stages/baseline/train" --tf32
   check gpu_profile_bf16 300 bash "$kit/scripts/gpu_profile.sh" "$kit/stages/baseline/train" \
     --precision bf16

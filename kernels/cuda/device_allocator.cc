@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <unordered_set>
 
 #include "common/tensor/tensor.h"
 #include "kernels/cuda/cuda_check.h"
@@ -63,16 +64,15 @@ class CudaAllocator : public Allocator {
   void keep_freed_blocks() {
     int dev = 0;
     CUDA_CHECK(cudaGetDevice(&dev));
-    if (dev < static_cast<int>(sizeof(configured_) * 8) && (configured_ >> dev & 1u)) return;
+    if (!configured_.insert(dev).second) return;
     cudaMemPool_t pool = nullptr;
     CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, dev));
     uint64_t never = UINT64_MAX;
     CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &never));
-    if (dev < static_cast<int>(sizeof(configured_) * 8)) configured_ |= uint64_t{1} << dev;
   }
 
   int64_t in_use_ = 0;
-  uint64_t configured_ = 0;  // bit d: device d's pool is configured
+  std::unordered_set<int> configured_;  // the devices whose pool is configured
 };
 
 CudaAllocator& the_allocator() {
