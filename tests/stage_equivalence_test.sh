@@ -24,6 +24,11 @@
 #                       kind the tensor-parallel stages show at 8e-6, compounded over all ops:
 #                       allowed 100×, and still 6× below 6.5e-3, the smallest algorithmic change
 #                       this check meets (one step of PipeDream-2BW's weight staleness).
+# A padded vocabulary (--make_vocab_size_divisible_by 96: tiny's 256 rows of wte become 288, the
+# logits' last 32 columns masked) is checked against the UNPADDED baseline: its checkpoint holds
+# the 256 real rows (checkpoint_io.h), so it must be the same model. On the baseline itself, on
+# two tensor-parallel ranks (rank 1 holds rows 144-287, 32 of them padding), on a pipeline (wte
+# tied across the first and last stages) and under Ulysses (the context-parallel embedding).
 # The check can fail: pipedream_2bw (stale weights by design) must DIFFER from the baseline by
 # more than kSameDevice on either device (a negative control of the comparison and its bound).
 #
@@ -139,6 +144,10 @@ hybrid_3d 8
 ulysses 2
 ring_attention 2
 ring_self_attention 2
+baseline 1 --make_vocab_size_divisible_by 96
+tensor_parallel 2 --make_vocab_size_divisible_by 96
+1f1b 2 --make_vocab_size_divisible_by 96
+ulysses 2 --make_vocab_size_divisible_by 96
 EOF
 if [ "$device" = cuda ]; then  # ZeRO-Offload: the optimizer's step on the host
   train zero2_offload zero2 cuda 2 --offload optimizer && check zero2_offload base "$kSameDevice"

@@ -4,8 +4,9 @@
 #   tools/gpu_bench.sh            bf16 tokens/s and MFU (as it is: the products of 16-bit operands
 #                                 on TF32 tensor cores, kernel_ops.h MatmulOperands, the others
 #                                 fp32; and with --tf32 for those too), fp32 tokens/s with TF32 on
-#                                 and off, and the data-parallel stages at world size 1 against the
-#                                 baseline
+#                                 and off, bf16 --tf32 and fp32 TF32 with the vocabulary padded to
+#                                 50,304 (--make_vocab_size_divisible_by 128), and the data-parallel
+#                                 stages at world size 1 against the baseline
 #
 # MFU = FLOP/token × tokens/s / peak, where FLOP/token is what the kernels executed per token in
 # the timed steps (train_main's "done:" line; kernels/cpu/flops.h counts with the same formulas
@@ -78,6 +79,14 @@ read -r tok flop < <(run baseline --precision bf16 --tf32)
 echo "| baseline, bf16 with --tf32 (every product on tensor cores) | $tok | $flop | $(mfu "$tok" "$flop") |"
 read -r tok flop < <(run baseline --tf32)
 echo "| baseline, fp32 with TF32 | $tok | $flop | $(mfu "$tok" "$flop") |"
+# Megatron's padded vocabulary (--make_vocab_size_divisible_by 128: 50,257 -> 50,304 rows of wte,
+# the 47 pad columns of the logits masked; the same model): aligned logits rows for the head's
+# three products. FLOP/token then counts the pad columns' products too: 6·C·47 = 216,576 per
+# token, 0.03% of it.
+read -r tok flop < <(run baseline --precision bf16 --tf32 --make_vocab_size_divisible_by 128)
+echo "| baseline, bf16 with --tf32, vocabulary padded to 50,304 | $tok | $flop | $(mfu "$tok" "$flop") |"
+read -r tok flop < <(run baseline --tf32 --make_vocab_size_divisible_by 128)
+echo "| baseline, fp32 with TF32, vocabulary padded to 50,304 | $tok | $flop | $(mfu "$tok" "$flop") |"
 read -r base flop < <(run baseline)
 echo "| baseline, fp32 (TF32 off) | $base | $flop | $(mfu "$base" "$flop") |"
 for s in "${stages[@]:1}"; do

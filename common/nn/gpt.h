@@ -47,6 +47,21 @@ struct GPTConfig {
   int layers = 4;    ///< L
   int d = 128;       ///< C
   int heads = 4;     ///< H, divides C
+  /// wte's rows are V rounded up to a multiple of this (Megatron-LM's
+  /// --make-vocab-size-divisible-by; nanoGPT and llm.c pad GPT-2's 50,257 to 50,304): 1, the
+  /// default, pads nothing. A layout of the run, not part of the model: the pad rows are zero,
+  /// their logits are masked out of the softmax (gpt_embed_head.cc), so their gradients are
+  /// exactly zero and they stay zero; checkpoints hold the V real rows only, so a padded and an
+  /// unpadded run load each other's files and train the same model. What it buys: tensor
+  /// parallelism over a vocabulary t does not divide (GPT-2's 50,257 is 29·1,733), and on a GPU
+  /// aligned logits rows (cuBLAS ran the head's forward product 2.3× faster in TF32 and 4.5× in
+  /// bf16 at 50,304 than at 50,257 on an H100: tools/gpu_gemm_probe.py, README "On a GPU").
+  int vocab_divisible_by = 1;
+  /// Vp, wte's rows: V rounded up to a multiple of vocab_divisible_by.
+  int padded_vocab() const {
+    const int m = vocab_divisible_by > 0 ? vocab_divisible_by : 1;
+    return (vocab + m - 1) / m * m;
+  }
   /// How the walk trades compute for activation memory (recompute.h); not part of the model's
   /// math or its checkpoints: every policy gives bit-identical results.
   Recompute recompute = Recompute::kNone;
@@ -90,18 +105,23 @@ struct ParamSpec {
   Split split = Split::kReplicated;    ///< how tensor parallelism splits the whole tensor
   std::vector<int64_t> global_shape;   ///< the whole model's shape (= shape when t = 1)
   int64_t global_offset = 0;           ///< offset in the whole model's flat buffer (t = 1)
+  /// Rows at the end of this rank's tensor that pad the vocabulary (GPTConfig::
+  /// vocab_divisible_by): zero, never trained, not in checkpoints. Only wte has any.
+  int64_t pad_rows = 0;
 };
 
 /// Where every parameter of one rank sits in its flat buffer. Units are contiguous and in order.
-///   unit 0     : wte.weight (V/t,C) (rows [r·V/t, (r+1)·V/t): vocab-parallel), wpe.weight (ctx,C)
+///   unit 0     : wte.weight (Vp/t,C) (rows [r·Vp/t, (r+1)·Vp/t): vocab-parallel; Vp the padded
+///                vocabulary, = V unless GPTConfig::vocab_divisible_by pads it), wpe.weight (ctx,C)
 ///   unit 1+l   : block l's 12 tensors in kBlockParams order, shaped by BlockShape
 ///   unit L+1   : ln_f.{weight,bias} (C)
-/// With t = 1 (the default) this is the whole model: Ψ = (V + ctx)·C + L·(12C² + 13C) + 2C.
-/// A tensor-parallel rank holds Ψ_r = VC/t + ctx·C + L·(12C²/t + 7C/t + 6C) + 2C.
+/// With t = 1 (the default) this is the whole model: Ψ = (Vp + ctx)·C + L·(12C² + 13C) + 2C.
+/// A tensor-parallel rank holds Ψ_r = Vp·C/t + ctx·C + L·(12C²/t + 7C/t + 6C) + 2C.
 class GPTLayout {
  public:
   /// Throws std::invalid_argument naming the values when the config is invalid, or when t does not
-  /// divide H, 4C and V ("tensor-parallel size 3 does not divide H=4, 4C=512 and V=256").
+  /// divide H, 4C and Vp ("tensor-parallel size 3 does not divide H=4, 4C=512 and V=256 ..."),
+  /// or when vocab_divisible_by < 1.
   /// With experts (GPTConfig::experts > 0) and ep_size > 1: rank ep_rank of the expert-parallel
   /// group, holding experts [ep_rank·E/ep, (ep_rank+1)·E/ep) of each MoE block (kExpertParams)
   /// and every other tensor whole. Throws std::invalid_argument naming the values when ep does
@@ -192,9 +212,13 @@ class GPT {
   const BlockShape& block_shape() const { return layout_.block_shape(); }
   /// The activations' storage dtype (f32, f16 or bf16).
   DType activation_dtype() const { return act_dtype_; }
-  /// First row of wte this rank holds, and how many (0 and V on one rank).
+  /// First row of wte this rank holds, and how many (0 and Vp on one rank; Vp = V unpadded).
   int vocab_begin() const { return layout_.tp_rank() * vocab_rows(); }
-  int vocab_rows() const { return cfg_.vocab / layout_.tp_size(); }
+  int vocab_rows() const { return cfg_.padded_vocab() / layout_.tp_size(); }
+  /// The last rows of this rank's vocab_rows() that pad the vocabulary (rows ≥ V), 0 unpadded.
+  int vocab_pad_rows() const {
+    return static_cast<int>(layout_.params().front().pad_rows);
+  }
   /// s: the sequence shards of the residual stream (tp_comm.h): t under sequence parallelism,
   /// else 1. Activations between units are (B, T/s, C).
   int seq_shards() const { return tp_->seq_shards(); }

@@ -14,12 +14,15 @@
 // The logits are never held whole anyway: rows go through in chunks of at most
 // KernelOps::logits_chunk_elements() elements (16 MiB on the CPU, 1 GiB on a GPU), so on the CPU
 // GPT-2's (B·T, 50257) never exists; for the small presets one chunk holds them all.
-// Press & Wolf 2017 (tied embeddings); llm.c's fused classifier.
+// Press & Wolf 2017 (tied embeddings); llm.c's fused classifier. A padded vocabulary
+// (GPTConfig::vocab_divisible_by; V/t below is then Vp/t) adds zero rows to wte whose logits are
+// masked: the loss and every real gradient are the unpadded model's.
 //
 // Glossary: B batch, T sequence, Tl rows of a sequence held, n = B·Tl, N = B·T, C channels,
 // V vocab, t tp ranks, r rank, wte_r this rank's V/t rows of wte.
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -44,8 +47,8 @@ Tensor GPT::embed_forward(const float* emb_params, const int32_t* tokens, int B,
     const int* at = ids_on(device_, pos.data(), Tl, pos_dev);
     Tensor x = activation({B, Tl, C}, act_dtype_, device_);
     KernelOps& ops = kernel_ops(device_);
-    ops.token_embedding_forward(x.f32(), ids, emb_params, 0, cfg_.vocab, B * Tl, C);
-    ops.position_embedding_forward_at(x.f32(), emb_params + int64_t{cfg_.vocab} * C, B, Tl, at,
+    ops.token_embedding_forward(x.f32(), ids, emb_params, 0, vocab_rows(), B * Tl, C);
+    ops.position_embedding_forward_at(x.f32(), emb_params + int64_t{vocab_rows()} * C, B, Tl, at,
                                       C);
     return x;
   }
@@ -76,9 +79,9 @@ void GPT::embed_backward(const int32_t* tokens, int B, int T, const Tensor& dx,
     const int32_t* ids = ids_on(device_, held.data(), int64_t{B} * Tl, ids_dev);
     const int* at = ids_on(device_, pos.data(), Tl, pos_dev);
     KernelOps& ops = kernel_ops(device_);
-    ops.position_embedding_backward_at(emb_grads + int64_t{cfg_.vocab} * C, dx.f32(), B, Tl, at,
-                                       C);
-    ops.token_embedding_backward(emb_grads, dx.f32(), ids, 0, cfg_.vocab, B * Tl, C);
+    ops.position_embedding_backward_at(emb_grads + int64_t{vocab_rows()} * C, dx.f32(), B, Tl,
+                                       at, C);
+    ops.token_embedding_backward(emb_grads, dx.f32(), ids, 0, vocab_rows(), B * Tl, C);
     return;
   }
   const int C = cfg_.d, Tl = T / tp_->seq_shards(), Vr = vocab_rows();
@@ -125,6 +128,18 @@ double GPT::head_forward_backward(const float* lnf_params, const float* wte, con
   const int rows = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(N, chunk / Vr)));
   Tensor logits = statistic({rows, Vr}, dev), m = statistic({rows}, dev);
   Tensor sums = statistic({2 * rows}, dev);
+  // A padded vocabulary: this rank's last `pad` columns are no token's. Their logits become -inf
+  // before the softmax (probability 0: on the CPU each adds at most 2⁻¹²⁶ to a sum ≥ 1, Eigen's
+  // exp clamping its argument at -88.4; nothing on a GPU) and their dlogits 0 after it (not
+  // that ~2⁻¹²⁶ quotient), so the pad rows of wte get exactly zero gradients. Both are
+  // copy_columns from a (rows, pad) block.
+  const int pad = vocab_pad_rows();
+  Tensor neg_inf, zero;
+  if (pad > 0) {
+    neg_inf = statistic({rows, pad}, dev);
+    neg_inf.fill(-std::numeric_limits<float>::infinity());
+    if (backward) zero = Tensor::zeros({rows, pad}, DType::kF32, MemCategory::kActivations, dev);
+  }
   Tensor dh;
   if (backward) dh = activation({B, T, C}, dt, dev);
   F32Out dh32(dh);
@@ -135,6 +150,7 @@ double GPT::head_forward_backward(const float* lnf_params, const float* wte, con
     const float* hc = hf32.get() + int64_t{r0} * C;
     const int32_t* y = targets + r0;
     ops.matmul_nt_forward(logits.f32(), hc, wte, k, C, Vr);  // (k,C) @ (C,V/t) -> (k,V/t)
+    if (pad > 0) ops.copy_columns(logits.f32() + (Vr - pad), Vr, neg_inf.f32(), pad, k, pad);
     ops.cross_entropy_row_max(m.f32(), logits.f32(), k, Vr);
     Tensor mk = m.narrow(0, k), sk = sums.narrow(0, 2 * k);
     tp_->all_reduce_max(mk);  // the row maxima over the whole vocabulary
@@ -146,6 +162,7 @@ double GPT::head_forward_backward(const float* lnf_params, const float* wte, con
     if (backward) {  // dh (k,C) = dlogits @ wte_r (partial);  dwte_r (V/t,C) += dlogitsᵀ @ h
       // dlogits are fp32 values, whatever the walk declared for h and wte (kernel_ops.h)
       const MatmulOperands fp32_operands(ops, DType::kF32);
+      if (pad > 0) ops.copy_columns(logits.f32() + (Vr - pad), Vr, zero.f32(), pad, k, pad);
       ops.matmul_nt_backward(dh32.get() + int64_t{r0} * C, wte_grads, logits.f32(), hc, wte, k, C,
                              Vr);
     }

@@ -9,12 +9,15 @@
 // gpt2 (V=50257 ctx=1024 C=768 L=12): 124,439,808, the "124M" of Radford et al. 2019.
 // Rank r of t tensor-parallel ranks (block_params.h has the table of splits):
 //   Ψ_r = VC/t + ctx·C + L·(12C²/t + 7C/t + 6C) + 2C
+// A padded vocabulary (GPTConfig::vocab_divisible_by) puts Vp = V rounded up in place of V:
+// gpt2 padded to a multiple of 128 has 50,304 rows of wte, 36,096 more parameters (all zero).
 //
 // A mixture-of-experts block (block_params.h, kExpertParams) holds 4C² + 8C + CE + E·(8C² + 5C);
 // rank r of ep expert-parallel ranks holds experts [r·E/ep, (r+1)·E/ep) of it.
 //
 // Glossary: V vocab, ctx context length, C channels, L layers, H heads, Ψ parameter count,
 // t tensor-parallel ranks, r rank, E experts, ep expert-parallel ranks.
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -68,11 +71,18 @@ GPTLayout::GPTLayout(const GPTConfig& cfg, int t, int r, int ep, int ep_rank)
                                 " ctx=" + str(cfg.ctx) + " L=" + str(cfg.layers) +
                                 " C=" + str(cfg.d) + " H=" + str(cfg.heads) +
                                 " (H must divide C)");
-  if (t < 1 || r < 0 || r >= t || cfg.heads % t != 0 || (4 * cfg.d) % t != 0 ||
-      cfg.vocab % t != 0)
-    throw std::invalid_argument("tensor-parallel size " + str(t) + " (rank " + str(r) +
-                                ") does not divide H=" + str(cfg.heads) + ", 4C=" +
-                                str(4 * cfg.d) + " and V=" + str(cfg.vocab));
+  if (cfg.vocab_divisible_by < 1)
+    throw std::invalid_argument("vocab_divisible_by " + str(cfg.vocab_divisible_by) + " of '" +
+                                cfg.name + "' must be at least 1 (1: no padding)");
+  const int Vp = cfg.padded_vocab();
+  if (t < 1 || r < 0 || r >= t || cfg.heads % t != 0 || (4 * cfg.d) % t != 0 || Vp % t != 0)
+    throw std::invalid_argument(
+        "tensor-parallel size " + str(t) + " (rank " + str(r) + ") does not divide H=" +
+        str(cfg.heads) + ", 4C=" + str(4 * cfg.d) + " and V=" + str(cfg.vocab) +
+        (Vp == cfg.vocab ? "" : " padded to " + str(Vp)) +
+        (Vp % t != 0 && t > 1 ? " (pad the vocabulary: --make_vocab_size_divisible_by " +
+                                    str(t) + " or a multiple of it)"
+                              : ""));
   if (cfg.experts > 0) {
     if (cfg.moe_every < 1 || cfg.top_k < 1 || cfg.top_k > cfg.experts || !(cfg.capacity_factor > 0))
       throw std::invalid_argument("invalid mixture of experts in '" + cfg.name + "': experts=" +
@@ -111,8 +121,10 @@ GPTLayout::GPTLayout(const GPTConfig& cfg, int t, int r, int ep, int ep_rank)
     unit_numel_.back() += p.numel;
     params_.push_back(std::move(p));
   };
-  // (V/t,C): vocab-parallel rows, also the LM head's weight (tied)
-  add("wte.weight", {cfg.vocab / t, C}, {cfg.vocab, C}, Split::kRows, 0);
+  // (Vp/t,C): vocab-parallel rows, also the LM head's weight (tied). Rank r holds rows
+  // [r·Vp/t, (r+1)·Vp/t); those ≥ V pad the vocabulary, at the end of the last ranks' rows.
+  add("wte.weight", {Vp / t, C}, {Vp, C}, Split::kRows, 0);
+  params_.back().pad_rows = std::clamp<int64_t>(int64_t{r + 1} * (Vp / t) - cfg.vocab, 0, Vp / t);
   add("wpe.weight", {cfg.ctx, C}, {cfg.ctx, C}, Split::kReplicated, 0);  // (ctx,C)
   for (int l = 0; l < cfg.layers; ++l) {
     const std::string h = "h." + std::to_string(l) + ".";

@@ -233,7 +233,7 @@ double PipelineStrategy::sent_bytes(std::vector<Action>::const_iterator begin,
   int sends = 0;
   for (auto a = begin; a != end; ++a) sends += a->op == Op::kSendForward || a->op == Op::kSendBackward;
   const double act = 4.0 * (global_batch / step_micro_batches_) * T * c.d;  // 4·b·T·C
-  const double emb = (in_emb_ && emb_->size() > 1) ? 4.0 * c.vocab * c.d : 0.0;
+  const double emb = (in_emb_ && emb_->size() > 1) ? 4.0 * c.padded_vocab() * c.d : 0.0;
   return sends * act + wte_all_reduces * emb;
 }
 

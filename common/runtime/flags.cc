@@ -61,6 +61,19 @@ void add_train_flags(CLI::App& app, TrainConfig& cfg) {
                  "override the preset's number of attention heads H, which must divide C "
                  "(0: the preset's)")
       ->capture_default_str();
+  app.add_option("--make_vocab_size_divisible_by", cfg.vocab_divisible_by,
+                 "pad the vocabulary (wte's rows, the logits) to a multiple of this, masked: the "
+                 "same model and checkpoints (1: no padding; 128 pads gpt2's 50257 to 50304)")
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            try {
+              if (std::stoll(v) >= 1) return std::string();
+            } catch (const std::exception&) {
+            }
+            return "must be an integer of at least 1 (1: no padding), got " + v;
+          },
+          ""))
+      ->capture_default_str();
   app.add_option("--experts", cfg.experts,
                  "mixture of experts: E expert MLPs in each MoE block (0: dense; -1: the preset's)");
   app.add_option("--top_k", cfg.top_k, "mixture of experts: experts per token k (-1: the preset's)");

@@ -47,6 +47,11 @@ struct TrainConfig {
   /// --heads: > 0 overrides the preset's number of attention heads H (must divide C): Ulysses
   /// needs p | H (--model tiny --heads 4 on 4 ranks).
   int heads = 0;
+  /// --make_vocab_size_divisible_by: pad wte's rows to a multiple of this (Megatron-LM's flag;
+  /// common/nn/gpt.h GPTConfig::vocab_divisible_by): 1 pads nothing. The padding is masked, so
+  /// the model, its losses and its checkpoints are the unpadded one's; it lets t ranks split a
+  /// vocabulary t does not divide, and aligns a GPU's logits (128 pads gpt2 to 50,304).
+  int vocab_divisible_by = 1;
   // Mixture of experts (common/nn/moe.h; the stages that train it set StageSpec::supports_moe).
   // Each overrides the preset's value when set: -1 (or NaN) means "the preset's".
   int experts = -1;        ///< --experts: E expert MLPs per MoE block (0: a dense model)

@@ -145,7 +145,7 @@ void TensorParallelStrategy::set_state(const float* params, const float* exp_avg
 
 std::vector<ReportRow> TensorParallelStrategy::report() const {
   const GPTConfig& c = model_->config();
-  const TpModelDims d{c.vocab, c.ctx, c.layers, c.d, c.heads};
+  const TpModelDims d{c.padded_vocab(), c.ctx, c.layers, c.d, c.heads};
   const int t = tp_.size();
   const double psi_r = tp_params_per_rank(d, t);
   const MemoryTracker& mt = MemoryTracker::instance();

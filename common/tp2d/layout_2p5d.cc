@@ -12,6 +12,10 @@ int64_t Part2p5d::global_col(int64_t c) const {
 }
 
 std::string tp2d_model_error(const GPTConfig& cfg, int q) {
+  if (cfg.padded_vocab() != cfg.vocab)  // the grid's head has no masked columns (gpt_embed_head.cc)
+    return "the 2D / 2.5D layout does not pad the vocabulary: --make_vocab_size_divisible_by " +
+           std::to_string(cfg.vocab_divisible_by) + " pads V=" + std::to_string(cfg.vocab) +
+           " to " + std::to_string(cfg.padded_vocab()) + " (give 1, or a V it divides)";
   if (cfg.heads % q || cfg.d % q || (4 * cfg.d) % q || cfg.vocab % q)
     return "grid side q=" + std::to_string(q) + " does not divide H=" + std::to_string(cfg.heads) +
            ", C=" + std::to_string(cfg.d) + ", 4C=" + std::to_string(4 * cfg.d) +

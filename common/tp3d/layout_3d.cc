@@ -19,6 +19,10 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 }  // namespace
 
 std::string layout3d_error(const GPTConfig& cfg, int q) {
+  if (cfg.padded_vocab() != cfg.vocab)  // the cube's head has no masked columns (gpt_embed_head.cc)
+    return "the 3D layout does not pad the vocabulary: --make_vocab_size_divisible_by " +
+           std::to_string(cfg.vocab_divisible_by) + " pads V=" + std::to_string(cfg.vocab) +
+           " to " + std::to_string(cfg.padded_vocab()) + " (give 1, or a V it divides)";
   if (cfg.heads % q != 0 || cfg.d % (q * q) != 0 || cfg.vocab % (q * q) != 0)
     return "3D tensor parallelism with q=" + std::to_string(q) + " needs q | H, q² | C and q² | V: H=" +
            std::to_string(cfg.heads) + " C=" + std::to_string(cfg.d) + " V=" +

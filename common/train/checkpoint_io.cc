@@ -28,6 +28,15 @@ std::string meta(const Checkpoint& c, const char* key) {
 
 bool starts_with(const std::string& s, const std::string& p) { return s.compare(0, p.size(), p) == 0; }
 
+// A tensor as files hold it: without a padded vocabulary's rows (ParamSpec::pad_rows, zero),
+// which are at its end, so the saved elements are the first saved_numel() of the buffer's.
+std::vector<int64_t> saved_shape(const ParamSpec& p) {
+  std::vector<int64_t> shape = p.shape;
+  shape.front() -= p.pad_rows;
+  return shape;
+}
+int64_t saved_numel(const ParamSpec& p) { return shape_numel(saved_shape(p)); }
+
 int64_t parse_step(const std::string& path, const std::string& step) {
   try {
     size_t used = 0;
@@ -114,7 +123,10 @@ ModelCheckpoint read(const std::string& path, const GPTConfig* run) {
   }
 
   // 2. The tensors: the parameters, and m and v (required in our files, optional in foreign ones).
-  GPTLayout layout(ck.config);  // throws std::invalid_argument on an impossible configuration
+  // Files hold the unpadded model (saved_shape), whatever padding the run uses.
+  GPTConfig unpadded = ck.config;
+  unpadded.vocab_divisible_by = 1;
+  GPTLayout layout(unpadded);  // throws std::invalid_argument on an impossible configuration
   ck.has_optimizer = ck.origin != "foreign";
   for (const LoadedTensor& t : f.tensors)
     if (starts_with(t.name, "optimizer.")) ck.has_optimizer = true;
@@ -155,7 +167,8 @@ void unpack_state(const ModelCheckpoint& ck, const GPT& model, float* params, fl
   std::memset(exp_avg, 0, psi * sizeof(float));
   std::memset(exp_avg_sq, 0, psi * sizeof(float));
   for (const ParamSpec& p : model.layout().params()) {
-    const size_t bytes = p.numel * sizeof(float);
+    const size_t bytes = saved_numel(p) * sizeof(float);  // a padded vocabulary's rows stay 0
+    std::memset(params + p.offset, 0, p.numel * sizeof(float));
     std::memcpy(params + p.offset, ck.param(p.name), bytes);
     if (!ck.has_optimizer) continue;
     std::memcpy(exp_avg + p.offset, ck.file.at(kMomentPrefix[0] + p.name).f32(), bytes);
@@ -191,10 +204,11 @@ void write_checkpoint(const std::string& path, const GPT& model, const AdamWConf
                       const std::map<std::string, std::string>& extra) {
   std::vector<CheckpointEntry> entries;
   const std::vector<ParamSpec>& ps = model.layout().params();
-  for (const ParamSpec& p : ps) entries.push_back({p.name, p.shape, params + p.offset});
-  for (const ParamSpec& p : ps) entries.push_back({kMomentPrefix[0] + p.name, p.shape, exp_avg + p.offset});
+  for (const ParamSpec& p : ps) entries.push_back({p.name, saved_shape(p), params + p.offset});
   for (const ParamSpec& p : ps)
-    entries.push_back({kMomentPrefix[1] + p.name, p.shape, exp_avg_sq + p.offset});
+    entries.push_back({kMomentPrefix[0] + p.name, saved_shape(p), exp_avg + p.offset});
+  for (const ParamSpec& p : ps)
+    entries.push_back({kMomentPrefix[1] + p.name, saved_shape(p), exp_avg_sq + p.offset});
   std::map<std::string, std::string> md = dims_metadata(model.config());
   auto num = [](float x) { return fmt::format("{}", x); };  // shortest round-trip form
   md.insert({{"format", "pt"},

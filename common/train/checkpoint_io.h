@@ -34,6 +34,9 @@
 //                   metadata, config.json beside the file or the shapes (gpt2_config.h), and a
 //                   log line says which. HF's Conv1D stores GPT-2's weights (in, out), as here.
 // Every tensor must be finite: a NaN or Inf is refused by name and element.
+// A padded vocabulary (GPTConfig::vocab_divisible_by) is the run's layout, not the model: files
+// hold wte's V real rows (and theirs of m and v), the pad rows are written nowhere and are zero
+// again on load, so padded and unpadded runs read each other's files.
 #pragma once
 
 #include <cstdint>

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -113,6 +114,49 @@ TEST(CheckpointIo, ExtraStateIsRecordedAndCannotReplaceTheFilesOwnKeys) {
   EXPECT_THROW(write_checkpoint(tmp / "b.safetensors", model, AdamWConfig{}, s.p.data(),
                                 s.m.data(), s.v.data(), 7, "baseline", {{"step", "99"}}),
                std::invalid_argument);
+}
+
+// A padded vocabulary is the run's layout: the file holds wte's V real rows (and m's and v's),
+// and padded and unpadded runs load each other's files, the pad rows zero again.
+TEST(CheckpointIo, PaddedVocabularyIsSavedUnpaddedAndLoadsEitherWay) {
+  TmpDir tmp;
+  GPTConfig pc = tiny();
+  pc.vocab_divisible_by = 96;  // 256 -> 288: 32 pad rows
+  const GPT padded(pc), plain(tiny());
+  const int64_t C = pc.d, real = int64_t{256} * C, pad = int64_t{32} * C;
+  State s(padded);
+  for (int64_t i = real; i < real + pad; ++i) s.m[i] = s.v[i] = 0.0f;  // as training keeps them
+  write_checkpoint(tmp / "p.safetensors", padded, AdamWConfig{}, s.p.data(), s.m.data(),
+                   s.v.data(), 3, "baseline");
+  const Checkpoint raw = load_safetensors(tmp / "p.safetensors");
+  for (const char* name : {"wte.weight", "optimizer.exp_avg.wte.weight",
+                           "optimizer.exp_avg_sq.wte.weight"})
+    EXPECT_EQ(raw.at(name).shape, (std::vector<int64_t>{256, C})) << name;
+  EXPECT_EQ(raw.metadata.at("vocab_size"), "256");
+
+  // Into the unpadded run: its state is the padded one without the pad rows.
+  State u(plain);
+  unpack_state(read_checkpoint(tmp / "p.safetensors", plain), plain, u.p.data(), u.m.data(),
+               u.v.data());
+  auto strip = [&](const std::vector<float>& x) {
+    std::vector<float> out(x.begin(), x.begin() + real);
+    out.insert(out.end(), x.begin() + real + pad, x.end());
+    return out;
+  };
+  EXPECT_EQ(u.p, strip(s.p));
+  EXPECT_EQ(u.m, strip(s.m));
+  EXPECT_EQ(u.v, strip(s.v));
+
+  // And the unpadded file back into the padded run: the same state, pad rows zero.
+  write_checkpoint(tmp / "u.safetensors", plain, AdamWConfig{}, u.p.data(), u.m.data(),
+                   u.v.data(), 3, "baseline");
+  State back(padded);
+  std::fill(back.p.begin(), back.p.end(), 5.0f);  // unpack_state must write every element
+  unpack_state(read_checkpoint(tmp / "u.safetensors", padded), padded, back.p.data(),
+               back.m.data(), back.v.data());
+  EXPECT_EQ(back.p, s.p);  // init_params made s.p's pad rows zero
+  EXPECT_EQ(back.m, s.m);
+  EXPECT_EQ(back.v, s.v);
 }
 
 TEST(CheckpointIo, OwnFileRecordsFormatConfigurationAndOptimizer) {

@@ -25,7 +25,7 @@ RankMemoryEstimate estimate_rank_memory(const GPTConfig& mc, const TrainConfig& 
                                         GridShape grid, DPStage stage) {
   // Doubles throughout: --layers 2147483647 or --global_batch 2147483647 overflow no product.
   const double blocks = std::ceil(double(mc.layers) / std::max(1, grid.pp));
-  const TpModelDims dims{mc.vocab, mc.ctx, static_cast<int64_t>(blocks), mc.d, mc.heads};
+  const TpModelDims dims{mc.padded_vocab(), mc.ctx, static_cast<int64_t>(blocks), mc.d, mc.heads};
   // A mixture of experts (the moe stage) puts its expert-parallel group in the grid's tp slot:
   // the experts are split over it, everything else is whole.
   const int ep = mc.experts > 0 ? std::max(1, grid.tp) : 1;
@@ -49,7 +49,7 @@ RankMemoryEstimate estimate_rank_memory(const GPTConfig& mc, const TrainConfig& 
   const double stats = 16.0 * T;
   const double stored = tp_activation_bytes_per_block(dims, 1, mc.ctx, t, false) - stats;
   e.activations =
-      b * (blocks * ((mixed ? 0.5 : 1.0) * stored + stats) + 4.0 * T * mc.vocab / t);
+      b * (blocks * ((mixed ? 0.5 : 1.0) * stored + stats) + 4.0 * T * mc.padded_vocab() / t);
   e.batch = 2.0 * 4.0 * seqs * T;
   return e;
 }

@@ -171,6 +171,8 @@ GPTConfig model_config(const TrainConfig& cfg) {
     mc.heads = cfg.heads;
     mc.name += "-H" + std::to_string(cfg.heads);
   }
+  // A padded vocabulary is the run's layout, not another model: the name stays (gpt.h).
+  mc.vocab_divisible_by = cfg.vocab_divisible_by;
   // Mixture of experts: E and n change the tensors (so the name); k, c and α the routing only.
   if (cfg.experts >= 0 && cfg.experts != mc.experts) {
     mc.experts = cfg.experts;

@@ -24,7 +24,7 @@ Schedule checked_schedule(const GPTConfig& cfg, const ProcessGrid& grid, const H
   std::string err;
   Schedule s;
   try {
-    const TpModelDims d{cfg.vocab, cfg.ctx, cfg.layers, cfg.d, cfg.heads};
+    const TpModelDims d{cfg.padded_vocab(), cfg.ctx, cfg.layers, cfg.d, cfg.heads};
     hybrid_rank_plan(d, {grid.dp(), grid.pp(), grid.tp(), o.micro_batches, o.chunks,
                          o.sequence_parallel},
                      0, int64_t(grid.dp()) * o.micro_batches, cfg.ctx);
@@ -256,7 +256,7 @@ HybridRankPlan HybridStrategy::expected() const {
   const GPTConfig& c = model_.config();
   HybridShape s = shape_;
   s.recompute = c.recompute, s.recompute_every = c.recompute_every;
-  return hybrid_rank_plan({c.vocab, c.ctx, c.layers, c.d, c.heads}, s, pp_.rank(),
+  return hybrid_rank_plan({c.padded_vocab(), c.ctx, c.layers, c.d, c.heads}, s, pp_.rank(),
                           last_global_B_, last_T_);
 }
 

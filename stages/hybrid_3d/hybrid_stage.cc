@@ -25,7 +25,7 @@ std::string hybrid_config_error(const TrainConfig& cfg, const HybridFlags& f) {
   try {
     const GPTConfig mc = model_config(cfg);
     // Every divisibility the grid needs, with hybrid_formulas' messages.
-    hybrid_rank_plan({mc.vocab, mc.ctx, mc.layers, mc.d, mc.heads},
+    hybrid_rank_plan({mc.padded_vocab(), mc.ctx, mc.layers, mc.d, mc.heads},
                      {f.dp, f.pp, f.tp, o.micro_batches, o.chunks, o.sequence_parallel}, 0,
                      cfg.global_batch, mc.ctx);
     make_schedule(o.chunks > 1 ? "interleaved_1f1b" : "1f1b", f.pp, o.micro_batches, o.chunks);
