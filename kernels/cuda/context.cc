@@ -1,4 +1,5 @@
-// One cuBLAS handle, stream, TF32 mode and workspace per process (see context.h).
+// One cuBLAS handle, stream, TF32 mode, 16-bit operand declaration and workspace per process
+// (see context.h).
 #include "kernels/cuda/context.h"
 
 #include <cstdio>
@@ -15,6 +16,7 @@ struct State {
   cudaStream_t stream = 0;
   bool tf32 = false;
   bool exact_tf32 = false;  // inside an ExactTf32Operands scope
+  cudaDataType_t operands16 = CUDA_R_32F;  // inside a SixteenBitOperands scope: its type
   void* ws = nullptr;
   size_t ws_bytes = 0;
 };
@@ -77,6 +79,25 @@ void* workspace(size_t bytes) {
     s.ws_bytes = bytes;
   }
   return s.ws;
+}
+
+cudaDataType_t sixteen_bit_operands() { return state().operands16; }
+
+SixteenBitOperands::SixteenBitOperands(cudaDataType_t type) : previous_(state().operands16) {
+  state().operands16 = type;
+}
+SixteenBitOperands::~SixteenBitOperands() { state().operands16 = previous_; }
+
+void run_gemm_16bit(const GemmArgs& g, const void* A16, const void* B16, cudaDataType_t type) {
+  if (g.batch == 1)
+    CUBLAS_CHECK(cublasGemmEx(handle(), op(g.transa), op(g.transb), g.m, g.n, g.k, &g.alpha, A16,
+                              type, g.lda, B16, type, g.ldb, &g.beta, g.C, CUDA_R_32F, g.ldc,
+                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  else
+    CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+        handle(), op(g.transa), op(g.transb), g.m, g.n, g.k, &g.alpha, A16, type, g.lda,
+        g.strideA, B16, type, g.ldb, g.strideB, &g.beta, g.C, CUDA_R_32F, g.ldc, g.strideC,
+        g.batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
 ExactTf32Operands::ExactTf32Operands(bool on) : previous_(state().exact_tf32) {

@@ -51,6 +51,35 @@ void* workspace(size_t bytes);
 /// CUBLAS_COMPUTE_32F_FAST_TF32 (TF32 tensor cores, fp32 accumulation) whatever set_tf32 says.
 void run_gemm(const GemmArgs& g);
 
+/// cuBLAS's 16-bit product of g: A16 and B16 are 16-bit copies (`type`: CUDA_R_16BF or
+/// CUDA_R_16F) of g.A's and g.B's first a_extent(g) / b_extent(g) elements, laid out as they are
+/// (the same lda, ldb, batch strides); C stays fp32 (read with β, written), CUBLAS_COMPUTE_32F:
+/// 16-bit tensor cores with fp32 accumulation (cublasGemmEx / cublasGemmStridedBatchedEx).
+void run_gemm_16bit(const GemmArgs& g, const void* A16, const void* B16, cudaDataType_t type);
+
+/// The 16-bit type every operand of the matmul products in flight IS a value of (CUDA_R_16BF or
+/// CUDA_R_16F; set by a SixteenBitOperands scope), or CUDA_R_32F: none declared (the default).
+cudaDataType_t sixteen_bit_operands();
+
+/// While alive, matmul.cu's products (the linear layers' and the tied head's) copy their two
+/// operands to `type` and multiply the copies on 16-bit tensor cores (run_gemm_16bit) instead of
+/// reading fp32: the caller promises every operand is exactly a value of `type` (mixed
+/// precision's widened activations and parameters, KernelOps::set_matmul_operands), so the copies
+/// are exact and the products are the fp32 ones, summed in the tensor cores' order, as on TF32
+/// below; at twice TF32's dense rate (H100 SXM: 989 against 495 TFLOP/s) and half the operand
+/// bytes, for one extra pass over each operand (read 4 bytes, write 2 per element). CUDA_R_32F:
+/// no declaration.
+class SixteenBitOperands {
+ public:
+  explicit SixteenBitOperands(cudaDataType_t type);
+  ~SixteenBitOperands();
+  SixteenBitOperands(const SixteenBitOperands&) = delete;
+  SixteenBitOperands& operator=(const SixteenBitOperands&) = delete;
+
+ private:
+  cudaDataType_t previous_;
+};
+
 /// While alive, run_gemm's products use TF32 tensor cores: the caller promises that every operand
 /// is exactly a TF32 value (mixed precision's widened bf16/fp16 values, KernelOps::
 /// set_matmul_operands), so the products are the fp32 ones, summed in the tensor cores' order.

@@ -62,33 +62,42 @@ class CudaKernelOps final : public KernelOps {
   void set_tf32(bool on) override { cuda::set_tf32(on); }
   int64_t logits_chunk_elements() const override { return int64_t{1} << 28; }  // kernel_ops.h
 
+  // The matmul_* entries under a 16-bit declaration (kernel_ops.h MatmulOperands): 16-bit copies
+  // of the operands on 16-bit tensor cores (context.h SixteenBitOperands), exact for them.
+  cudaDataType_t sixteen_bit_type() const {
+    switch (matmul_operands()) {
+      case DType::kBF16: return CUDA_R_16BF;
+      case DType::kF16: return CUDA_R_16F;
+      default: return CUDA_R_32F;
+    }
+  }
   void matmul_forward(float* y, const float* x, const float* W, const float* bias, int N, int C,
                       int OC) override {
     cpu::count_flops(2L * N * C * OC);
-    const cuda::ExactTf32Operands tf32(matmul_operands() != DType::kF32);
+    const cuda::SixteenBitOperands operands(sixteen_bit_type());
     cuda::matmul_forward(y, x, W, bias, N, C, OC);
   }
   void matmul_backward_input(float* dx, const float* dy, const float* W, int N, int C,
                              int OC) override {
     cpu::count_flops(2L * N * C * OC);
-    const cuda::ExactTf32Operands tf32(matmul_operands() != DType::kF32);
+    const cuda::SixteenBitOperands operands(sixteen_bit_type());
     cuda::matmul_backward_input(dx, dy, W, N, C, OC);
   }
   void matmul_backward_weight(float* dW, float* db, const float* dy, const float* x, int N, int C,
                               int OC) override {
     cpu::count_flops(2L * N * C * OC);
-    const cuda::ExactTf32Operands tf32(matmul_operands() != DType::kF32);
+    const cuda::SixteenBitOperands operands(sixteen_bit_type());
     cuda::matmul_backward_weight(dW, db, dy, x, N, C, OC);
   }
   void matmul_nt_forward(float* y, const float* x, const float* Wt, int N, int C, int OC) override {
     cpu::count_flops(2L * N * C * OC);
-    const cuda::ExactTf32Operands tf32(matmul_operands() != DType::kF32);
+    const cuda::SixteenBitOperands operands(sixteen_bit_type());
     cuda::matmul_nt_forward(y, x, Wt, N, C, OC);
   }
   void matmul_nt_backward(float* dx, float* dWt, const float* dy, const float* x, const float* Wt,
                           int N, int C, int OC) override {
     cpu::count_flops((dx ? 4L : 2L) * N * C * OC);
-    const cuda::ExactTf32Operands tf32(matmul_operands() != DType::kF32);
+    const cuda::SixteenBitOperands operands(sixteen_bit_type());
     cuda::matmul_nt_backward(dx, dWt, dy, x, Wt, N, C, OC);
   }
   void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C,

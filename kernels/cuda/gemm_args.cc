@@ -45,6 +45,21 @@ GemmArgs batched(GemmArgs g, int H, int64_t sA, int64_t sB, int64_t sC) {
 
 }  // namespace
 
+int64_t operand_extent(bool trans, int rows, int cols, int ld) {
+  if (rows <= 0 || cols <= 0) return 0;
+  return trans ? int64_t{ld} * (rows - 1) + cols : int64_t{ld} * (cols - 1) + rows;
+}
+
+int64_t a_extent(const GemmArgs& g) {
+  const int64_t one = operand_extent(g.transa, g.m, g.k, g.lda);
+  return one == 0 ? 0 : one + int64_t{g.batch - 1} * g.strideA;
+}
+
+int64_t b_extent(const GemmArgs& g) {
+  const int64_t one = operand_extent(g.transb, g.k, g.n, g.ldb);
+  return one == 0 ? 0 : one + int64_t{g.batch - 1} * g.strideB;
+}
+
 // y (N,OC) = x (N,C) W (C,OC).  y' = yᵀ (OC,N) ld OC;  W' = Wᵀ (OC,C) ld OC;  x' = xᵀ (C,N) ld C.
 // yᵀ = Wᵀ xᵀ = W' x':  m = OC, n = N, k = C, A = W (N, lda OC), B = x (N, ldb C), ldc OC.
 GemmArgs matmul_forward_gemm(float* y, const float* x, const float* W, int N, int C, int OC,

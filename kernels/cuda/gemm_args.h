@@ -40,6 +40,16 @@ struct GemmArgs {
   const char* c_name = "";
 };
 
+/// The elements of its buffer an operand of a product reads: [X, X + extent). op(X) is
+/// (rows, cols) column-major: stored as is (trans false) its last column starts at ld·(cols-1),
+/// so ld·(cols-1) + rows; transposed (trans true: X stored (cols, rows)) ld·(rows-1) + cols.
+/// 0 for an empty matrix.
+int64_t operand_extent(bool trans, int rows, int cols, int ld);
+/// A's extent in g, over every batch entry: operand_extent(transa, m, k, lda) + (batch-1)·strideA.
+int64_t a_extent(const GemmArgs& g);
+/// B's: operand_extent(transb, k, n, ldb) + (batch-1)·strideB.
+int64_t b_extent(const GemmArgs& g);
+
 // ---- matmul.h (y = x W + b and the tied head y = x Wtᵀ) ---------------------------------------
 
 /// y (N,OC) = x (N,C) @ W (C,OC); beta 1 when y already holds the broadcast bias.

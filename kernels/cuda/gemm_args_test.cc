@@ -278,6 +278,76 @@ TEST(GemmArgs, RowMajorStridedBatchedEveryTranspose) {
       }
 }
 
+// ---- the 16-bit copies (matmul.cu run_product) -----------------------------------------------
+
+// Under a 16-bit declaration matmul.cu multiplies copies of [A, A + a_extent) and [B, B +
+// b_extent) with the same leading dimensions and strides. On exact-size copies every product of
+// matmul.h (and a strided batch with padded rows) reads inside them (the emulation's bounds) and
+// gives the CPU's product; and the extents never run past the operand's buffer, which the copy
+// would read off on the GPU.
+void run_on_copies(GemmArgs g, const Buffers& originals, Vec& out, const Vec& ref,
+                   const char* what) {
+  for (const float* op : {g.A, g.B}) ASSERT_NE(originals.owner(op), nullptr) << what;
+  const auto* a = originals.owner(g.A);
+  const auto* b = originals.owner(g.B);
+  EXPECT_LE(g.A + a_extent(g), a->first + a->second) << what << ": A's copy reads off its buffer";
+  EXPECT_LE(g.B + b_extent(g), b->first + b->second) << what << ": B's copy reads off its buffer";
+  const Vec a16(g.A, g.A + a_extent(g)), b16(g.B, g.B + b_extent(g));
+  g.A = a16.data(), g.B = b16.data();
+  Buffers copies;
+  copies.add(a16);
+  copies.add(b16);
+  copies.add(out);
+  ASSERT_EQ(emulate(g, copies), "") << what;
+  EXPECT_LE(max_diff(out, ref), kBound) << what;
+}
+
+TEST(GemmArgs, SixteenBitCopiesHoldEveryElementAProductReads) {
+  MatmulData d;
+  Vec y(N * OC), ref_y(N * OC), dx(N * C), ref_dx(N * C), dW(C * OC, 0.f), ref_dW(C * OC, 0.f);
+  const Buffers all = d.all({});
+  cpu::matmul_forward(ref_y.data(), d.x.data(), d.W.data(), nullptr, N, C, OC);
+  run_on_copies(matmul_forward_gemm(y.data(), d.x.data(), d.W.data(), N, C, OC, 0.0f), all, y,
+                ref_y, "y = x W");
+  cpu::matmul_backward_input(ref_dx.data(), d.dy.data(), d.W.data(), N, C, OC);
+  run_on_copies(matmul_backward_input_gemm(dx.data(), d.dy.data(), d.W.data(), N, C, OC), all, dx,
+                ref_dx, "dx = dy Wt");
+  cpu::matmul_backward_weight(ref_dW.data(), nullptr, d.dy.data(), d.x.data(), N, C, OC);
+  run_on_copies(matmul_backward_weight_gemm(dW.data(), d.dy.data(), d.x.data(), N, C, OC), all, dW,
+                ref_dW, "dW = xt dy");
+  cpu::matmul_nt_forward(ref_y.data(), d.x.data(), d.Wt.data(), N, C, OC);
+  run_on_copies(matmul_nt_forward_gemm(y.data(), d.x.data(), d.Wt.data(), N, C, OC), all, y,
+                ref_y, "head y = x Wt");
+  Vec dWt(OC * C, 0.f), ref_dWt(OC * C, 0.f);
+  cpu::matmul_nt_backward(ref_dx.data(), ref_dWt.data(), d.dy.data(), d.x.data(), d.Wt.data(), N,
+                          C, OC);
+  run_on_copies(matmul_nt_backward_input_gemm(dx.data(), d.dy.data(), d.Wt.data(), N, C, OC), all,
+                dx, ref_dx, "head dx = dy Wt");
+  run_on_copies(matmul_nt_backward_weight_gemm(dWt.data(), d.dy.data(), d.x.data(), N, C, OC), all,
+                dWt, ref_dWt, "head dWt = dyt x");
+  // A batch of 3 with padded rows and batch strides, every transpose pair: the copies end at the
+  // last element the last batch entry reads, short of the buffers' padding.
+  constexpr int M = 5, Nn = 7, K = 3, batch = 3;
+  for (int ta = 0; ta < 2; ++ta)
+    for (int tb = 0; tb < 2; ++tb) {
+      const int lda = (ta ? M : K) + 2, ldb = (tb ? K : Nn) + 1, ldc = Nn;
+      const int64_t sa = int64_t(ta ? K : M) * lda, sb = int64_t(tb ? Nn : K) * ldb, sc = M * ldc;
+      const Vec A = rnd(sa * batch, 40), B = rnd(sb * batch, 41);
+      Vec got(sc * batch), ref(sc * batch);
+      Buffers bf;
+      bf.add(A);
+      bf.add(B);
+      cpu::gemm_strided_batched(ta, tb, M, Nn, K, 1.0f, A.data(), lda, sa, B.data(), ldb, sb, 0.0f,
+                                ref.data(), ldc, sc, batch);
+      const GemmArgs g = row_major_gemm(ta, tb, M, Nn, K, 1.0f, A.data(), lda, sa, B.data(), ldb,
+                                        sb, 0.0f, got.data(), ldc, sc, batch);
+      EXPECT_LT(a_extent(g) + b_extent(g), int64_t(A.size() + B.size()));  // the padding is left
+      run_on_copies(g, bf, got, ref, ta ? (tb ? "batched TT" : "batched TN")
+                                        : (tb ? "batched NT" : "batched NN"));
+    }
+  EXPECT_EQ(operand_extent(false, 0, 4, 8), 0);  // an empty operand copies nothing
+}
+
 }  // namespace
 }  // namespace cuda
 }  // namespace llmp

@@ -4,7 +4,9 @@
 // Why cuBLAS: the GEMMs are ~90% of the model's FLOPs and cuBLAS runs them near peak; writing a
 // competitive GEMM is a course of its own. The cuBLAS arguments of each product (row-major
 // buffers through a column-major library) are derived in gemm_args.cc and checked on the host by
-// gemm_args_test. fp32 throughout; set_tf32(true) (context.h) lets the tensor cores use TF32.
+// gemm_args_test. fp32 buffers throughout; set_tf32(true) (context.h) lets the tensor cores use
+// TF32; inside a SixteenBitOperands scope (operands that are bf16/fp16 values) the products run on
+// exact 16-bit copies of the operands, on 16-bit tensor cores, into the same fp32 outputs.
 // The bias: broadcast into y by a small kernel, then the GEMM accumulates (β = 1), as the CPU
 // twin does; db += Σ_rows dy by residual_bias_backward's column-sum kernel.
 //

@@ -1,14 +1,17 @@
-// Mixed precision's products on TF32 tensor cores (kernels/ops/kernel_ops.h, MatmulOperands): under
-// a bf16 or fp16 declaration the CUDA table's matmul_* entries run cublasGemmEx with
-// CUBLAS_COMPUTE_32F_FAST_TF32, which is exact for operands that ARE bf16/fp16 values (TF32 keeps
-// 10 mantissa bits and fp32's exponent range). So on such operands the declared products must equal
-// the CPU's fp32 products within the fp32 GEMM bound kGemm = 5e-5 (kernels_twin_test's: the same
-// products summed in another order), forward, both backward products and the tied head's. The
-// control shows that the declaration is what switches the tensor cores on: on plain fp32 operands
-// (23-bit mantissas) the declared product is off by TF32's rounding (~2⁻¹¹ per operand), beyond
-// kGemm, and the undeclared one is within it. Attention under the declaration (its three products
-// between 16-bit inputs on TF32) gives the CPU's out, P and dqkv within the same bound. Linked into
-// kernel_table_twin_test; SKIPPED without a GPU, with the runtime's reason.
+// Mixed precision's products on tensor cores (kernels/ops/kernel_ops.h, MatmulOperands): under a
+// bf16 or fp16 declaration the CUDA table's matmul_* entries copy their operands to that 16-bit
+// type and multiply the copies on 16-bit tensor cores with fp32 accumulation (context.h
+// SixteenBitOperands: cublasGemmEx, CUBLAS_COMPUTE_32F), which is exact for operands that ARE
+// bf16/fp16 values. So on such operands the declared products must equal the CPU's fp32 products
+// within the fp32 GEMM bound kGemm = 5e-5 (kernels_twin_test's: the same products summed in
+// another order), forward, both backward products and the tied head's. The control shows that
+// the declaration is what switches the 16-bit copies on: on plain fp32 operands (23-bit
+// mantissas) the undeclared product is within kGemm of the CPU's, and the bf16-declared one is
+// within kGemm of the CPU's product of the operands ROUNDED to bf16 and beyond kGemm of the exact
+// one (a TF32 product would sit ~2⁻¹¹ from the exact one, ~2⁻⁸ from the rounded one). Attention
+// under the declaration (its three products between 16-bit inputs on TF32) gives the CPU's out,
+// P and dqkv within the same bound. Linked into kernel_table_twin_test; SKIPPED without a GPU,
+// with the runtime's reason.
 //
 // Shapes: N = 37, C = 48, OC = 80 (N not a multiple of a tensor-core tile).
 #include <gtest/gtest.h>
@@ -41,12 +44,13 @@ class MatmulOperandsTwin : public ::testing::Test {
   }
 };
 
-/// n random values in [-1, 1) that are values of `d` (rounded to nearest even).
-Vec values_of(DType d, size_t n, unsigned seed) {
-  Vec v = rnd(n, seed);
+/// v rounded to `d` (nearest even), element by element.
+Vec values_of(Vec v, DType d = DType::kBF16) {
   for (float& x : v) x = cpu::round_trip(x, d);
   return v;
 }
+/// n random values in [-1, 1) that are values of `d`.
+Vec values_of(DType d, size_t n, unsigned seed) { return values_of(rnd(n, seed), d); }
 
 /// The four products of a linear layer and the tied head on (x, W, dy), by `ops` under the
 /// declaration `d`: y = x W, dx = dy Wᵀ, dW = xᵀ dy (from 0), y_nt = x Wᵀ with W read as Wt (OC,C).
@@ -91,10 +95,16 @@ TEST_F(MatmulOperandsTwin, TheDeclarationIsWhatSwitchesTensorCoresOn) {
   const Products ref = run(kernel_ops(Device::kCPU), DType::kF32, x, W, dy);
   const Products plain = run(kernel_ops(Device::kCUDA), DType::kF32, x, W, dy);
   const Products declared = run(kernel_ops(Device::kCUDA), DType::kBF16, x, W, dy);
+  // The CPU's fp32 products of the operands rounded to bf16: what the 16-bit copies multiply.
+  const Products rounded = run(kernel_ops(Device::kCPU), DType::kBF16, values_of(x),
+                               values_of(W), values_of(dy));
   EXPECT_LE(rel_err(plain.y, ref.y, "fp32 operands, undeclared"), kGemm);
-  const float tf32 = rel_err(declared.y, ref.y, "fp32 operands, declared");
-  EXPECT_GT(tf32, kGemm) << "a declared product ran without TF32's input rounding";
-  EXPECT_LE(tf32, 1e-2f);  // 10-bit mantissas: ~2⁻¹¹ per operand
+  EXPECT_GT(rel_err(declared.y, ref.y, "fp32 operands, declared bf16"), kGemm)
+      << "a declared product read its fp32 operands unrounded";
+  EXPECT_LE(rel_err(declared.y, rounded.y, "declared bf16 vs the bf16-rounded operands"), kGemm);
+  EXPECT_LE(rel_err(declared.dx, rounded.dx, "dx, declared bf16 vs rounded"), kGemm);
+  EXPECT_LE(rel_err(declared.dW, rounded.dW, "dW, declared bf16 vs rounded"), kGemm);
+  EXPECT_LE(rel_err(declared.y_nt, rounded.y_nt, "head, declared bf16 vs rounded"), kGemm);
 }
 
 // Attention under the declaration: Q Kᵀ, dY Vᵀ and Pᵀ dY on TF32 (their inputs are 16-bit

@@ -209,8 +209,10 @@ class KernelOps {
   // (or fp16) value. Such values are also exact in TF32 (8 exponent bits, 10 mantissa bits:
   // bf16's 7 and fp16's 10 fit, and fp16's range and subnormals are normal TF32 numbers), so a
   // GPU may run those products on TF32 tensor cores and compute the same products as fp32, only
-  // summed in another order. The walk declares it with the scope MatmulOperands below;
-  // CUDA then uses TF32 for the matmul_* entries (whatever set_tf32 says), and the CPU, which
+  // summed in another order; or copy them to bf16 (fp16), exactly, and run them on 16-bit
+  // tensor cores, twice TF32's rate. The walk declares it with the scope MatmulOperands below;
+  // CUDA then runs the matmul_* entries on 16-bit copies of their operands (context.h
+  // SixteenBitOperands, whatever set_tf32 says), and the CPU, which
   // has no tensor cores, CHECKS the promise instead: every operand of a matmul_* call under a
   // 16-bit declaration must round-trip through that dtype, else std::logic_error naming the
   // entry, the operand and the element ("matmul_forward: x[17] = 0.1 is not a bf16 value ...").
