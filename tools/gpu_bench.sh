@@ -2,7 +2,7 @@
 # GPU benchmark (issue 16), on a machine with a GPU: the gpt2 preset (124M, T = 1024) on one GPU.
 #
 #   tools/gpu_bench.sh            bf16 tokens/s and MFU (as it is: the products of 16-bit operands
-#                                 on TF32 tensor cores, kernel_ops.h MatmulOperands, the others
+#                                 on bf16 tensor cores, kernel_ops.h MatmulOperands, the others
 #                                 fp32; and with --tf32 for those too), fp32 tokens/s with TF32 on
 #                                 and off, bf16 --tf32 and fp32 TF32 with the vocabulary padded to
 #                                 50,304 (--make_vocab_size_divisible_by 128), and the data-parallel
@@ -74,7 +74,7 @@ echo
 echo "| run | tokens/s | FLOP/token | MFU (of the bf16 peak) |"
 echo "|---|---|---|---|"
 read -r tok flop < <(run baseline --precision bf16)
-echo "| baseline, bf16 (16-bit operands on TF32, the rest fp32) | $tok | $flop | $(mfu "$tok" "$flop") |"
+echo "| baseline, bf16 (16-bit operands on bf16 tensor cores, the rest fp32) | $tok | $flop | $(mfu "$tok" "$flop") |"
 read -r tok flop < <(run baseline --precision bf16 --tf32)
 echo "| baseline, bf16 with --tf32 (every product on tensor cores) | $tok | $flop | $(mfu "$tok" "$flop") |"
 read -r tok flop < <(run baseline --tf32)
