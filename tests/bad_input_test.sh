@@ -61,6 +61,14 @@ expect_exit_2 partition_without_full "--partition_activations needs --recompute 
   "$bin" --partition_activations
 expect_exit_2 partition_refused "has no tensor-parallel group" -- \
   "$bin" --recompute full --partition_activations
+# ZeRO-R's Pa+cpu: the checkpoints of full recomputation, off a GPU.
+expect_exit_2 cpu_checkpointing_without_full "--cpu_checkpointing needs --recompute full" -- \
+  "$bin" --cpu_checkpointing
+expect_exit_2 cpu_checkpointing_on_cpu "--cpu_checkpointing moves activation checkpoints off a GPU" -- \
+  "$bin" --recompute full --cpu_checkpointing
+# A padded vocabulary pads to a multiple of at least 1.
+expect_exit_2 vocab_multiple_zero "--make_vocab_size_divisible_by: must be an integer of at least 1" -- \
+  "$bin" --make_vocab_size_divisible_by 0
 # --heads and --ctx override the preset: H must divide C (mini: C = 128), T must be positive.
 expect_exit_2 heads_not_dividing_c "--heads 5 does not divide C=128" -- "$bin" --heads 5
 expect_exit_2 negative_ctx_shared "ctx -1 must not be negative" -- "$bin" --ctx -1

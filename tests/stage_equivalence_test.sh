@@ -152,6 +152,11 @@ EOF
 if [ "$device" = cuda ]; then  # ZeRO-Offload: the optimizer's step on the host
   train zero2_offload zero2 cuda 2 --offload optimizer && check zero2_offload base "$kSameDevice"
   train zero3_offload zero3 cuda 2 --offload optimizer && check zero3_offload base "$kSameDevice"
+  # ZeRO-R Pa+cpu: full recomputation with its checkpoints waiting on the host.
+  train zero2_cpu_ckpt zero2 cuda 2 --recompute full --cpu_checkpointing && \
+    check zero2_cpu_ckpt base "$kSameDevice"
+  train tp_pa_cpu_ckpt tensor_parallel cuda 2 --recompute full --partition_activations \
+    --cpu_checkpointing && check tp_pa_cpu_ckpt base "$kSameDevice"
 fi
 train moe moe "$device" 2 --model moe-tiny && check moe moe_base "$kSameDevice"
 

@@ -70,6 +70,12 @@ struct GPTConfig {
   /// With kFull and tensor parallelism: ZeRO-R's Pa, each kept block input split over the
   /// tensor-parallel group and all-gathered before its recomputation (tp_comm.h).
   bool partition_checkpoints = false;
+  /// With kFull on a device: ZeRO-R's Pa+cpu (Rajbhandari et al. 2020, §6.1; DeepSpeed's
+  /// cpu_checkpointing): each kept block input (its 1/t part under partition_checkpoints) is
+  /// copied to host memory after its block's forward and back to the device right before the
+  /// recomputation that needs it, so the device holds no checkpoint between the two; the
+  /// results are bit-identical (unit_runner.cc). Nothing on the CPU: the checkpoints are there.
+  bool cpu_checkpoints = false;
 
   // ---- Mixture of experts (moe.h). experts = 0: every block has the dense MLP. ----
   int experts = 0;               ///< E expert MLPs (each C -> 4C -> C) in every MoE block

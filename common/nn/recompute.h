@@ -53,9 +53,15 @@ struct RecomputeMeter {
   /// growth over the blocks' forwards), the number of those blocks and the sequences it walked.
   int64_t forward_bytes = 0;
   int forward_blocks = 0, forward_batch = 0;
+  /// Bytes of checkpoints copied to the host after their forwards and back before their
+  /// recomputations (GPTConfig::cpu_checkpoints), counted by the walk as it copies.
+  int64_t checkpoint_bytes_down = 0, checkpoint_bytes_up = 0;
   static RecomputeMeter& instance();
   /// Zeroes the recomputation counts (the forward_* fields are overwritten by each forward).
-  void reset() { recomputed_blocks = recomputed_probs = recomputed_flops = 0; }
+  void reset() {
+    recomputed_blocks = recomputed_probs = recomputed_flops = 0;
+    checkpoint_bytes_down = checkpoint_bytes_up = 0;
+  }
   /// Activation bytes kept per block by the last training forward (its average over the blocks).
   double bytes_per_block() const {
     return forward_blocks ? static_cast<double>(forward_bytes) / forward_blocks : 0.0;

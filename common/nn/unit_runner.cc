@@ -26,6 +26,17 @@ std::vector<WalkStep> walk_steps(const GPTConfig& cfg, const UnitRange& r, bool 
   return s;
 }
 
+namespace {
+// ZeRO-R's Pa+cpu (GPTConfig::cpu_checkpoints): a checkpoint's copy on `d`, counted as the
+// activation it is. On the host it is plain (pageable) memory: cudaMemcpy stages it, which is
+// slower than pinned memory but takes none of the host's page-locked budget.
+Tensor copy_to(const Tensor& x, Device d) {
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), MemCategory::kActivations, d);
+  y.copy_from(x);
+  return y;
+}
+}  // namespace
+
 int64_t Tape::stored_bytes() const {
   int64_t n = 0;
   for (const Tensor& t : x) n += t.nbytes();
@@ -143,6 +154,10 @@ void UnitRunner::recompute_if_dropped(int j, const UnitRange& r, const Args& a, 
   const int64_t flops = cpu::flops_done();
   int c = j;
   while (!tape->x[c].defined()) --c;  // the first block of a range always keeps its input
+  if (tape->x[c].device() != model_.device()) {  // Pa+cpu: the checkpoint back up first
+    tape->x[c] = copy_to(tape->x[c], model_.device());
+    RecomputeMeter::instance().checkpoint_bytes_up += tape->x[c].nbytes();
+  }
   if (tape->x[c].ndim() == 1)  // ZeRO-R Pa: this rank's part only; the whole from every rank
     tape->x[c] = model_.gather_checkpoint(tape->x[c], {a.B, a.T, model_.config().d});
   for (int i = c; i <= j; ++i) {
@@ -174,11 +189,17 @@ double UnitRunner::step(const WalkStep& s, const UnitRange& r, const Args& a, Ta
       }
       if (!keeps_cache(s.layer)) cache = BlockCache{};  // recomputed in the backward
       tape->cache.push_back(std::move(cache));
-      if (!keeps_input(s.layer, r))
+      if (!keeps_input(s.layer, r)) {
         tape->x[j] = Tensor();  // remade from its segment's checkpoint
-      else if (model_.config().partition_checkpoints && !tape->cache.back().filled()) {
-        LongLivedScope keep;  // under --defrag (arena.h) Pa's part is a checkpoint like any other
-        tape->x[j] = model_.partition_checkpoint(tape->x[j]);  // ZeRO-R Pa: keep 1/t of it
+      } else if (!tape->cache.back().filled()) {  // x_j is a checkpoint
+        if (model_.config().partition_checkpoints) {
+          LongLivedScope keep;  // under --defrag (arena.h) Pa's part is a checkpoint like any other
+          tape->x[j] = model_.partition_checkpoint(tape->x[j]);  // ZeRO-R Pa: keep 1/t of it
+        }
+        if (model_.config().cpu_checkpoints && model_.device() != Device::kCPU) {
+          tape->x[j] = copy_to(tape->x[j], Device::kCPU);  // Pa+cpu: off the device until needed
+          RecomputeMeter::instance().checkpoint_bytes_down += tape->x[j].nbytes();
+        }
       }
       // ZeRO-R MD (arena.h): under full recomputation with a --defrag arena, an output that the
       // next block keeps as its checkpoint is copied into the long-lived region as it is made.

@@ -130,6 +130,9 @@ void add_train_flags(CLI::App& app, TrainConfig& cfg) {
   app.add_flag("--partition_activations", cfg.partition_activations,
                "ZeRO-R Pa: with --recompute full on a tensor-parallel stage, keep 1/t of each "
                "checkpointed block input and all-gather it before its recomputation");
+  app.add_flag("--cpu_checkpointing", cfg.cpu_checkpointing,
+               "ZeRO-R Pa+cpu: with --recompute full and --device cuda, keep each checkpointed "
+               "block input in host memory until its recomputation copies it back");
   app.add_option("--weight_decay", cfg.weight_decay, "AdamW decoupled weight decay")
       ->capture_default_str();
   app.add_flag("--decay_all", cfg.decay_all,
@@ -229,6 +232,12 @@ std::string validation_error(const TrainConfig& cfg, int dp_size) {
   if (cfg.partition_activations && cfg.recompute != "full")
     return "--partition_activations needs --recompute full (got " + cfg.recompute +
            "): only recomputation's checkpoints are partitioned";
+  if (cfg.cpu_checkpointing && cfg.recompute != "full")
+    return "--cpu_checkpointing needs --recompute full (got " + cfg.recompute +
+           "): only recomputation's checkpoints wait on the host";
+  if (cfg.cpu_checkpointing && cfg.device != "cuda")
+    return "--cpu_checkpointing moves activation checkpoints off a GPU: it needs --device cuda "
+           "(got --device " + cfg.device + ", whose checkpoints are in host memory already)";
   if (!(cfg.loss_scale >= 0) || !std::isfinite(cfg.loss_scale))
     return "loss scale " + format_double(cfg.loss_scale) + " must be 0 (dynamic) or positive";
   if (!(cfg.initial_loss_scale > 0) || !std::isfinite(cfg.initial_loss_scale))

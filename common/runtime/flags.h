@@ -114,6 +114,10 @@ struct TrainConfig {
   /// --partition_activations: ZeRO-R's Pa (DeepSpeed's name): with --recompute full on a
   /// tensor-parallel stage, each kept block input split over the group, all-gathered before use.
   bool partition_activations = false;
+  /// --cpu_checkpointing: ZeRO-R's Pa+cpu (DeepSpeed's cpu_checkpointing): with --recompute full
+  /// and --device cuda, each checkpointed block input (its 1/t part with --partition_activations)
+  /// waits in host memory between its forward and its recomputation (GPTConfig::cpu_checkpoints).
+  bool cpu_checkpointing = false;
 
   // ZeRO-R memory defragmentation (common/tensor/arena.h).
   /// --arena_bytes: > 0 carves every tensor of a rank out of one fixed block of this many bytes
@@ -157,7 +161,8 @@ void parse_flags_or_exit(CLI::App& app, int argc, char** argv);
 /// preset, data and (if set) load exist, precision is fp32/bf16/fp16, the loss-scale flags are
 /// positive (loss_scale ≥ 0) and set only with fp16 ("--loss_scale 128 applies to --precision
 /// fp16 only (bf16 keeps fp32's exponent range)"), recompute is none/full/selective,
-/// recompute_every ≥ 1 and > 1 only with full, partition_activations only with full,
+/// recompute_every ≥ 1 and > 1 only with full, partition_activations and cpu_checkpointing
+/// only with full (cpu_checkpointing also only with --device cuda),
 /// arena_bytes is 0 or ≥ kMinArenaBytes and --defrag comes with it.
 /// `dp_size` is the data-parallel size; ≤ 0 means world_size.
 std::string validation_error(const TrainConfig& cfg, int dp_size = 0);

@@ -22,6 +22,14 @@ std::vector<ReportRow> recompute_rows(const GPTConfig& model, const GridShape& g
                     activation_bytes_per_block(walk, policy, every, act_bytes),
                     activation_formula_text(policy, every, act_bytes)});
   }
+  if (model.cpu_checkpoints && policy == Recompute::kFull && grid.tp == 1) {
+    // Pa+cpu: every checkpoint of the step went down once (and up once: unit_runner.cc).
+    const int blocks = model.layers / grid.pp, kept = (blocks + every - 1) / every;
+    rows.push_back({"checkpoints copied to the host per step (and back)",
+                    static_cast<double>(meter.checkpoint_bytes_down),
+                    double(kept) * (global_batch / grid.dp) * T * model.d * act_bytes,
+                    "⌈L/(pp·k)⌉·b·s·h·" + std::to_string(act_bytes) + ", b = B/dp"});
+  }
   {
     const RecomputeDims step{global_batch / grid.dp, T, model.d, model.heads,
                              model.layers / grid.pp, grid.tp};

@@ -24,7 +24,8 @@
 namespace llmp {
 
 /// Rows for the last step's `meter` (reset before the step), none for --recompute none:
-/// "activations kept per block" (tp = 1 only) and "recomputed forward FLOPs per step". `act_bytes`: bytes
+/// "activations kept per block" (tp = 1 only), with cpu_checkpoints "checkpoints copied to the
+/// host per step" (tp = 1 only) and "recomputed forward FLOPs per step". `act_bytes`: bytes
 /// per stored activation element (4 fp32, 2 mixed precision).
 std::vector<ReportRow> recompute_rows(const GPTConfig& model, const GridShape& grid,
                                       int global_batch, int T, int act_bytes,

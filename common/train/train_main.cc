@@ -193,6 +193,7 @@ GPTConfig model_config(const TrainConfig& cfg) {
   mc.recompute = parse_recompute(cfg.recompute);  // validated: none, full or selective
   mc.recompute_every = cfg.recompute_every;
   mc.partition_checkpoints = cfg.partition_activations;
+  mc.cpu_checkpoints = cfg.cpu_checkpointing;
   return mc;
 }
 
