@@ -24,7 +24,9 @@
 //     tensor parallelism with full recomputation and ZeRO-R Pa (--partition_activations, one
 //       block per segment): the recomputed forwards' 2L g's again, (4L+2+2L)·S + 12N each way on
 //       the tp group; the all_gather of each block's partitioned input before its recomputation,
-//       L·S/t down and L·S up on Pa's group.
+//       L·S/t down and L·S up on Pa's group. With Pa+cpu (--cpu_checkpointing) each of the L
+//       parts is also copied to the host after its forward and back before its recomputation:
+//       L·S/t down and L·S/t up, plain copies (no staging).
 // Device to device, per step: nothing under tensor parallelism (Pa: the L parts kept, S/t each); under sequence parallelism each
 // of the 6L+2 all_gathers (4L+2 and the 2L re-gathers) permutes its rank-major result into
 // (B,T,C) and each of the 4L+2 reduce_scatters its (B,T,C) input into rank-major order (S bytes
@@ -93,6 +95,7 @@ struct Staging {
   int64_t tp_down = 0, tp_up = 0;
   int64_t other_down = 0, other_up = 0;  // SP's re-gather and gradients, or Pa's all_gathers
   int64_t d2d = 0;  // device-to-device copies (the header's table)
+  int64_t offloaded = 0;  // Pa+cpu: the parts copied to the host and back (not staging)
 };
 
 Staging staging_per_step(const GPTConfig& c, int t, bool sp) {
@@ -105,6 +108,7 @@ Staging staging_per_step(const GPTConfig& c, int t, bool sp) {
     st.other_down = L * S / t;
     st.other_up = L * S;
     st.d2d = L * S / t;
+    if (c.cpu_checkpoints) st.offloaded = L * S / t;  // each part down after its forward, up before
     return st;
   }
   if (!sp) {
@@ -148,10 +152,10 @@ void expect_device_run_equals_cpu(const GPTConfig& cfg, bool sp) {
   const TpModelDims d{cfg.vocab, cfg.ctx, cfg.layers, cfg.d, cfg.heads};
   const int64_t psi_r = static_cast<int64_t>(tp_params_per_rank(d, t));
   const int64_t ids = int64_t{kSteps} * 3 * 4 * kBatch * cfg.ctx;
-  EXPECT_EQ(dev.h2d_bytes(),
-            2 * 4 * psi_r + 3 * 4 * psi_r + ids + kSteps * (per_step.tp_up + per_step.other_up));
-  EXPECT_EQ(dev.d2h_bytes(),
-            2 * 3 * 4 * psi_r + kSteps * (per_step.tp_down + per_step.other_down));
+  EXPECT_EQ(dev.h2d_bytes(), 2 * 4 * psi_r + 3 * 4 * psi_r + ids +
+                                kSteps * (per_step.tp_up + per_step.other_up + per_step.offloaded));
+  EXPECT_EQ(dev.d2h_bytes(), 2 * 3 * 4 * psi_r + kSteps * (per_step.tp_down + per_step.other_down +
+                                                           per_step.offloaded));
   EXPECT_EQ(dev.d2d_bytes(), kSteps * per_step.d2d);
 }
 
@@ -163,6 +167,14 @@ TEST(TensorParallelOnDevice, PartitionedCheckpointsUnderFullRecomputation) {
   GPTConfig cfg = GPTConfig::preset("tiny");
   cfg.recompute = Recompute::kFull;
   cfg.partition_checkpoints = true;  // ZeRO-R Pa: parts and gathered inputs on the device
+  expect_device_run_equals_cpu(cfg, /*sp=*/false);
+}
+
+TEST(TensorParallelOnDevice, PartitionedCheckpointsOnTheHost) {
+  GPTConfig cfg = GPTConfig::preset("tiny");
+  cfg.recompute = Recompute::kFull;
+  cfg.partition_checkpoints = true;
+  cfg.cpu_checkpoints = true;  // ZeRO-R Pa+cpu: the parts wait on the host (the CPU run: no-op)
   expect_device_run_equals_cpu(cfg, /*sp=*/false);
 }
 
