@@ -167,9 +167,10 @@ void unpack_state(const ModelCheckpoint& ck, const GPT& model, float* params, fl
   std::memset(exp_avg, 0, psi * sizeof(float));
   std::memset(exp_avg_sq, 0, psi * sizeof(float));
   for (const ParamSpec& p : model.layout().params()) {
-    const size_t bytes = saved_numel(p) * sizeof(float);  // a padded vocabulary's rows stay 0
-    std::memset(params + p.offset, 0, p.numel * sizeof(float));
+    const int64_t saved = saved_numel(p);  // a padded vocabulary's rows, after it, are 0
+    const size_t bytes = saved * sizeof(float);
     std::memcpy(params + p.offset, ck.param(p.name), bytes);
+    std::memset(params + p.offset + saved, 0, (p.numel - saved) * sizeof(float));
     if (!ck.has_optimizer) continue;
     std::memcpy(exp_avg + p.offset, ck.file.at(kMomentPrefix[0] + p.name).f32(), bytes);
     std::memcpy(exp_avg_sq + p.offset, ck.file.at(kMomentPrefix[1] + p.name).f32(), bytes);

@@ -32,6 +32,21 @@ cublasMath_t math_mode(bool tf32) {
 
 cublasOperation_t op(bool t) { return t ? CUBLAS_OP_T : CUBLAS_OP_N; }
 
+// g as cublasGemmEx (batch 1) or cublasGemmStridedBatchedEx with A, B of `ab_type` (g's own
+// pointers, or 16-bit copies of them laid out alike) and g.C fp32, accumulated in `compute`.
+void gemm_ex(const GemmArgs& g, const void* A, const void* B, cudaDataType_t ab_type,
+             cublasComputeType_t compute) {
+  if (g.batch == 1)
+    CUBLAS_CHECK(cublasGemmEx(handle(), op(g.transa), op(g.transb), g.m, g.n, g.k, &g.alpha, A,
+                              ab_type, g.lda, B, ab_type, g.ldb, &g.beta, g.C, CUDA_R_32F, g.ldc,
+                              compute, CUBLAS_GEMM_DEFAULT));
+  else
+    CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+        handle(), op(g.transa), op(g.transb), g.m, g.n, g.k, &g.alpha, A, ab_type, g.lda,
+        g.strideA, B, ab_type, g.ldb, g.strideB, &g.beta, g.C, CUDA_R_32F, g.ldc, g.strideC,
+        g.batch, compute, CUBLAS_GEMM_DEFAULT));
+}
+
 }  // namespace
 
 std::string cublas_error_message(cublasStatus_t st, const char* call, const char* file, int line) {
@@ -89,15 +104,7 @@ SixteenBitOperands::SixteenBitOperands(cudaDataType_t type) : previous_(state().
 SixteenBitOperands::~SixteenBitOperands() { state().operands16 = previous_; }
 
 void run_gemm_16bit(const GemmArgs& g, const void* A16, const void* B16, cudaDataType_t type) {
-  if (g.batch == 1)
-    CUBLAS_CHECK(cublasGemmEx(handle(), op(g.transa), op(g.transb), g.m, g.n, g.k, &g.alpha, A16,
-                              type, g.lda, B16, type, g.ldb, &g.beta, g.C, CUDA_R_32F, g.ldc,
-                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-  else
-    CUBLAS_CHECK(cublasGemmStridedBatchedEx(
-        handle(), op(g.transa), op(g.transb), g.m, g.n, g.k, &g.alpha, A16, type, g.lda,
-        g.strideA, B16, type, g.ldb, g.strideB, &g.beta, g.C, CUDA_R_32F, g.ldc, g.strideC,
-        g.batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  gemm_ex(g, A16, B16, type, CUBLAS_COMPUTE_32F);
 }
 
 ExactTf32Operands::ExactTf32Operands(bool on) : previous_(state().exact_tf32) {
@@ -107,16 +114,7 @@ ExactTf32Operands::~ExactTf32Operands() { state().exact_tf32 = previous_; }
 
 void run_gemm(const GemmArgs& g) {
   if (state().exact_tf32 && !state().tf32) {  // TF32 for these products alone
-    const cublasComputeType_t tf32 = CUBLAS_COMPUTE_32F_FAST_TF32;
-    if (g.batch == 1)
-      CUBLAS_CHECK(cublasGemmEx(handle(), op(g.transa), op(g.transb), g.m, g.n, g.k, &g.alpha,
-                                g.A, CUDA_R_32F, g.lda, g.B, CUDA_R_32F, g.ldb, &g.beta, g.C,
-                                CUDA_R_32F, g.ldc, tf32, CUBLAS_GEMM_DEFAULT));
-    else
-      CUBLAS_CHECK(cublasGemmStridedBatchedEx(
-          handle(), op(g.transa), op(g.transb), g.m, g.n, g.k, &g.alpha, g.A, CUDA_R_32F, g.lda,
-          g.strideA, g.B, CUDA_R_32F, g.ldb, g.strideB, &g.beta, g.C, CUDA_R_32F, g.ldc,
-          g.strideC, g.batch, tf32, CUBLAS_GEMM_DEFAULT));
+    gemm_ex(g, g.A, g.B, CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32);
     return;
   }
   if (g.batch == 1) {
