@@ -63,8 +63,11 @@ TEST(VocabPadding, LayoutAddsZeroRowsAndKeepsEveryRealInitialisation) {
   EXPECT_EQ(padded.vocab_rows(), kVp);
   EXPECT_EQ(padded.vocab_pad_rows(), kVp - kV);
   EXPECT_EQ(padded.layout().num_params(), plain.layout().num_params() + int64_t{kVp - kV} * C);
-  for (const ParamSpec& p : padded.layout().params())
-    if (p.name != "wte.weight") EXPECT_EQ(p.pad_rows, 0) << p.name;
+  for (const ParamSpec& p : padded.layout().params()) {
+    if (p.name != "wte.weight") {
+      EXPECT_EQ(p.pad_rows, 0) << p.name;
+    }
+  }
 
   std::vector<float> pp(padded.layout().num_params(), 7.0f), up(plain.layout().num_params());
   padded.init_params(pp.data(), 99);
