@@ -16,7 +16,8 @@ namespace {
 // without its device; a real GPU faults on it, so this table stops the process naming the kernel.
 class Table final : public KernelOps {
  public:
-  explicit Table(FakeDevice& dev) : dev_(dev), cpu_(kernel_ops(Device::kCPU)) {}
+  Table(FakeDevice& dev, std::map<std::string, int64_t>& calls)
+      : dev_(dev), cpu_(kernel_ops(Device::kCPU)), calls_(calls) {}
   Device device() const override { return Device::kCUDA; }
   // The declaration reaches the CPU table that runs the products, which checks it.
   void set_matmul_operands(DType d) override {
@@ -52,22 +53,26 @@ class Table final : public KernelOps {
     FakeDevice::Access a(dev_);
     cpu_.matmul_nt_backward(dx, dWt, dy, x, Wt, N, C, OC);
   }
-  void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C,
-                         int H) override {
+  void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int H,
+                         DType probs_dtype) override {
     on_device("attention_forward", {out, att, qkv});
+    count("attention_forward", probs_dtype);
     FakeDevice::Access a(dev_);
-    cpu_.attention_forward(out, att, qkv, B, T, C, H);
+    cpu_.attention_forward(out, att, qkv, B, T, C, H, probs_dtype);
   }
-  void attention_probs(float* att, const float* qkv, int B, int T, int C, int H) override {
+  void attention_probs(float* att, const float* qkv, int B, int T, int C, int H,
+                       DType probs_dtype) override {
     on_device("attention_probs", {att, qkv});
+    count("attention_probs", probs_dtype);
     FakeDevice::Access a(dev_);
-    cpu_.attention_probs(att, qkv, B, T, C, H);
+    cpu_.attention_probs(att, qkv, B, T, C, H, probs_dtype);
   }
   void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att,
-                          float* scratch, int B, int T, int C, int H) override {
+                          float* scratch, int B, int T, int C, int H, DType probs_dtype) override {
     on_device("attention_backward", {dqkv, dout, qkv, att, scratch});
+    count("attention_backward", probs_dtype);
     FakeDevice::Access a(dev_);
-    cpu_.attention_backward(dqkv, dout, qkv, att, scratch, B, T, C, H);
+    cpu_.attention_backward(dqkv, dout, qkv, att, scratch, B, T, C, H, probs_dtype);
   }
   void attention_block_forward(float* o, int ld_o, float* m, float* l, float* scores,
                                const float* q, int ld_q, const float* k, const float* v, int ld_kv,
@@ -222,6 +227,12 @@ class Table final : public KernelOps {
     FakeDevice::Access a(dev_);
     cpu_.widen(src, src_dtype, dst, n);
   }
+  void round_values(float* x, DType dtype, int64_t n) override {
+    on_device("round_values", {x});
+    count("round_values", dtype);
+    FakeDevice::Access a(dev_);
+    cpu_.round_values(x, dtype, n);
+  }
   void round_to(const float* src, void* dst, DType dst_dtype, int64_t n,
                 cpu::RoundStats* stats) override {
     on_device("round_to", {src, dst});
@@ -307,6 +318,7 @@ class Table final : public KernelOps {
   // ---- end of 2D / 2.5D tensor parallelism.
 
  private:
+  void count(const char* entry, DType d) { ++calls_[std::string(entry) + " " + to_string(d)]; }
   void on_device(const char* kernel, std::initializer_list<const void*> pointers) const {
     int i = 0;
     for (const void* p : pointers) {
@@ -321,11 +333,12 @@ class Table final : public KernelOps {
 
   FakeDevice& dev_;
   KernelOps& cpu_;
+  std::map<std::string, int64_t>& calls_;
 };
 
 }  // namespace
 
-FakeKernelOps::FakeKernelOps(FakeDevice& dev) : table_(std::make_unique<Table>(dev)) {
+FakeKernelOps::FakeKernelOps(FakeDevice& dev) : table_(std::make_unique<Table>(dev, calls_)) {
   try {
     previous_ = &kernel_ops(Device::kCUDA);
   } catch (const std::runtime_error&) {
@@ -335,6 +348,11 @@ FakeKernelOps::FakeKernelOps(FakeDevice& dev) : table_(std::make_unique<Table>(d
 }
 
 FakeKernelOps::~FakeKernelOps() { register_kernel_ops(Device::kCUDA, previous_); }
+
+int64_t FakeKernelOps::calls(const std::string& entry_and_dtype) const {
+  const auto it = calls_.find(entry_and_dtype);
+  return it == calls_.end() ? 0 : it->second;
+}
 
 }  // namespace testing
 }  // namespace llmp

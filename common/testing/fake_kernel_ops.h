@@ -9,7 +9,10 @@
 // themselves (kernels/cuda, tested against these CPU twins on a GPU).
 #pragma once
 
+#include <cstdint>
+#include <map>
 #include <memory>
+#include <string>
 
 #include "common/testing/fake_device.h"
 #include "kernels/ops/kernel_ops.h"
@@ -26,7 +29,15 @@ class FakeKernelOps {
   FakeKernelOps(const FakeKernelOps&) = delete;
   FakeKernelOps& operator=(const FakeKernelOps&) = delete;
 
+  /// How often the entries that take a rounding dtype were called with it since construction:
+  /// key "attention_forward bf16", "attention_probs f32", "attention_backward bf16",
+  /// "round_values f16", ... (the entry, a space, to_string of its probs_dtype / dtype). What the
+  /// model asked for is what a GPU's kernels get, so a test sees which products the walk hands
+  /// 16-bit values (common/nn/sublayer.h rounded_products).
+  int64_t calls(const std::string& entry_and_dtype) const;
+
  private:
+  std::map<std::string, int64_t> calls_;
   std::unique_ptr<KernelOps> table_;
   KernelOps* previous_ = nullptr;
 };

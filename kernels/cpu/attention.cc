@@ -8,10 +8,13 @@
 // Q Kᵀ and dY Vᵀ are computed on the full square.
 #include "kernels/cpu/attention.h"
 
+#include "kernels/cpu/convert.h"
 #include "kernels/cpu/flops.h"
 
 #include <Eigen/Core>
 #include <cmath>
+#include <stdexcept>
+#include <string>
 
 namespace llmp {
 namespace cpu {
@@ -25,20 +28,30 @@ using CSqMap = Eigen::Map<const MatR>;
 
 /// P (T,T) of one (b,h): S = (Q/√hs) Kᵀ, then the causal softmax row by row. The one place the
 /// probabilities are made, so that attention_probs (selective recomputation) gives the bits the
-/// forward gave.
-void head_probs(SqMap& P, const CHeadMap& Q, const CHeadMap& K, float scale, int T) {
+/// forward gave. Each row ends as probs_dtype values (attention.h).
+void head_probs(SqMap& P, const CHeadMap& Q, const CHeadMap& K, float scale, int T,
+                DType probs_dtype) {
   P.noalias() = (scale * Q) * K.transpose();  // (T,hs) @ (hs,T) -> (T,T) scores S
   for (int i = 0; i < T; ++i) {               // causal softmax of row i over j <= i
     auto row = P.row(i).head(i + 1).array();
     const float m = row.maxCoeff();
     row = (row - m).exp();
     row *= 1.0f / row.sum();
+    round_values(P.row(i).data(), i + 1, probs_dtype);  // P as its product will read it
     P.row(i).tail(T - 1 - i).setZero();  // masked: exactly 0
   }
 }
+
+void check_probs_dtype(const char* fn, DType d) {
+  if (d != DType::kF32 && d != DType::kF16 && d != DType::kBF16)
+    throw std::invalid_argument(std::string(fn) + ": probs_dtype " + to_string(d) +
+                                " is not f32, f16 or bf16");
+}
 }  // namespace
 
-void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int H) {
+void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int H,
+                       DType probs_dtype) {
+  check_probs_dtype("attention_forward", probs_dtype);
   const int hs = C / H;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
   const long C3 = 3L * C;
@@ -50,14 +63,16 @@ void attention_forward(float* out, float* att, const float* qkv, int B, int T, i
       CHeadMap Q(base, T, hs, Stride(C3)), K(base + C, T, hs, Stride(C3)),
           V(base + 2 * C, T, hs, Stride(C3));
       SqMap P(att + (static_cast<long>(b) * H + h) * T * T, T, T);
-      head_probs(P, Q, K, scale, T);
+      head_probs(P, Q, K, scale, T, probs_dtype);
       HeadMap Y(out + static_cast<long>(b) * T * C + h * hs, T, hs, Stride(C));
       Y.noalias() = P.triangularView<Eigen::Lower>() * V;  // (T,T) @ (T,hs) -> (T,hs)
     }
   }
 }
 
-void attention_probs(float* att, const float* qkv, int B, int T, int C, int H) {
+void attention_probs(float* att, const float* qkv, int B, int T, int C, int H,
+                     DType probs_dtype) {
+  check_probs_dtype("attention_probs", probs_dtype);
   const int hs = C / H;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
   const long C3 = 3L * C;
@@ -67,13 +82,14 @@ void attention_probs(float* att, const float* qkv, int B, int T, int C, int H) {
       const float* base = qkv + b * T * C3 + h * hs;
       CHeadMap Q(base, T, hs, Stride(C3)), K(base + C, T, hs, Stride(C3));
       SqMap P(att + (static_cast<long>(b) * H + h) * T * T, T, T);
-      head_probs(P, Q, K, scale, T);
+      head_probs(P, Q, K, scale, T, probs_dtype);
     }
   }
 }
 
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att,
-                        float* scratch, int B, int T, int C, int H) {
+                        float* scratch, int B, int T, int C, int H, DType probs_dtype) {
+  check_probs_dtype("attention_backward", probs_dtype);
   const int hs = C / H;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
   const long C3 = 3L * C;
@@ -99,6 +115,7 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
         auto d = dP.row(i).head(i + 1).array();
         const float dot = (p * d).sum();
         d = scale * p * (d - dot);
+        round_values(dP.row(i).data(), i + 1, probs_dtype);  // dS as its products read it
         dP.row(i).tail(T - 1 - i).setZero();
       }
       dQ.noalias() = dP.triangularView<Eigen::Lower>() * K;              // (T,T) @ (T,hs) -> (T,hs)

@@ -108,6 +108,22 @@ void accumulate_to(const float* src, void* dst, DType dst_dtype, int64_t n, Roun
 }
 
 namespace {
+template <typename H>
+void round_values_as(float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>(H(x[i]));
+}
+}  // namespace
+
+void round_values(float* x, int64_t n, DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return;
+    case DType::kF16: return round_values_as<Eigen::half>(x, n);
+    case DType::kBF16: return round_values_as<Eigen::bfloat16>(x, n);
+    default: bad_dtype("round_values", dtype);
+  }
+}
+
+namespace {
 
 /// 1 when the fp32 value with bits b is NOT exactly a bf16 value, else 0 (first_inexact).
 /// Branch-free, so that the loop over an operand vectorises.

@@ -50,6 +50,12 @@ void accumulate_to(const float* src, void* dst, DType dst_dtype, int64_t n,
 /// The value x takes after a round trip through `dtype` (f32: x itself).
 float round_trip(float x, DType dtype);
 
+/// x[i] = round_trip(x[i], dtype) for i in [0, n), in place: fp32 values made 16-bit values
+/// (round to nearest even) that stay in an fp32 buffer, for a product that is to read them as
+/// 16-bit operands (mixed precision's dlogits and attention's P and dS: kernel_ops.h
+/// MatmulOperands). f32: nothing. Throws std::invalid_argument naming any other dtype.
+void round_values(float* x, int64_t n, DType dtype);
+
 /// The index of the first of x[0..n) that is not exactly a value of `dtype` (round_trip(x,
 /// dtype) != x; a nan counts as exact), or -1 when every one is. Read off the bits, one pass:
 /// bf16 keeps fp32's 8 exponent bits and the top 7 of its 23 mantissa bits, so the low 16 must

@@ -147,4 +147,24 @@ TEST(Convert, FirstInexactAgreesWithTheRoundTripOnEveryBinade) {
   EXPECT_THROW(first_inexact(xs, 5, DType::kU8), std::invalid_argument);
 }
 
+// round_values rounds in place what round_to then widen would give, and leaves f32 alone.
+TEST(Convert, RoundValuesIsTheRoundTripInPlace) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd(0.0f, 3.0f);
+  std::vector<float> x(4099);
+  for (float& v : x) v = nd(rng) * std::ldexp(1.0f, static_cast<int>(rng() % 40) - 30);
+  x[0] = 70000.0f;  // past fp16's range: inf
+  for (DType d : {DType::kF16, DType::kBF16}) {
+    std::vector<float> y = x;
+    round_values(y.data(), static_cast<int64_t>(y.size()), d);
+    EXPECT_EQ(y, trip(x, d)) << to_string(d);
+    EXPECT_EQ(first_inexact(y.data(), static_cast<int64_t>(y.size()), d), -1) << to_string(d);
+    EXPECT_NE(first_inexact(x.data(), static_cast<int64_t>(x.size()), d), -1) << to_string(d);
+  }
+  std::vector<float> y = x;
+  round_values(y.data(), static_cast<int64_t>(y.size()), DType::kF32);
+  EXPECT_EQ(y, x);
+  EXPECT_THROW(round_values(y.data(), 1, DType::kF64), std::invalid_argument);
+}
+
 }  // namespace llmp::cpu

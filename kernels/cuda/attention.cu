@@ -3,6 +3,8 @@
 #include "kernels/cuda/attention.h"
 
 #include <cmath>
+#include <stdexcept>
+#include <string>
 
 #include "kernels/cuda/context.h"
 #include "kernels/cuda/device_util.h"
@@ -18,7 +20,7 @@ namespace {
 //   P_j = exp(scale·(S_j - max_{k≤g} S_k)) / Σ_{k≤g} exp(...) for j ≤ g, 0 for j > g.
 // Each lane rewrites only the entries it read, so no synchronisation is needed between passes.
 __global__ void causal_softmax_kernel(float* att, int64_t rows, int Tl, int T, int g0,
-                                      float scale) {
+                                      float scale, Round16 r16) {
   const int64_t r = warp_row(blockIdx.x, threadIdx.x);
   if (r >= rows) return;
   const int lane = threadIdx.x % kWarp, g = g0 + static_cast<int>(r % Tl);
@@ -33,13 +35,13 @@ __global__ void causal_softmax_kernel(float* att, int64_t rows, int Tl, int T, i
     sum += e;
   }
   const float inv = 1.0f / warp_sum(sum);
-  for (int j = lane; j < T; j += kWarp) row[j] = j <= g ? row[j] * inv : 0.0f;
+  for (int j = lane; j < T; j += kWarp) row[j] = j <= g ? round16(row[j] * inv, r16) : 0.0f;
 }
 
 // The same rows, in place in dP -> dS:
 //   dS_j = scale·P_j·(dP_j - Σ_{k≤g} P_k·dP_k) for j ≤ g, 0 for j > g.
 __global__ void softmax_backward_kernel(float* dP, const float* P, int64_t rows, int Tl, int T,
-                                        int g0, float scale) {
+                                        int g0, float scale, Round16 r16) {
   const int64_t r = warp_row(blockIdx.x, threadIdx.x);
   if (r >= rows) return;
   const int lane = threadIdx.x % kWarp, g = g0 + static_cast<int>(r % Tl);
@@ -48,47 +50,62 @@ __global__ void softmax_backward_kernel(float* dP, const float* P, int64_t rows,
   float dot = 0.0f;
   for (int j = lane; j <= g; j += kWarp) dot += p[j] * d[j];
   dot = warp_sum(dot);
-  for (int j = lane; j < T; j += kWarp) d[j] = j <= g ? softmax_grad(p[j], d[j], dot, scale) : 0.0f;
+  for (int j = lane; j < T; j += kWarp)
+    d[j] = j <= g ? round16(softmax_grad(p[j], d[j], dot, scale), r16) : 0.0f;
 }
 
 float head_scale(int C, int H) { return 1.0f / std::sqrt(static_cast<float>(C / H)); }
 
 }  // namespace
 
-void causal_softmax(float* s, int64_t rows, int Tl, int T, int g0, float scale) {
+Round16 round16_of(DType probs_dtype, const char* what) {
+  switch (probs_dtype) {
+    case DType::kF32: return Round16::kNone;
+    case DType::kF16: return Round16::kF16;
+    case DType::kBF16: return Round16::kBF16;
+    default:
+      throw std::invalid_argument(std::string(what) + ": probs_dtype " + to_string(probs_dtype) +
+                                  " is not f32, f16 or bf16");
+  }
+}
+
+void causal_softmax(float* s, int64_t rows, int Tl, int T, int g0, float scale, Round16 r) {
   if (rows <= 0) return;
   causal_softmax_kernel<<<warp_per_row_blocks(rows), kThreads, 0, stream()>>>(s, rows, Tl, T, g0,
-                                                                              scale);
+                                                                              scale, r);
   LLMP_LAUNCH_CHECK();
 }
 
 void causal_softmax_backward(float* dp, const float* P, int64_t rows, int Tl, int T, int g0,
-                             float scale) {
+                             float scale, Round16 r) {
   if (rows <= 0) return;
   softmax_backward_kernel<<<warp_per_row_blocks(rows), kThreads, 0, stream()>>>(dp, P, rows, Tl, T,
-                                                                                g0, scale);
+                                                                                g0, scale, r);
   LLMP_LAUNCH_CHECK();
 }
 
 void attention_probs(float* att, const float* qkv, int B, int T, int C, int H,
-                     bool sixteen_bit_inputs) {
+                     bool sixteen_bit_inputs, DType probs_dtype) {
+  const Round16 r = round16_of(probs_dtype, "cuda::attention_probs");
   {
     const ExactTf32Operands tf32(sixteen_bit_inputs);  // Q, K: 16-bit values
     for (int b = 0; b < B; ++b) run_gemm(attention_scores_gemm(att, qkv, b, T, C, H));
   }
-  causal_softmax(att, static_cast<int64_t>(B) * H * T, T, T, 0, head_scale(C, H));
+  causal_softmax(att, static_cast<int64_t>(B) * H * T, T, T, 0, head_scale(C, H), r);
 }
 
 void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int H,
-                       bool sixteen_bit_inputs) {
-  attention_probs(att, qkv, B, T, C, H, sixteen_bit_inputs);
-  // the fresh P is fp32 (rounded to 16 bits only after this kernel): fp32 product
+                       bool sixteen_bit_inputs, DType probs_dtype) {
+  attention_probs(att, qkv, B, T, C, H, sixteen_bit_inputs, probs_dtype);
+  // TF32 when P was rounded to 16 bits by the softmax and V is a 16-bit value, else fp32
+  const ExactTf32Operands tf32(sixteen_bit_inputs && probs_dtype != DType::kF32);
   for (int b = 0; b < B; ++b) run_gemm(attention_pv_gemm(out, att, qkv, b, T, C, H));
 }
 
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att,
-                        float* /*scratch*/, int B, int T, int C, int H,
-                        bool sixteen_bit_inputs) {
+                        float* /*scratch*/, int B, int T, int C, int H, bool sixteen_bit_inputs,
+                        DType probs_dtype) {
+  const Round16 r = round16_of(probs_dtype, "cuda::attention_backward");
   const int64_t rows = static_cast<int64_t>(H) * T;  // one batch entry's heads
   if (rows <= 0) return;
   float* dP = static_cast<float*>(workspace(sizeof(float) * rows * T));  // (H,T,T)
@@ -100,9 +117,11 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
       run_gemm(attention_dv_gemm(dqkv, att, dout, b, T, C, H));  // dV = Pᵀ dY
     }
     const float* P = att + static_cast<int64_t>(b) * rows * T;
-    causal_softmax_backward(dP, P, rows, T, T, 0, scale);
-    run_gemm(attention_dq_gemm(dqkv, dP, qkv, b, T, C, H));  // dQ = dS K   (dS fp32)
-    run_gemm(attention_dk_gemm(dqkv, dP, qkv, b, T, C, H));  // dK = dSᵀ Q  (dS fp32)
+    causal_softmax_backward(dP, P, rows, T, T, 0, scale, r);  // dP -> dS, rounded to r
+    // dS (16-bit when rounded), K and Q (16-bit inputs): TF32, else fp32
+    const ExactTf32Operands tf32(sixteen_bit_inputs && r != Round16::kNone);
+    run_gemm(attention_dq_gemm(dqkv, dP, qkv, b, T, C, H));  // dQ = dS K
+    run_gemm(attention_dk_gemm(dqkv, dP, qkv, b, T, C, H));  // dK = dSᵀ Q
   }
 }
 

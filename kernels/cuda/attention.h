@@ -21,41 +21,53 @@
 // of a batch entry are batched, so dP/dS (H·T·T floats) live in the workspace of context.h.
 // sixteen_bit_inputs: qkv, dout and att hold bf16/fp16 values (mixed precision's widened
 // activations; KernelOps::set_matmul_operands), exact in TF32, so the three products among them
-// (Q Kᵀ, dY Vᵀ, Pᵀ dY) run on TF32 tensor cores (context.h ExactTf32Operands); the three with the
-// softmax's fp32 outputs (P V with the fresh P, dS K, dSᵀ Q) stay fp32.
+// (Q Kᵀ, dY Vᵀ, Pᵀ dY) run on TF32 tensor cores (context.h ExactTf32Operands). probs_dtype: as
+// kernels/cpu/attention.h, the softmax kernels write P and dS rounded to it (shared_math.h
+// round16); with 16-bit inputs and a 16-bit probs_dtype the other three (P V, dS K, dSᵀ Q) read
+// only 16-bit values and run on TF32 too, else in fp32.
 // Glossary: B batch, T sequence, C channels, H heads, hs = C/H. Device pointers, on stream().
 #pragma once
 
 #include <cstdint>
+
+#include "common/tensor/tensor.h"
+#include "kernels/cuda/shared_math.h"
 
 namespace llmp {
 namespace cuda {
 
 /// out (B,T,C) = causal multi-head attention of qkv (B,T,3C); att (B,H,T,T) receives P.
 void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int H,
-                       bool sixteen_bit_inputs = false);
+                       bool sixteen_bit_inputs = false, DType probs_dtype = DType::kF32);
 
 /// att (B,H,T,T) = P of attention_forward alone (the same kernels, hence the same bits).
 void attention_probs(float* att, const float* qkv, int B, int T, int C, int H,
-                     bool sixteen_bit_inputs = false);
+                     bool sixteen_bit_inputs = false, DType probs_dtype = DType::kF32);
 
 /// dqkv (B,T,3C) OVERWRITTEN with ∂L/∂qkv, given dout (B,T,C), the forward's qkv and att.
 /// scratch is not used (see above): pass nullptr or the CPU twin's T·T buffer.
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att,
                         float* scratch, int B, int T, int C, int H,
-                        bool sixteen_bit_inputs = false);
+                        bool sixteen_bit_inputs = false, DType probs_dtype = DType::kF32);
 
 // ---- The causal softmax of the score rows, shared with ring self-attention (ring_self_block.cu):
 // `rows` rows of length T in place; row r's last live key is g = g0 + (r mod Tl) (attention:
 // g0 = 0, Tl = T; a ring rank's rows: g0 = r·Tl); keys past g are written exactly 0. A warp per
 // row.
 
-/// P_j = exp(scale·(S_j − max_{k≤g} S_k)) / Σ_{k≤g} exp(scale·(S_k − max)) for j ≤ g.
-void causal_softmax(float* s, int64_t rows, int Tl, int T, int g0, float scale);
+/// P_j = exp(scale·(S_j − max_{k≤g} S_k)) / Σ_{k≤g} exp(scale·(S_k − max)) for j ≤ g, each
+/// written as round16(P_j, r) (kNone: as computed).
+void causal_softmax(float* s, int64_t rows, int Tl, int T, int g0, float scale,
+                    Round16 r = Round16::kNone);
 
-/// In place over dP: dS_j = scale·P_j·(dP_j − Σ_{k≤g} P_k·dP_k) for j ≤ g.
+/// In place over dP: dS_j = scale·P_j·(dP_j − Σ_{k≤g} P_k·dP_k) for j ≤ g, written as
+/// round16(dS_j, r).
 void causal_softmax_backward(float* dp, const float* P, int64_t rows, int Tl, int T, int g0,
-                             float scale);
+                             float scale, Round16 r = Round16::kNone);
+
+/// The Round16 of a probs_dtype: kNone for f32. Throws std::invalid_argument naming
+/// `what` and any dtype that is none of f32, f16, bf16.
+Round16 round16_of(DType probs_dtype, const char* what);
 
 }  // namespace cuda
 }  // namespace llmp

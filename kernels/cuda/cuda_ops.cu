@@ -100,20 +100,22 @@ class CudaKernelOps final : public KernelOps {
     const cuda::SixteenBitOperands operands(sixteen_bit_type());
     cuda::matmul_nt_backward(dx, dWt, dy, x, Wt, N, C, OC);
   }
-  void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C,
-                         int H) override {
+  void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int H,
+                         DType probs_dtype) override {
     cpu::count_flops(attention_flops(B, T, C, H, 1, 1));  // Q Kᵀ square, P V triangle
-    cuda::attention_forward(out, att, qkv, B, T, C, H, matmul_operands() != DType::kF32);
+    cuda::attention_forward(out, att, qkv, B, T, C, H, matmul_operands() != DType::kF32,
+                            probs_dtype);
   }
-  void attention_probs(float* att, const float* qkv, int B, int T, int C, int H) override {
+  void attention_probs(float* att, const float* qkv, int B, int T, int C, int H,
+                       DType probs_dtype) override {
     cpu::count_flops(attention_flops(B, T, C, H, 1, 0));  // Q Kᵀ only
-    cuda::attention_probs(att, qkv, B, T, C, H, matmul_operands() != DType::kF32);
+    cuda::attention_probs(att, qkv, B, T, C, H, matmul_operands() != DType::kF32, probs_dtype);
   }
   void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att,
-                          float* scratch, int B, int T, int C, int H) override {
+                          float* scratch, int B, int T, int C, int H, DType probs_dtype) override {
     cpu::count_flops(attention_flops(B, T, C, H, 1, 3));  // dY Vᵀ square; three triangles
     cuda::attention_backward(dqkv, dout, qkv, att, scratch, B, T, C, H,
-                             matmul_operands() != DType::kF32);
+                             matmul_operands() != DType::kF32, probs_dtype);
   }
   void attention_block_forward(float* o, int ld_o, float* m, float* l, float* scores,
                                const float* q, int ld_q, const float* k, const float* v, int ld_kv,
@@ -220,6 +222,7 @@ class CudaKernelOps final : public KernelOps {
   void widen(const void* src, DType src_dtype, float* dst, int64_t n) override {
     cuda::widen(src, src_dtype, dst, n);
   }
+  void round_values(float* x, DType dtype, int64_t n) override { cuda::round_values(x, dtype, n); }
   void round_to(const float* src, void* dst, DType dst_dtype, int64_t n,
                 cpu::RoundStats* stats) override {
     if (stats)

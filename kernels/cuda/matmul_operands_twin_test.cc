@@ -9,13 +9,15 @@
 // mantissas) the undeclared product is within kGemm of the CPU's, and the bf16-declared one is
 // within kGemm of the CPU's product of the operands ROUNDED to bf16 and beyond kGemm of the exact
 // one (a TF32 product would sit ~2⁻¹¹ from the exact one, ~2⁻⁸ from the rounded one). Attention
-// under the declaration (its three products between 16-bit inputs on TF32) gives the CPU's out,
-// P and dqkv within the same bound. Linked into kernel_table_twin_test; SKIPPED without a GPU,
+// under the declaration rounds P and dS as the CPU does and multiplies them on TF32 (the bounds
+// at its test). Linked into kernel_table_twin_test; SKIPPED without a GPU,
 // with the runtime's reason.
 //
 // Shapes: N = 37, C = 48, OC = 80 (N not a multiple of a tensor-core tile).
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -107,40 +109,87 @@ TEST_F(MatmulOperandsTwin, TheDeclarationIsWhatSwitchesTensorCoresOn) {
   EXPECT_LE(rel_err(declared.y_nt, rounded.y_nt, "head, declared bf16 vs rounded"), kGemm);
 }
 
-// Attention under the declaration: Q Kᵀ, dY Vᵀ and Pᵀ dY on TF32 (their inputs are 16-bit
-// values), P V, dS K and dSᵀ Q in fp32; everything within the fp32 bound of the CPU's.
+// Attention under the declaration with probs_dtype = d: the softmax kernels round P and dS to d
+// (attention.h, as kernels/cpu/attention.h does), and all six products run on TF32. Two fp32
+// computations of one P may round to neighbouring 16-bit values, so P is checked to one 16-bit
+// step of the CPU's, and out against the product of the GPU's OWN P with V (kGemm); dV = Pᵀ dY
+// (same att and dY on both sides, no dS) to kGemm; dQ and dK, which read the rounded dS, to a
+// 16-bit bound kRound.
 TEST_F(MatmulOperandsTwin, AttentionWithSixteenBitInputsGivesTheFp32Results) {
-  const int B = 2, T = 33, C = 48, H = 4;  // T not a multiple of 32 (as kernels_twin_test's)
+  const int B = 2, T = 33, C = 48, H = 4, hs = C / H;  // T not a multiple of 32
   KernelOps& cpu = kernel_ops(Device::kCPU);
   KernelOps& gpu = kernel_ops(Device::kCUDA);
   for (DType d : {DType::kBF16, DType::kF16}) {
     const std::string dt = to_string(d);
+    const float step = d == DType::kBF16 ? 1.0f / 128 : 1.0f / 1024;  // 2^-mantissa bits
+    const float kRound = d == DType::kBF16 ? 1e-2f : 2e-3f;
     Vec qkv = values_of(d, B * T * 3 * C, 7), dout = values_of(d, B * T * C, 8);
     for (float& v : qkv) v *= 2.0f;  // [-2, 2): still 16-bit values
     Vec out(B * T * C), att(B * H * T * T), dqkv(qkv.size()), scratch(T * T);
     {
       const MatmulOperands declared(cpu, d);
-      cpu.attention_forward(out.data(), att.data(), qkv.data(), B, T, C, H);
+      cpu.attention_forward(out.data(), att.data(), qkv.data(), B, T, C, H, d);
     }
     DevF qkv_d(qkv), out_d(out.size()), att_d(att.size()), dout_d(dout), dqkv_d(qkv.size());
     {
       const MatmulOperands declared(gpu, d);
-      gpu.attention_forward(out_d.p, att_d.p, qkv_d.p, B, T, C, H);
+      gpu.attention_forward(out_d.p, att_d.p, qkv_d.p, B, T, C, H, d);
     }
-    EXPECT_LE(rel_err(out_d.get(), out, (dt + " attention out").c_str()), kGemm);
-    EXPECT_LE(rel_err(att_d.get(), att, (dt + " attention P").c_str()), kGemm);
-    for (float& p : att) p = cpu::round_trip(p, d);  // the walk keeps P in 16 bits
-    DevF att16_d(att);
+    const Vec P = att_d.get(), y = out_d.get();
+    EXPECT_EQ(cpu::first_inexact(P.data(), static_cast<int64_t>(P.size()), d), -1)
+        << dt << ": the softmax did not round P";
+    int far = 0;
+    for (size_t i = 0; i < P.size(); ++i) far += std::fabs(P[i] - att[i]) > step * att[i];
+    EXPECT_EQ(far, 0) << dt << ": P elements more than one 16-bit step from the CPU's";
+    Vec y_ref(y.size(), 0.0f);  // the GPU's own P times V, on the host
+    for (int b = 0; b < B; ++b)
+      for (int h = 0; h < H; ++h)
+        for (int t = 0; t < T; ++t)
+          for (int c = 0; c < hs; ++c) {
+            double acc = 0;
+            for (int j = 0; j <= t; ++j)
+              acc += static_cast<double>(P[((b * H + h) * T + t) * T + j]) *
+                     qkv[(b * T + j) * 3 * C + 2 * C + h * hs + c];
+            y_ref[(b * T + t) * C + h * hs + c] = static_cast<float>(acc);
+          }
+    EXPECT_LE(rel_err(y, y_ref, (dt + " out = P V with the GPU's P").c_str()), kGemm);
+    DevF att16_d(att);  // the CPU's P (16-bit values) for both backwards
     {
       const MatmulOperands declared(cpu, d);
       cpu.attention_backward(dqkv.data(), dout.data(), qkv.data(), att.data(), scratch.data(), B,
-                             T, C, H);
+                             T, C, H, d);
     }
     {
       const MatmulOperands declared(gpu, d);
-      gpu.attention_backward(dqkv_d.p, dout_d.p, qkv_d.p, att16_d.p, nullptr, B, T, C, H);
+      gpu.attention_backward(dqkv_d.p, dout_d.p, qkv_d.p, att16_d.p, nullptr, B, T, C, H, d);
     }
-    EXPECT_LE(rel_err(dqkv_d.get(), dqkv, (dt + " attention dqkv").c_str()), kGemm);
+    const Vec g = dqkv_d.get();
+    Vec dv(B * T * C), dv_ref(dv.size());
+    for (int n = 0; n < B * T; ++n)
+      for (int c = 0; c < C; ++c) {
+        dv[n * C + c] = g[n * 3 * C + 2 * C + c];
+        dv_ref[n * C + c] = dqkv[n * 3 * C + 2 * C + c];
+      }
+    EXPECT_LE(rel_err(dv, dv_ref, (dt + " dV = Pt dY").c_str()), kGemm);
+    EXPECT_LE(rel_err(g, dqkv, (dt + " dqkv, dS rounded on both sides").c_str()), kRound);
+  }
+}
+
+// The head's dlogits under a 16-bit declaration (gpt_embed_head.cc): the table's round_values
+// makes them 16-bit values in place, bit for bit as the CPU does; f32 leaves them alone.
+TEST_F(MatmulOperandsTwin, RoundValuesIsTheCpuRoundingBitForBit) {
+  Vec x = rnd(300007, 9, -70000.0f, 70000.0f);  // fp16's range is passed: inf
+  for (size_t i = 0; i < x.size(); i += 3) x[i] *= 1e-9f;  // fp16 subnormals and underflow
+  for (DType d : {DType::kBF16, DType::kF16, DType::kF32}) {
+    Vec ref = x;
+    kernel_ops(Device::kCPU).round_values(ref.data(), d, static_cast<int64_t>(ref.size()));
+    DevF xd(x);
+    kernel_ops(Device::kCUDA).round_values(xd.p, d, static_cast<int64_t>(x.size()));
+    const Vec got = xd.get();
+    int64_t wrong = 0;
+    for (size_t i = 0; i < x.size(); ++i) wrong += std::memcmp(&got[i], &ref[i], sizeof(float)) != 0;
+    EXPECT_EQ(wrong, 0) << to_string(d);
+    if (d != DType::kF32) EXPECT_NE(got, x) << to_string(d) << ": nothing was rounded";
   }
 }
 

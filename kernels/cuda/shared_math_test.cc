@@ -261,6 +261,28 @@ TEST(SharedMath, AccumulationMatchesTheCpuBitForBit) {
   }
 }
 
+// round16 (the softmax kernels' P and dS, reduce.cu's round_values) is cpu::round_trip, bit for
+// bit, on every binade; kNone is the identity.
+TEST(SharedMath, Round16IsTheCpuRoundTrip) {
+  std::mt19937 gen(42);
+  int64_t wrong = 0, changed = 0;
+  for (int i = 0; i < (1 << 20); ++i) {
+    const float x = f32_from_bits(static_cast<uint32_t>(gen()));
+    if (std::isnan(x)) continue;
+    for (const bool bf : {false, true}) {
+      const Round16 r = bf ? Round16::kBF16 : Round16::kF16;
+      const DType t = bf ? DType::kBF16 : DType::kF16;
+      const float got = round16(x, r), want = cpu::round_trip(x, t);
+      changed += got != x;
+      if (f32_bits(got) != f32_bits(want) && wrong++ < 5)
+        ADD_FAILURE() << to_string(t) << " of " << x << ": got " << got << ", cpu " << want;
+    }
+    if (f32_bits(round16(x, Round16::kNone)) != f32_bits(x)) ++wrong;
+  }
+  EXPECT_EQ(wrong, 0);
+  EXPECT_GT(changed, 1 << 19);  // the rounding did something on most random patterns
+}
+
 }  // namespace
 }  // namespace cuda
 }  // namespace llmp

@@ -79,21 +79,22 @@ class CpuKernelOps final : public KernelOps {
     check_operand(*this, "matmul_nt_backward", "Wt", Wt, int64_t{OC} * C);
     cpu::matmul_nt_backward(dx, dWt, dy, x, Wt, N, C, OC);
   }
-  void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C,
-                         int H) override {
+  void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int H,
+                         DType probs_dtype) override {
     check_operand(*this, "attention_forward", "qkv", qkv, int64_t{B} * T * 3 * C);
-    cpu::attention_forward(out, att, qkv, B, T, C, H);
+    cpu::attention_forward(out, att, qkv, B, T, C, H, probs_dtype);
   }
-  void attention_probs(float* att, const float* qkv, int B, int T, int C, int H) override {
+  void attention_probs(float* att, const float* qkv, int B, int T, int C, int H,
+                       DType probs_dtype) override {
     check_operand(*this, "attention_probs", "qkv", qkv, int64_t{B} * T * 3 * C);
-    cpu::attention_probs(att, qkv, B, T, C, H);
+    cpu::attention_probs(att, qkv, B, T, C, H, probs_dtype);
   }
   void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att,
-                          float* scratch, int B, int T, int C, int H) override {
+                          float* scratch, int B, int T, int C, int H, DType probs_dtype) override {
     check_operand(*this, "attention_backward", "dout", dout, int64_t{B} * T * C);
     check_operand(*this, "attention_backward", "qkv", qkv, int64_t{B} * T * 3 * C);
     check_operand(*this, "attention_backward", "att", att, int64_t{B} * H * T * T);
-    cpu::attention_backward(dqkv, dout, qkv, att, scratch, B, T, C, H);
+    cpu::attention_backward(dqkv, dout, qkv, att, scratch, B, T, C, H, probs_dtype);
   }
   void attention_block_forward(float* o, int ld_o, float* m, float* l, float* scores,
                                const float* q, int ld_q, const float* k, const float* v, int ld_kv,
@@ -196,6 +197,7 @@ class CpuKernelOps final : public KernelOps {
   void widen(const void* src, DType src_dtype, float* dst, int64_t n) override {
     cpu::widen(src, src_dtype, dst, n);
   }
+  void round_values(float* x, DType dtype, int64_t n) override { cpu::round_values(x, n, dtype); }
   void round_to(const float* src, void* dst, DType dst_dtype, int64_t n,
                 cpu::RoundStats* stats) override {
     cpu::round_to(src, dst, dst_dtype, n, stats);

@@ -48,13 +48,15 @@ class KernelOps {
   virtual void matmul_nt_backward(float* dx, float* dWt, const float* dy, const float* x,
                                   const float* Wt, int N, int C, int OC) = 0;
 
-  // ---- attention.h: causal multi-head self-attention on qkv (B,T,3C).
+  // ---- attention.h: causal multi-head self-attention on qkv (B,T,3C). probs_dtype: P and dS
+  // rounded to it before their products (kernels/cpu/attention.h; f32: not rounded).
   virtual void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C,
-                                 int H) = 0;
-  virtual void attention_probs(float* att, const float* qkv, int B, int T, int C, int H) = 0;
+                                 int H, DType probs_dtype = DType::kF32) = 0;
+  virtual void attention_probs(float* att, const float* qkv, int B, int T, int C, int H,
+                               DType probs_dtype = DType::kF32) = 0;
   virtual void attention_backward(float* dqkv, const float* dout, const float* qkv,
-                                  const float* att, float* scratch, int B, int T, int C,
-                                  int H) = 0;
+                                  const float* att, float* scratch, int B, int T, int C, int H,
+                                  DType probs_dtype = DType::kF32) = 0;
 
   // ---- attention_block.h: ring attention's blockwise online softmax, one ring step per call
   // over every (b, h), on strided (B,Tl,·) rows (common/cp/ring_attention.cc).
@@ -131,6 +133,11 @@ class KernelOps {
                         cpu::RoundStats* stats = nullptr) = 0;
   virtual void accumulate_to(const float* src, void* dst, DType dst_dtype, int64_t n,
                              cpu::RoundStats* stats = nullptr) = 0;
+  /// x[i] = the x[i] of a round trip through dtype (f32: nothing; f16/bf16: to nearest even),
+  /// in place: 16-bit values in an fp32 buffer, for a 16-bit product to read (the head's dlogits
+  /// under bf16, gpt_embed_head.cc). Throws std::invalid_argument naming a
+  /// dtype that is none of f32, f16, bf16.
+  virtual void round_values(float* x, DType dtype, int64_t n) = 0;
 
   // ---- adamw.h: the optimizer's element update of n elements with one weight decay.
   virtual void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, float lr,
@@ -220,7 +227,8 @@ class KernelOps {
   // vectorised pass per operand: ~8% of a bf16 step of mini on the CPU, 7,670 against 8,350
   // tokens/s measured side by side). The declaration covers the attention entries' inputs too
   // (qkv; dout and the kept att in the backward): CUDA runs the products among them (Q Kᵀ,
-  // dY Vᵀ, Pᵀ dY) on TF32 and those with the softmax's fp32 outputs (P V, dS K, dSᵀ Q) in fp32.
+  // dY Vᵀ, Pᵀ dY) on TF32, and P V, dS K and dSᵀ Q too when the model has P and dS rounded to bf16
+  // (probs_dtype above; common/nn/sublayer.h rounded_products), else in fp32.
   /// Declares the operands of the following matmul_* calls: f32 (the default: any fp32
   /// values) or f16 / bf16 (values of that dtype, see above). std::invalid_argument for others.
   virtual void set_matmul_operands(DType d);
@@ -232,7 +240,9 @@ class KernelOps {
 
 /// set_matmul_operands(d) on `ops` for the scope's lifetime, then the previous declaration.
 /// Opened by UnitRunner::run (common/nn/unit_runner.cc) with d = the walk's 16-bit dtype when its
-/// parameters and activations share it; the head re-declares f32 for its fp32 dlogits.
+/// parameters and activations share it. The head's dlogits and attention's P and dS are not
+/// among the declared values: the model rounds them itself, to bf16 only (sublayer.h
+/// rounded_products), and CUDA's products with them read 16-bit copies only then.
 class MatmulOperands {
  public:
   MatmulOperands(KernelOps& ops, DType d) : ops_(ops), previous_(ops.matmul_operands()) {
