@@ -33,6 +33,10 @@ Tensor statistic(std::vector<int64_t> shape, Device device) {
   return Tensor::empty(std::move(shape), DType::kF32, MemCategory::kActivations, device);
 }
 
+DType rounded_products(DType activations) {
+  return activations == DType::kBF16 ? DType::kBF16 : DType::kF32;
+}
+
 Tensor attention_forward(const BlockShape& s, TpComm& tp, const BlockParams<const float>& p,
                          const Tensor& x, int B, int T, AttentionCache* c, bool keep_probs,
                          WeightTiles* tiles, AttentionCore* core) {
@@ -59,7 +63,7 @@ Tensor attention_forward(const BlockShape& s, TpComm& tp, const BlockParams<cons
   } else {
     c->att = attention_scores({B, s.heads, T, T}, dt, dev);
     ops.attention_forward(F32Out(c->atty), F32Out(c->att), F32In(c->qkv), B, T, s.attn(),
-                           s.heads);
+                          s.heads, rounded_products(dt));
     if (!keep_probs) c->att = Tensor();  // selective recomputation: made again in the backward
   }
   Tensor y = activation({B, T, C}, dt, dev);
@@ -84,13 +88,15 @@ void local_attention_backward(const BlockShape& s, AttentionCache* c, const Tens
   if (!c->att.defined()) {  // selective recomputation: P again from q and k (recompute.h)
     const int64_t flops = cpu::flops_done();
     c->att = attention_scores({B, s.heads, T, T}, c->qkv.dtype(), dev);
-    ops.attention_probs(F32Out(c->att), F32In(c->qkv), B, T, s.attn(), s.heads);
+    ops.attention_probs(F32Out(c->att), F32In(c->qkv), B, T, s.attn(), s.heads,
+                        rounded_products(c->qkv.dtype()));
     RecomputeMeter::instance().recomputed_probs += 1;
     RecomputeMeter::instance().recomputed_flops += cpu::flops_done() - flops;
   }
   Tensor scratch = attention_scores({T, T}, DType::kF32, dev);  // attention's dP of one head
   ops.attention_backward(F32Out(dqkv), F32In(datty), F32In(c->qkv), F32In(c->att),
-                          scratch.f32(), B, T, s.attn(), s.heads);  // dqkv (N,qkv)
+                         scratch.f32(), B, T, s.attn(), s.heads,
+                         rounded_products(c->qkv.dtype()));  // dqkv (N,qkv)
 }
 }  // namespace
 

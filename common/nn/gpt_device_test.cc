@@ -92,6 +92,42 @@ INSTANTIATE_TEST_SUITE_P(PoliciesAndPrecisions, DeviceWalk,
                                            std::make_tuple(Recompute::kFull, DType::kF32),
                                            std::make_tuple(Recompute::kNone, DType::kBF16)));
 
+// Which products the walk hands 16-bit values (sublayer.h rounded_products): under bf16
+// activations attention rounds P and dS and the head its dlogits to bf16, also when the
+// parameters are fp32 (no 16-bit declaration: the rounding is the model's, not the walk's
+// promise); under fp16 nothing is rounded there. What a GPU's kernels are asked is what the
+// fake table counts.
+TEST(DeviceWalk, Bf16RoundsAttentionAndHeadOperandsAndFp16DoesNot) {
+  for (const DType act : {DType::kBF16, DType::kF16}) {
+    GPTConfig cfg = GPTConfig::preset("tiny");
+    cfg.recompute = Recompute::kSelective;  // attention_probs in the backward too
+    const GPT cpu_model(cfg, TpComm::none(), act);
+    const int B = 2, T = 16;
+    const int64_t psi = cpu_model.layout().num_params();
+    std::vector<float> params(psi);
+    cpu_model.init_params(params.data(), 7);
+    const std::vector<int32_t> tok = random_ids(B * T, 1, cfg.vocab),
+                               tgt = random_ids(B * T, 2, cfg.vocab);
+    testing::FakeDevice dev(/*guarded=*/true);
+    testing::FakeKernelOps ops(dev);
+    const GPT model = cpu_model.with_device(Device::kCUDA);
+    Tensor p = Tensor::empty({psi}, DType::kF32, MemCategory::kParameters, Device::kCUDA);
+    Tensor g = Tensor::zeros({psi}, DType::kF32, MemCategory::kGradients, Device::kCUDA);
+    p.copy_from(host_copy(params));
+    forward_backward(model, p.f32(), g.f32(), tok.data(), tgt.data(), B, T, 1.0f / (B * T));
+    const bool bf16 = act == DType::kBF16;
+    const std::string r = bf16 ? " bf16" : " f32", other = bf16 ? " f32" : " bf16";
+    const int L = cfg.layers;
+    for (const char* e : {"attention_forward", "attention_probs", "attention_backward"}) {
+      EXPECT_EQ(ops.calls(e + r), L) << e << r << " under " << to_string(act);
+      EXPECT_EQ(ops.calls(e + other), 0) << e << other << " under " << to_string(act);
+      EXPECT_EQ(ops.calls(std::string(e) + " f16"), 0) << e << " f16";
+    }
+    EXPECT_EQ(ops.calls("round_values" + r), 1) << "the head's one logits chunk";
+    EXPECT_EQ(ops.calls("round_values" + other), 0);
+  }
+}
+
 TEST(DeviceWalk, AHostReadOfDeviceMemoryIsCaught) {
   // The guard itself: reading a device tensor's element on the host dies (the check above relies
   // on it), while the same read through the allocator's copy is fine.

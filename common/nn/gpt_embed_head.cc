@@ -6,7 +6,8 @@
 //   h      = f(LN(x; ln_f))                    (N,C)   (enter_forward)
 //   logits = h @ wte_rᵀ                        (N,C) @ (C,V/t) -> (N,V/t), in row chunks
 //   loss   = loss_scale · Σ_n CE(logits_n, y_n)  max and sums all-reduced between the steps
-//   dlogits = loss_scale·(softmax - onehot)      overwrites the logits chunk
+//   dlogits = loss_scale·(softmax - onehot)      overwrites the logits chunk (bf16 values under
+//                                                bf16, sublayer.h rounded_products)
 //   dh = dlogits @ wte_r (summed by f's backward),  dwte_r += dlogitsᵀ @ h,  dx = LNᵀ(dh)
 //
 // Vocab-parallel embedding and cross-entropy are Megatron-LM's (Shoeybi et al. 2019, §3): no rank
@@ -160,9 +161,13 @@ double GPT::head_forward_backward(const float* lnf_params, const float* wte, con
     total += ops.cross_entropy_loss(logits.f32(), y, v0, k, Vr, m.f32(), sums.f32(), loss_scale,
                                     backward);
     if (backward) {  // dh (k,C) = dlogits @ wte_r (partial);  dwte_r (V/t,C) += dlogitsᵀ @ h
-      // dlogits are fp32 values, whatever the walk declared for h and wte (kernel_ops.h)
-      const MatmulOperands fp32_operands(ops, DType::kF32);
       if (pad > 0) ops.copy_columns(logits.f32() + (Vr - pad), Vr, zero.f32(), pad, k, pad);
+      // bf16 activations: the dlogits become bf16 values, as every activation gradient is
+      // (sublayer.h rounded_products), and the two products read 16-bit operands only; under
+      // the walk's bf16 declaration a GPU runs them on its 16-bit tensor cores. Else nothing.
+      const DType rd = rounded_products(dt);
+      ops.round_values(logits.f32(), rd, int64_t{k} * Vr);
+      const MatmulOperands operands(ops, rd == DType::kF32 ? DType::kF32 : ops.matmul_operands());
       ops.matmul_nt_backward(dh32.get() + int64_t{r0} * C, wte_grads, logits.f32(), hc, wte, k, C,
                              Vr);
     }

@@ -42,6 +42,16 @@ Tensor activation(std::vector<int64_t> shape, DType dtype, Device device = Devic
 /// A fresh f32 activation tensor whatever the precision: LayerNorm's mean and rstd, scratch.
 Tensor statistic(std::vector<int64_t> shape, Device device = Device::kCPU);
 
+/// The dtype the model rounds the fp32 operands it makes mid-layer to before their products:
+/// attention's P and dS (KernelOps::attention_*'s probs_dtype) and the head's dlogits. bf16 for
+/// bf16 activations: every activation and activation gradient of the recipe is 16-bit
+/// (Micikevicius et al. 2018 §3; FlashAttention-2 casts P and dS, llm.c writes its dlogits, in
+/// 16 bits), and then a GPU runs those products on tensor cores. bf16 has fp32's exponent range,
+/// so this loses precision only. f32 otherwise: fp16 would also lose range (values under 2⁻¹⁴
+/// become subnormal, under 2⁻²⁴ zero), and with it the mixed_precision stage's mini run at
+/// S₀ = 2¹² ended 0.14 nats above fp32 instead of 0.04 (its tolerance test's bound is 0.05).
+DType rounded_products(DType activations);
+
 /// res1 (B,Tl,C) = x + attention(ln_1(x)); fills `c` anew. keep_probs false (selective
 /// recomputation, recompute.h) frees the softmax probabilities c->att (B,H/t,T,T) at once.
 /// With `core` (context parallelism, attention_core.h) T is the rows held (Tl), the attention

@@ -121,7 +121,8 @@ double UnitRunner::run(const std::vector<WalkStep>& steps, const UnitRange& r, c
       (steps[0].kind == WalkStep::kEmbed || steps[0].kind == WalkStep::kBlockForward))
     moe->set_loss_scale(a.loss_scale);
   // Mixed precision: 16-bit parameters and activations of one dtype make every operand of the
-  // walk's products a 16-bit value (the head's fp32 dlogits excepted, declared there).
+  // walk's products a 16-bit value; the head's dlogits and attention's P and dS are the model's
+  // to round (sublayer.h rounded_products: bf16 only).
   const DType act = model_.activation_dtype();
   const MatmulOperands operands(kernel_ops(model_.device()),
                                 params_.values() == act ? act : DType::kF32);
