@@ -25,7 +25,9 @@
 
 namespace llmp {
 
-/// A kernel's fp32 input (see above). Keep it alive while the kernel runs.
+/// A kernel's fp32 input (see above). Keep it alive while the kernel runs. A widened copy is
+/// noted as t's exact widening while it lives (KernelOps::note_source), so that a GPU's 16-bit
+/// product reads t's own 16-bit values instead of rounding the copy back.
 class F32In {
  public:
   explicit F32In(const Tensor& t) {
@@ -34,13 +36,22 @@ class F32In {
       return;
     }
     tmp_ = Tensor::empty(t.shape(), DType::kF32, MemCategory::kOther, t.device());
-    kernel_ops(t.device()).widen(t.raw(), t.dtype(), tmp_.f32(), t.numel());
+    KernelOps& ops = kernel_ops(t.device());
+    ops.widen(t.raw(), t.dtype(), tmp_.f32(), t.numel());
+    ops.note_source(tmp_.f32(), t.raw(), t.dtype(), t.numel());
+    source_ = t;  // the 16-bit tensor stays alive while its note does
     p_ = tmp_.f32();
   }
+  ~F32In() {
+    if (tmp_.defined()) kernel_ops(tmp_.device()).forget_source(tmp_.f32());
+  }
+  F32In(const F32In&) = delete;
+  F32In& operator=(const F32In&) = delete;
   operator const float*() const { return p_; }  // NOLINT: reads as the pointer it stands for
   const float* get() const { return p_; }
 
  private:
+  Tensor source_;
   Tensor tmp_;
   const float* p_ = nullptr;
 };

@@ -128,6 +128,41 @@ TEST(DeviceWalk, Bf16RoundsAttentionAndHeadOperandsAndFp16DoesNot) {
   }
 }
 
+// A bf16 walk over bf16 parameters (FlatParams) and gradients on the device: every operand of
+// its 16-bit products is a noted widening (F32In's of the activations, FlatParams' of the
+// weights), so a GPU reads them from their 16-bit sources and copies none, except the head's
+// dlogits (rounded in place, not a widening). Per block: 4 linear layers × (forward x, W;
+// backward_input dy, W; backward_weight dy, x) = 24; the head: x and wte forward, h and wte in the
+// backward = 4. Each hit is checked against its source bit for bit by the fake table, and every
+// note is forgotten by the end of the walk.
+TEST(DeviceWalk, SixteenBitProductsReadTheirOperandsSixteenBitSources) {
+  const GPTConfig cfg = GPTConfig::preset("tiny");
+  const GPT cpu_model(cfg, TpComm::none(), DType::kBF16);
+  const int B = 2, T = 16;
+  const int64_t psi = cpu_model.layout().num_params();
+  std::vector<float> params(psi);
+  cpu_model.init_params(params.data(), 7);
+  Tensor host16 = Tensor::empty({psi}, DType::kBF16);
+  cpu::round_to(params.data(), host16.raw(), DType::kBF16, psi);
+  const std::vector<int32_t> tok = random_ids(B * T, 1, cfg.vocab),
+                             tgt = random_ids(B * T, 2, cfg.vocab);
+  testing::FakeDevice dev(/*guarded=*/true);
+  testing::FakeKernelOps ops(dev);
+  const GPT model = cpu_model.with_device(Device::kCUDA);
+  Tensor p16 = Tensor::empty({psi}, DType::kBF16, MemCategory::kParameters, Device::kCUDA);
+  Tensor g16 = Tensor::zeros({psi}, DType::kBF16, MemCategory::kGradients, Device::kCUDA);
+  p16.copy_from(host16);
+  {
+    FlatParams source(model.layout(), p16);
+    FlatGrads sink(model.layout(), g16);
+    UnitRunner walk(model, source, &sink);
+    walk.forward_backward(tok.data(), tgt.data(), B, T, 1.0f / (B * T));
+  }
+  EXPECT_EQ(ops.calls("source hit bf16"), 24 * cfg.layers + 4);
+  EXPECT_GT(ops.calls("note_source bf16"), 0);
+  EXPECT_EQ(ops.noted_sources(), 0u) << "widenings still noted after the walk";
+}
+
 TEST(DeviceWalk, AHostReadOfDeviceMemoryIsCaught) {
   // The guard itself: reading a device tensor's element on the host dies (the check above relies
   // on it), while the same read through the allocator's copy is fine.

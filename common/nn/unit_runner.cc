@@ -62,16 +62,23 @@ const float* FlatParams::get(int u) {
   if (!w.defined()) {  // exact: every 16-bit value is an fp32 value
     const int64_t n = layout_.unit_numel(u);
     w = Tensor::empty({n}, DType::kF32, MemCategory::kOther, flat16_.device());
-    kernel_ops(flat16_.device())
-        .widen(flat16_.narrow(layout_.unit_offset(u), n).raw(), flat16_.dtype(), w.f32(), n);
+    KernelOps& ops = kernel_ops(flat16_.device());
+    const void* src = flat16_.narrow(layout_.unit_offset(u), n).raw();
+    ops.widen(src, flat16_.dtype(), w.f32(), n);
+    ops.note_source(w.f32(), src, flat16_.dtype(), n);  // a GPU's 16-bit products read src
   }
   return w.f32();
 }
 
 void FlatParams::after_step(const std::vector<WalkStep>& steps, size_t k) {
   (void)steps, (void)k;
-  for (Tensor& w : widened_) w = Tensor();
+  for (Tensor& w : widened_) {
+    if (w.defined()) kernel_ops(w.device()).forget_source(w.f32());
+    w = Tensor();
+  }
 }
+
+FlatParams::~FlatParams() { after_step({}, 0); }
 
 FlatGrads::FlatGrads(const GPTLayout& layout, const Tensor& flat, std::function<void(int)> on_ready,
                      cpu::RoundStats* stats)

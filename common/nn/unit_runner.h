@@ -101,6 +101,9 @@ class FlatParams : public ParamSource {
   FlatParams(const GPTLayout& layout, const float* base) : layout_(layout), base_(base) {}
   /// `flat`: layout.num_params() elements of f32, f16 or bf16. Must outlive the source.
   FlatParams(const GPTLayout& layout, const Tensor& flat);
+  ~FlatParams() override;
+  FlatParams(const FlatParams&) = delete;
+  FlatParams& operator=(const FlatParams&) = delete;
   const float* get(int u) override;
   DType values() const override { return base_ ? DType::kF32 : flat16_.dtype(); }
   void after_step(const std::vector<WalkStep>& steps, size_t k) override;

@@ -3,8 +3,12 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <initializer_list>
 #include <stdexcept>
+#include <vector>
+
+#include "kernels/ops/sixteen_bit_sources.h"
 
 namespace llmp {
 namespace testing {
@@ -16,8 +20,8 @@ namespace {
 // without its device; a real GPU faults on it, so this table stops the process naming the kernel.
 class Table final : public KernelOps {
  public:
-  Table(FakeDevice& dev, std::map<std::string, int64_t>& calls)
-      : dev_(dev), cpu_(kernel_ops(Device::kCPU)), calls_(calls) {}
+  Table(FakeDevice& dev, std::map<std::string, int64_t>& calls, SixteenBitSources& sources)
+      : dev_(dev), cpu_(kernel_ops(Device::kCPU)), calls_(calls), sources_(sources) {}
   Device device() const override { return Device::kCUDA; }
   // The declaration reaches the CPU table that runs the products, which checks it.
   void set_matmul_operands(DType d) override {
@@ -27,29 +31,40 @@ class Table final : public KernelOps {
   void matmul_forward(float* y, const float* x, const float* W, const float* bias, int N, int C,
                       int OC) override {
     on_device("matmul_forward", {y, x, W, bias});
+    check_source("matmul_forward", "x", x, int64_t{N} * C);
+    check_source("matmul_forward", "W", W, int64_t{C} * OC);
     FakeDevice::Access a(dev_);
     cpu_.matmul_forward(y, x, W, bias, N, C, OC);
   }
   void matmul_backward_input(float* dx, const float* dy, const float* W, int N, int C,
                              int OC) override {
     on_device("matmul_backward_input", {dx, dy, W});
+    check_source("matmul_backward_input", "dy", dy, int64_t{N} * OC);
+    check_source("matmul_backward_input", "W", W, int64_t{C} * OC);
     FakeDevice::Access a(dev_);
     cpu_.matmul_backward_input(dx, dy, W, N, C, OC);
   }
   void matmul_backward_weight(float* dW, float* db, const float* dy, const float* x, int N, int C,
                               int OC) override {
     on_device("matmul_backward_weight", {dW, db, dy, x});
+    check_source("matmul_backward_weight", "dy", dy, int64_t{N} * OC);
+    check_source("matmul_backward_weight", "x", x, int64_t{N} * C);
     FakeDevice::Access a(dev_);
     cpu_.matmul_backward_weight(dW, db, dy, x, N, C, OC);
   }
   void matmul_nt_forward(float* y, const float* x, const float* Wt, int N, int C, int OC) override {
     on_device("matmul_nt_forward", {y, x, Wt});
+    check_source("matmul_nt_forward", "x", x, int64_t{N} * C);
+    check_source("matmul_nt_forward", "Wt", Wt, int64_t{OC} * C);
     FakeDevice::Access a(dev_);
     cpu_.matmul_nt_forward(y, x, Wt, N, C, OC);
   }
   void matmul_nt_backward(float* dx, float* dWt, const float* dy, const float* x, const float* Wt,
                           int N, int C, int OC) override {
     on_device("matmul_nt_backward", {dx, dWt, dy, x, Wt});
+    check_source("matmul_nt_backward", "dy", dy, int64_t{N} * OC);
+    check_source("matmul_nt_backward", "x", x, int64_t{N} * C);
+    check_source("matmul_nt_backward", "Wt", Wt, int64_t{OC} * C);
     FakeDevice::Access a(dev_);
     cpu_.matmul_nt_backward(dx, dWt, dy, x, Wt, N, C, OC);
   }
@@ -317,8 +332,36 @@ class Table final : public KernelOps {
   }
   // ---- end of 2D / 2.5D tensor parallelism.
 
+  void note_source(const float* f32, const void* src, DType dtype, int64_t n) override {
+    on_device("note_source", {f32, src});
+    sources_.note(f32, src, dtype, n);
+    count("note_source", dtype);
+  }
+  void forget_source(const float* f32) override { sources_.forget(f32); }
+
  private:
   void count(const char* entry, DType d) { ++calls_[std::string(entry) + " " + to_string(d)]; }
+  /// Under a 16-bit declaration, an operand a GPU would read from a noted 16-bit source
+  /// (kernels/ops/sixteen_bit_sources.h) must hold exactly the widening of that source: else the
+  /// note is stale (a buffer freed and reused without forget_source) and a GPU would multiply
+  /// other values than the CPU. Counted as "source hit <dtype>".
+  void check_source(const char* kernel, const char* name, const float* p, int64_t n) {
+    const DType d = matmul_operands();
+    if (d == DType::kF32 || p == nullptr) return;
+    const void* src = sources_.find(p, n, d);
+    if (src == nullptr) return;
+    std::vector<float> w(static_cast<size_t>(n));
+    {
+      FakeDevice::Access a(dev_);
+      cpu_.widen(src, d, w.data(), n);
+      if (std::memcmp(w.data(), p, static_cast<size_t>(n) * sizeof(float)) != 0) {
+        std::fprintf(stderr, "FakeKernelOps: %s: %s differs from its noted 16-bit source (a "
+                     "stale note_source)\n", kernel, name);
+        std::abort();
+      }
+    }
+    count("source hit", d);
+  }
   void on_device(const char* kernel, std::initializer_list<const void*> pointers) const {
     int i = 0;
     for (const void* p : pointers) {
@@ -334,11 +377,14 @@ class Table final : public KernelOps {
   FakeDevice& dev_;
   KernelOps& cpu_;
   std::map<std::string, int64_t>& calls_;
+  SixteenBitSources& sources_;
 };
 
 }  // namespace
 
-FakeKernelOps::FakeKernelOps(FakeDevice& dev) : table_(std::make_unique<Table>(dev, calls_)) {
+FakeKernelOps::FakeKernelOps(FakeDevice& dev)
+    : sources_(std::make_unique<SixteenBitSources>()),
+      table_(std::make_unique<Table>(dev, calls_, *sources_)) {
   try {
     previous_ = &kernel_ops(Device::kCUDA);
   } catch (const std::runtime_error&) {
@@ -348,6 +394,8 @@ FakeKernelOps::FakeKernelOps(FakeDevice& dev) : table_(std::make_unique<Table>(d
 }
 
 FakeKernelOps::~FakeKernelOps() { register_kernel_ops(Device::kCUDA, previous_); }
+
+size_t FakeKernelOps::noted_sources() const { return sources_->size(); }
 
 int64_t FakeKernelOps::calls(const std::string& entry_and_dtype) const {
   const auto it = calls_.find(entry_and_dtype);

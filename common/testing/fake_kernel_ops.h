@@ -18,6 +18,7 @@
 #include "kernels/ops/kernel_ops.h"
 
 namespace llmp {
+class SixteenBitSources;
 namespace testing {
 
 class FakeKernelOps {
@@ -31,13 +32,20 @@ class FakeKernelOps {
 
   /// How often the entries that take a rounding dtype were called with it since construction:
   /// key "attention_forward bf16", "attention_probs f32", "attention_backward bf16",
-  /// "round_values f16", ... (the entry, a space, to_string of its probs_dtype / dtype). What the
-  /// model asked for is what a GPU's kernels get, so a test sees which products the walk hands
-  /// 16-bit values (common/nn/sublayer.h rounded_products).
+  /// "round_values f16", "note_source bf16", ... (the entry, a space, to_string of its dtype).
+  /// What the model asked for is what a GPU's kernels get, so a test sees which products the
+  /// walk hands 16-bit values (common/nn/sublayer.h rounded_products). "source hit bf16": the
+  /// operands of 16-bit matmul_* calls that lie inside a noted widening (a GPU reads those from
+  /// the 16-bit source); each is checked to equal its source's widening bit for bit (else the
+  /// process aborts naming the entry: a stale note).
   int64_t calls(const std::string& entry_and_dtype) const;
+  /// Widenings noted (KernelOps::note_source) and not yet forgotten: 0 after a walk, else a GPU
+  /// would some day read a freed buffer's address as a 16-bit source.
+  size_t noted_sources() const;
 
  private:
   std::map<std::string, int64_t> calls_;
+  std::unique_ptr<SixteenBitSources> sources_;
   std::unique_ptr<KernelOps> table_;
   KernelOps* previous_ = nullptr;
 };

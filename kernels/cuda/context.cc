@@ -19,6 +19,7 @@ struct State {
   cudaDataType_t operands16 = CUDA_R_32F;  // inside a SixteenBitOperands scope: its type
   void* ws = nullptr;
   size_t ws_bytes = 0;
+  SixteenBitSources sources;
 };
 
 State& state() {
@@ -97,6 +98,8 @@ void* workspace(size_t bytes) {
 }
 
 cudaDataType_t sixteen_bit_operands() { return state().operands16; }
+
+SixteenBitSources& sixteen_bit_sources() { return state().sources; }
 
 SixteenBitOperands::SixteenBitOperands(cudaDataType_t type) : previous_(state().operands16) {
   state().operands16 = type;

@@ -21,6 +21,7 @@
 #include <string>
 
 #include "kernels/cuda/gemm_args.h"
+#include "kernels/ops/sixteen_bit_sources.h"
 
 namespace llmp {
 namespace cuda {
@@ -79,6 +80,11 @@ class SixteenBitOperands {
  private:
   cudaDataType_t previous_;
 };
+
+/// The fp32 buffers noted as exact widenings of 16-bit buffers (KernelOps::note_source, from the
+/// model's F32In and FlatParams): matmul.cu's 16-bit products read an operand inside one from
+/// its 16-bit source and copy only the others.
+SixteenBitSources& sixteen_bit_sources();
 
 /// While alive, run_gemm's products use TF32 tensor cores: the caller promises that every operand
 /// is exactly a TF32 value (mixed precision's widened bf16/fp16 values, KernelOps::

@@ -223,6 +223,10 @@ class CudaKernelOps final : public KernelOps {
     cuda::widen(src, src_dtype, dst, n);
   }
   void round_values(float* x, DType dtype, int64_t n) override { cuda::round_values(x, dtype, n); }
+  void note_source(const float* f32, const void* src, DType dtype, int64_t n) override {
+    cuda::sixteen_bit_sources().note(f32, src, dtype, n);
+  }
+  void forget_source(const float* f32) override { cuda::sixteen_bit_sources().forget(f32); }
   void round_to(const float* src, void* dst, DType dst_dtype, int64_t n,
                 cpu::RoundStats* stats) override {
     if (stats)

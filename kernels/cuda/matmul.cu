@@ -19,8 +19,10 @@ __global__ void broadcast_rows_kernel(float* __restrict__ y, const float* __rest
 }
 
 // g, on 16-bit tensor cores when a SixteenBitOperands scope declared the operands 16-bit values
-// (context.h): each operand's extent rounded (exactly, it is such a value) into the workspace,
-// A's copy first and B's 256 bytes aligned after it, then one run_gemm_16bit; else run_gemm.
+// (context.h): an operand inside a noted widening is read from its 16-bit source
+// (sixteen_bit_sources()); any other has its extent rounded (exactly, it is such a value) into
+// the workspace, A's copy first and B's 256 bytes aligned after it; then one run_gemm_16bit.
+// Else run_gemm.
 void run_product(const GemmArgs& g) {
   const cudaDataType_t type = sixteen_bit_operands();
   if (type == CUDA_R_32F) {
@@ -29,11 +31,21 @@ void run_product(const GemmArgs& g) {
   }
   const DType d = type == CUDA_R_16BF ? DType::kBF16 : DType::kF16;
   const int64_t na = a_extent(g), nb = b_extent(g);
-  const int64_t a_bytes = (na * 2 + 255) / 256 * 256;
-  char* ws = static_cast<char*>(workspace(static_cast<size_t>(a_bytes + nb * 2)));
-  round_to(g.A, ws, d, na);
-  round_to(g.B, ws + a_bytes, d, nb);
-  run_gemm_16bit(g, ws, ws + a_bytes, type);
+  const void* a16 = sixteen_bit_sources().find(g.A, na, d);
+  const void* b16 = sixteen_bit_sources().find(g.B, nb, d);
+  const int64_t a_bytes = a16 ? 0 : (na * 2 + 255) / 256 * 256, b_bytes = b16 ? 0 : nb * 2;
+  if (a_bytes + b_bytes > 0) {
+    char* ws = static_cast<char*>(workspace(static_cast<size_t>(a_bytes + b_bytes)));
+    if (!a16) {
+      round_to(g.A, ws, d, na);
+      a16 = ws;
+    }
+    if (!b16) {
+      round_to(g.B, ws + a_bytes, d, nb);
+      b16 = ws + a_bytes;
+    }
+  }
+  run_gemm_16bit(g, a16, b16, type);
 }
 
 }  // namespace

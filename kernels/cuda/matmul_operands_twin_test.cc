@@ -13,10 +13,12 @@
 // at its test). Linked into kernel_table_twin_test; SKIPPED without a GPU,
 // with the runtime's reason.
 //
-// Shapes: N = 37, C = 48, OC = 80 (N not a multiple of a tensor-core tile).
+// Shapes: N = 37, C = 48, OC = 80 (N not a multiple of a tensor-core tile). Also: the noted
+// 16-bit sources the products read instead of copying (NotedSourcesAreWhatTheProductsRead).
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -189,8 +191,50 @@ TEST_F(MatmulOperandsTwin, RoundValuesIsTheCpuRoundingBitForBit) {
     int64_t wrong = 0;
     for (size_t i = 0; i < x.size(); ++i) wrong += std::memcmp(&got[i], &ref[i], sizeof(float)) != 0;
     EXPECT_EQ(wrong, 0) << to_string(d);
-    if (d != DType::kF32) EXPECT_NE(got, x) << to_string(d) << ": nothing was rounded";
+    if (d != DType::kF32) {
+      EXPECT_NE(got, x) << to_string(d) << ": nothing was rounded";
+    }
   }
+}
+
+// Noted widenings (KernelOps::note_source, sixteen_bit_sources.h): a declared product reads an
+// operand inside one from its 16-bit source. With the true sources the products are the CPU's
+// (kGemm); the control notes x's copy with ANOTHER 16-bit buffer (-x): the product must then be
+// -y, which shows the source, not the fp32 copy, is what was read. Forgotten, y again.
+TEST_F(MatmulOperandsTwin, NotedSourcesAreWhatTheProductsRead) {
+  const DType d = DType::kBF16;
+  const Vec x = values_of(d, N * C, 11), W = values_of(d, C * OC, 12);
+  Vec neg = x;
+  for (float& v : neg) v = -v;
+  std::vector<uint16_t> x16(x.size()), neg16(x.size()), W16(W.size());
+  cpu::round_to(x.data(), x16.data(), d, static_cast<int64_t>(x.size()));
+  cpu::round_to(neg.data(), neg16.data(), d, static_cast<int64_t>(neg.size()));
+  cpu::round_to(W.data(), W16.data(), d, static_cast<int64_t>(W.size()));
+  Vec ref(N * OC);
+  kernel_ops(Device::kCPU).matmul_forward(ref.data(), x.data(), W.data(), nullptr, N, C, OC);
+  Vec ref_neg = ref;
+  for (float& v : ref_neg) v = -v;
+  KernelOps& gpu = kernel_ops(Device::kCUDA);
+  test::Dev<uint16_t> x16d(x16), neg16d(neg16), W16d(W16);
+  DevF xd(x), Wd(W), y(N * OC);
+  auto product = [&](const void* x_source) {
+    gpu.note_source(xd.p, x_source, d, N * C);
+    gpu.note_source(Wd.p, W16d.p, d, C * OC);
+    {
+      const MatmulOperands declared(gpu, d);
+      gpu.matmul_forward(y.p, xd.p, Wd.p, nullptr, N, C, OC);
+    }
+    gpu.forget_source(xd.p);
+    gpu.forget_source(Wd.p);
+    return y.get();
+  };
+  EXPECT_LE(rel_err(product(x16d.p), ref, "x and W read from their sources"), kGemm);
+  EXPECT_LE(rel_err(product(neg16d.p), ref_neg, "x's copy noted with -x's source"), kGemm);
+  {
+    const MatmulOperands declared(gpu, d);
+    gpu.matmul_forward(y.p, xd.p, Wd.p, nullptr, N, C, OC);
+  }
+  EXPECT_LE(rel_err(y.get(), ref, "forgotten: the copies again"), kGemm);
 }
 
 }  // namespace

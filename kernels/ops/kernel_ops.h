@@ -234,6 +234,16 @@ class KernelOps {
   virtual void set_matmul_operands(DType d);
   DType matmul_operands() const { return matmul_operands_; }
 
+  /// f32[0..n) holds exactly widen(src[0..n)) (src: f16 or bf16 memory of this device) until
+  /// forget_source(f32): F32In and FlatParams say so of the fp32 copies they widen. A table whose
+  /// products read 16-bit operands (CUDA, under a 16-bit declaration) then reads an operand inside
+  /// such a copy from its source instead of rounding it again (sixteen_bit_sources.h). The
+  /// caller forgets before freeing f32. Default (the CPU): nothing.
+  virtual void note_source(const float* f32, const void* src, DType dtype, int64_t n) {
+    (void)f32, (void)src, (void)dtype, (void)n;
+  }
+  virtual void forget_source(const float* f32) { (void)f32; }
+
  private:
   DType matmul_operands_ = DType::kF32;
 };
