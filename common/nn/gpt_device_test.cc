@@ -40,6 +40,18 @@ Tensor host_copy(const std::vector<float>& v) {
   return t;
 }
 
+/// A walk's inputs: the model's initial parameters (seed 7) and random tokens and targets (B,T).
+struct Inputs {
+  std::vector<float> params;
+  std::vector<int32_t> tok, tgt;
+};
+Inputs inputs(const GPT& m, int B, int T) {
+  Inputs in{std::vector<float>(m.layout().num_params()), random_ids(B * T, 1, m.config().vocab),
+            random_ids(B * T, 2, m.config().vocab)};
+  m.init_params(in.params.data(), 7);
+  return in;
+}
+
 class DeviceWalk : public ::testing::TestWithParam<std::tuple<Recompute, DType>> {};
 
 TEST_P(DeviceWalk, EqualsTheCpuWalkAndMovesOnlyParamsIdsAndGrads) {
@@ -49,10 +61,10 @@ TEST_P(DeviceWalk, EqualsTheCpuWalkAndMovesOnlyParamsIdsAndGrads) {
   const GPT cpu_model(cfg, TpComm::none(), act);
   const int B = 2, T = 16;
   const int64_t psi = cpu_model.layout().num_params();
-  std::vector<float> params(psi);
-  cpu_model.init_params(params.data(), 7);
-  const std::vector<int32_t> tok = random_ids(B * T, 1, cfg.vocab),
-                             tgt = random_ids(B * T, 2, cfg.vocab);
+  const Inputs in = inputs(cpu_model, B, T);
+  const std::vector<float>& params = in.params;
+  const std::vector<int32_t>& tok = in.tok;
+  const std::vector<int32_t>& tgt = in.tgt;
   const float scale = 1.0f / (B * T);
 
   Result cpu;
@@ -104,17 +116,15 @@ TEST(DeviceWalk, Bf16RoundsAttentionAndHeadOperandsAndFp16DoesNot) {
     const GPT cpu_model(cfg, TpComm::none(), act);
     const int B = 2, T = 16;
     const int64_t psi = cpu_model.layout().num_params();
-    std::vector<float> params(psi);
-    cpu_model.init_params(params.data(), 7);
-    const std::vector<int32_t> tok = random_ids(B * T, 1, cfg.vocab),
-                               tgt = random_ids(B * T, 2, cfg.vocab);
+    const Inputs in = inputs(cpu_model, B, T);
     testing::FakeDevice dev(/*guarded=*/true);
     testing::FakeKernelOps ops(dev);
     const GPT model = cpu_model.with_device(Device::kCUDA);
     Tensor p = Tensor::empty({psi}, DType::kF32, MemCategory::kParameters, Device::kCUDA);
     Tensor g = Tensor::zeros({psi}, DType::kF32, MemCategory::kGradients, Device::kCUDA);
-    p.copy_from(host_copy(params));
-    forward_backward(model, p.f32(), g.f32(), tok.data(), tgt.data(), B, T, 1.0f / (B * T));
+    p.copy_from(host_copy(in.params));
+    forward_backward(model, p.f32(), g.f32(), in.tok.data(), in.tgt.data(), B, T,
+                     1.0f / (B * T));
     const bool bf16 = act == DType::kBF16;
     const std::string r = bf16 ? " bf16" : " f32", other = bf16 ? " f32" : " bf16";
     const int L = cfg.layers;
@@ -140,12 +150,9 @@ TEST(DeviceWalk, SixteenBitProductsReadTheirOperandsSixteenBitSources) {
   const GPT cpu_model(cfg, TpComm::none(), DType::kBF16);
   const int B = 2, T = 16;
   const int64_t psi = cpu_model.layout().num_params();
-  std::vector<float> params(psi);
-  cpu_model.init_params(params.data(), 7);
+  const Inputs in = inputs(cpu_model, B, T);
   Tensor host16 = Tensor::empty({psi}, DType::kBF16);
-  cpu::round_to(params.data(), host16.raw(), DType::kBF16, psi);
-  const std::vector<int32_t> tok = random_ids(B * T, 1, cfg.vocab),
-                             tgt = random_ids(B * T, 2, cfg.vocab);
+  cpu::round_to(in.params.data(), host16.raw(), DType::kBF16, psi);
   testing::FakeDevice dev(/*guarded=*/true);
   testing::FakeKernelOps ops(dev);
   const GPT model = cpu_model.with_device(Device::kCUDA);
@@ -156,7 +163,7 @@ TEST(DeviceWalk, SixteenBitProductsReadTheirOperandsSixteenBitSources) {
     FlatParams source(model.layout(), p16);
     FlatGrads sink(model.layout(), g16);
     UnitRunner walk(model, source, &sink);
-    walk.forward_backward(tok.data(), tgt.data(), B, T, 1.0f / (B * T));
+    walk.forward_backward(in.tok.data(), in.tgt.data(), B, T, 1.0f / (B * T));
   }
   EXPECT_EQ(ops.calls("source hit bf16"), 24 * cfg.layers + 4);
   EXPECT_GT(ops.calls("note_source bf16"), 0);

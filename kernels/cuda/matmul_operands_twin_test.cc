@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/attention_reference.h"
 #include "kernels/cpu/convert.h"
 #include "kernels/cuda/context.h"
 #include "kernels/cuda/device_allocator.h"
@@ -118,7 +119,7 @@ TEST_F(MatmulOperandsTwin, TheDeclarationIsWhatSwitchesTensorCoresOn) {
 // (same att and dY on both sides, no dS) to kGemm; dQ and dK, which read the rounded dS, to a
 // 16-bit bound kRound.
 TEST_F(MatmulOperandsTwin, AttentionWithSixteenBitInputsGivesTheFp32Results) {
-  const int B = 2, T = 33, C = 48, H = 4, hs = C / H;  // T not a multiple of 32
+  const int B = 2, T = 33, C = 48, H = 4;  // T not a multiple of 32
   KernelOps& cpu = kernel_ops(Device::kCPU);
   KernelOps& gpu = kernel_ops(Device::kCUDA);
   for (DType d : {DType::kBF16, DType::kF16}) {
@@ -143,17 +144,9 @@ TEST_F(MatmulOperandsTwin, AttentionWithSixteenBitInputsGivesTheFp32Results) {
     int far = 0;
     for (size_t i = 0; i < P.size(); ++i) far += std::fabs(P[i] - att[i]) > step * att[i];
     EXPECT_EQ(far, 0) << dt << ": P elements more than one 16-bit step from the CPU's";
-    Vec y_ref(y.size(), 0.0f);  // the GPU's own P times V, on the host
-    for (int b = 0; b < B; ++b)
-      for (int h = 0; h < H; ++h)
-        for (int t = 0; t < T; ++t)
-          for (int c = 0; c < hs; ++c) {
-            double acc = 0;
-            for (int j = 0; j <= t; ++j)
-              acc += static_cast<double>(P[((b * H + h) * T + t) * T + j]) *
-                     qkv[(b * T + j) * 3 * C + 2 * C + h * hs + c];
-            y_ref[(b * T + t) * C + h * hs + c] = static_cast<float>(acc);
-          }
+    const std::vector<double> pv = testing::attention_pv_reference(P.data(), qkv.data(), B, T, C,
+                                                                   H);  // the GPU's own P
+    const Vec y_ref(pv.begin(), pv.end());
     EXPECT_LE(rel_err(y, y_ref, (dt + " out = P V with the GPU's P").c_str()), kGemm);
     DevF att16_d(att);  // the CPU's P (16-bit values) for both backwards
     {
