@@ -341,26 +341,20 @@ class Table final : public KernelOps {
 
  private:
   void count(const char* entry, DType d) { ++calls_[std::string(entry) + " " + to_string(d)]; }
-  /// Under a 16-bit declaration, an operand a GPU would read from a noted 16-bit source
-  /// (kernels/ops/sixteen_bit_sources.h) must hold exactly the widening of that source: else the
-  /// note is stale (a buffer freed and reused without forget_source) and a GPU would multiply
-  /// other values than the CPU. Counted as "source hit <dtype>".
+  /// A 16-bit product's operand inside a noted widening (sixteen_bit_sources.h) must equal its
+  /// source widened, else the note is stale and a GPU would multiply other values. Counted.
   void check_source(const char* kernel, const char* name, const float* p, int64_t n) {
     const DType d = matmul_operands();
     if (d == DType::kF32 || p == nullptr) return;
     const void* src = sources_.find(p, n, d);
     if (src == nullptr) return;
     std::vector<float> w(static_cast<size_t>(n));
-    {
-      FakeDevice::Access a(dev_);
-      cpu_.widen(src, d, w.data(), n);
-      if (std::memcmp(w.data(), p, static_cast<size_t>(n) * sizeof(float)) != 0) {
-        std::fprintf(stderr, "FakeKernelOps: %s: %s differs from its noted 16-bit source (a "
-                     "stale note_source)\n", kernel, name);
-        std::abort();
-      }
-    }
-    count("source hit", d);
+    FakeDevice::Access a(dev_);
+    cpu_.widen(src, d, w.data(), n);
+    if (std::memcmp(w.data(), p, w.size() * sizeof(float)) == 0) return count("source hit", d);
+    std::fprintf(stderr, "FakeKernelOps: %s: %s differs from its noted 16-bit source (a stale "
+                 "note_source)\n", kernel, name);
+    std::abort();
   }
   void on_device(const char* kernel, std::initializer_list<const void*> pointers) const {
     int i = 0;

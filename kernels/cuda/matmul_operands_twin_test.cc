@@ -182,7 +182,8 @@ TEST_F(MatmulOperandsTwin, RoundValuesIsTheCpuRoundingBitForBit) {
     kernel_ops(Device::kCUDA).round_values(xd.p, d, static_cast<int64_t>(x.size()));
     const Vec got = xd.get();
     int64_t wrong = 0;
-    for (size_t i = 0; i < x.size(); ++i) wrong += std::memcmp(&got[i], &ref[i], sizeof(float)) != 0;
+    for (size_t i = 0; i < x.size(); ++i)
+      wrong += std::memcmp(&got[i], &ref[i], sizeof(float)) != 0;
     EXPECT_EQ(wrong, 0) << to_string(d);
     if (d != DType::kF32) {
       EXPECT_NE(got, x) << to_string(d) << ": nothing was rounded";
