@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # GPU benchmark (issue 16), on a machine with a GPU: the gpt2 preset (124M, T = 1024) on one GPU.
 #
-#   tools/gpu_bench.sh            bf16 tokens/s and MFU (as it is: the products of 16-bit operands
-#                                 on bf16 tensor cores, kernel_ops.h MatmulOperands, the others
-#                                 fp32; and with --tf32 for those too), fp32 tokens/s with TF32 on
-#                                 and off, bf16 --tf32 and fp32 TF32 with the vocabulary padded to
-#                                 50,304 (--make_vocab_size_divisible_by 128), and the data-parallel
+#   tools/gpu_bench.sh            bf16 tokens/s and MFU (as it is: the linear layers' and the
+#                                 head's products on bf16 tensor cores, kernel_ops.h
+#                                 MatmulOperands, attention's on TF32; with every 16-bit operand
+#                                 copied instead of read from its source; and with --tf32), fp32
+#                                 tokens/s with TF32 on and off, bf16, bf16 --tf32 and fp32 TF32
+#                                 with the vocabulary padded to 50,304
+#                                 (--make_vocab_size_divisible_by 128), and the data-parallel
 #                                 stages at world size 1 against the baseline
 #
 # MFU = FLOP/token × tokens/s / peak, where FLOP/token is what the kernels executed per token in
@@ -74,7 +76,11 @@ echo
 echo "| run | tokens/s | FLOP/token | MFU (of the bf16 peak) |"
 echo "|---|---|---|---|"
 read -r tok flop < <(run baseline --precision bf16)
-echo "| baseline, bf16 (16-bit operands on bf16 tensor cores, the rest fp32) | $tok | $flop | $(mfu "$tok" "$flop") |"
+echo "| baseline, bf16 (linear layers and head on bf16 tensor cores, attention on TF32) | $tok | $flop | $(mfu "$tok" "$flop") |"
+# The same with every 16-bit operand copied, none read from its widened source (context.h
+# sixteen_bit_sources_enabled): what the sources save, measured in this sitting.
+read -r tok flop < <(LLMP_CUDA_COPY_16BIT_OPERANDS=1 run baseline --precision bf16)
+echo "| baseline, bf16, every 16-bit operand copied (LLMP_CUDA_COPY_16BIT_OPERANDS=1) | $tok | $flop | $(mfu "$tok" "$flop") |"
 read -r tok flop < <(run baseline --precision bf16 --tf32)
 echo "| baseline, bf16 with --tf32 (every product on tensor cores) | $tok | $flop | $(mfu "$tok" "$flop") |"
 read -r tok flop < <(run baseline --tf32)
@@ -83,6 +89,8 @@ echo "| baseline, fp32 with TF32 | $tok | $flop | $(mfu "$tok" "$flop") |"
 # the 47 pad columns of the logits masked; the same model): aligned logits rows for the head's
 # three products. FLOP/token then counts the pad columns' products too: 6·C·47 = 216,576 per
 # token, 0.03% of it.
+read -r tok flop < <(run baseline --precision bf16 --make_vocab_size_divisible_by 128)
+echo "| baseline, bf16, vocabulary padded to 50,304 | $tok | $flop | $(mfu "$tok" "$flop") |"
 read -r tok flop < <(run baseline --precision bf16 --tf32 --make_vocab_size_divisible_by 128)
 echo "| baseline, bf16 with --tf32, vocabulary padded to 50,304 | $tok | $flop | $(mfu "$tok" "$flop") |"
 read -r tok flop < <(run baseline --tf32 --make_vocab_size_divisible_by 128)

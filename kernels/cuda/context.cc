@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 #include "kernels/cuda/cuda_check.h"
 
@@ -100,6 +101,14 @@ void* workspace(size_t bytes) {
 cudaDataType_t sixteen_bit_operands() { return state().operands16; }
 
 SixteenBitSources& sixteen_bit_sources() { return state().sources; }
+
+bool sixteen_bit_sources_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("LLMP_CUDA_COPY_16BIT_OPERANDS");
+    return v == nullptr || std::string(v) != "1";
+  }();
+  return on;
+}
 
 SixteenBitOperands::SixteenBitOperands(cudaDataType_t type) : previous_(state().operands16) {
   state().operands16 = type;

@@ -85,6 +85,10 @@ class SixteenBitOperands {
 /// model's F32In and FlatParams): matmul.cu's 16-bit products read an operand inside one from
 /// its 16-bit source and copy only the others.
 SixteenBitSources& sixteen_bit_sources();
+/// false when the environment sets LLMP_CUDA_COPY_16BIT_OPERANDS=1: run_product then copies
+/// every operand as before the sources existed (a benchmark's A/B in one sitting,
+/// tools/gpu_bench.sh; the results are the same bits either way). Read once.
+bool sixteen_bit_sources_enabled();
 
 /// While alive, run_gemm's products use TF32 tensor cores: the caller promises that every operand
 /// is exactly a TF32 value (mixed precision's widened bf16/fp16 values, KernelOps::

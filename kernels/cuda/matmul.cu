@@ -31,8 +31,9 @@ void run_product(const GemmArgs& g) {
   }
   const DType d = type == CUDA_R_16BF ? DType::kBF16 : DType::kF16;
   const int64_t na = a_extent(g), nb = b_extent(g);
-  const void* a16 = sixteen_bit_sources().find(g.A, na, d);
-  const void* b16 = sixteen_bit_sources().find(g.B, nb, d);
+  const bool sources = sixteen_bit_sources_enabled();
+  const void* a16 = sources ? sixteen_bit_sources().find(g.A, na, d) : nullptr;
+  const void* b16 = sources ? sixteen_bit_sources().find(g.B, nb, d) : nullptr;
   const int64_t a_bytes = a16 ? 0 : (na * 2 + 255) / 256 * 256, b_bytes = b16 ? 0 : nb * 2;
   if (a_bytes + b_bytes > 0) {
     char* ws = static_cast<char*>(workspace(static_cast<size_t>(a_bytes + b_bytes)));
