@@ -3,11 +3,10 @@
 #include "kernels/cuda/attention.h"
 
 #include <cmath>
-#include <stdexcept>
-#include <string>
 
 #include "kernels/cuda/context.h"
 #include "kernels/cuda/device_util.h"
+#include "kernels/cuda/dtype_io.h"
 #include "kernels/cuda/gemm_args.h"
 #include "kernels/cuda/shared_math.h"
 
@@ -57,17 +56,6 @@ __global__ void softmax_backward_kernel(float* dP, const float* P, int64_t rows,
 float head_scale(int C, int H) { return 1.0f / std::sqrt(static_cast<float>(C / H)); }
 
 }  // namespace
-
-Round16 round16_of(DType probs_dtype, const char* what) {
-  switch (probs_dtype) {
-    case DType::kF32: return Round16::kNone;
-    case DType::kF16: return Round16::kF16;
-    case DType::kBF16: return Round16::kBF16;
-    default:
-      throw std::invalid_argument(std::string(what) + ": probs_dtype " + to_string(probs_dtype) +
-                                  " is not f32, f16 or bf16");
-  }
-}
 
 void causal_softmax(float* s, int64_t rows, int Tl, int T, int g0, float scale, Round16 r) {
   if (rows <= 0) return;

@@ -65,9 +65,6 @@ void causal_softmax(float* s, int64_t rows, int Tl, int T, int g0, float scale,
 void causal_softmax_backward(float* dp, const float* P, int64_t rows, int Tl, int T, int g0,
                              float scale, Round16 r = Round16::kNone);
 
-/// The Round16 of a probs_dtype: kNone for f32. Throws std::invalid_argument naming
-/// `what` and any dtype that is none of f32, f16, bf16.
-Round16 round16_of(DType probs_dtype, const char* what);
 
 }  // namespace cuda
 }  // namespace llmp

@@ -42,5 +42,11 @@ inline Fmt fmt_of(DType t, const char* what) {
   }
 }
 
+/// The Round16 (shared_math.h) of an f32/f16/bf16 DType: kNone for f32. Throws as fmt_of.
+inline Round16 round16_of(DType t, const char* what) {
+  const Fmt f = fmt_of(t, what);
+  return f == Fmt::kBF16 ? Round16::kBF16 : f == Fmt::kF16 ? Round16::kF16 : Round16::kNone;
+}
+
 }  // namespace cuda
 }  // namespace llmp

@@ -96,9 +96,8 @@ void round_to(const float* src, void* dst, DType dst_dtype, int64_t n) {
 }
 
 void round_values(float* x, DType dtype, int64_t n) {
-  const Fmt f = fmt_of(dtype, "cuda::round_values");
-  if (n <= 0 || f == Fmt::kF32) return;
-  const Round16 r = f == Fmt::kBF16 ? Round16::kBF16 : Round16::kF16;
+  const Round16 r = round16_of(dtype, "cuda::round_values");
+  if (n <= 0 || r == Round16::kNone) return;
   round_values_kernel<<<elementwise_blocks(n), kThreads, 0, stream()>>>(x, n, r);
   LLMP_LAUNCH_CHECK();
 }
