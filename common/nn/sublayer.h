@@ -49,7 +49,9 @@ Tensor statistic(std::vector<int64_t> shape, Device device = Device::kCPU);
 /// 16 bits), and then a GPU runs those products on tensor cores. bf16 has fp32's exponent range,
 /// so this loses precision only. f32 otherwise: fp16 would also lose range (values under 2⁻¹⁴
 /// become subnormal, under 2⁻²⁴ zero), and with it the mixed_precision stage's mini run at
-/// S₀ = 2¹² ended 0.14 nats above fp32 instead of 0.04 (its tolerance test's bound is 0.05).
+/// S₀ = 2¹² ended 0.14 nats above fp32 instead of 0.04 (its tolerance test's bound is 0.05; one
+/// run, and step 200 of mini is sensitive to small changes, so a reason for caution, not a
+/// proof of harm).
 DType rounded_products(DType activations);
 
 /// res1 (B,Tl,C) = x + attention(ln_1(x)); fills `c` anew. keep_probs false (selective
