@@ -68,26 +68,37 @@ class Table final : public KernelOps {
     FakeDevice::Access a(dev_);
     cpu_.matmul_nt_backward(dx, dWt, dy, x, Wt, N, C, OC);
   }
-  void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int H,
-                         DType probs_dtype) override {
+  // P through an fp32 copy on the device when it is stored in 16 bits (Fp32Copy), as the CPU's
+  // table does; qkv and dout are read from their noted 16-bit sources by a GPU's products.
+  void attention_forward(float* out, void* att, DType att_dtype, const float* qkv, int B, int T,
+                         int C, int H, DType probs_dtype) override {
     on_device("attention_forward", {out, att, qkv});
     count("attention_forward", probs_dtype);
+    check_source("attention_forward", "qkv", qkv, int64_t{B} * T * 3 * C);
+    Fp32Copy P(att, att_dtype, int64_t{B} * H * T * T, device(), false, true);
     FakeDevice::Access a(dev_);
-    cpu_.attention_forward(out, att, qkv, B, T, C, H, probs_dtype);
+    cpu_.attention_forward(out, P.get(), DType::kF32, qkv, B, T, C, H, probs_dtype);
   }
-  void attention_probs(float* att, const float* qkv, int B, int T, int C, int H,
+  void attention_probs(void* att, DType att_dtype, const float* qkv, int B, int T, int C, int H,
                        DType probs_dtype) override {
     on_device("attention_probs", {att, qkv});
     count("attention_probs", probs_dtype);
+    check_source("attention_probs", "qkv", qkv, int64_t{B} * T * 3 * C);
+    Fp32Copy P(att, att_dtype, int64_t{B} * H * T * T, device(), false, true);
     FakeDevice::Access a(dev_);
-    cpu_.attention_probs(att, qkv, B, T, C, H, probs_dtype);
+    cpu_.attention_probs(P.get(), DType::kF32, qkv, B, T, C, H, probs_dtype);
   }
-  void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att,
-                          float* scratch, int B, int T, int C, int H, DType probs_dtype) override {
+  void attention_backward(float* dqkv, const float* dout, const float* qkv, const void* att,
+                          DType att_dtype, float* scratch, int B, int T, int C, int H,
+                          DType probs_dtype) override {
     on_device("attention_backward", {dqkv, dout, qkv, att, scratch});
     count("attention_backward", probs_dtype);
+    check_source("attention_backward", "dout", dout, int64_t{B} * T * C);
+    check_source("attention_backward", "qkv", qkv, int64_t{B} * T * 3 * C);
+    const Fp32Copy P(att, att_dtype, int64_t{B} * H * T * T, device(), true, false);
     FakeDevice::Access a(dev_);
-    cpu_.attention_backward(dqkv, dout, qkv, att, scratch, B, T, C, H, probs_dtype);
+    cpu_.attention_backward(dqkv, dout, qkv, P.get(), DType::kF32, scratch, B, T, C, H,
+                            probs_dtype);
   }
   void attention_block_forward(float* o, int ld_o, float* m, float* l, float* scores,
                                const float* q, int ld_q, const float* k, const float* v, int ld_kv,
@@ -98,15 +109,13 @@ class Table final : public KernelOps {
   }
   void attention_block_finalize(float* o, int ld_o, float* lse, const float* m, const float* l,
                                 int B, int H, int Tl, int hs) override {
-    on_device("attention_block_finalize", {o, lse, m, l});
-    FakeDevice::Access a(dev_);
-    cpu_.attention_block_finalize(o, ld_o, lse, m, l, B, H, Tl, hs);
+    run("attention_block_finalize", {o, lse, m, l},
+        [&] { cpu_.attention_block_finalize(o, ld_o, lse, m, l, B, H, Tl, hs); });
   }
   void attention_block_rowdot(float* D, const float* dout, const float* out, int ld_o, int B,
                               int H, int Tl, int hs) override {
-    on_device("attention_block_rowdot", {D, dout, out});
-    FakeDevice::Access a(dev_);
-    cpu_.attention_block_rowdot(D, dout, out, ld_o, B, H, Tl, hs);
+    run("attention_block_rowdot", {D, dout, out},
+        [&] { cpu_.attention_block_rowdot(D, dout, out, ld_o, B, H, Tl, hs); });
   }
   void attention_block_backward(float* dq, float* dk, float* dv, int ld_dkv, float* P, float* dS,
                                 const float* q, int ld_q, const float* k, const float* v,
@@ -120,9 +129,8 @@ class Table final : public KernelOps {
   }
   void copy_columns(float* dst, int ld_dst, const float* src, int ld_src, int64_t rows,
                     int cols) override {
-    on_device("copy_columns", {dst, src});
-    FakeDevice::Access a(dev_);
-    cpu_.copy_columns(dst, ld_dst, src, ld_src, rows, cols);
+    run("copy_columns", {dst, src},
+        [&] { cpu_.copy_columns(dst, ld_dst, src, ld_src, rows, cols); });
   }
   void gemm_strided_batched(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
                             const float* A, int lda, int64_t stride_a, const float* B, int ldb,
@@ -134,113 +142,87 @@ class Table final : public KernelOps {
                               stride_b, beta, C, ldc, stride_c, batch);
   }
   void causal_softmax_rows(float* s, int64_t rows, int Tl, int T, int g0) override {
-    on_device("causal_softmax_rows", {s});
-    FakeDevice::Access a(dev_);
-    cpu_.causal_softmax_rows(s, rows, Tl, T, g0);
+    run("causal_softmax_rows", {s}, [&] { cpu_.causal_softmax_rows(s, rows, Tl, T, g0); });
   }
   void causal_softmax_rows_backward(float* dp, const float* P, int64_t rows, int Tl, int T,
                                     int g0, float scale) override {
-    on_device("causal_softmax_rows_backward", {dp, P});
-    FakeDevice::Access a(dev_);
-    cpu_.causal_softmax_rows_backward(dp, P, rows, Tl, T, g0, scale);
+    run("causal_softmax_rows_backward", {dp, P},
+        [&] { cpu_.causal_softmax_rows_backward(dp, P, rows, Tl, T, g0, scale); });
   }
   void layernorm_forward(float* y, float* mean, float* rstd, const float* x, const float* w,
                          const float* b, int N, int C) override {
-    on_device("layernorm_forward", {y, mean, rstd, x, w, b});
-    FakeDevice::Access a(dev_);
-    cpu_.layernorm_forward(y, mean, rstd, x, w, b, N, C);
+    run("layernorm_forward", {y, mean, rstd, x, w, b},
+        [&] { cpu_.layernorm_forward(y, mean, rstd, x, w, b, N, C); });
   }
   void layernorm_backward(float* dx, float* dw, float* db, const float* dy, const float* x,
                           const float* w, const float* mean, const float* rstd, int N,
                           int C) override {
-    on_device("layernorm_backward", {dx, dw, db, dy, x, w, mean, rstd});
-    FakeDevice::Access a(dev_);
-    cpu_.layernorm_backward(dx, dw, db, dy, x, w, mean, rstd, N, C);
+    run("layernorm_backward", {dx, dw, db, dy, x, w, mean, rstd},
+        [&] { cpu_.layernorm_backward(dx, dw, db, dy, x, w, mean, rstd, N, C); });
   }
   void layernorm_backward_weight(float* dw, float* db, const float* dy, const float* x,
                                  const float* mean, const float* rstd, int N, int C) override {
-    on_device("layernorm_backward_weight", {dw, db, dy, x, mean, rstd});
-    FakeDevice::Access a(dev_);
-    cpu_.layernorm_backward_weight(dw, db, dy, x, mean, rstd, N, C);
+    run("layernorm_backward_weight", {dw, db, dy, x, mean, rstd},
+        [&] { cpu_.layernorm_backward_weight(dw, db, dy, x, mean, rstd, N, C); });
   }
   void gelu_forward(float* y, const float* x, long N) override {
-    on_device("gelu_forward", {y, x});
-    FakeDevice::Access a(dev_);
-    cpu_.gelu_forward(y, x, N);
+    run("gelu_forward", {y, x}, [&] { cpu_.gelu_forward(y, x, N); });
   }
   void gelu_backward(float* dx, const float* x, const float* dy, long N) override {
-    on_device("gelu_backward", {dx, x, dy});
-    FakeDevice::Access a(dev_);
-    cpu_.gelu_backward(dx, x, dy, N);
+    run("gelu_backward", {dx, x, dy}, [&] { cpu_.gelu_backward(dx, x, dy, N); });
   }
   void residual_bias_add(float* out, const float* x, const float* y, const float* b, long N,
                          int C) override {
-    on_device("residual_bias_add", {out, x, y, b});
-    FakeDevice::Access a(dev_);
-    cpu_.residual_bias_add(out, x, y, b, N, C);
+    run("residual_bias_add", {out, x, y, b}, [&] { cpu_.residual_bias_add(out, x, y, b, N, C); });
   }
   void residual_bias_backward(float* db, const float* dy, long N, int C) override {
-    on_device("residual_bias_backward", {db, dy});
-    FakeDevice::Access a(dev_);
-    cpu_.residual_bias_backward(db, dy, N, C);
+    run("residual_bias_backward", {db, dy}, [&] { cpu_.residual_bias_backward(db, dy, N, C); });
   }
   void token_embedding_forward(float* out, const int32_t* tokens, const float* wte, int v0, int Vr,
                                int N, int C) override {
-    on_device("token_embedding_forward", {out, tokens, wte});
-    FakeDevice::Access a(dev_);
-    cpu_.token_embedding_forward(out, tokens, wte, v0, Vr, N, C);
+    run("token_embedding_forward", {out, tokens, wte},
+        [&] { cpu_.token_embedding_forward(out, tokens, wte, v0, Vr, N, C); });
   }
   void token_embedding_backward(float* dwte, const float* dout, const int32_t* tokens, int v0,
                                 int Vr, int N, int C) override {
-    on_device("token_embedding_backward", {dwte, dout, tokens});
-    FakeDevice::Access a(dev_);
-    cpu_.token_embedding_backward(dwte, dout, tokens, v0, Vr, N, C);
+    run("token_embedding_backward", {dwte, dout, tokens},
+        [&] { cpu_.token_embedding_backward(dwte, dout, tokens, v0, Vr, N, C); });
   }
   void position_embedding_forward(float* x, const float* wpe, int B, int Tl, int t0,
                                   int C) override {
-    on_device("position_embedding_forward", {x, wpe});
-    FakeDevice::Access a(dev_);
-    cpu_.position_embedding_forward(x, wpe, B, Tl, t0, C);
+    run("position_embedding_forward", {x, wpe},
+        [&] { cpu_.position_embedding_forward(x, wpe, B, Tl, t0, C); });
   }
   void position_embedding_backward(float* dwpe, const float* dx, int B, int Tl, int t0,
                                    int C) override {
-    on_device("position_embedding_backward", {dwpe, dx});
-    FakeDevice::Access a(dev_);
-    cpu_.position_embedding_backward(dwpe, dx, B, Tl, t0, C);
+    run("position_embedding_backward", {dwpe, dx},
+        [&] { cpu_.position_embedding_backward(dwpe, dx, B, Tl, t0, C); });
   }
   void position_embedding_forward_at(float* x, const float* wpe, int B, int Tl,
                                      const int* positions, int C) override {
-    on_device("position_embedding_forward_at", {x, wpe, positions});
-    FakeDevice::Access a(dev_);
-    cpu_.position_embedding_forward_at(x, wpe, B, Tl, positions, C);
+    run("position_embedding_forward_at", {x, wpe, positions},
+        [&] { cpu_.position_embedding_forward_at(x, wpe, B, Tl, positions, C); });
   }
   void position_embedding_backward_at(float* dwpe, const float* dx, int B, int Tl,
                                       const int* positions, int C) override {
-    on_device("position_embedding_backward_at", {dwpe, dx, positions});
-    FakeDevice::Access a(dev_);
-    cpu_.position_embedding_backward_at(dwpe, dx, B, Tl, positions, C);
+    run("position_embedding_backward_at", {dwpe, dx, positions},
+        [&] { cpu_.position_embedding_backward_at(dwpe, dx, B, Tl, positions, C); });
   }
   void cross_entropy_row_max(float* m, const float* z, int N, int Vr) override {
-    on_device("cross_entropy_row_max", {m, z});
-    FakeDevice::Access a(dev_);
-    cpu_.cross_entropy_row_max(m, z, N, Vr);
+    run("cross_entropy_row_max", {m, z}, [&] { cpu_.cross_entropy_row_max(m, z, N, Vr); });
   }
   void cross_entropy_exp_sums(float* sums, float* z, const int32_t* y, int v0, int N, int Vr,
                               const float* m) override {
-    on_device("cross_entropy_exp_sums", {sums, z, y, m});
-    FakeDevice::Access a(dev_);
-    cpu_.cross_entropy_exp_sums(sums, z, y, v0, N, Vr, m);
+    run("cross_entropy_exp_sums", {sums, z, y, m},
+        [&] { cpu_.cross_entropy_exp_sums(sums, z, y, v0, N, Vr, m); });
   }
   double cross_entropy_loss(float* z, const int32_t* y, int v0, int N, int Vr, const float* m,
                             const float* sums, float dloss, bool backward) override {
-    on_device("cross_entropy_loss", {z, y, m, sums});
-    FakeDevice::Access a(dev_);
-    return cpu_.cross_entropy_loss(z, y, v0, N, Vr, m, sums, dloss, backward);
+    return run("cross_entropy_loss", {z, y, m, sums},
+               [&] { return cpu_.cross_entropy_loss(z, y, v0, N, Vr, m, sums, dloss, backward); });
   }
   void widen(const void* src, DType src_dtype, float* dst, int64_t n) override {
-    on_device("widen", {src, dst});
-    FakeDevice::Access a(dev_);
-    cpu_.widen(src, src_dtype, dst, n);
+    run("widen", {src, dst}, [&] { cpu_.widen(src, src_dtype, dst, n); });
   }
   void round_values(float* x, DType dtype, int64_t n) override {
     on_device("round_values", {x});
@@ -250,21 +232,16 @@ class Table final : public KernelOps {
   }
   void round_to(const float* src, void* dst, DType dst_dtype, int64_t n,
                 cpu::RoundStats* stats) override {
-    on_device("round_to", {src, dst});
-    FakeDevice::Access a(dev_);
-    cpu_.round_to(src, dst, dst_dtype, n, stats);
+    run("round_to", {src, dst}, [&] { cpu_.round_to(src, dst, dst_dtype, n, stats); });
   }
   void accumulate_to(const float* src, void* dst, DType dst_dtype, int64_t n,
                      cpu::RoundStats* stats) override {
-    on_device("accumulate_to", {src, dst});
-    FakeDevice::Access a(dev_);
-    cpu_.accumulate_to(src, dst, dst_dtype, n, stats);
+    run("accumulate_to", {src, dst}, [&] { cpu_.accumulate_to(src, dst, dst_dtype, n, stats); });
   }
   void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1,
                     float beta2, float eps, float weight_decay, float c1, float c2) override {
-    on_device("adamw_update", {p, g, m, v});
-    FakeDevice::Access a(dev_);
-    cpu_.adamw_update(p, g, m, v, n, lr, beta1, beta2, eps, weight_decay, c1, c2);
+    run("adamw_update", {p, g, m, v},
+        [&] { cpu_.adamw_update(p, g, m, v, n, lr, beta1, beta2, eps, weight_decay, c1, c2); });
   }
   void adamw_update_mixed(void* params16, DType param_dtype, const void* grads16,
                           DType grad_dtype, float grad_scale, float* master, float* m, float* v,
@@ -276,59 +253,46 @@ class Table final : public KernelOps {
                             n, lr, beta1, beta2, eps, weight_decay, c1, c2);
   }
   int64_t count_nonfinite(const float* x, int64_t n) override {
-    on_device("count_nonfinite", {x});
-    FakeDevice::Access a(dev_);
-    return cpu_.count_nonfinite(x, n);
+    return run("count_nonfinite", {x}, [&] { return cpu_.count_nonfinite(x, n); });
   }
   // ---- rounding statistics (kernel_ops.h count_rounding): read-only on both buffers.
   cpu::RoundStats count_rounding(const float* src, const void* dst, DType dst_dtype, int64_t n,
                                  bool accumulate) override {
-    on_device("count_rounding", {src, dst});
-    FakeDevice::Access a(dev_);
-    return cpu_.count_rounding(src, dst, dst_dtype, n, accumulate);
+    return run("count_rounding", {src, dst},
+               [&] { return cpu_.count_rounding(src, dst, dst_dtype, n, accumulate); });
   }
 
   // ---- 2D / 2.5D tensor parallelism (kernels/cpu/tp_grid.h).
   void add_to(float* y, const float* x, int64_t n) override {
-    on_device("add_to", {y, x});
-    FakeDevice::Access a(dev_);
-    cpu_.add_to(y, x, n);
+    run("add_to", {y, x}, [&] { cpu_.add_to(y, x, n); });
   }
   void bias_add(float* y, const float* b, long N, int C) override {
-    on_device("bias_add", {y, b});
-    FakeDevice::Access a(dev_);
-    cpu_.bias_add(y, b, N, C);
+    run("bias_add", {y, b}, [&] { cpu_.bias_add(y, b, N, C); });
   }
   void layernorm_partial_sum(float* s, const float* x, long N, int Cl) override {
-    on_device("layernorm_partial_sum", {s, x});
-    FakeDevice::Access a(dev_);
-    cpu_.layernorm_partial_sum(s, x, N, Cl);
+    run("layernorm_partial_sum", {s, x}, [&] { cpu_.layernorm_partial_sum(s, x, N, Cl); });
   }
   void layernorm_partial_sq(float* mean, float* s, const float* x, long N, int Cl,
                             int C) override {
-    on_device("layernorm_partial_sq", {mean, s, x});
-    FakeDevice::Access a(dev_);
-    cpu_.layernorm_partial_sq(mean, s, x, N, Cl, C);
+    run("layernorm_partial_sq", {mean, s, x},
+        [&] { cpu_.layernorm_partial_sq(mean, s, x, N, Cl, C); });
   }
   void layernorm_normalize(float* y, float* mean_out, float* rstd_out, const float* x,
                            const float* w, const float* b, const float* mean, const float* s,
                            long N, int Cl, int C) override {
-    on_device("layernorm_normalize", {y, mean_out, rstd_out, x, w, b, mean, s});
-    FakeDevice::Access a(dev_);
-    cpu_.layernorm_normalize(y, mean_out, rstd_out, x, w, b, mean, s, N, Cl, C);
+    run("layernorm_normalize", {y, mean_out, rstd_out, x, w, b, mean, s},
+        [&] { cpu_.layernorm_normalize(y, mean_out, rstd_out, x, w, b, mean, s, N, Cl, C); });
   }
   void layernorm_backward_partial(float* s, const float* dy, const float* x, const float* w,
                                   const float* mean, const float* rstd, long N, int Cl) override {
-    on_device("layernorm_backward_partial", {s, dy, x, w, mean, rstd});
-    FakeDevice::Access a(dev_);
-    cpu_.layernorm_backward_partial(s, dy, x, w, mean, rstd, N, Cl);
+    run("layernorm_backward_partial", {s, dy, x, w, mean, rstd},
+        [&] { cpu_.layernorm_backward_partial(s, dy, x, w, mean, rstd, N, Cl); });
   }
   void layernorm_backward_apply(float* dx, const float* s, const float* dy, const float* x,
                                 const float* w, const float* mean, const float* rstd, long N,
                                 int Cl, int C) override {
-    on_device("layernorm_backward_apply", {dx, s, dy, x, w, mean, rstd});
-    FakeDevice::Access a(dev_);
-    cpu_.layernorm_backward_apply(dx, s, dy, x, w, mean, rstd, N, Cl, C);
+    run("layernorm_backward_apply", {dx, s, dy, x, w, mean, rstd},
+        [&] { cpu_.layernorm_backward_apply(dx, s, dy, x, w, mean, rstd, N, Cl, C); });
   }
   // ---- end of 2D / 2.5D tensor parallelism.
 
@@ -355,6 +319,15 @@ class Table final : public KernelOps {
     std::fprintf(stderr, "FakeKernelOps: %s: %s differs from its noted 16-bit source (a stale "
                  "note_source)\n", kernel, name);
     std::abort();
+  }
+  /// Stops the process unless every pointer is device memory (on_device), then runs f with the
+  /// device's memory open.
+  template <class F>
+  auto run(const char* kernel, std::initializer_list<const void*> pointers, F f)
+      -> decltype(f()) {
+    on_device(kernel, pointers);
+    FakeDevice::Access a(dev_);
+    return f();
   }
   void on_device(const char* kernel, std::initializer_list<const void*> pointers) const {
     int i = 0;

@@ -19,12 +19,24 @@
 //
 // scratch: IGNORED. The CPU twin computes dP one head at a time in T·T floats; here the H heads
 // of a batch entry are batched, so dP/dS (H·T·T floats) live in the workspace of context.h.
-// sixteen_bit_inputs: qkv, dout and att hold bf16/fp16 values (mixed precision's widened
-// activations; KernelOps::set_matmul_operands), exact in TF32, so the three products among them
-// (Q Kᵀ, dY Vᵀ, Pᵀ dY) run on TF32 tensor cores (context.h ExactTf32Operands). probs_dtype: as
-// kernels/cpu/attention.h, the softmax kernels write P and dS rounded to it (shared_math.h
-// round16); with 16-bit inputs and a 16-bit probs_dtype the other three (P V, dS K, dSᵀ Q) read
-// only 16-bit values and run on TF32 too, else in fp32.
+//
+// att_dtype: the dtype P is stored in (KernelOps::attention_*: the model's activation dtype).
+//   f32: as above, P in att; sixteen_bit_inputs: qkv, dout and att hold bf16/fp16 values (mixed
+//     precision's widened activations; KernelOps::set_matmul_operands), exact in TF32, so the
+//     three products among them (Q Kᵀ, dY Vᵀ, Pᵀ dY) run on TF32 tensor cores (context.h
+//     ExactTf32Operands); with a 16-bit probs_dtype the other three (P V, dS K, dSᵀ Q) read only
+//     16-bit values and run on TF32 too, else in fp32.
+//   f16/bf16: no fp32 P of the whole batch exists. Per batch entry the scores go to an fp32
+//     workspace (H,T,T) and the softmax writes P into att in 16 bits; Q, K, V, dY are read from
+//     their 16-bit sources (sixteen_bit_sources.h; else rounded copies); every product reads
+//     16-bit operands on 16-bit tensor cores with fp32 accumulation, except P V, dS K, dSᵀ Q when
+//     probs_dtype is not att_dtype (fp16: P and dS unrounded, as kernels/cpu), which read the fp32
+//     P / dS of the workspace. sixteen_bit_inputs is not consulted: a 16-bit att promises 16-bit
+//     qkv and dout values. Bytes moved per element of P (arithmetic, not measured): forward 12
+//     (scores 4, softmax 4 + 2, P V 2) against 22 through common/nn's fp32 copy of P and its
+//     rounding; backward, P's reads 4 against 14 (its widening included), dP and dS 14 against 20.
+// probs_dtype: as kernels/cpu/attention.h, the softmax kernels write P and dS rounded to it
+// (shared_math.h round16).
 // Glossary: B batch, T sequence, C channels, H heads, hs = C/H. Device pointers, on stream().
 #pragma once
 
@@ -36,18 +48,20 @@
 namespace llmp {
 namespace cuda {
 
-/// out (B,T,C) = causal multi-head attention of qkv (B,T,3C); att (B,H,T,T) receives P.
-void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int H,
-                       bool sixteen_bit_inputs = false, DType probs_dtype = DType::kF32);
+/// out (B,T,C) = causal multi-head attention of qkv (B,T,3C); att (B,H,T,T) of att_dtype receives
+/// P. Throws std::invalid_argument naming an att_dtype or probs_dtype not f32, f16 or bf16.
+void attention_forward(float* out, void* att, DType att_dtype, const float* qkv, int B, int T,
+                       int C, int H, bool sixteen_bit_inputs = false,
+                       DType probs_dtype = DType::kF32);
 
 /// att (B,H,T,T) = P of attention_forward alone (the same kernels, hence the same bits).
-void attention_probs(float* att, const float* qkv, int B, int T, int C, int H,
+void attention_probs(void* att, DType att_dtype, const float* qkv, int B, int T, int C, int H,
                      bool sixteen_bit_inputs = false, DType probs_dtype = DType::kF32);
 
 /// dqkv (B,T,3C) OVERWRITTEN with ∂L/∂qkv, given dout (B,T,C), the forward's qkv and att.
 /// scratch is not used (see above): pass nullptr or the CPU twin's T·T buffer.
-void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att,
-                        float* scratch, int B, int T, int C, int H,
+void attention_backward(float* dqkv, const float* dout, const float* qkv, const void* att,
+                        DType att_dtype, float* scratch, int B, int T, int C, int H,
                         bool sixteen_bit_inputs = false, DType probs_dtype = DType::kF32);
 
 // ---- The causal softmax of the score rows, shared with ring self-attention (ring_self_block.cu):

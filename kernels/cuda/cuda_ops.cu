@@ -100,21 +100,23 @@ class CudaKernelOps final : public KernelOps {
     const cuda::SixteenBitOperands operands(sixteen_bit_type());
     cuda::matmul_nt_backward(dx, dWt, dy, x, Wt, N, C, OC);
   }
-  void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int H,
-                         DType probs_dtype) override {
+  void attention_forward(float* out, void* att, DType att_dtype, const float* qkv, int B, int T,
+                         int C, int H, DType probs_dtype) override {
     cpu::count_flops(attention_flops(B, T, C, H, 1, 1));  // Q Kᵀ square, P V triangle
-    cuda::attention_forward(out, att, qkv, B, T, C, H, matmul_operands() != DType::kF32,
-                            probs_dtype);
+    cuda::attention_forward(out, att, att_dtype, qkv, B, T, C, H,
+                            matmul_operands() != DType::kF32, probs_dtype);
   }
-  void attention_probs(float* att, const float* qkv, int B, int T, int C, int H,
+  void attention_probs(void* att, DType att_dtype, const float* qkv, int B, int T, int C, int H,
                        DType probs_dtype) override {
     cpu::count_flops(attention_flops(B, T, C, H, 1, 0));  // Q Kᵀ only
-    cuda::attention_probs(att, qkv, B, T, C, H, matmul_operands() != DType::kF32, probs_dtype);
+    cuda::attention_probs(att, att_dtype, qkv, B, T, C, H, matmul_operands() != DType::kF32,
+                          probs_dtype);
   }
-  void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att,
-                          float* scratch, int B, int T, int C, int H, DType probs_dtype) override {
+  void attention_backward(float* dqkv, const float* dout, const float* qkv, const void* att,
+                          DType att_dtype, float* scratch, int B, int T, int C, int H,
+                          DType probs_dtype) override {
     cpu::count_flops(attention_flops(B, T, C, H, 1, 3));  // dY Vᵀ square; three triangles
-    cuda::attention_backward(dqkv, dout, qkv, att, scratch, B, T, C, H,
+    cuda::attention_backward(dqkv, dout, qkv, att, att_dtype, scratch, B, T, C, H,
                              matmul_operands() != DType::kF32, probs_dtype);
   }
   void attention_block_forward(float* o, int ld_o, float* m, float* l, float* scores,

@@ -104,31 +104,30 @@ GemmArgs matmul_nt_backward_weight_gemm(float* dWt, const float* dy, const float
 // Attention, batch entry b, head h (the batch index of the call). Q, K, V of head h are (T,hs)
 // row-major with row stride 3C at qkv + b·T·3C + h·hs (+C for K, +2C for V): their column-major
 // views are Qᵀ, Kᵀ, Vᵀ (hs,T) with ld 3C, and head h+1 starts hs floats later (stride hs).
-// att's (T,T) block of (b,h) is at att + (b·H + h)·T·T, ld T: its view is Pᵀ.
+// The (T,T) block of head h in an entry's (H,T,T) block S/P/dP/dS is at h·T·T, ld T: its view
+// is the transpose.
 // out's Y of head h is (T,hs) at out + b·T·C + h·hs, row stride C: its view is Yᵀ ld C.
 
 namespace {
 int64_t qkv_at(int b, int T, int C) { return static_cast<int64_t>(b) * T * 3 * C; }
-int64_t sq_at(int b, int T, int H) { return static_cast<int64_t>(b) * H * T * T; }
 }  // namespace
 
 // S (T,T) = Q Kᵀ.  Sᵀ = K Qᵀ.  K = op T of K' (hs,T); Q' = Qᵀ op N.  m = T, n = T, k = hs,
 // A = K (lda 3C), B = Q (ldb 3C), C = S (ldc T).
-GemmArgs attention_scores_gemm(float* att, const float* qkv, int b, int T, int C, int H) {
+GemmArgs attention_scores_gemm(float* S, const float* qkv, int b, int T, int C, int H) {
   const int hs = C / H, C3 = 3 * C;
   const float* q = qkv + qkv_at(b, T, C);
-  return batched(gemm(true, false, T, T, hs, q + C, "K", C3, q, "Q", C3, att + sq_at(b, T, H),
-                      "S", T, 1.0f, 0.0f),
+  return batched(gemm(true, false, T, T, hs, q + C, "K", C3, q, "Q", C3, S, "S", T, 1.0f, 0.0f),
                  H, hs, hs, static_cast<int64_t>(T) * T);
 }
 
 // Y (T,hs) = P V.  Yᵀ (hs,T) = Vᵀ Pᵀ = V' P', op N both.  m = hs, n = T, k = T,
 // A = V (lda 3C), B = P (ldb T), C = Y (ldc C, stride hs).
-GemmArgs attention_pv_gemm(float* out, const float* att, const float* qkv, int b, int T, int C,
+GemmArgs attention_pv_gemm(float* out, const float* P, const float* qkv, int b, int T, int C,
                            int H) {
   const int hs = C / H, C3 = 3 * C;
   const float* v = qkv + qkv_at(b, T, C) + 2 * C;
-  return batched(gemm(false, false, hs, T, T, v, "V", C3, att + sq_at(b, T, H), "P", T,
+  return batched(gemm(false, false, hs, T, T, v, "V", C3, P, "P", T,
                       out + static_cast<int64_t>(b) * T * C, "Y", C, 1.0f, 0.0f),
                  H, hs, static_cast<int64_t>(T) * T, hs);
 }
@@ -146,11 +145,11 @@ GemmArgs attention_dp_gemm(float* dP, const float* dout, const float* qkv, int b
 
 // dV (T,hs) = Pᵀ dY.  dVᵀ (hs,T) = dYᵀ P.  dY' = dYᵀ op N (lda C); P = op T of P' (ldb T).
 // m = hs, n = T, k = T, C = dV (ldc 3C, stride hs).
-GemmArgs attention_dv_gemm(float* dqkv, const float* att, const float* dout, int b, int T, int C,
+GemmArgs attention_dv_gemm(float* dqkv, const float* P, const float* dout, int b, int T, int C,
                            int H) {
   const int hs = C / H, C3 = 3 * C;
   return batched(gemm(false, true, hs, T, T, dout + static_cast<int64_t>(b) * T * C, "dY", C,
-                      att + sq_at(b, T, H), "P", T, dqkv + qkv_at(b, T, C) + 2 * C, "dV", C3,
+                      P, "P", T, dqkv + qkv_at(b, T, C) + 2 * C, "dV", C3,
                       1.0f, 0.0f),
                  H, hs, static_cast<int64_t>(T) * T, hs);
 }

@@ -71,17 +71,19 @@ GemmArgs matmul_nt_backward_weight_gemm(float* dWt, const float* dy, const float
                                         int OC);
 
 // ---- attention.h: batch b, batched over the H heads (stride hs along qkv's channels) ----------
+// Each product's (T,T) operand or result is one batch entry's (H,T,T) block: S, P, dP or dS of
+// entry b alone (att + b·H·T·T of the kept P, or a workspace the size of one entry).
 
-/// S (H,T,T) of batch b = Q Kᵀ (unscaled: the softmax applies 1/√hs), into att's block of b.
-GemmArgs attention_scores_gemm(float* att, const float* qkv, int b, int T, int C, int H);
-/// Y = P V (T,hs) per head, into out's block of b (row stride C).
-GemmArgs attention_pv_gemm(float* out, const float* att, const float* qkv, int b, int T, int C,
+/// S (H,T,T) of batch b = Q Kᵀ (unscaled: the softmax applies 1/√hs), into S.
+GemmArgs attention_scores_gemm(float* S, const float* qkv, int b, int T, int C, int H);
+/// Y = P V (T,hs) per head, P (H,T,T) of batch b, into out's block of b (row stride C).
+GemmArgs attention_pv_gemm(float* out, const float* P, const float* qkv, int b, int T, int C,
                            int H);
 /// dP (H,T,T) = dY Vᵀ per head, into dP (H·T·T floats, batch b's heads).
 GemmArgs attention_dp_gemm(float* dP, const float* dout, const float* qkv, int b, int T, int C,
                            int H);
-/// dV = Pᵀ dY (T,hs) per head, into dqkv's v channels of batch b (overwritten).
-GemmArgs attention_dv_gemm(float* dqkv, const float* att, const float* dout, int b, int T, int C,
+/// dV = Pᵀ dY (T,hs) per head, P (H,T,T) of batch b, into dqkv's v channels of b (overwritten).
+GemmArgs attention_dv_gemm(float* dqkv, const float* P, const float* dout, int b, int T, int C,
                            int H);
 /// dQ = dS K (T,hs) per head, dS (H,T,T), into dqkv's q channels of batch b (overwritten).
 GemmArgs attention_dq_gemm(float* dqkv, const float* dS, const float* qkv, int b, int T, int C,
@@ -89,6 +91,14 @@ GemmArgs attention_dq_gemm(float* dqkv, const float* dS, const float* qkv, int b
 /// dK = dSᵀ Q (T,hs) per head, into dqkv's k channels of batch b (overwritten).
 GemmArgs attention_dk_gemm(float* dqkv, const float* dS, const float* qkv, int b, int T, int C,
                            int H);
+
+/// Where p's element lives in a 16-bit twin of an fp32 buffer: `twin` holds the buffer starting
+/// at `base` element for element in 2 bytes each (a noted source, a rounded copy, or the 16-bit P
+/// the softmax wrote where `base` is the workspace the product was laid out on); p points into
+/// [base, ...). The 16-bit products (run_gemm_16bit) read g.A's and g.B's twins at these.
+inline const void* twin_at(const void* twin, const float* base, const float* p) {
+  return static_cast<const uint16_t*>(twin) + (p - base);
+}
 
 // ---- ring_self_block.h: any row-major strided-batched product ---------------------------------
 

@@ -206,10 +206,15 @@ TEST(GemmArgs, AttentionForwardMatchesTheCpu) {
   Buffers bf;
   for (const Vec* v : std::initializer_list<const Vec*>{&qkv, &out, &att}) bf.add(*v);
   for (int b = 0; b < AB; ++b)
-    ASSERT_EQ(emulate(attention_scores_gemm(att.data(), qkv.data(), b, AT, AC, AH), bf), "");
+    ASSERT_EQ(emulate(attention_scores_gemm(att.data() + b * AH * AT * AT, qkv.data(), b, AT, AC,
+                                            AH),
+                      bf),
+              "");
   softmax_rows(att.data(), AB * AH * AT, AT, 1.0f / std::sqrt(static_cast<float>(AC / AH)));
   for (int b = 0; b < AB; ++b)
-    ASSERT_EQ(emulate(attention_pv_gemm(out.data(), att.data(), qkv.data(), b, AT, AC, AH), bf),
+    ASSERT_EQ(emulate(attention_pv_gemm(out.data(), att.data() + b * AH * AT * AT, qkv.data(), b,
+                                        AT, AC, AH),
+                      bf),
               "");
   cpu::attention_forward(ref_out.data(), ref_att.data(), qkv.data(), AB, AT, AC, AH);
   EXPECT_LE(max_diff(att, ref_att), kBound);
@@ -227,7 +232,9 @@ TEST(GemmArgs, AttentionBackwardMatchesTheCpu) {
   for (int b = 0; b < AB; ++b) {
     ASSERT_EQ(emulate(attention_dp_gemm(dP.data(), dout.data(), qkv.data(), b, AT, AC, AH), bf),
               "");
-    ASSERT_EQ(emulate(attention_dv_gemm(dqkv.data(), att.data(), dout.data(), b, AT, AC, AH), bf),
+    ASSERT_EQ(emulate(attention_dv_gemm(dqkv.data(), att.data() + b * AH * AT * AT, dout.data(), b,
+                                        AT, AC, AH),
+                      bf),
               "");
     for (int r = 0; r < AH * AT; ++r) {  // attention.cu softmax_backward_kernel, row by row
       const int i = r % AT;

@@ -126,8 +126,8 @@ TEST_F(KernelsTwin, AttentionForwardAndProbs) {
   Vec out(AB * AT * AC), att(AB * AH * AT * AT);
   cpu::attention_forward(out.data(), att.data(), qkv.data(), AB, AT, AC, AH);
   DevF qkv_d(qkv), out_d(out.size()), att_d(att.size()), probs_d(att.size());
-  cuda::attention_forward(out_d.p, att_d.p, qkv_d.p, AB, AT, AC, AH);
-  cuda::attention_probs(probs_d.p, qkv_d.p, AB, AT, AC, AH);
+  cuda::attention_forward(out_d.p, att_d.p, DType::kF32, qkv_d.p, AB, AT, AC, AH);
+  cuda::attention_probs(probs_d.p, DType::kF32, qkv_d.p, AB, AT, AC, AH);
   const Vec att_g = att_d.get();
   EXPECT_LE(rel_err(out_d.get(), out, "attention out"), kGemm);
   EXPECT_LE(rel_err(att_g, att, "attention P"), kGemm);
@@ -144,9 +144,9 @@ TEST_F(KernelsTwin, AttentionBackward) {
   cpu::attention_forward(out.data(), att.data(), qkv.data(), AB, AT, AC, AH);
   cpu::attention_backward(ref.data(), dout.data(), qkv.data(), att.data(), scratch.data(), AB, AT,
                           AC, AH);
-  DevF qkv_d(qkv), dout_d(dout), att_d(att), dqkv_d(rnd(qkv.size(), 23));  // garbage: overwritten
-  cuda::attention_backward(dqkv_d.p, dout_d.p, qkv_d.p, att_d.p, nullptr, AB, AT, AC, AH);
-  EXPECT_LE(rel_err(dqkv_d.get(), ref, "attention dqkv"), kGemm);
+  DevF qkv_d(qkv), dout_d(dout), att_d(att), dq(rnd(qkv.size(), 23));  // garbage: overwritten
+  cuda::attention_backward(dq.p, dout_d.p, qkv_d.p, att_d.p, DType::kF32, nullptr, AB, AT, AC, AH);
+  EXPECT_LE(rel_err(dq.get(), ref, "attention dqkv"), kGemm);
 }
 
 constexpr int LN = 70, LC = 100;

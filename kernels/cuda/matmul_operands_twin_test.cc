@@ -10,8 +10,9 @@
 // within kGemm of the CPU's product of the operands ROUNDED to bf16 and beyond kGemm of the exact
 // one (a TF32 product would sit ~2⁻¹¹ from the exact one, ~2⁻⁸ from the rounded one). Attention
 // under the declaration rounds P and dS as the CPU does and multiplies them on TF32 (the bounds
-// at its test). Linked into kernel_table_twin_test; SKIPPED without a GPU,
-// with the runtime's reason.
+// at its test); with P stored in 16 bits, every attention product on 16-bit tensor cores
+// (AttentionWithSixteenBitStoredProbs). Linked into kernel_table_twin_test; SKIPPED without a
+// GPU, with the runtime's reason.
 //
 // Shapes: N = 37, C = 48, OC = 80 (N not a multiple of a tensor-core tile). Also: the noted
 // 16-bit sources the products read instead of copying (NotedSourcesAreWhatTheProductsRead).
@@ -56,6 +57,14 @@ Vec values_of(Vec v, DType d = DType::kBF16) {
 }
 /// n random values in [-1, 1) that are values of `d`.
 Vec values_of(DType d, size_t n, unsigned seed) { return values_of(rnd(n, seed), d); }
+
+/// The v channels [2C, 3C) of each of the `rows` rows of a (rows, 3C) dqkv: dV, (rows, C).
+Vec v_channels(const Vec& dqkv, int rows, int C) {
+  Vec v(static_cast<size_t>(rows) * C);
+  for (int n = 0; n < rows; ++n)
+    for (int c = 0; c < C; ++c) v[n * C + c] = dqkv[n * 3 * C + 2 * C + c];
+  return v;
+}
 
 /// The four products of a linear layer and the tied head on (x, W, dy), by `ops` under the
 /// declaration `d`: y = x W, dx = dy Wᵀ, dW = xᵀ dy (from 0), y_nt = x Wᵀ with W read as Wt (OC,C).
@@ -112,7 +121,7 @@ TEST_F(MatmulOperandsTwin, TheDeclarationIsWhatSwitchesTensorCoresOn) {
   EXPECT_LE(rel_err(declared.y_nt, rounded.y_nt, "head, declared bf16 vs rounded"), kGemm);
 }
 
-// Attention under the declaration with probs_dtype = d: the softmax kernels round P and dS to d
+// Attention under the declaration with P kept in fp32 (att_dtype f32) and probs_dtype = d: the softmax kernels round P and dS to d
 // (attention.h, as kernels/cpu/attention.h does), and all six products run on TF32. Two fp32
 // computations of one P may round to neighbouring 16-bit values, so P is checked to one 16-bit
 // step of the CPU's, and out against the product of the GPU's OWN P with V (kGemm); dV = Pᵀ dY
@@ -131,12 +140,12 @@ TEST_F(MatmulOperandsTwin, AttentionWithSixteenBitInputsGivesTheFp32Results) {
     Vec out(B * T * C), att(B * H * T * T), dqkv(qkv.size()), scratch(T * T);
     {
       const MatmulOperands declared(cpu, d);
-      cpu.attention_forward(out.data(), att.data(), qkv.data(), B, T, C, H, d);
+      cpu.attention_forward(out.data(), att.data(), DType::kF32, qkv.data(), B, T, C, H, d);
     }
     DevF qkv_d(qkv), out_d(out.size()), att_d(att.size()), dout_d(dout), dqkv_d(qkv.size());
     {
       const MatmulOperands declared(gpu, d);
-      gpu.attention_forward(out_d.p, att_d.p, qkv_d.p, B, T, C, H, d);
+      gpu.attention_forward(out_d.p, att_d.p, DType::kF32, qkv_d.p, B, T, C, H, d);
     }
     const Vec P = att_d.get(), y = out_d.get();
     EXPECT_EQ(cpu::first_inexact(P.data(), static_cast<int64_t>(P.size()), d), -1)
@@ -151,22 +160,97 @@ TEST_F(MatmulOperandsTwin, AttentionWithSixteenBitInputsGivesTheFp32Results) {
     DevF att16_d(att);  // the CPU's P (16-bit values) for both backwards
     {
       const MatmulOperands declared(cpu, d);
-      cpu.attention_backward(dqkv.data(), dout.data(), qkv.data(), att.data(), scratch.data(), B,
-                             T, C, H, d);
+      cpu.attention_backward(dqkv.data(), dout.data(), qkv.data(), att.data(), DType::kF32,
+                             scratch.data(), B, T, C, H, d);
     }
     {
       const MatmulOperands declared(gpu, d);
-      gpu.attention_backward(dqkv_d.p, dout_d.p, qkv_d.p, att16_d.p, nullptr, B, T, C, H, d);
+      gpu.attention_backward(dqkv_d.p, dout_d.p, qkv_d.p, att16_d.p, DType::kF32, nullptr, B, T, C,
+                             H, d);
     }
     const Vec g = dqkv_d.get();
-    Vec dv(B * T * C), dv_ref(dv.size());
-    for (int n = 0; n < B * T; ++n)
-      for (int c = 0; c < C; ++c) {
-        dv[n * C + c] = g[n * 3 * C + 2 * C + c];
-        dv_ref[n * C + c] = dqkv[n * 3 * C + 2 * C + c];
-      }
+    const Vec dv = v_channels(g, B * T, C), dv_ref = v_channels(dqkv, B * T, C);
     EXPECT_LE(rel_err(dv, dv_ref, (dt + " dV = Pt dY").c_str()), kGemm);
     EXPECT_LE(rel_err(g, dqkv, (dt + " dqkv, dS rounded on both sides").c_str()), kRound);
+  }
+}
+
+// P stored in 16 bits (att_dtype = d: the model's case, attention.h): the softmax writes P in d
+// itself and the products read 16-bit operands on 16-bit tensor cores. Against the CPU table on
+// the same 16-bit att (it computes through an fp32 copy, kernel_ops.h Fp32Copy), with probs_dtype
+// as the model passes it (sublayer.h rounded_products: bf16 rounds, fp16 does not):
+//   - the stored P within one 16-bit step of the CPU's;
+//   - out: bf16, against the GPU's own stored P times V (kGemm); fp16, whose P V reads the fp32 P,
+//     against the CPU's out (kGemm);
+//   - given the CPU's P: dV = Pᵀ dY to kGemm, dqkv to kRound;
+//   - bf16, the sources: qkv's fp32 copy noted with -qkv's 16-bit bits must give -out
+//     (S = (-Q)(-K)ᵀ is S, V is negated), so the products read the source, not the copy.
+//     Forgotten, out again.
+TEST_F(MatmulOperandsTwin, AttentionWithSixteenBitStoredProbs) {
+  const int B = 2, T = 33, C = 48, H = 4;
+  KernelOps& cpu = kernel_ops(Device::kCPU);
+  KernelOps& gpu = kernel_ops(Device::kCUDA);
+  for (DType d : {DType::kBF16, DType::kF16}) {
+    const std::string dt = to_string(d);
+    const DType probs = d == DType::kBF16 ? d : DType::kF32;
+    const float step = d == DType::kBF16 ? 1.0f / 128 : 1.0f / 1024;  // 2^-mantissa bits
+    const float kRound = d == DType::kBF16 ? 1e-2f : 2e-3f;
+    Vec qkv = values_of(d, B * T * 3 * C, 17);
+    for (float& v : qkv) v *= 2.0f;
+    const Vec dout = values_of(d, B * T * C, 18);
+    const int64_t np = int64_t{B} * H * T * T;
+    std::vector<uint16_t> att(np);
+    Vec out(B * T * C), dqkv(qkv.size()), scratch(T * T), P(np), P_ref(np);
+    auto forward = [&](KernelOps& ops, float* y, void* a, const float* q) {
+      const MatmulOperands declared(ops, d);
+      ops.attention_forward(y, a, d, q, B, T, C, H, probs);
+    };
+    forward(cpu, out.data(), att.data(), qkv.data());
+    DevF qkv_d(qkv), out_d(out.size()), dout_d(dout), dqkv_d(qkv.size());
+    test::Dev<uint16_t> att_d(static_cast<size_t>(np)), att16_d(att);
+    forward(gpu, out_d.p, att_d.p, qkv_d.p);
+    const Vec y = out_d.get();
+    cpu::widen(att_d.get().data(), d, P.data(), np);
+    cpu::widen(att.data(), d, P_ref.data(), np);
+    int far = 0;
+    for (int64_t i = 0; i < np; ++i) far += std::fabs(P[i] - P_ref[i]) > step * P_ref[i];
+    EXPECT_EQ(far, 0) << dt << ": stored P elements more than one 16-bit step from the CPU's";
+    if (d == DType::kBF16) {
+      const std::vector<double> pv = testing::attention_pv_reference(P.data(), qkv.data(), B, T,
+                                                                     C, H);
+      EXPECT_LE(rel_err(y, Vec(pv.begin(), pv.end()), "bf16 out = stored P V"), kGemm);
+    } else {
+      EXPECT_LE(rel_err(y, out, "f16 out (fp32 P)"), kGemm);
+    }
+    {
+      const MatmulOperands declared(cpu, d);
+      cpu.attention_backward(dqkv.data(), dout.data(), qkv.data(), att.data(), d, scratch.data(),
+                             B, T, C, H, probs);
+    }
+    {
+      const MatmulOperands declared(gpu, d);
+      gpu.attention_backward(dqkv_d.p, dout_d.p, qkv_d.p, att16_d.p, d, nullptr, B, T, C, H,
+                             probs);
+    }
+    const Vec g = dqkv_d.get();
+    const Vec dv = v_channels(g, B * T, C), dv_ref = v_channels(dqkv, B * T, C);
+    EXPECT_LE(rel_err(dv, dv_ref, (dt + " dV = Pt dY, stored P").c_str()), kGemm);
+    EXPECT_LE(rel_err(g, dqkv, (dt + " dqkv, stored P").c_str()), kRound);
+    // The sources: -qkv's bits noted for qkv's copy (bf16: fp16's P V reads V's fp32 copy).
+    if (d != DType::kBF16) continue;
+    Vec neg = qkv;
+    for (float& v : neg) v = -v;
+    std::vector<uint16_t> neg16(neg.size());
+    cpu::round_to(neg.data(), neg16.data(), d, static_cast<int64_t>(neg.size()));
+    test::Dev<uint16_t> neg16_d(neg16);
+    gpu.note_source(qkv_d.p, neg16_d.p, d, static_cast<int64_t>(qkv.size()));
+    forward(gpu, out_d.p, att_d.p, qkv_d.p);
+    gpu.forget_source(qkv_d.p);
+    Vec y_neg = out_d.get();
+    for (float& v : y_neg) v = -v;
+    EXPECT_LE(rel_err(y_neg, y, (dt + " qkv noted with -qkv's source: -out").c_str()), kGemm);
+    forward(gpu, out_d.p, att_d.p, qkv_d.p);
+    EXPECT_LE(rel_err(out_d.get(), y, (dt + " forgotten: out again").c_str()), kGemm);
   }
 }
 

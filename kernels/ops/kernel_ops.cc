@@ -45,6 +45,8 @@ void check_operand(const KernelOps& ops, const char* kernel, const char* name, c
                              " operands (MatmulOperands, kernels/ops/kernel_ops.h)");
 }
 
+int64_t probs_elements(int B, int T, int H) { return int64_t{B} * H * T * T; }
+
 // Each method forwards to the kernels/cpu function of the same name.
 class CpuKernelOps final : public KernelOps {
  public:
@@ -79,22 +81,30 @@ class CpuKernelOps final : public KernelOps {
     check_operand(*this, "matmul_nt_backward", "Wt", Wt, int64_t{OC} * C);
     cpu::matmul_nt_backward(dx, dWt, dy, x, Wt, N, C, OC);
   }
-  void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int H,
-                         DType probs_dtype) override {
+  // P through an fp32 copy when the model stores it in 16 bits (Fp32Copy): the forward writes the
+  // copy and rounds it into att, the backward reads a widened copy; bit for bit what common/nn's
+  // F32Out and F32In did around these calls.
+  void attention_forward(float* out, void* att, DType att_dtype, const float* qkv, int B, int T,
+                         int C, int H, DType probs_dtype) override {
     check_operand(*this, "attention_forward", "qkv", qkv, int64_t{B} * T * 3 * C);
-    cpu::attention_forward(out, att, qkv, B, T, C, H, probs_dtype);
+    Fp32Copy P(att, att_dtype, probs_elements(B, T, H), device(), /*load=*/false, /*store=*/true);
+    cpu::attention_forward(out, P.get(), qkv, B, T, C, H, probs_dtype);
   }
-  void attention_probs(float* att, const float* qkv, int B, int T, int C, int H,
+  void attention_probs(void* att, DType att_dtype, const float* qkv, int B, int T, int C, int H,
                        DType probs_dtype) override {
     check_operand(*this, "attention_probs", "qkv", qkv, int64_t{B} * T * 3 * C);
-    cpu::attention_probs(att, qkv, B, T, C, H, probs_dtype);
+    Fp32Copy P(att, att_dtype, probs_elements(B, T, H), device(), /*load=*/false, /*store=*/true);
+    cpu::attention_probs(P.get(), qkv, B, T, C, H, probs_dtype);
   }
-  void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att,
-                          float* scratch, int B, int T, int C, int H, DType probs_dtype) override {
+  void attention_backward(float* dqkv, const float* dout, const float* qkv, const void* att,
+                          DType att_dtype, float* scratch, int B, int T, int C, int H,
+                          DType probs_dtype) override {
     check_operand(*this, "attention_backward", "dout", dout, int64_t{B} * T * C);
     check_operand(*this, "attention_backward", "qkv", qkv, int64_t{B} * T * 3 * C);
-    check_operand(*this, "attention_backward", "att", att, int64_t{B} * H * T * T);
-    cpu::attention_backward(dqkv, dout, qkv, att, scratch, B, T, C, H, probs_dtype);
+    const int64_t n = probs_elements(B, T, H);
+    const Fp32Copy P(att, att_dtype, n, device(), /*load=*/true, /*store=*/false);
+    check_operand(*this, "attention_backward", "att", P.get(), n);
+    cpu::attention_backward(dqkv, dout, qkv, P.get(), scratch, B, T, C, H, probs_dtype);
   }
   void attention_block_forward(float* o, int ld_o, float* m, float* l, float* scores,
                                const float* q, int ld_q, const float* k, const float* v, int ld_kv,
@@ -287,6 +297,27 @@ KernelOps*& slot(Device d) {
 }
 
 }  // namespace
+
+Fp32Copy::Fp32Copy(const void* p, DType dtype, int64_t n, Device device, bool load, bool store)
+    : p_(const_cast<void*>(p)), dtype_(dtype), n_(n), store_(store) {
+  if (dtype == DType::kF32) {
+    f32_ = static_cast<float*>(p_);
+    store_ = false;
+    return;
+  }
+  if (dtype != DType::kF16 && dtype != DType::kBF16)
+    throw std::invalid_argument(std::string("Fp32Copy: dtype ") + to_string(dtype) +
+                                " is none of f32, f16, bf16");
+  tmp_ = Tensor::empty({n}, DType::kF32, MemCategory::kOther, device);
+  f32_ = tmp_.f32();
+  if (load) kernel_ops(device).widen(p, dtype, f32_, n);
+}
+
+void Fp32Copy::store() {
+  if (!store_) return;
+  store_ = false;
+  kernel_ops(tmp_.device()).round_to(f32_, p_, dtype_, n_);
+}
 
 KernelOps& kernel_ops(Device d) {
   if (d == Device::kCPU && !slot(d)) {

@@ -48,15 +48,21 @@ class KernelOps {
   virtual void matmul_nt_backward(float* dx, float* dWt, const float* dy, const float* x,
                                   const float* Wt, int N, int C, int OC) = 0;
 
-  // ---- attention.h: causal multi-head self-attention on qkv (B,T,3C). probs_dtype: P and dS
-  // rounded to it before their products (kernels/cpu/attention.h; f32: not rounded).
-  virtual void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C,
-                                 int H, DType probs_dtype = DType::kF32) = 0;
-  virtual void attention_probs(float* att, const float* qkv, int B, int T, int C, int H,
-                               DType probs_dtype = DType::kF32) = 0;
+  // ---- attention.h: causal multi-head self-attention on qkv (B,T,3C). P (B,H,T,T), the largest
+  // activation the model keeps, is handed over as the model stores it: att of att_dtype (f32,
+  // f16 or bf16), written by the forward and read by the backward in that dtype (a 16-bit att
+  // holds P rounded to it; the CPU's kernels compute on an fp32 copy, Fp32Copy below, a GPU's
+  // write and read the 16 bits themselves). A 16-bit att_dtype promises that qkv and dout hold
+  // values of it (the model keeps every activation in one dtype). probs_dtype: P and dS rounded
+  // to it before their products (kernels/cpu/attention.h; f32: not rounded). Throws
+  // std::invalid_argument naming an att_dtype or probs_dtype that is none of f32, f16, bf16.
+  virtual void attention_forward(float* out, void* att, DType att_dtype, const float* qkv, int B,
+                                 int T, int C, int H, DType probs_dtype = DType::kF32) = 0;
+  virtual void attention_probs(void* att, DType att_dtype, const float* qkv, int B, int T, int C,
+                               int H, DType probs_dtype = DType::kF32) = 0;
   virtual void attention_backward(float* dqkv, const float* dout, const float* qkv,
-                                  const float* att, float* scratch, int B, int T, int C, int H,
-                                  DType probs_dtype = DType::kF32) = 0;
+                                  const void* att, DType att_dtype, float* scratch, int B, int T,
+                                  int C, int H, DType probs_dtype = DType::kF32) = 0;
 
   // ---- attention_block.h: ring attention's blockwise online softmax, one ring step per call
   // over every (b, h), on strided (B,Tl,·) rows (common/cp/ring_attention.cc).
@@ -226,9 +232,10 @@ class KernelOps {
   // So the CPU tests of every 16-bit run prove what the GPU relies on (cpu::first_inexact, one
   // vectorised pass per operand: ~8% of a bf16 step of mini on the CPU, 7,670 against 8,350
   // tokens/s measured side by side). The declaration covers the attention entries' inputs too
-  // (qkv; dout and the kept att in the backward): CUDA runs the products among them (Q Kᵀ,
-  // dY Vᵀ, Pᵀ dY) on TF32, and P V, dS K and dSᵀ Q too when the model has P and dS rounded to bf16
-  // (probs_dtype above; common/nn/sublayer.h rounded_products), else in fp32.
+  // (qkv; dout and the kept att in the backward). With P kept in fp32, CUDA runs the products
+  // among them (Q Kᵀ, dY Vᵀ, Pᵀ dY) on TF32, and P V, dS K and dSᵀ Q too when P and dS are rounded
+  // to bf16 (probs_dtype above; common/nn/sublayer.h rounded_products), else in fp32; with P
+  // stored in 16 bits it runs them on 16-bit tensor cores (kernels/cuda/attention.h).
   /// Declares the operands of the following matmul_* calls: f32 (the default: any fp32
   /// values) or f16 / bf16 (values of that dtype, see above). std::invalid_argument for others.
   virtual void set_matmul_operands(DType d);
@@ -265,6 +272,30 @@ class MatmulOperands {
  private:
   KernelOps& ops_;
   DType previous_;
+};
+
+/// The fp32 values of n elements at p (dtype f32, f16 or bf16, memory of `device`) for one call
+/// of a kernel that computes on fp32, as common/nn/f32_view.h does for tensors; used by the tables
+/// whose attention kernels compute on an fp32 P (kernels/cpu) when the model stores P in 16 bits.
+/// f32: p itself. Otherwise an fp32 Tensor on `device` (MemCategory::kOther, the f32_view.h
+/// copies' category), widened from p first when `load`, rounded back into p (once) by store() or
+/// the destructor when `store`; the widening and the rounding are kernel_ops(device)'s.
+class Fp32Copy {
+ public:
+  Fp32Copy(const void* p, DType dtype, int64_t n, Device device, bool load, bool store);
+  ~Fp32Copy() { store(); }
+  Fp32Copy(const Fp32Copy&) = delete;
+  Fp32Copy& operator=(const Fp32Copy&) = delete;
+  float* get() const { return f32_; }
+  void store();
+
+ private:
+  void* p_;
+  DType dtype_;
+  int64_t n_;
+  Tensor tmp_;
+  float* f32_ = nullptr;
+  bool store_;
 };
 
 /// The kernels for tensors on `d`: kernels/cpu for Device::kCPU (always there), whatever was
