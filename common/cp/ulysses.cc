@@ -125,8 +125,7 @@ void UlyssesAttention::forward(const Tensor& qkv, Tensor& out, int B, int T, int
   // Attention of H/p whole heads over whole sequences: nothing here needs another rank.
   keep->a = attention_scores({B, Hh, T, T}, DType::kF32, dev);
   Tensor out_h = Tensor::empty({B, T, Ah}, DType::kF32, MemCategory::kActivations, dev);
-  kernel_ops(dev).attention_forward(out_h.f32(), keep->a.raw(), keep->a.dtype(), keep->b.f32(), B,
-                                    T, Ah, Hh);
+  kernel_ops(dev).attention_forward(out_h.f32(), keep->a.f32(), keep->b.f32(), B, T, Ah, Hh);
   // all_to_all #2: the output rows back to the ranks holding their positions.
   Tensor send = comm_buffer(int64_t{B} * T * Ah, dev), recv = comm_buffer(send.numel(), dev);
   from_rows(send, out_h, p, B, Tl, Ah);
@@ -151,8 +150,8 @@ void UlyssesAttention::backward(const Tensor& dout, const Tensor& qkv, const Ten
   Tensor dqkv_h = Tensor::empty({B, T, 3 * Ah}, DType::kF32, MemCategory::kActivations, dev);
   {
     Tensor scratch = attention_scores({T, T}, DType::kF32, dev);  // dP of one head
-    kernel_ops(dev).attention_backward(dqkv_h.f32(), dout_h.f32(), keep->b.f32(), keep->a.raw(),
-                                       keep->a.dtype(), scratch.f32(), B, T, Ah, Hh);
+    kernel_ops(dev).attention_backward(dqkv_h.f32(), dout_h.f32(), keep->b.f32(), keep->a.f32(),
+                                       scratch.f32(), B, T, Ah, Hh);
   }
   *keep = AttentionKeep{};
   // all_to_all #4 (mirror of #1): dq|dk|dv rows back to their positions' ranks.

@@ -49,8 +49,8 @@ Tensor attention_forward(const BlockShape& s, TpComm& tp, const BlockParams<cons
   c->ln1 = activation({B, Tl, C}, dt, dev);
   c->ln1_mean = statistic({B, Tl}, dev);
   c->ln1_rstd = statistic({B, Tl}, dev);
-  ops.layernorm_forward(F32Out(c->ln1), c->ln1_mean.f32(), c->ln1_rstd.f32(), F32In(x), p.ln1_w,
-                         p.ln1_b, n, C);
+  ops.layernorm_forward(as_stored(c->ln1), c->ln1_mean.f32(), c->ln1_rstd.f32(), as_stored(x),
+                        p.ln1_w, p.ln1_b, n, C);
   {
     const Tensor ln1f = tp.enter_forward(c->ln1);  // f: (n,C) -> (N,C)
     c->qkv = activation({B, T, s.qkv()}, dt, dev);
@@ -62,8 +62,7 @@ Tensor attention_forward(const BlockShape& s, TpComm& tp, const BlockParams<cons
     core->forward(c->qkv, c->atty, B, T * core->shards(), s.heads, &c->keep);
   } else {
     c->att = attention_scores({B, s.heads, T, T}, dt, dev);
-    // P as stored (dt): the device's kernels write it in 16 bits themselves (kernel_ops.h)
-    ops.attention_forward(F32Out(c->atty), c->att.raw(), dt, F32In(c->qkv), B, T, s.attn(),
+    ops.attention_forward(F32Out(c->atty), as_stored(c->att), F32In(c->qkv), B, T, s.attn(),
                           s.heads, rounded_products(dt));
     if (!keep_probs) c->att = Tensor();  // selective recomputation: made again in the backward
   }
@@ -71,10 +70,7 @@ Tensor attention_forward(const BlockShape& s, TpComm& tp, const BlockParams<cons
   linear_forward(ops, tiles, BlockLinear::kAttnProj, F32Out(y), F32In(c->atty), p.proj_w, nullptr, N,
                  s.attn(), C);  // partial
   y = tp.exit_forward(std::move(y));  // g: Σ over the tp ranks, (N,C) -> (n,C)
-  {
-    F32Out res1(y, /*load=*/true);
-    ops.residual_bias_add(res1, F32In(x), res1, p.proj_b, n, C);  // res1 = x + y + b
-  }
+  ops.residual_bias_add(as_stored(y), as_stored(x), as_stored(y), p.proj_b, n, C);  // x + y + b
   return y;
 }
 
@@ -89,14 +85,14 @@ void local_attention_backward(const BlockShape& s, AttentionCache* c, const Tens
   if (!c->att.defined()) {  // selective recomputation: P again from q and k (recompute.h)
     const int64_t flops = cpu::flops_done();
     c->att = attention_scores({B, s.heads, T, T}, c->qkv.dtype(), dev);
-    ops.attention_probs(c->att.raw(), c->att.dtype(), F32In(c->qkv), B, T, s.attn(), s.heads,
+    ops.attention_probs(as_stored(c->att), F32In(c->qkv), B, T, s.attn(), s.heads,
                         rounded_products(c->qkv.dtype()));
     RecomputeMeter::instance().recomputed_probs += 1;
     RecomputeMeter::instance().recomputed_flops += cpu::flops_done() - flops;
   }
   Tensor scratch = attention_scores({T, T}, DType::kF32, dev);  // attention's dP of one head
-  ops.attention_backward(F32Out(dqkv), F32In(datty), F32In(c->qkv), c->att.raw(),
-                         c->att.dtype(), scratch.f32(), B, T, s.attn(), s.heads,
+  ops.attention_backward(F32Out(dqkv), F32In(datty), F32In(c->qkv), as_stored(c->att),
+                         scratch.f32(), B, T, s.attn(), s.heads,
                          rounded_products(c->qkv.dtype()));  // dqkv (N,qkv)
 }
 }  // namespace

@@ -121,7 +121,7 @@ double GPT::head_forward_backward(const float* lnf_params, const float* wte, con
   Tensor ids_dev;
   targets = ids_on(dev, targets, int64_t{N}, ids_dev);
   Tensor h = activation(x.shape(), dt, dev), mean = statistic({n}, dev), rstd = statistic({n}, dev);
-  ops.layernorm_forward(F32Out(h), mean.f32(), rstd.f32(), F32In(x), lnf_w, lnf_b, n, C);
+  ops.layernorm_forward(as_stored(h), mean.f32(), rstd.f32(), as_stored(x), lnf_w, lnf_b, n, C);
   const Tensor hf = tp_->enter_forward(h);
   const F32In hf32(hf);
 

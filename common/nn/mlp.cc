@@ -32,8 +32,8 @@ Tensor mlp_forward(const BlockShape& s, TpComm& tp, const BlockParams<const floa
   c->ln2 = activation({B, Tl, C}, dt, dev);
   c->ln2_mean = statistic({B, Tl}, dev);
   c->ln2_rstd = statistic({B, Tl}, dev);
-  ops.layernorm_forward(F32Out(c->ln2), c->ln2_mean.f32(), c->ln2_rstd.f32(), F32In(res1),
-                         p.ln2_w, p.ln2_b, n, C);
+  ops.layernorm_forward(as_stored(c->ln2), c->ln2_mean.f32(), c->ln2_rstd.f32(),
+                        as_stored(res1), p.ln2_w, p.ln2_b, n, C);
   {
     const Tensor ln2f = tp.enter_forward(c->ln2);  // f: (n,C) -> (N,C)
     c->fch = activation({B, T, s.ffn}, dt, dev);
@@ -41,15 +41,12 @@ Tensor mlp_forward(const BlockShape& s, TpComm& tp, const BlockParams<const floa
                    s.ffn);  // (N,ffn)
   }
   c->fch_gelu = activation({B, T, s.ffn}, dt, dev);
-  ops.gelu_forward(F32Out(c->fch_gelu), F32In(c->fch), N * s.ffn);
+  ops.gelu_forward(as_stored(c->fch_gelu), as_stored(c->fch), N * s.ffn);
   Tensor y = activation({B, T, C}, dt, dev);
   linear_forward(ops, tiles, BlockLinear::kFcProj, F32Out(y), F32In(c->fch_gelu), p.fcproj_w, nullptr,
                  N, s.ffn, C);  // partial
   y = tp.exit_forward(std::move(y));  // g: Σ over the tp ranks, (N,C) -> (n,C)
-  {
-    F32Out out(y, /*load=*/true);
-    ops.residual_bias_add(out, F32In(res1), out, p.fcproj_b, n, C);  // out = res1 + y + b
-  }
+  ops.residual_bias_add(as_stored(y), as_stored(res1), as_stored(y), p.fcproj_b, n, C);  // in y
   return y;
 }
 

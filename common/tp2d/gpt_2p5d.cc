@@ -51,7 +51,7 @@ Tensor Gpt2p5d::block_forward(const float* p, int l, const Tensor& x, int Bl, in
   summa_ab(row, col, c.qkv.f32(), c.ln1.f32(), at(p, l, "attn.c_attn.weight"), N, Cl, 3 * Cl, dev_);
   ops.bias_add(c.qkv.f32(), at(p, l, "attn.c_attn.bias"), N, 3 * Cl);
   c.att = act(int64_t(Bl) * Hl * T * T), c.atty = act(N * Cl);  // whole sequences, Hl heads
-  ops.attention_forward(c.atty.f32(), c.att.raw(), c.att.dtype(), c.qkv.f32(), Bl, T, Cl, Hl);
+  ops.attention_forward(c.atty.f32(), c.att.f32(), c.qkv.f32(), Bl, T, Cl, Hl);
   Tensor proj = tmp(N * Cl);  // (N,Cl)@(Cl,Cl)
   summa_ab(row, col, proj.f32(), c.atty.f32(), at(p, l, "attn.c_proj.weight"), N, Cl, Cl, dev_);
   c.res1 = act(N * Cl);
@@ -96,8 +96,8 @@ Tensor Gpt2p5d::block_backward(const float* p, float* g, int l, const Tensor& x,
   summa_abt(row, col, datty.f32(), dres1.f32(), at(p, l, "attn.c_proj.weight"), N, Cl, Cl, dev_);
   summa_atb(row, col, at(g, l, "attn.c_proj.weight"), c.atty.f32(), dres1.f32(), N, Cl, Cl, dev_);
   Tensor dqkv = tmp(N * 3 * Cl), scratch = tmp(int64_t(T) * T);
-  ops.attention_backward(dqkv.f32(), datty.f32(), c.qkv.f32(), c.att.raw(), c.att.dtype(),
-                         scratch.f32(), Bl, T, Cl, Hl);
+  ops.attention_backward(dqkv.f32(), datty.f32(), c.qkv.f32(), c.att.f32(), scratch.f32(), Bl, T,
+                          Cl, Hl);
   ops.residual_bias_backward(at(g, l, "attn.c_attn.bias"), dqkv.f32(), N, 3 * Cl);
   summa_abt(row, col, dln.f32(), dqkv.f32(), at(p, l, "attn.c_attn.weight"), N, 3 * Cl, Cl, dev_);
   summa_atb(row, col, at(g, l, "attn.c_attn.weight"), c.ln1.f32(), dqkv.f32(), N, Cl, 3 * Cl, dev_);

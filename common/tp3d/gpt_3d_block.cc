@@ -48,7 +48,7 @@ Tensor Gpt3d::block_forward(int layer, const Tensor& P, const Tensor& x, int Bl,
   // Attention on whole sequences and whole heads: local. (Bl,T,3Cq) → (Bl,T,Cq).
   Tensor atty = act({m, Cq});
   c->att = act({Bl, Hq, T, T});
-  ops.attention_forward(atty.f32(), c->att.raw(), c->att.dtype(), c->qkv.f32(), Bl, T, Cq, Hq);
+  ops.attention_forward(atty.f32(), c->att.f32(), c->qkv.f32(), Bl, T, Cq, Hq);
   // attn.c_proj, B→A: (m, Cq) → (m, Cq); res1 = x + y + b.
   Tensor proj = linear3d_forward(b_to_a(), atty, view(P, h + "attn.c_proj.weight"), C, C, false,
                                  &c->atty_g);
@@ -104,8 +104,8 @@ Tensor Gpt3d::block_backward(int layer, const Tensor& P, Tensor& G, Block3dCache
                                    dw, C, C, false);  // (m, Cq) layout B
   Tensor dqkv = act({m, 3 * Cq});
   Tensor scratch = act({static_cast<int64_t>(T) * T});
-  ops.attention_backward(dqkv.f32(), datty.f32(), c->qkv.f32(), c->att.raw(), c->att.dtype(),
-                         scratch.f32(), Bl, T, Cq, Hq);
+  ops.attention_backward(dqkv.f32(), datty.f32(), c->qkv.f32(), c->att.f32(), scratch.f32(), Bl, T,
+                          Cq, Hq);
   ops.residual_bias_backward(view(G, h + "attn.c_attn.bias").f32(), dqkv.f32(), m, 3 * Cq);
   dw = view(G, h + "attn.c_attn.weight");
   Tensor dln1 = linear3d_backward(a_to_b(), dqkv, c->ln1_g, view(P, h + "attn.c_attn.weight"), dw,

@@ -100,23 +100,22 @@ class CudaKernelOps final : public KernelOps {
     const cuda::SixteenBitOperands operands(sixteen_bit_type());
     cuda::matmul_nt_backward(dx, dWt, dy, x, Wt, N, C, OC);
   }
-  void attention_forward(float* out, void* att, DType att_dtype, const float* qkv, int B, int T,
-                         int C, int H, DType probs_dtype) override {
+  void attention_forward(float* out, Act att, const float* qkv, int B, int T, int C, int H,
+                         DType probs_dtype) override {
     cpu::count_flops(attention_flops(B, T, C, H, 1, 1));  // Q Kᵀ square, P V triangle
-    cuda::attention_forward(out, att, att_dtype, qkv, B, T, C, H,
+    cuda::attention_forward(out, att.p, att.dtype, qkv, B, T, C, H,
                             matmul_operands() != DType::kF32, probs_dtype);
   }
-  void attention_probs(void* att, DType att_dtype, const float* qkv, int B, int T, int C, int H,
+  void attention_probs(Act att, const float* qkv, int B, int T, int C, int H,
                        DType probs_dtype) override {
     cpu::count_flops(attention_flops(B, T, C, H, 1, 0));  // Q Kᵀ only
-    cuda::attention_probs(att, att_dtype, qkv, B, T, C, H, matmul_operands() != DType::kF32,
+    cuda::attention_probs(att.p, att.dtype, qkv, B, T, C, H, matmul_operands() != DType::kF32,
                           probs_dtype);
   }
-  void attention_backward(float* dqkv, const float* dout, const float* qkv, const void* att,
-                          DType att_dtype, float* scratch, int B, int T, int C, int H,
-                          DType probs_dtype) override {
+  void attention_backward(float* dqkv, const float* dout, const float* qkv, ActIn att,
+                          float* scratch, int B, int T, int C, int H, DType probs_dtype) override {
     cpu::count_flops(attention_flops(B, T, C, H, 1, 3));  // dY Vᵀ square; three triangles
-    cuda::attention_backward(dqkv, dout, qkv, att, att_dtype, scratch, B, T, C, H,
+    cuda::attention_backward(dqkv, dout, qkv, att.p, att.dtype, scratch, B, T, C, H,
                              matmul_operands() != DType::kF32, probs_dtype);
   }
   void attention_block_forward(float* o, int ld_o, float* m, float* l, float* scores,
@@ -162,9 +161,16 @@ class CudaKernelOps final : public KernelOps {
                                     int g0, float scale) override {
     cuda::causal_softmax_rows_backward(dp, P, rows, Tl, T, g0, scale);
   }
-  void layernorm_forward(float* y, float* mean, float* rstd, const float* x, const float* w,
-                         const float* b, int N, int C) override {
-    cuda::layernorm_forward(y, mean, rstd, x, w, b, N, C);
+  // The forwards of 16-bit activations load and store the 16 bits in the kernels when every
+  // activation of the call shares one dtype (the model's walk); mixed ones go through fp32
+  // copies (Fp32Copy).
+  void layernorm_forward(Act y, float* mean, float* rstd, ActIn x, const float* w, const float* b,
+                         int N, int C) override {
+    if (y.dtype == x.dtype)
+      return cuda::layernorm_forward(y.p, mean, rstd, x.p, w, b, N, C, x.dtype);
+    const Fp32Copy xf(x, int64_t{N} * C, device());
+    Fp32Copy yf(y, int64_t{N} * C, device());
+    cuda::layernorm_forward(yf.get(), mean, rstd, xf.get(), w, b, N, C);
   }
   void layernorm_backward(float* dx, float* dw, float* db, const float* dy, const float* x,
                           const float* w, const float* mean, const float* rstd, int N,
@@ -175,14 +181,24 @@ class CudaKernelOps final : public KernelOps {
                                  const float* mean, const float* rstd, int N, int C) override {
     cuda::layernorm_backward_weight(dw, db, dy, x, mean, rstd, N, C);
   }
-  void gelu_forward(float* y, const float* x, long N) override { cuda::gelu_forward(y, x, N); }
+  void gelu_forward(Act y, ActIn x, long N) override {
+    if (y.dtype == x.dtype) return cuda::gelu_forward(y.p, x.p, N, x.dtype);
+    const Fp32Copy xf(x, N, device());
+    Fp32Copy yf(y, N, device());
+    cuda::gelu_forward(yf.get(), xf.get(), N);
+  }
   void gelu_backward(float* dx, const float* x, const float* dy, long N) override {
     cuda::gelu_backward(dx, x, dy, N);
   }
-  void residual_bias_add(float* out, const float* x, const float* y, const float* b, long N,
-                         int C) override {
-    cuda::residual_bias_add(out, x, y, b, N, C);
+  void residual_bias_add(Act out, ActIn x, ActIn y, const float* b, long N, int C) override {
+    if (out.dtype == x.dtype && out.dtype == y.dtype)
+      return cuda::residual_bias_add(out.p, x.p, y.p, b, N, C, out.dtype);
+    const int64_t n = static_cast<int64_t>(N) * C;
+    const Fp32Copy xf(x, n, device()), yf(y, n, device());
+    Fp32Copy of(out, n, device());
+    cuda::residual_bias_add(of.get(), xf.get(), yf.get(), b, N, C);
   }
+
   void residual_bias_backward(float* db, const float* dy, long N, int C) override {
     cuda::residual_bias_backward(db, dy, N, C);
   }

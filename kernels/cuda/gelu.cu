@@ -3,14 +3,18 @@
 
 #include "kernels/cuda/context.h"
 #include "kernels/cuda/device_util.h"
+#include "kernels/cuda/dtype_io.h"
 #include "kernels/cuda/shared_math.h"
 
 namespace llmp {
 namespace cuda {
 namespace {
 
-__global__ void gelu_forward_kernel(float* y, const float* x, int64_t N) {
-  for (int64_t i = gs_begin(); i < N; i += gs_step()) y[i] = gelu(x[i]);
+// x and y in format F (dtype_io.h): a 16-bit x is widened in registers and y rounded once.
+template <Fmt F>
+__global__ void gelu_forward_kernel(void* y, const void* x, int64_t N) {
+  for (int64_t i = gs_begin(); i < N; i += gs_step())
+    store_rounded<F>(y, i, gelu(load_f32<F>(x, i)));
 }
 
 __global__ void gelu_backward_kernel(float* dx, const float* x, const float* dy, int64_t N) {
@@ -19,9 +23,15 @@ __global__ void gelu_backward_kernel(float* dx, const float* x, const float* dy,
 
 }  // namespace
 
-void gelu_forward(float* y, const float* x, long N) {
+void gelu_forward(void* y, const void* x, long N, DType d) {
+  const Fmt f = fmt_of(d, "cuda::gelu_forward");
   if (N <= 0) return;
-  gelu_forward_kernel<<<elementwise_blocks(N), kThreads, 0, stream()>>>(y, x, N);
+  if (f == Fmt::kBF16)
+    gelu_forward_kernel<Fmt::kBF16><<<elementwise_blocks(N), kThreads, 0, stream()>>>(y, x, N);
+  else if (f == Fmt::kF16)
+    gelu_forward_kernel<Fmt::kF16><<<elementwise_blocks(N), kThreads, 0, stream()>>>(y, x, N);
+  else
+    gelu_forward_kernel<Fmt::kF32><<<elementwise_blocks(N), kThreads, 0, stream()>>>(y, x, N);
   LLMP_LAUNCH_CHECK();
 }
 

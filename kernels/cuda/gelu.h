@@ -8,11 +8,15 @@
 // Glossary: N elements (B·T·4C in the MLP). Device pointers, on stream(), asynchronous.
 #pragma once
 
+#include "common/tensor/tensor.h"
+
 namespace llmp {
 namespace cuda {
 
-/// y (N) = gelu(x (N)). y may alias x.
-void gelu_forward(float* y, const float* x, long N);
+/// y (N) = gelu(x (N)), both of dtype d (f32, f16 or bf16: a 16-bit x is widened in registers,
+/// y rounded once, as kernels/cpu on fp32 copies). y may alias x. std::invalid_argument naming
+/// another d.
+void gelu_forward(void* y, const void* x, long N, DType d = DType::kF32);
 
 /// dx (N) = gelu'(x) · dy (OVERWRITTEN). dx may alias dy.
 void gelu_backward(float* dx, const float* x, const float* dy, long N);

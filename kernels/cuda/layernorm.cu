@@ -4,27 +4,33 @@
 #include "kernels/cuda/column_sums.h"
 #include "kernels/cuda/context.h"
 #include "kernels/cuda/device_util.h"
+#include "kernels/cuda/dtype_io.h"
 #include "kernels/cuda/shared_math.h"
 
 namespace llmp {
 namespace cuda {
 namespace {
 
-__global__ void layernorm_forward_kernel(float* __restrict__ y, float* mean, float* rstd,
-                                         const float* __restrict__ x, const float* __restrict__ w,
+// x and y in format F (dtype_io.h): a 16-bit x is widened in registers, y rounded once.
+template <Fmt F>
+__global__ void layernorm_forward_kernel(void* y, float* mean, float* rstd, const void* x,
+                                         const float* __restrict__ w,
                                          const float* __restrict__ b, int N, int C) {
   const int64_t n = warp_row(blockIdx.x, threadIdx.x);
   if (n >= N) return;  // a whole warp leaves: the shuffles below see all 32 lanes
   const int lane = threadIdx.x % kWarp;
-  const float* xr = x + n * C;
+  const int64_t row = n * C;
   float s = 0.0f;
-  for (int c = lane; c < C; c += kWarp) s += xr[c];
+  for (int c = lane; c < C; c += kWarp) s += load_f32<F>(x, row + c);
   const float m = ln_mean(warp_sum(s), C);
   float sq = 0.0f;
-  for (int c = lane; c < C; c += kWarp) sq += (xr[c] - m) * (xr[c] - m);
+  for (int c = lane; c < C; c += kWarp) {
+    const float d = load_f32<F>(x, row + c) - m;
+    sq += d * d;
+  }
   const float r = ln_rstd(warp_sum(sq), C);
-  float* yr = y + n * C;
-  for (int c = lane; c < C; c += kWarp) yr[c] = ln_normalize(xr[c], m, r, w[c], b[c]);
+  for (int c = lane; c < C; c += kWarp)
+    store_rounded<F>(y, row + c, ln_normalize(load_f32<F>(x, row + c), m, r, w[c], b[c]));
   if (lane == 0) {
     if (mean) mean[n] = m;
     if (rstd) rstd[n] = r;
@@ -69,11 +75,20 @@ struct LayerNormWeightTerms {
 
 }  // namespace
 
-void layernorm_forward(float* y, float* mean, float* rstd, const float* x, const float* w,
-                       const float* b, int N, int C) {
+void layernorm_forward(void* y, float* mean, float* rstd, const void* x, const float* w,
+                       const float* b, int N, int C, DType d) {
+  const Fmt f = fmt_of(d, "cuda::layernorm_forward");
   if (N <= 0) return;
-  layernorm_forward_kernel<<<warp_per_row_blocks(N), kThreads, 0, stream()>>>(y, mean, rstd, x, w,
-                                                                              b, N, C);
+  const int blocks = warp_per_row_blocks(N);
+  if (f == Fmt::kBF16)
+    layernorm_forward_kernel<Fmt::kBF16><<<blocks, kThreads, 0, stream()>>>(y, mean, rstd, x, w, b,
+                                                                           N, C);
+  else if (f == Fmt::kF16)
+    layernorm_forward_kernel<Fmt::kF16><<<blocks, kThreads, 0, stream()>>>(y, mean, rstd, x, w, b,
+                                                                          N, C);
+  else
+    layernorm_forward_kernel<Fmt::kF32><<<blocks, kThreads, 0, stream()>>>(y, mean, rstd, x, w, b,
+                                                                          N, C);
   LLMP_LAUNCH_CHECK();
 }
 

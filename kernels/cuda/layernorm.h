@@ -14,12 +14,16 @@
 // Glossary: N rows (= B·T tokens), C channels; w, b gain and bias (C). Device pointers, stream().
 #pragma once
 
+#include "common/tensor/tensor.h"
+
 namespace llmp {
 namespace cuda {
 
-/// y (N,C) = layernorm(x (N,C))·w + b; saves mean (N) and rstd (N) (each may be nullptr).
-void layernorm_forward(float* y, float* mean, float* rstd, const float* x, const float* w,
-                       const float* b, int N, int C);
+/// y (N,C) = layernorm(x (N,C))·w + b; saves mean (N) and rstd (N) (each may be nullptr). x and
+/// y of dtype d (f32, f16 or bf16: a 16-bit x is widened in registers and y rounded once, as
+/// kernels/cpu on fp32 copies); std::invalid_argument naming another d.
+void layernorm_forward(void* y, float* mean, float* rstd, const void* x, const float* w,
+                       const float* b, int N, int C, DType d = DType::kF32);
 
 /// dx (N,C) += ∂L/∂x (ACCUMULATED); dw (C) += Σ_rows dy·x̂ and db (C) += Σ_rows dy unless dw is
 /// nullptr (then only the input gradient, the "B" half of a zero-bubble backward).

@@ -140,12 +140,12 @@ TEST_F(MatmulOperandsTwin, AttentionWithSixteenBitInputsGivesTheFp32Results) {
     Vec out(B * T * C), att(B * H * T * T), dqkv(qkv.size()), scratch(T * T);
     {
       const MatmulOperands declared(cpu, d);
-      cpu.attention_forward(out.data(), att.data(), DType::kF32, qkv.data(), B, T, C, H, d);
+      cpu.attention_forward(out.data(), att.data(), qkv.data(), B, T, C, H, d);
     }
     DevF qkv_d(qkv), out_d(out.size()), att_d(att.size()), dout_d(dout), dqkv_d(qkv.size());
     {
       const MatmulOperands declared(gpu, d);
-      gpu.attention_forward(out_d.p, att_d.p, DType::kF32, qkv_d.p, B, T, C, H, d);
+      gpu.attention_forward(out_d.p, att_d.p, qkv_d.p, B, T, C, H, d);
     }
     const Vec P = att_d.get(), y = out_d.get();
     EXPECT_EQ(cpu::first_inexact(P.data(), static_cast<int64_t>(P.size()), d), -1)
@@ -160,13 +160,12 @@ TEST_F(MatmulOperandsTwin, AttentionWithSixteenBitInputsGivesTheFp32Results) {
     DevF att16_d(att);  // the CPU's P (16-bit values) for both backwards
     {
       const MatmulOperands declared(cpu, d);
-      cpu.attention_backward(dqkv.data(), dout.data(), qkv.data(), att.data(), DType::kF32,
-                             scratch.data(), B, T, C, H, d);
+      cpu.attention_backward(dqkv.data(), dout.data(), qkv.data(), att.data(), scratch.data(), B,
+                             T, C, H, d);
     }
     {
       const MatmulOperands declared(gpu, d);
-      gpu.attention_backward(dqkv_d.p, dout_d.p, qkv_d.p, att16_d.p, DType::kF32, nullptr, B, T, C,
-                             H, d);
+      gpu.attention_backward(dqkv_d.p, dout_d.p, qkv_d.p, att16_d.p, nullptr, B, T, C, H, d);
     }
     const Vec g = dqkv_d.get();
     const Vec dv = v_channels(g, B * T, C), dv_ref = v_channels(dqkv, B * T, C);
@@ -203,7 +202,7 @@ TEST_F(MatmulOperandsTwin, AttentionWithSixteenBitStoredProbs) {
     Vec out(B * T * C), dqkv(qkv.size()), scratch(T * T), P(np), P_ref(np);
     auto forward = [&](KernelOps& ops, float* y, void* a, const float* q) {
       const MatmulOperands declared(ops, d);
-      ops.attention_forward(y, a, d, q, B, T, C, H, probs);
+      ops.attention_forward(y, Act(a, d), q, B, T, C, H, probs);
     };
     forward(cpu, out.data(), att.data(), qkv.data());
     DevF qkv_d(qkv), out_d(out.size()), dout_d(dout), dqkv_d(qkv.size());
@@ -224,12 +223,12 @@ TEST_F(MatmulOperandsTwin, AttentionWithSixteenBitStoredProbs) {
     }
     {
       const MatmulOperands declared(cpu, d);
-      cpu.attention_backward(dqkv.data(), dout.data(), qkv.data(), att.data(), d, scratch.data(),
-                             B, T, C, H, probs);
+      cpu.attention_backward(dqkv.data(), dout.data(), qkv.data(), ActIn(att.data(), d),
+                             scratch.data(), B, T, C, H, probs);
     }
     {
       const MatmulOperands declared(gpu, d);
-      gpu.attention_backward(dqkv_d.p, dout_d.p, qkv_d.p, att16_d.p, d, nullptr, B, T, C, H,
+      gpu.attention_backward(dqkv_d.p, dout_d.p, qkv_d.p, ActIn(att16_d.p, d), nullptr, B, T, C, H,
                              probs);
     }
     const Vec g = dqkv_d.get();

@@ -4,14 +4,18 @@
 #include "kernels/cuda/column_sums.h"
 #include "kernels/cuda/context.h"
 #include "kernels/cuda/device_util.h"
+#include "kernels/cuda/dtype_io.h"
 
 namespace llmp {
 namespace cuda {
 namespace {
 
-__global__ void residual_bias_add_kernel(float* out, const float* x, const float* y,
+// out, x, y in format F (dtype_io.h): the sum in fp32, rounded once into out.
+template <Fmt F>
+__global__ void residual_bias_add_kernel(void* out, const void* x, const void* y,
                                          const float* __restrict__ b, int64_t N, int C) {
-  for (int64_t i = gs_begin(); i < N * C; i += gs_step()) out[i] = x[i] + y[i] + b[i % C];
+  for (int64_t i = gs_begin(); i < N * C; i += gs_step())
+    store_rounded<F>(out, i, load_f32<F>(x, i) + load_f32<F>(y, i) + b[i % C]);
 }
 
 // The term of db[c] += Σ_n dy[n, c] (column_sums.h).
@@ -23,10 +27,18 @@ struct BiasGradTerm {
 
 }  // namespace
 
-void residual_bias_add(float* out, const float* x, const float* y, const float* b, long N, int C) {
+void residual_bias_add(void* out, const void* x, const void* y, const float* b, long N, int C,
+                       DType d) {
+  const Fmt f = fmt_of(d, "cuda::residual_bias_add");
   const int64_t n = static_cast<int64_t>(N) * C;
   if (n <= 0) return;
-  residual_bias_add_kernel<<<elementwise_blocks(n), kThreads, 0, stream()>>>(out, x, y, b, N, C);
+  const int blocks = elementwise_blocks(n);
+  if (f == Fmt::kBF16)
+    residual_bias_add_kernel<Fmt::kBF16><<<blocks, kThreads, 0, stream()>>>(out, x, y, b, N, C);
+  else if (f == Fmt::kF16)
+    residual_bias_add_kernel<Fmt::kF16><<<blocks, kThreads, 0, stream()>>>(out, x, y, b, N, C);
+  else
+    residual_bias_add_kernel<Fmt::kF32><<<blocks, kThreads, 0, stream()>>>(out, x, y, b, N, C);
   LLMP_LAUNCH_CHECK();
 }
 

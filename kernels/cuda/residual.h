@@ -11,11 +11,15 @@
 // Glossary: N rows (tokens), C channels. Device pointers, on stream(), asynchronous.
 #pragma once
 
+#include "common/tensor/tensor.h"
+
 namespace llmp {
 namespace cuda {
 
-/// out (N,C) = x (N,C) + y (N,C) + b (C). out may alias x or y.
-void residual_bias_add(float* out, const float* x, const float* y, const float* b, long N, int C);
+/// out (N,C) = x (N,C) + y (N,C) + b (C), out, x, y of dtype d (f32, f16 or bf16: the sum in
+/// fp32, rounded once). out may alias x or y. std::invalid_argument naming another d.
+void residual_bias_add(void* out, const void* x, const void* y, const float* b, long N, int C,
+                       DType d = DType::kF32);
 
 /// db (C) += Σ_rows dy (N,C) (ACCUMULATED).
 void residual_bias_backward(float* db, const float* dy, long N, int C);

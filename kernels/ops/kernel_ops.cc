@@ -81,28 +81,27 @@ class CpuKernelOps final : public KernelOps {
     check_operand(*this, "matmul_nt_backward", "Wt", Wt, int64_t{OC} * C);
     cpu::matmul_nt_backward(dx, dWt, dy, x, Wt, N, C, OC);
   }
-  // P through an fp32 copy when the model stores it in 16 bits (Fp32Copy): the forward writes the
-  // copy and rounds it into att, the backward reads a widened copy; bit for bit what common/nn's
+  // 16-bit activations (Act) through fp32 copies (Fp32Copy): the forward writes the copy of P
+  // and rounds it into att, the backward reads a widened copy; bit for bit what common/nn's
   // F32Out and F32In did around these calls.
-  void attention_forward(float* out, void* att, DType att_dtype, const float* qkv, int B, int T,
-                         int C, int H, DType probs_dtype) override {
+  void attention_forward(float* out, Act att, const float* qkv, int B, int T, int C, int H,
+                         DType probs_dtype) override {
     check_operand(*this, "attention_forward", "qkv", qkv, int64_t{B} * T * 3 * C);
-    Fp32Copy P(att, att_dtype, probs_elements(B, T, H), device(), /*load=*/false, /*store=*/true);
+    Fp32Copy P(att, probs_elements(B, T, H), device());
     cpu::attention_forward(out, P.get(), qkv, B, T, C, H, probs_dtype);
   }
-  void attention_probs(void* att, DType att_dtype, const float* qkv, int B, int T, int C, int H,
+  void attention_probs(Act att, const float* qkv, int B, int T, int C, int H,
                        DType probs_dtype) override {
     check_operand(*this, "attention_probs", "qkv", qkv, int64_t{B} * T * 3 * C);
-    Fp32Copy P(att, att_dtype, probs_elements(B, T, H), device(), /*load=*/false, /*store=*/true);
+    Fp32Copy P(att, probs_elements(B, T, H), device());
     cpu::attention_probs(P.get(), qkv, B, T, C, H, probs_dtype);
   }
-  void attention_backward(float* dqkv, const float* dout, const float* qkv, const void* att,
-                          DType att_dtype, float* scratch, int B, int T, int C, int H,
-                          DType probs_dtype) override {
+  void attention_backward(float* dqkv, const float* dout, const float* qkv, ActIn att,
+                          float* scratch, int B, int T, int C, int H, DType probs_dtype) override {
     check_operand(*this, "attention_backward", "dout", dout, int64_t{B} * T * C);
     check_operand(*this, "attention_backward", "qkv", qkv, int64_t{B} * T * 3 * C);
     const int64_t n = probs_elements(B, T, H);
-    const Fp32Copy P(att, att_dtype, n, device(), /*load=*/true, /*store=*/false);
+    const Fp32Copy P(att, n, device());
     check_operand(*this, "attention_backward", "att", P.get(), n);
     cpu::attention_backward(dqkv, dout, qkv, P.get(), scratch, B, T, C, H, probs_dtype);
   }
@@ -145,10 +144,14 @@ class CpuKernelOps final : public KernelOps {
                                     int g0, float scale) override {
     cpu::causal_softmax_rows_backward(dp, P, rows, Tl, T, g0, scale);
   }
-  void layernorm_forward(float* y, float* mean, float* rstd, const float* x, const float* w,
-                         const float* b, int N, int C) override {
-    cpu::layernorm_forward(y, mean, rstd, x, w, b, N, C);
+  void layernorm_forward(Act y, float* mean, float* rstd, ActIn x, const float* w, const float* b,
+                         int N, int C) override {
+    const int64_t n = int64_t{N} * C;
+    const Fp32Copy xf(x, n, device());
+    Fp32Copy yf(y, n, device());
+    cpu::layernorm_forward(yf.get(), mean, rstd, xf.get(), w, b, N, C);
   }
+
   void layernorm_backward(float* dx, float* dw, float* db, const float* dy, const float* x,
                           const float* w, const float* mean, const float* rstd, int N,
                           int C) override {
@@ -158,14 +161,28 @@ class CpuKernelOps final : public KernelOps {
                                  const float* mean, const float* rstd, int N, int C) override {
     cpu::layernorm_backward_weight(dw, db, dy, x, mean, rstd, N, C);
   }
-  void gelu_forward(float* y, const float* x, long N) override { cpu::gelu_forward(y, x, N); }
+  void gelu_forward(Act y, ActIn x, long N) override {
+    const Fp32Copy xf(x, N, device());
+    Fp32Copy yf(y, N, device());
+    cpu::gelu_forward(yf.get(), xf.get(), N);
+  }
   void gelu_backward(float* dx, const float* x, const float* dy, long N) override {
     cpu::gelu_backward(dx, x, dy, N);
   }
-  void residual_bias_add(float* out, const float* x, const float* y, const float* b, long N,
-                         int C) override {
-    cpu::residual_bias_add(out, x, y, b, N, C);
+  // out may alias y (the walk adds in place): one copy then, widened and rounded back.
+  void residual_bias_add(Act out, ActIn x, ActIn y, const float* b, long N, int C) override {
+    const int64_t n = static_cast<int64_t>(N) * C;
+    const Fp32Copy xf(x, n, device());
+    if (out.p == y.p) {
+      Fp32Copy of(out, n, device(), /*load=*/true);
+      cpu::residual_bias_add(of.get(), xf.get(), of.get(), b, N, C);
+      return;
+    }
+    const Fp32Copy yf(y, n, device());
+    Fp32Copy of(out, n, device());
+    cpu::residual_bias_add(of.get(), xf.get(), yf.get(), b, N, C);
   }
+
   void residual_bias_backward(float* db, const float* dy, long N, int C) override {
     cpu::residual_bias_backward(db, dy, N, C);
   }

@@ -30,6 +30,30 @@
 
 namespace llmp {
 
+/// An activation as the model stores it, for the entries that read or write activations in their
+/// own dtype: its memory (of the table's device) and dtype (f32, f16 or bf16). A float* converts
+/// to an f32 Act, so fp32 callers pass their pointers as they are; the model's walk passes its
+/// 16-bit tensors with as_stored(). A table whose kernels compute on fp32 only (kernels/cpu)
+/// reads and writes a 16-bit one through an fp32 copy (Fp32Copy below), which is bit for bit
+/// what the walk's F32In / F32Out views do (common/nn/f32_view.h); a GPU's kernels load and store
+/// the 16 bits themselves, so no fp32 copy of the activation exists.
+struct Act {
+  void* p = nullptr;
+  DType dtype = DType::kF32;
+  Act(float* f32) : p(f32) {}  // NOLINT: an fp32 buffer is an f32 activation
+  Act(void* data, DType d) : p(data), dtype(d) {}
+};
+/// The read-only form of Act (a const float* converts to an f32 one; so does an Act).
+struct ActIn {
+  const void* p = nullptr;
+  DType dtype = DType::kF32;
+  ActIn(const float* f32) : p(f32) {}  // NOLINT
+  ActIn(const void* data, DType d) : p(data), dtype(d) {}
+  ActIn(Act a) : p(a.p), dtype(a.dtype) {}  // NOLINT
+};
+/// t's memory and dtype as an Act.
+inline Act as_stored(const Tensor& t) { return Act(t.raw(), t.dtype()); }
+
 class KernelOps {
  public:
   virtual ~KernelOps() = default;
@@ -49,20 +73,18 @@ class KernelOps {
                                   const float* Wt, int N, int C, int OC) = 0;
 
   // ---- attention.h: causal multi-head self-attention on qkv (B,T,3C). P (B,H,T,T), the largest
-  // activation the model keeps, is handed over as the model stores it: att of att_dtype (f32,
-  // f16 or bf16), written by the forward and read by the backward in that dtype (a 16-bit att
-  // holds P rounded to it; the CPU's kernels compute on an fp32 copy, Fp32Copy below, a GPU's
-  // write and read the 16 bits themselves). A 16-bit att_dtype promises that qkv and dout hold
-  // values of it (the model keeps every activation in one dtype). probs_dtype: P and dS rounded
-  // to it before their products (kernels/cpu/attention.h; f32: not rounded). Throws
-  // std::invalid_argument naming an att_dtype or probs_dtype that is none of f32, f16, bf16.
-  virtual void attention_forward(float* out, void* att, DType att_dtype, const float* qkv, int B,
-                                 int T, int C, int H, DType probs_dtype = DType::kF32) = 0;
-  virtual void attention_probs(void* att, DType att_dtype, const float* qkv, int B, int T, int C,
-                               int H, DType probs_dtype = DType::kF32) = 0;
-  virtual void attention_backward(float* dqkv, const float* dout, const float* qkv,
-                                  const void* att, DType att_dtype, float* scratch, int B, int T,
-                                  int C, int H, DType probs_dtype = DType::kF32) = 0;
+  // activation the model keeps, is an Act: written by the forward and read by the backward in
+  // its dtype (a 16-bit att holds P rounded to it). A 16-bit att promises that qkv and dout hold
+  // values of its dtype (the model keeps every activation in one dtype). probs_dtype: P and dS
+  // rounded to it before their products (kernels/cpu/attention.h; f32: not rounded). Throws
+  // std::invalid_argument naming an att or probs_dtype dtype that is none of f32, f16, bf16.
+  virtual void attention_forward(float* out, Act att, const float* qkv, int B, int T, int C,
+                                 int H, DType probs_dtype = DType::kF32) = 0;
+  virtual void attention_probs(Act att, const float* qkv, int B, int T, int C, int H,
+                               DType probs_dtype = DType::kF32) = 0;
+  virtual void attention_backward(float* dqkv, const float* dout, const float* qkv, ActIn att,
+                                  float* scratch, int B, int T, int C, int H,
+                                  DType probs_dtype = DType::kF32) = 0;
 
   // ---- attention_block.h: ring attention's blockwise online softmax, one ring step per call
   // over every (b, h), on strided (B,Tl,·) rows (common/cp/ring_attention.cc).
@@ -93,18 +115,18 @@ class KernelOps {
   virtual void causal_softmax_rows_backward(float* dp, const float* P, int64_t rows, int Tl,
                                             int T, int g0, float scale) = 0;
 
-  // ---- layernorm.h, gelu.h, residual.h: the element-wise and per-row layers.
-  virtual void layernorm_forward(float* y, float* mean, float* rstd, const float* x,
-                                 const float* w, const float* b, int N, int C) = 0;
+  // ---- layernorm.h, gelu.h, residual.h: the element-wise and per-row layers. The forwards read
+  // and write activations as stored (Act; mean, rstd, w, b stay fp32).
+  virtual void layernorm_forward(Act y, float* mean, float* rstd, ActIn x, const float* w,
+                                 const float* b, int N, int C) = 0;
   virtual void layernorm_backward(float* dx, float* dw, float* db, const float* dy,
                                   const float* x, const float* w, const float* mean,
                                   const float* rstd, int N, int C) = 0;
   virtual void layernorm_backward_weight(float* dw, float* db, const float* dy, const float* x,
                                          const float* mean, const float* rstd, int N, int C) = 0;
-  virtual void gelu_forward(float* y, const float* x, long N) = 0;
+  virtual void gelu_forward(Act y, ActIn x, long N) = 0;
   virtual void gelu_backward(float* dx, const float* x, const float* dy, long N) = 0;
-  virtual void residual_bias_add(float* out, const float* x, const float* y, const float* b,
-                                 long N, int C) = 0;
+  virtual void residual_bias_add(Act out, ActIn x, ActIn y, const float* b, long N, int C) = 0;
   virtual void residual_bias_backward(float* db, const float* dy, long N, int C) = 0;
 
   // ---- embedding.h: token rows [v0, v0 + Vr) of wte, positions of wpe. tokens/positions are
@@ -283,6 +305,12 @@ class MatmulOperands {
 class Fp32Copy {
  public:
   Fp32Copy(const void* p, DType dtype, int64_t n, Device device, bool load, bool store);
+  /// An output (widened first when `load`: updated in place), rounded back.
+  Fp32Copy(Act a, int64_t n, Device device, bool load = false)
+      : Fp32Copy(a.p, a.dtype, n, device, load, /*store=*/true) {}
+  /// An input: widened, never written back.
+  Fp32Copy(ActIn a, int64_t n, Device device)
+      : Fp32Copy(a.p, a.dtype, n, device, /*load=*/true, /*store=*/false) {}
   ~Fp32Copy() { store(); }
   Fp32Copy(const Fp32Copy&) = delete;
   Fp32Copy& operator=(const Fp32Copy&) = delete;

@@ -1,9 +1,9 @@
-// The CPU table's attention entries on P stored in 16 bits (kernel_ops.h: att of att_dtype): they
-// compute through an fp32 copy (Fp32Copy), so they must give, bit for bit, what the model got
-// when it wrapped these calls in common/nn's F32Out and F32In: out the fp32 kernel's, the stored
-// P that kernel's P rounded to att_dtype, and dqkv the fp32 kernel's on the stored P widened.
-// Also: an f32 att is P itself, the copy is counted as conversion scratch while it lives, and a
-// bad att_dtype is refused by name.
+// The CPU table's entries that take activations as stored (kernel_ops.h Act: attention's P, the
+// LayerNorm, GELU and residual forwards) on 16-bit ones: they compute through fp32 copies
+// (Fp32Copy), so they must give, bit for bit, what the model got when it wrapped these calls in
+// common/nn's F32Out and F32In: the fp32 kernel's results on the inputs widened, rounded once into
+// the 16-bit outputs. Also: an f32 Act is the buffer itself, a copy is counted as conversion
+// scratch while it lives, the in-place residual add, and a bad dtype refused by name.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -17,6 +17,9 @@
 #include "common/tensor/tensor.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/convert.h"
+#include "kernels/cpu/gelu.h"
+#include "kernels/cpu/layernorm.h"
+#include "kernels/cpu/residual.h"
 #include "kernels/ops/kernel_ops.h"
 
 namespace llmp {
@@ -37,7 +40,7 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-TEST(StoredProbs, SixteenBitAttIsTheFp32KernelRounded) {
+TEST(StoredActivations, SixteenBitAttIsTheFp32KernelRounded) {
   KernelOps& ops = kernel_ops(Device::kCPU);
   for (DType d : {DType::kBF16, DType::kF16}) {
     const DType probs = d == DType::kBF16 ? d : DType::kF32;  // sublayer.h rounded_products
@@ -49,24 +52,61 @@ TEST(StoredProbs, SixteenBitAttIsTheFp32KernelRounded) {
     cpu::attention_forward(out_ref.data(), att32.f32(), qkv.data(), B, T, C, H, probs);
     std::vector<uint16_t> att16(kProbs), att16_ref(kProbs);
     cpu::round_to(att32.f32(), att16_ref.data(), d, kProbs);
-    ops.attention_forward(out.data(), att16.data(), d, qkv.data(), B, T, C, H, probs);
+    ops.attention_forward(out.data(), Act(att16.data(), d), qkv.data(), B, T, C, H, probs);
     EXPECT_TRUE(same_bits(out, out_ref)) << to_string(d) << ": out";
     EXPECT_EQ(att16, att16_ref) << to_string(d) << ": the stored P";
     std::vector<uint16_t> probs16(kProbs);
-    ops.attention_probs(probs16.data(), d, qkv.data(), B, T, C, H, probs);
+    ops.attention_probs(Act(probs16.data(), d), qkv.data(), B, T, C, H, probs);
     EXPECT_EQ(probs16, att16) << to_string(d) << ": recomputation's P";
     std::vector<float> dqkv_ref(qkv.size()), dqkv(qkv.size());
     Tensor P = Tensor::empty({kProbs}, DType::kF32, MemCategory::kOther);  // as F32In made it
     cpu::widen(att16.data(), d, P.f32(), kProbs);
     cpu::attention_backward(dqkv_ref.data(), dout.data(), qkv.data(), P.f32(), scratch.data(), B,
                             T, C, H, probs);
-    ops.attention_backward(dqkv.data(), dout.data(), qkv.data(), att16.data(), d, scratch.data(),
-                           B, T, C, H, probs);
+    ops.attention_backward(dqkv.data(), dout.data(), qkv.data(), ActIn(att16.data(), d),
+                           scratch.data(), B, T, C, H, probs);
     EXPECT_TRUE(same_bits(dqkv, dqkv_ref)) << to_string(d) << ": dqkv";
   }
 }
 
-TEST(StoredProbs, Fp32AttIsPItselfAndTheCopyIsCountedScratch) {
+std::vector<uint16_t> rounded(const std::vector<float>& v, DType d) {
+  std::vector<uint16_t> h(v.size());
+  cpu::round_to(v.data(), h.data(), d, static_cast<int64_t>(v.size()));
+  return h;
+}
+
+// The forwards of LayerNorm, GELU and the residual add (in place in y, as the walk calls it, and
+// into another buffer) on 16-bit x, y: the fp32 kernels on the widened values, rounded once.
+TEST(StoredActivations, ElementwiseForwardsAreTheFp32KernelsRounded) {
+  KernelOps& ops = kernel_ops(Device::kCPU);
+  constexpr int N = 7, Ch = 40;
+  const std::vector<float> w = values(Ch, 3, DType::kF32), b = values(Ch, 4, DType::kF32);
+  for (DType d : {DType::kBF16, DType::kF16}) {
+    const std::vector<float> x = values(N * Ch, 5, d), y = values(N * Ch, 6, d);
+    const std::vector<uint16_t> x16 = rounded(x, d), y16 = rounded(y, d);
+    std::vector<float> ref(N * Ch), mean_ref(N), rstd_ref(N), mean(N), rstd(N);
+    std::vector<uint16_t> out16(N * Ch);
+    cpu::layernorm_forward(ref.data(), mean_ref.data(), rstd_ref.data(), x.data(), w.data(),
+                           b.data(), N, Ch);
+    ops.layernorm_forward(Act(out16.data(), d), mean.data(), rstd.data(), ActIn(x16.data(), d),
+                          w.data(), b.data(), N, Ch);
+    EXPECT_EQ(out16, rounded(ref, d)) << to_string(d) << ": layernorm y";
+    EXPECT_TRUE(same_bits(mean, mean_ref) && same_bits(rstd, rstd_ref)) << to_string(d);
+    cpu::gelu_forward(ref.data(), x.data(), N * Ch);
+    ops.gelu_forward(Act(out16.data(), d), ActIn(x16.data(), d), N * Ch);
+    EXPECT_EQ(out16, rounded(ref, d)) << to_string(d) << ": gelu";
+    cpu::residual_bias_add(ref.data(), x.data(), y.data(), b.data(), N, Ch);
+    ops.residual_bias_add(Act(out16.data(), d), ActIn(x16.data(), d), ActIn(y16.data(), d),
+                          b.data(), N, Ch);
+    EXPECT_EQ(out16, rounded(ref, d)) << to_string(d) << ": residual into out";
+    std::vector<uint16_t> in_place = y16;
+    ops.residual_bias_add(Act(in_place.data(), d), ActIn(x16.data(), d),
+                          ActIn(in_place.data(), d), b.data(), N, Ch);
+    EXPECT_EQ(in_place, rounded(ref, d)) << to_string(d) << ": residual in place";
+  }
+}
+
+TEST(StoredActivations, Fp32AttIsPItselfAndTheCopyIsCountedScratch) {
   std::vector<float> buf(kProbs, 1.5f);
   const int64_t before = MemoryTracker::instance().current(Device::kCPU, MemCategory::kOther);
   {
@@ -87,12 +127,12 @@ TEST(StoredProbs, Fp32AttIsPItselfAndTheCopyIsCountedScratch) {
   EXPECT_EQ(MemoryTracker::instance().current(Device::kCPU, MemCategory::kOther), before);
 }
 
-TEST(StoredProbs, ABadAttDtypeIsRefusedByName) {
+TEST(StoredActivations, ABadAttDtypeIsRefusedByName) {
   std::vector<float> qkv(B * T * 3 * C, 0.0f), out(B * T * C);
   std::vector<double> att(kProbs);
   try {
-    kernel_ops(Device::kCPU).attention_forward(out.data(), att.data(), DType::kF64, qkv.data(), B,
-                                               T, C, H);
+    kernel_ops(Device::kCPU).attention_forward(out.data(), Act(att.data(), DType::kF64), qkv.data(),
+                                               B, T, C, H);
     FAIL() << "an f64 att was accepted";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("f64"), std::string::npos) << e.what();

@@ -1,0 +1,99 @@
+// The CUDA table's forwards that read and write 16-bit activations themselves (kernel_ops.h Act:
+// LayerNorm, GELU, the residual add), against the CPU table on the same 16-bit buffers (which
+// computes through fp32 copies, kernels/ops:stored_activations_test). Both compute in fp32 and
+// round once, so they differ only where the fp32 results differ (LayerNorm's row sums in another
+// order; libdevice's tanhf against the CPU's, kernels_twin_test's 2e-6) and a rounding boundary
+// lies between them: each 16-bit result must be within one 16-bit step of the CPU's (|g - c| ≤
+// 2⁻⁸·|c| for bf16, 2⁻¹¹·|c| for fp16, or equal). The residual sum is x + y + b in the same order
+// on both: bit for bit. The mean and rstd are fp32 (1e-6). Then a mixed call (an f32 output of a
+// 16-bit input) goes through fp32 copies and must equal the CPU's too. Linked into
+// kernel_table_twin_test; SKIPPED without a GPU, with the runtime's reason.
+//
+// Shapes: N = 37 rows of C = 100 channels (> 32 and not a multiple of a warp).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/convert.h"
+#include "kernels/cuda/context.h"
+#include "kernels/cuda/device_allocator.h"
+#include "kernels/cuda/twin_test_util.h"
+#include "kernels/ops/kernel_ops.h"
+
+namespace llmp {
+namespace {
+
+using test::Dev;
+using test::DevF;
+using test::rnd;
+using test::Vec;
+using H16 = std::vector<uint16_t>;
+constexpr int N = 37, C = 100;
+
+class SixteenBitIoTwin : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!cuda_device_available(&why)) GTEST_SKIP() << "skipped: no CUDA device (" << why << ")";
+  }
+};
+
+H16 to16(const Vec& v, DType d) {
+  H16 h(v.size());
+  cpu::round_to(v.data(), h.data(), d, static_cast<int64_t>(v.size()));
+  return h;
+}
+
+Vec widened(const H16& h, DType d) {
+  Vec v(h.size());
+  cpu::widen(h.data(), d, v.data(), static_cast<int64_t>(h.size()));
+  return v;
+}
+
+/// How many elements of got are more than one 16-bit step from ref.
+int64_t beyond_one_step(const H16& got, const H16& ref, DType d) {
+  const float step = d == DType::kBF16 ? 1.0f / 256 : 1.0f / 2048;
+  const Vec g = widened(got, d), r = widened(ref, d);
+  int64_t n = 0;
+  for (size_t i = 0; i < g.size(); ++i) n += std::fabs(g[i] - r[i]) > step * std::fabs(r[i]);
+  return n;
+}
+
+TEST_F(SixteenBitIoTwin, ForwardsReadAndWriteSixteenBits) {
+  KernelOps& cpu = kernel_ops(Device::kCPU);
+  KernelOps& gpu = kernel_ops(Device::kCUDA);
+  const Vec w = rnd(C, 1), b = rnd(C, 2);
+  DevF w_d(w), b_d(b), m_d(N), r_d(N);
+  for (DType d : {DType::kBF16, DType::kF16}) {
+    const std::string dt = to_string(d);
+    const H16 x = to16(rnd(N * C, 3, -3.0f, 3.0f), d), y = to16(rnd(N * C, 4, -3.0f, 3.0f), d);
+    Dev<uint16_t> x_d(x), y_d(y), out_d(static_cast<size_t>(N * C));
+    H16 ref(N * C);
+    Vec mean(N), rstd(N);
+    cpu.layernorm_forward(Act(ref.data(), d), mean.data(), rstd.data(), ActIn(x.data(), d),
+                          w.data(), b.data(), N, C);
+    gpu.layernorm_forward(Act(out_d.p, d), m_d.p, r_d.p, ActIn(x_d.p, d), w_d.p, b_d.p, N, C);
+    EXPECT_EQ(beyond_one_step(out_d.get(), ref, d), 0) << dt << ": layernorm y";
+    EXPECT_LE(test::rel_err(m_d.get(), mean, "mean"), 1e-6f);
+    EXPECT_LE(test::rel_err(r_d.get(), rstd, "rstd"), 1e-6f);
+    cpu.gelu_forward(Act(ref.data(), d), ActIn(x.data(), d), N * C);
+    gpu.gelu_forward(Act(out_d.p, d), ActIn(x_d.p, d), N * C);
+    EXPECT_EQ(beyond_one_step(out_d.get(), ref, d), 0) << dt << ": gelu";
+    cpu.residual_bias_add(Act(ref.data(), d), ActIn(x.data(), d), ActIn(y.data(), d), b.data(), N,
+                          C);
+    gpu.residual_bias_add(Act(y_d.p, d), ActIn(x_d.p, d), ActIn(y_d.p, d), b_d.p, N, C);  // in y
+    EXPECT_EQ(y_d.get(), ref) << dt << ": residual, in place";
+    // A mixed call: an f32 output of the 16-bit x, through fp32 copies.
+    Vec ref32(N * C);
+    DevF out32_d(static_cast<size_t>(N * C));
+    cpu.gelu_forward(ref32.data(), ActIn(x.data(), d), N * C);
+    gpu.gelu_forward(out32_d.p, ActIn(x_d.p, d), N * C);
+    EXPECT_LE(test::rel_err(out32_d.get(), ref32, (dt + " gelu, f32 out").c_str()), 2e-6f);
+  }
+}
+
+}  // namespace
+}  // namespace llmp
