@@ -128,8 +128,8 @@ Tensor attention_backward_input(const BlockShape& s, TpComm& tp, const BlockPara
   Tensor dx = activation(x.shape(), dt, dev);
   F32Out dxf(dx);
   ops.widen(dres1.raw(), dt, dxf, dx.numel());
-  ops.layernorm_backward(dxf, nullptr, nullptr, F32In(keep->dln), F32In(x), p.ln1_w,
-                          c->ln1_mean.f32(), c->ln1_rstd.f32(), n, C);
+  ops.layernorm_backward(dxf, nullptr, nullptr, as_stored(keep->dln), as_stored(x), p.ln1_w,
+                         c->ln1_mean.f32(), c->ln1_rstd.f32(), n, C);
   dxf.store();
   return dx;
 }
@@ -143,14 +143,14 @@ void attention_backward_weight(const BlockShape& s, TpComm& tp, const Tensor& x,
   // attn.c_proj: dW (attn,C) += attyᵀ @ dy_full; b (C) += Σ dy over this rank's rows.
   ops.matmul_backward_weight(g.proj_w, nullptr, F32In(keep.dy_full), F32In(c.atty), N, s.attn(),
                               C);
-  ops.residual_bias_backward(g.proj_b, F32In(keep.dy), n, C);
+  ops.residual_bias_backward(g.proj_b, as_stored(keep.dy), n, C);
   // c_attn: dW (C,qkv) += ln1fᵀ @ dqkv, db (qkv) += Σ dqkv. ln1f is all-gathered again under
   // sequence parallelism (only this rank's rows were kept).
   const Tensor ln1f = tp.regather(c.ln1);
   ops.matmul_backward_weight(g.attn_w, g.attn_b, F32In(keep.dhidden), F32In(ln1f), N, C,
                               s.qkv());
-  ops.layernorm_backward_weight(g.ln1_w, g.ln1_b, F32In(keep.dln), F32In(x), c.ln1_mean.f32(),
-                                 c.ln1_rstd.f32(), n, C);
+  ops.layernorm_backward_weight(g.ln1_w, g.ln1_b, as_stored(keep.dln), as_stored(x),
+                                c.ln1_mean.f32(), c.ln1_rstd.f32(), n, C);
 }
 
 }  // namespace llmp

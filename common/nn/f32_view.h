@@ -17,9 +17,9 @@
 // "conversion scratch", where a GPU uses registers) and freed with the view; the activations the
 // model keeps are the 16-bit tensors.
 //
-// The exceptions: attention's P and the LayerNorm, GELU and residual forwards take their
-// activations as stored (as_stored(t), kernel_ops.h Act), so a GPU's kernels read and write the
-// 16 bits themselves; the CPU's table makes the same fp32 copies there (Fp32Copy).
+// The exceptions: attention's P, the LayerNorm, GELU and residual forwards and the inputs of their
+// backwards take activations as stored (as_stored(t), kernel_ops.h Act), so a GPU's kernels read
+// and write the 16 bits themselves; the CPU's table makes the same fp32 copies there (Fp32Copy).
 //
 // Glossary: "16-bit" is f16 or bf16.
 #pragma once

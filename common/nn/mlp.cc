@@ -65,7 +65,7 @@ Tensor mlp_backward_input(const BlockShape& s, TpComm& tp, const BlockParams<con
     F32Out dfch(keep->dhidden);
     linear_backward_input(ops, tiles, BlockLinear::kFcProj, dfch, F32In(keep->dy_full), p.fcproj_w, N,
                           s.ffn, C);  // dfch_gelu
-    ops.gelu_backward(dfch, F32In(c->fch), dfch, N * s.ffn);                         // dfch
+    ops.gelu_backward(dfch, as_stored(c->fch), dfch, N * s.ffn);                     // dfch
   }
   c->fch = Tensor();  // W needs only GELU's output
   Tensor dln2 = activation({B, T, C}, dt, dev);
@@ -76,8 +76,8 @@ Tensor mlp_backward_input(const BlockShape& s, TpComm& tp, const BlockParams<con
   Tensor dres1 = activation(res1.shape(), dt, dev);
   F32Out d(dres1);
   ops.widen(dout.raw(), dt, d, dres1.numel());
-  ops.layernorm_backward(d, nullptr, nullptr, F32In(keep->dln), F32In(res1), p.ln2_w,
-                          c->ln2_mean.f32(), c->ln2_rstd.f32(), n, C);
+  ops.layernorm_backward(d, nullptr, nullptr, as_stored(keep->dln), as_stored(res1), p.ln2_w,
+                         c->ln2_mean.f32(), c->ln2_rstd.f32(), n, C);
   d.store();
   return dres1;
 }
@@ -90,12 +90,12 @@ void mlp_backward_weight(const BlockShape& s, TpComm& tp, const Tensor& res1, co
   // mlp.c_proj: dW (ffn,C) += fch_geluᵀ @ dy_full; b (C) += Σ dy over this rank's rows.
   ops.matmul_backward_weight(g.fcproj_w, nullptr, F32In(keep.dy_full), F32In(c.fch_gelu), N,
                               s.ffn, C);
-  ops.residual_bias_backward(g.fcproj_b, F32In(keep.dy), n, C);
+  ops.residual_bias_backward(g.fcproj_b, as_stored(keep.dy), n, C);
   // c_fc: dW (C,ffn) += ln2fᵀ @ dfch, db (ffn) += Σ dfch (ln2f all-gathered again under SP).
   const Tensor ln2f = tp.regather(c.ln2);
   ops.matmul_backward_weight(g.fc_w, g.fc_b, F32In(keep.dhidden), F32In(ln2f), N, C, s.ffn);
-  ops.layernorm_backward_weight(g.ln2_w, g.ln2_b, F32In(keep.dln), F32In(res1), c.ln2_mean.f32(),
-                                 c.ln2_rstd.f32(), n, C);
+  ops.layernorm_backward_weight(g.ln2_w, g.ln2_b, as_stored(keep.dln), as_stored(res1),
+                                c.ln2_mean.f32(), c.ln2_rstd.f32(), n, C);
 }
 
 }  // namespace llmp

@@ -68,35 +68,31 @@ class Table final : public KernelOps {
     FakeDevice::Access a(dev_);
     cpu_.matmul_nt_backward(dx, dWt, dy, x, Wt, N, C, OC);
   }
-  // 16-bit activations (Act) through fp32 copies on the device (Fp32Copy), as the CPU's table
-  // makes them on the host; qkv and dout are read from their noted 16-bit sources by a GPU.
+  // Activations as stored (Act) go to the CPU table as they are: its fp32 copies of 16-bit ones
+  // (Fp32Copy) are then host memory, so the device holds no fp32 copy of them, as on a GPU whose
+  // kernels load and store the 16 bits. qkv and dout are read from their noted 16-bit sources by
+  // a GPU's products.
   void attention_forward(float* out, Act att, const float* qkv, int B, int T, int C, int H,
                          DType probs_dtype) override {
-    on_device("attention_forward", {out, att.p, qkv});
     count("attention_forward", probs_dtype);
     check_source("attention_forward", "qkv", qkv, int64_t{B} * T * 3 * C);
-    Fp32Copy P(att, int64_t{B} * H * T * T, device());
-    run("attention_forward", {},
-        [&] { cpu_.attention_forward(out, P.get(), qkv, B, T, C, H, probs_dtype); });
+    run("attention_forward", {out, att.p, qkv},
+        [&] { cpu_.attention_forward(out, att, qkv, B, T, C, H, probs_dtype); });
   }
   void attention_probs(Act att, const float* qkv, int B, int T, int C, int H,
                        DType probs_dtype) override {
-    on_device("attention_probs", {att.p, qkv});
     count("attention_probs", probs_dtype);
     check_source("attention_probs", "qkv", qkv, int64_t{B} * T * 3 * C);
-    Fp32Copy P(att, int64_t{B} * H * T * T, device());
-    run("attention_probs", {},
-        [&] { cpu_.attention_probs(P.get(), qkv, B, T, C, H, probs_dtype); });
+    run("attention_probs", {att.p, qkv},
+        [&] { cpu_.attention_probs(att, qkv, B, T, C, H, probs_dtype); });
   }
   void attention_backward(float* dqkv, const float* dout, const float* qkv, ActIn att,
                           float* scratch, int B, int T, int C, int H, DType probs_dtype) override {
-    on_device("attention_backward", {dqkv, dout, qkv, att.p, scratch});
     count("attention_backward", probs_dtype);
     check_source("attention_backward", "dout", dout, int64_t{B} * T * C);
     check_source("attention_backward", "qkv", qkv, int64_t{B} * T * 3 * C);
-    const Fp32Copy P(att, int64_t{B} * H * T * T, device());
-    run("attention_backward", {}, [&] {
-      cpu_.attention_backward(dqkv, dout, qkv, P.get(), scratch, B, T, C, H, probs_dtype);
+    run("attention_backward", {dqkv, dout, qkv, att.p, scratch}, [&] {
+      cpu_.attention_backward(dqkv, dout, qkv, att, scratch, B, T, C, H, probs_dtype);
     });
   }
   void attention_block_forward(float* o, int ld_o, float* m, float* l, float* scores,
@@ -150,51 +146,44 @@ class Table final : public KernelOps {
   }
   void layernorm_forward(Act y, float* mean, float* rstd, ActIn x, const float* w, const float* b,
                          int N, int C) override {
-    on_device("layernorm_forward", {y.p, mean, rstd, x.p, w, b});
-    const Fp32Copy xf(x, int64_t{N} * C, device());
-    Fp32Copy yf(y, int64_t{N} * C, device());
-    run("layernorm_forward", {},
-        [&] { cpu_.layernorm_forward(yf.get(), mean, rstd, xf.get(), w, b, N, C); });
-  }
-  void layernorm_backward(float* dx, float* dw, float* db, const float* dy, const float* x,
-                          const float* w, const float* mean, const float* rstd, int N,
-                          int C) override {
-    run("layernorm_backward", {dx, dw, db, dy, x, w, mean, rstd},
-        [&] { cpu_.layernorm_backward(dx, dw, db, dy, x, w, mean, rstd, N, C); });
-  }
-  void layernorm_backward_weight(float* dw, float* db, const float* dy, const float* x,
-                                 const float* mean, const float* rstd, int N, int C) override {
-    run("layernorm_backward_weight", {dw, db, dy, x, mean, rstd},
-        [&] { cpu_.layernorm_backward_weight(dw, db, dy, x, mean, rstd, N, C); });
-  }
-  void gelu_forward(Act y, ActIn x, long N) override {
-    on_device("gelu_forward", {y.p, x.p});
-    const Fp32Copy xf(x, N, device());
-    Fp32Copy yf(y, N, device());
-    run("gelu_forward", {}, [&] { cpu_.gelu_forward(yf.get(), xf.get(), N); });
-  }
-  void gelu_backward(float* dx, const float* x, const float* dy, long N) override {
-    run("gelu_backward", {dx, x, dy}, [&] { cpu_.gelu_backward(dx, x, dy, N); });
-  }
-  void residual_bias_add(Act out, ActIn x, ActIn y, const float* b, long N, int C) override {
-    on_device("residual_bias_add", {out.p, x.p, y.p, b});
-    const int64_t n = static_cast<int64_t>(N) * C;
-    const Fp32Copy xf(x, n, device());
-    if (out.p == y.p) {  // in place: one copy, widened and rounded back (as the CPU's table)
-      Fp32Copy of(out, n, device(), /*load=*/true);
-      run("residual_bias_add", {},
-          [&] { cpu_.residual_bias_add(of.get(), xf.get(), of.get(), b, N, C); });
-      return;
-    }
-    const Fp32Copy yf(y, n, device());
-    Fp32Copy of(out, n, device());
-    run("residual_bias_add", {},
-        [&] { cpu_.residual_bias_add(of.get(), xf.get(), yf.get(), b, N, C); });
+    run("layernorm_forward", {y.p, mean, rstd, x.p, w, b},
+        [&] { cpu_.layernorm_forward(y, mean, rstd, x, w, b, N, C); });
   }
 
-  void residual_bias_backward(float* db, const float* dy, long N, int C) override {
-    run("residual_bias_backward", {db, dy}, [&] { cpu_.residual_bias_backward(db, dy, N, C); });
+  void layernorm_backward(float* dx, float* dw, float* db, ActIn dy, ActIn x, const float* w,
+                          const float* mean, const float* rstd, int N, int C) override {
+    run("layernorm_backward", {dx, dw, db, dy.p, x.p, w, mean, rstd},
+        [&] { cpu_.layernorm_backward(dx, dw, db, dy, x, w, mean, rstd, N, C); });
   }
+
+
+  void layernorm_backward_weight(float* dw, float* db, ActIn dy, ActIn x, const float* mean,
+                                 const float* rstd, int N, int C) override {
+    run("layernorm_backward_weight", {dw, db, dy.p, x.p, mean, rstd},
+        [&] { cpu_.layernorm_backward_weight(dw, db, dy, x, mean, rstd, N, C); });
+  }
+
+
+  void gelu_forward(Act y, ActIn x, long N) override {
+    run("gelu_forward", {y.p, x.p}, [&] { cpu_.gelu_forward(y, x, N); });
+  }
+
+  void gelu_backward(float* dx, ActIn x, const float* dy, long N) override {
+    run("gelu_backward", {dx, x.p, dy}, [&] { cpu_.gelu_backward(dx, x, dy, N); });
+  }
+
+
+  void residual_bias_add(Act out, ActIn x, ActIn y, const float* b, long N, int C) override {
+    run("residual_bias_add", {out.p, x.p, y.p, b},
+        [&] { cpu_.residual_bias_add(out, x, y, b, N, C); });
+  }
+
+
+  void residual_bias_backward(float* db, ActIn dy, long N, int C) override {
+    run("residual_bias_backward", {db, dy.p}, [&] { cpu_.residual_bias_backward(db, dy, N, C); });
+  }
+
+
   void token_embedding_forward(float* out, const int32_t* tokens, const float* wte, int v0, int Vr,
                                int N, int C) override {
     run("token_embedding_forward", {out, tokens, wte},

@@ -172,24 +172,32 @@ class CudaKernelOps final : public KernelOps {
     Fp32Copy yf(y, int64_t{N} * C, device());
     cuda::layernorm_forward(yf.get(), mean, rstd, xf.get(), w, b, N, C);
   }
-  void layernorm_backward(float* dx, float* dw, float* db, const float* dy, const float* x,
-                          const float* w, const float* mean, const float* rstd, int N,
-                          int C) override {
-    cuda::layernorm_backward(dx, dw, db, dy, x, w, mean, rstd, N, C);
+  void layernorm_backward(float* dx, float* dw, float* db, ActIn dy, ActIn x, const float* w,
+                          const float* mean, const float* rstd, int N, int C) override {
+    if (dy.dtype == x.dtype)
+      return cuda::layernorm_backward(dx, dw, db, dy.p, x.p, w, mean, rstd, N, C, x.dtype);
+    const Fp32Copy dyf(dy, int64_t{N} * C, device()), xf(x, int64_t{N} * C, device());
+    cuda::layernorm_backward(dx, dw, db, dyf.get(), xf.get(), w, mean, rstd, N, C);
   }
-  void layernorm_backward_weight(float* dw, float* db, const float* dy, const float* x,
-                                 const float* mean, const float* rstd, int N, int C) override {
-    cuda::layernorm_backward_weight(dw, db, dy, x, mean, rstd, N, C);
+
+  void layernorm_backward_weight(float* dw, float* db, ActIn dy, ActIn x, const float* mean,
+                                 const float* rstd, int N, int C) override {
+    if (dy.dtype == x.dtype)
+      return cuda::layernorm_backward_weight(dw, db, dy.p, x.p, mean, rstd, N, C, x.dtype);
+    const Fp32Copy dyf(dy, int64_t{N} * C, device()), xf(x, int64_t{N} * C, device());
+    cuda::layernorm_backward_weight(dw, db, dyf.get(), xf.get(), mean, rstd, N, C);
   }
+
   void gelu_forward(Act y, ActIn x, long N) override {
     if (y.dtype == x.dtype) return cuda::gelu_forward(y.p, x.p, N, x.dtype);
     const Fp32Copy xf(x, N, device());
     Fp32Copy yf(y, N, device());
     cuda::gelu_forward(yf.get(), xf.get(), N);
   }
-  void gelu_backward(float* dx, const float* x, const float* dy, long N) override {
-    cuda::gelu_backward(dx, x, dy, N);
+  void gelu_backward(float* dx, ActIn x, const float* dy, long N) override {
+    cuda::gelu_backward(dx, x.p, dy, N, x.dtype);
   }
+
   void residual_bias_add(Act out, ActIn x, ActIn y, const float* b, long N, int C) override {
     if (out.dtype == x.dtype && out.dtype == y.dtype)
       return cuda::residual_bias_add(out.p, x.p, y.p, b, N, C, out.dtype);
@@ -199,9 +207,10 @@ class CudaKernelOps final : public KernelOps {
     cuda::residual_bias_add(of.get(), xf.get(), yf.get(), b, N, C);
   }
 
-  void residual_bias_backward(float* db, const float* dy, long N, int C) override {
-    cuda::residual_bias_backward(db, dy, N, C);
+  void residual_bias_backward(float* db, ActIn dy, long N, int C) override {
+    cuda::residual_bias_backward(db, dy.p, N, C, dy.dtype);
   }
+
   void token_embedding_forward(float* out, const int32_t* tokens, const float* wte, int v0, int Vr,
                                int N, int C) override {
     cuda::token_embedding_forward(out, tokens, wte, v0, Vr, N, C);

@@ -30,6 +30,25 @@ __device__ __forceinline__ void store_rounded(void* p, int64_t i, float x) {
   if constexpr (F == Fmt::kBF16) static_cast<uint16_t*>(p)[i] = bf16_from_f32(x);
 }
 
+/// Format F as a type, for with_fmt's callbacks: decltype(tag)::value.
+template <Fmt F>
+struct FmtTag {
+  static constexpr Fmt value = F;
+};
+
+/// k(FmtTag<f>{}): one launch site for a kernel templated on the three formats,
+///   with_fmt(f, [&](auto t) { kernel<decltype(t)::value><<<...>>>(...); });
+template <class K>
+void with_fmt(Fmt f, K&& k) {
+  if (f == Fmt::kBF16) {
+    k(FmtTag<Fmt::kBF16>{});
+  } else if (f == Fmt::kF16) {
+    k(FmtTag<Fmt::kF16>{});
+  } else {
+    k(FmtTag<Fmt::kF32>{});
+  }
+}
+
 /// The tag of an f32/f16/bf16 DType; throws std::invalid_argument naming `what` and the dtype.
 inline Fmt fmt_of(DType t, const char* what) {
   switch (t) {

@@ -17,8 +17,10 @@ __global__ void gelu_forward_kernel(void* y, const void* x, int64_t N) {
     store_rounded<F>(y, i, gelu(load_f32<F>(x, i)));
 }
 
-__global__ void gelu_backward_kernel(float* dx, const float* x, const float* dy, int64_t N) {
-  for (int64_t i = gs_begin(); i < N; i += gs_step()) dx[i] = gelu_grad(x[i]) * dy[i];
+// x in format F; dx and dy fp32 (the product's output, rounded once after this, by the caller).
+template <Fmt F>
+__global__ void gelu_backward_kernel(float* dx, const void* x, const float* dy, int64_t N) {
+  for (int64_t i = gs_begin(); i < N; i += gs_step()) dx[i] = gelu_grad(load_f32<F>(x, i)) * dy[i];
 }
 
 }  // namespace
@@ -26,18 +28,20 @@ __global__ void gelu_backward_kernel(float* dx, const float* x, const float* dy,
 void gelu_forward(void* y, const void* x, long N, DType d) {
   const Fmt f = fmt_of(d, "cuda::gelu_forward");
   if (N <= 0) return;
-  if (f == Fmt::kBF16)
-    gelu_forward_kernel<Fmt::kBF16><<<elementwise_blocks(N), kThreads, 0, stream()>>>(y, x, N);
-  else if (f == Fmt::kF16)
-    gelu_forward_kernel<Fmt::kF16><<<elementwise_blocks(N), kThreads, 0, stream()>>>(y, x, N);
-  else
-    gelu_forward_kernel<Fmt::kF32><<<elementwise_blocks(N), kThreads, 0, stream()>>>(y, x, N);
+  with_fmt(f, [&](auto t) {
+    gelu_forward_kernel<decltype(t)::value>
+        <<<elementwise_blocks(N), kThreads, 0, stream()>>>(y, x, N);
+  });
   LLMP_LAUNCH_CHECK();
 }
 
-void gelu_backward(float* dx, const float* x, const float* dy, long N) {
+void gelu_backward(float* dx, const void* x, const float* dy, long N, DType x_dtype) {
+  const Fmt f = fmt_of(x_dtype, "cuda::gelu_backward: x");
   if (N <= 0) return;
-  gelu_backward_kernel<<<elementwise_blocks(N), kThreads, 0, stream()>>>(dx, x, dy, N);
+  with_fmt(f, [&](auto t) {
+    gelu_backward_kernel<decltype(t)::value>
+        <<<elementwise_blocks(N), kThreads, 0, stream()>>>(dx, x, dy, N);
+  });
   LLMP_LAUNCH_CHECK();
 }
 

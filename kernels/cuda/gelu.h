@@ -18,8 +18,10 @@ namespace cuda {
 /// another d.
 void gelu_forward(void* y, const void* x, long N, DType d = DType::kF32);
 
-/// dx (N) = gelu'(x) · dy (OVERWRITTEN). dx may alias dy.
-void gelu_backward(float* dx, const float* x, const float* dy, long N);
+/// dx (N) = gelu'(x) · dy (OVERWRITTEN), x of x_dtype (f32, f16 or bf16, widened in registers).
+/// dx may alias dy.
+void gelu_backward(float* dx, const void* x, const float* dy, long N,
+                   DType x_dtype = DType::kF32);
 
 }  // namespace cuda
 }  // namespace llmp

@@ -37,38 +37,43 @@ __global__ void layernorm_forward_kernel(void* y, float* mean, float* rstd, cons
   }
 }
 
-__global__ void layernorm_backward_kernel(float* __restrict__ dx, const float* __restrict__ dy,
-                                          const float* __restrict__ x, const float* __restrict__ w,
+// dy and x in format F (widened in registers); dx fp32, accumulated.
+template <Fmt F>
+__global__ void layernorm_backward_kernel(float* __restrict__ dx, const void* dy, const void* x,
+                                          const float* __restrict__ w,
                                           const float* __restrict__ mean,
                                           const float* __restrict__ rstd, int N, int C) {
   const int64_t n = warp_row(blockIdx.x, threadIdx.x);
   if (n >= N) return;
   const int lane = threadIdx.x % kWarp;
-  const float* xr = x + n * C;
-  const float* dyr = dy + n * C;
+  const int64_t row = n * C;
   const float m = mean[n], r = rstd[n];
   float sd = 0.0f, sdx = 0.0f;  // Σ dx̂, Σ dx̂·x̂
   for (int c = lane; c < C; c += kWarp) {
-    const float dxhat = dyr[c] * w[c], xhat = (xr[c] - m) * r;
+    const float dxhat = load_f32<F>(dy, row + c) * w[c];
+    const float xhat = (load_f32<F>(x, row + c) - m) * r;
     sd += dxhat;
     sdx += dxhat * xhat;
   }
   const float mean_d = warp_sum(sd) / C, mean_dx = warp_sum(sdx) / C;
-  float* dxr = dx + n * C;
+  float* dxr = dx + row;
   for (int c = lane; c < C; c += kWarp)
-    dxr[c] += ln_dx(dyr[c] * w[c], (xr[c] - m) * r, mean_d, mean_dx, r);
+    dxr[c] += ln_dx(load_f32<F>(dy, row + c) * w[c], (load_f32<F>(x, row + c) - m) * r, mean_d,
+                    mean_dx, r);
 }
 
-// The two terms of dw[c] += Σ_n dy[n,c]·x̂[n,c] and db[c] += Σ_n dy[n,c] (column_sums.h).
+// The two terms of dw[c] += Σ_n dy[n,c]·x̂[n,c] and db[c] += Σ_n dy[n,c] (column_sums.h), dy and
+// x in format F.
+template <Fmt F>
 struct LayerNormWeightTerms {
-  const float* __restrict__ dy;
-  const float* __restrict__ x;
+  const void* dy;
+  const void* x;
   const float* __restrict__ mean;
   const float* __restrict__ rstd;
   int C;
   __device__ void operator()(int64_t n, int c, float* v) const {
-    const float d = dy[n * C + c];
-    v[0] = d * ((x[n * C + c] - mean[n]) * rstd[n]);
+    const float d = load_f32<F>(dy, n * C + c);
+    v[0] = d * ((load_f32<F>(x, n * C + c) - mean[n]) * rstd[n]);
     v[1] = d;
   }
 };
@@ -79,32 +84,34 @@ void layernorm_forward(void* y, float* mean, float* rstd, const void* x, const f
                        const float* b, int N, int C, DType d) {
   const Fmt f = fmt_of(d, "cuda::layernorm_forward");
   if (N <= 0) return;
-  const int blocks = warp_per_row_blocks(N);
-  if (f == Fmt::kBF16)
-    layernorm_forward_kernel<Fmt::kBF16><<<blocks, kThreads, 0, stream()>>>(y, mean, rstd, x, w, b,
-                                                                           N, C);
-  else if (f == Fmt::kF16)
-    layernorm_forward_kernel<Fmt::kF16><<<blocks, kThreads, 0, stream()>>>(y, mean, rstd, x, w, b,
-                                                                          N, C);
-  else
-    layernorm_forward_kernel<Fmt::kF32><<<blocks, kThreads, 0, stream()>>>(y, mean, rstd, x, w, b,
-                                                                          N, C);
+  with_fmt(f, [&](auto t) {
+    layernorm_forward_kernel<decltype(t)::value>
+        <<<warp_per_row_blocks(N), kThreads, 0, stream()>>>(y, mean, rstd, x, w, b, N, C);
+  });
   LLMP_LAUNCH_CHECK();
 }
 
-void layernorm_backward(float* dx, float* dw, float* db, const float* dy, const float* x,
-                        const float* w, const float* mean, const float* rstd, int N, int C) {
+void layernorm_backward(float* dx, float* dw, float* db, const void* dy, const void* x,
+                        const float* w, const float* mean, const float* rstd, int N, int C,
+                        DType d) {
+  const Fmt f = fmt_of(d, "cuda::layernorm_backward");
   if (N <= 0) return;
-  layernorm_backward_kernel<<<warp_per_row_blocks(N), kThreads, 0, stream()>>>(dx, dy, x, w, mean,
-                                                                               rstd, N, C);
+  with_fmt(f, [&](auto t) {
+    layernorm_backward_kernel<decltype(t)::value>
+        <<<warp_per_row_blocks(N), kThreads, 0, stream()>>>(dx, dy, x, w, mean, rstd, N, C);
+  });
   LLMP_LAUNCH_CHECK();
-  if (dw) layernorm_backward_weight(dw, db, dy, x, mean, rstd, N, C);
+  if (dw) layernorm_backward_weight(dw, db, dy, x, mean, rstd, N, C, d);
 }
 
-void layernorm_backward_weight(float* dw, float* db, const float* dy, const float* x,
-                               const float* mean, const float* rstd, int N, int C) {
+void layernorm_backward_weight(float* dw, float* db, const void* dy, const void* x,
+                               const float* mean, const float* rstd, int N, int C, DType d) {
+  const Fmt f = fmt_of(d, "cuda::layernorm_backward_weight");
   if (N <= 0 || C <= 0) return;
-  column_sums<2>(ColumnOutputs<2>{{dw, db}}, LayerNormWeightTerms{dy, x, mean, rstd, C}, N, C);
+  with_fmt(f, [&](auto t) {
+    column_sums<2>(ColumnOutputs<2>{{dw, db}},
+                   LayerNormWeightTerms<decltype(t)::value>{dy, x, mean, rstd, C}, N, C);
+  });
 }
 
 }  // namespace cuda

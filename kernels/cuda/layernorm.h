@@ -26,13 +26,16 @@ void layernorm_forward(void* y, float* mean, float* rstd, const void* x, const f
                        const float* b, int N, int C, DType d = DType::kF32);
 
 /// dx (N,C) += ∂L/∂x (ACCUMULATED); dw (C) += Σ_rows dy·x̂ and db (C) += Σ_rows dy unless dw is
-/// nullptr (then only the input gradient, the "B" half of a zero-bubble backward).
-void layernorm_backward(float* dx, float* dw, float* db, const float* dy, const float* x,
-                        const float* w, const float* mean, const float* rstd, int N, int C);
+/// nullptr (then only the input gradient, the "B" half of a zero-bubble backward). dy and x of
+/// dtype d (f32, f16 or bf16, widened in registers); dx, dw, db fp32.
+void layernorm_backward(float* dx, float* dw, float* db, const void* dy, const void* x,
+                        const float* w, const float* mean, const float* rstd, int N, int C,
+                        DType d = DType::kF32);
 
-/// The weight half alone ("W"): dw (C) += Σ_rows dy·x̂, db (C) += Σ_rows dy.
-void layernorm_backward_weight(float* dw, float* db, const float* dy, const float* x,
-                               const float* mean, const float* rstd, int N, int C);
+/// The weight half alone ("W"): dw (C) += Σ_rows dy·x̂, db (C) += Σ_rows dy; dy, x as above.
+void layernorm_backward_weight(float* dw, float* db, const void* dy, const void* x,
+                               const float* mean, const float* rstd, int N, int C,
+                               DType d = DType::kF32);
 
 }  // namespace cuda
 }  // namespace llmp

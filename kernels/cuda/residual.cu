@@ -18,11 +18,14 @@ __global__ void residual_bias_add_kernel(void* out, const void* x, const void* y
     store_rounded<F>(out, i, load_f32<F>(x, i) + load_f32<F>(y, i) + b[i % C]);
 }
 
-// The term of db[c] += Σ_n dy[n, c] (column_sums.h).
+// The term of db[c] += Σ_n dy[n, c] (column_sums.h), dy in format F.
+template <Fmt F>
 struct BiasGradTerm {
-  const float* __restrict__ dy;
+  const void* dy;
   int C;
-  __device__ void operator()(int64_t n, int c, float* v) const { v[0] = dy[n * C + c]; }
+  __device__ void operator()(int64_t n, int c, float* v) const {
+    v[0] = load_f32<F>(dy, n * C + c);
+  }
 };
 
 }  // namespace
@@ -32,19 +35,19 @@ void residual_bias_add(void* out, const void* x, const void* y, const float* b, 
   const Fmt f = fmt_of(d, "cuda::residual_bias_add");
   const int64_t n = static_cast<int64_t>(N) * C;
   if (n <= 0) return;
-  const int blocks = elementwise_blocks(n);
-  if (f == Fmt::kBF16)
-    residual_bias_add_kernel<Fmt::kBF16><<<blocks, kThreads, 0, stream()>>>(out, x, y, b, N, C);
-  else if (f == Fmt::kF16)
-    residual_bias_add_kernel<Fmt::kF16><<<blocks, kThreads, 0, stream()>>>(out, x, y, b, N, C);
-  else
-    residual_bias_add_kernel<Fmt::kF32><<<blocks, kThreads, 0, stream()>>>(out, x, y, b, N, C);
+  with_fmt(f, [&](auto t) {
+    residual_bias_add_kernel<decltype(t)::value>
+        <<<elementwise_blocks(n), kThreads, 0, stream()>>>(out, x, y, b, N, C);
+  });
   LLMP_LAUNCH_CHECK();
 }
 
-void residual_bias_backward(float* db, const float* dy, long N, int C) {
+void residual_bias_backward(float* db, const void* dy, long N, int C, DType dy_dtype) {
+  const Fmt f = fmt_of(dy_dtype, "cuda::residual_bias_backward: dy");
   if (N <= 0 || C <= 0) return;
-  column_sums<1>(ColumnOutputs<1>{{db}}, BiasGradTerm{dy, C}, N, C);
+  with_fmt(f, [&](auto t) {
+    column_sums<1>(ColumnOutputs<1>{{db}}, BiasGradTerm<decltype(t)::value>{dy, C}, N, C);
+  });
 }
 
 }  // namespace cuda

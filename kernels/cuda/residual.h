@@ -21,8 +21,10 @@ namespace cuda {
 void residual_bias_add(void* out, const void* x, const void* y, const float* b, long N, int C,
                        DType d = DType::kF32);
 
-/// db (C) += Σ_rows dy (N,C) (ACCUMULATED).
-void residual_bias_backward(float* db, const float* dy, long N, int C);
+/// db (C) += Σ_rows dy (N,C) (ACCUMULATED), dy of dy_dtype (f32, f16 or bf16, widened in
+/// registers).
+void residual_bias_backward(float* db, const void* dy, long N, int C,
+                            DType dy_dtype = DType::kF32);
 
 }  // namespace cuda
 }  // namespace llmp

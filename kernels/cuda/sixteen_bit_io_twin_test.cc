@@ -1,5 +1,5 @@
 // The CUDA table's forwards that read and write 16-bit activations themselves (kernel_ops.h Act:
-// LayerNorm, GELU, the residual add), against the CPU table on the same 16-bit buffers (which
+// LayerNorm, GELU, the residual add), and the backwards that read them (BackwardsRead...), against the CPU table on the same 16-bit buffers (which
 // computes through fp32 copies, kernels/ops:stored_activations_test). Both compute in fp32 and
 // round once, so they differ only where the fp32 results differ (LayerNorm's row sums in another
 // order; libdevice's tanhf against the CPU's, kernels_twin_test's 2e-6) and a rounding boundary
@@ -92,6 +92,40 @@ TEST_F(SixteenBitIoTwin, ForwardsReadAndWriteSixteenBits) {
     cpu.gelu_forward(ref32.data(), ActIn(x.data(), d), N * C);
     gpu.gelu_forward(out32_d.p, ActIn(x_d.p, d), N * C);
     EXPECT_LE(test::rel_err(out32_d.get(), ref32, (dt + " gelu, f32 out").c_str()), 2e-6f);
+  }
+}
+
+// The backwards reading 16-bit dy and x (fp32 outputs): within kernels_twin_test's bounds of the
+// CPU table's (row reductions and column sums 1e-5, GELU's element map 2e-6).
+TEST_F(SixteenBitIoTwin, BackwardsReadSixteenBitInputs) {
+  KernelOps& cpu = kernel_ops(Device::kCPU);
+  KernelOps& gpu = kernel_ops(Device::kCUDA);
+  const Vec w = rnd(C, 11), b = rnd(C, 12);
+  for (DType d : {DType::kBF16, DType::kF16}) {
+    const std::string dt = to_string(d);
+    const H16 x = to16(rnd(N * C, 13, -3.0f, 3.0f), d), dy = to16(rnd(N * C, 14), d);
+    Vec mean(N), rstd(N), y(N * C);
+    cpu.layernorm_forward(y.data(), mean.data(), rstd.data(), ActIn(x.data(), d), w.data(),
+                          b.data(), N, C);
+    Vec dx = rnd(N * C, 15), dw = rnd(C, 16), db = rnd(C, 17), g = rnd(N * C, 18);
+    DevF dx_d(dx), dw_d(dw), db_d(db), w_d(w), m_d(mean), r_d(rstd), g_d(N * C), db2_d(db);
+    Dev<uint16_t> x_d(x), dy_d(dy);
+    cpu.layernorm_backward(dx.data(), dw.data(), db.data(), ActIn(dy.data(), d),
+                           ActIn(x.data(), d), w.data(), mean.data(), rstd.data(), N, C);
+    gpu.layernorm_backward(dx_d.p, dw_d.p, db_d.p, ActIn(dy_d.p, d), ActIn(x_d.p, d), w_d.p, m_d.p,
+                           r_d.p, N, C);
+    EXPECT_LE(test::rel_err(dx_d.get(), dx, (dt + " layernorm dx").c_str()), 1e-5f);
+    EXPECT_LE(test::rel_err(dw_d.get(), dw, (dt + " layernorm dw").c_str()), 1e-5f);
+    EXPECT_LE(test::rel_err(db_d.get(), db, (dt + " layernorm db").c_str()), 1e-5f);
+    const Vec dyf = widened(dy, d);
+    DevF dyf_d(dyf);
+    cpu.gelu_backward(g.data(), ActIn(x.data(), d), dyf.data(), N * C);
+    gpu.gelu_backward(g_d.p, ActIn(x_d.p, d), dyf_d.p, N * C);
+    EXPECT_LE(test::rel_err(g_d.get(), g, (dt + " gelu_backward").c_str()), 2e-6f);
+    Vec db2 = rnd(C, 17);
+    cpu.residual_bias_backward(db2.data(), ActIn(dy.data(), d), N, C);
+    gpu.residual_bias_backward(db2_d.p, ActIn(dy_d.p, d), N, C);
+    EXPECT_LE(test::rel_err(db2_d.get(), db2, (dt + " bias backward").c_str()), 1e-5f);
   }
 }
 

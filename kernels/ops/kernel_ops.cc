@@ -152,23 +152,28 @@ class CpuKernelOps final : public KernelOps {
     cpu::layernorm_forward(yf.get(), mean, rstd, xf.get(), w, b, N, C);
   }
 
-  void layernorm_backward(float* dx, float* dw, float* db, const float* dy, const float* x,
-                          const float* w, const float* mean, const float* rstd, int N,
-                          int C) override {
-    cpu::layernorm_backward(dx, dw, db, dy, x, w, mean, rstd, N, C);
+  void layernorm_backward(float* dx, float* dw, float* db, ActIn dy, ActIn x, const float* w,
+                          const float* mean, const float* rstd, int N, int C) override {
+    const Fp32Copy dyf(dy, int64_t{N} * C, device()), xf(x, int64_t{N} * C, device());
+    cpu::layernorm_backward(dx, dw, db, dyf.get(), xf.get(), w, mean, rstd, N, C);
   }
-  void layernorm_backward_weight(float* dw, float* db, const float* dy, const float* x,
-                                 const float* mean, const float* rstd, int N, int C) override {
-    cpu::layernorm_backward_weight(dw, db, dy, x, mean, rstd, N, C);
+
+  void layernorm_backward_weight(float* dw, float* db, ActIn dy, ActIn x, const float* mean,
+                                 const float* rstd, int N, int C) override {
+    const Fp32Copy dyf(dy, int64_t{N} * C, device()), xf(x, int64_t{N} * C, device());
+    cpu::layernorm_backward_weight(dw, db, dyf.get(), xf.get(), mean, rstd, N, C);
   }
+
   void gelu_forward(Act y, ActIn x, long N) override {
     const Fp32Copy xf(x, N, device());
     Fp32Copy yf(y, N, device());
     cpu::gelu_forward(yf.get(), xf.get(), N);
   }
-  void gelu_backward(float* dx, const float* x, const float* dy, long N) override {
-    cpu::gelu_backward(dx, x, dy, N);
+  void gelu_backward(float* dx, ActIn x, const float* dy, long N) override {
+    const Fp32Copy xf(x, N, device());
+    cpu::gelu_backward(dx, xf.get(), dy, N);
   }
+
   // out may alias y (the walk adds in place): one copy then, widened and rounded back.
   void residual_bias_add(Act out, ActIn x, ActIn y, const float* b, long N, int C) override {
     const int64_t n = static_cast<int64_t>(N) * C;
@@ -183,9 +188,11 @@ class CpuKernelOps final : public KernelOps {
     cpu::residual_bias_add(of.get(), xf.get(), yf.get(), b, N, C);
   }
 
-  void residual_bias_backward(float* db, const float* dy, long N, int C) override {
-    cpu::residual_bias_backward(db, dy, N, C);
+  void residual_bias_backward(float* db, ActIn dy, long N, int C) override {
+    const Fp32Copy dyf(dy, static_cast<int64_t>(N) * C, device());
+    cpu::residual_bias_backward(db, dyf.get(), N, C);
   }
+
   void token_embedding_forward(float* out, const int32_t* tokens, const float* wte, int v0, int Vr,
                                int N, int C) override {
     cpu::token_embedding_forward(out, tokens, wte, v0, Vr, N, C);

@@ -116,18 +116,19 @@ class KernelOps {
                                             int T, int g0, float scale) = 0;
 
   // ---- layernorm.h, gelu.h, residual.h: the element-wise and per-row layers. The forwards read
-  // and write activations as stored (Act; mean, rstd, w, b stay fp32).
+  // and write activations as stored (Act; mean, rstd, w, b stay fp32); the backwards read them
+  // as stored (ActIn) and write fp32 gradients (dx is accumulated or rounded by the caller).
   virtual void layernorm_forward(Act y, float* mean, float* rstd, ActIn x, const float* w,
                                  const float* b, int N, int C) = 0;
-  virtual void layernorm_backward(float* dx, float* dw, float* db, const float* dy,
-                                  const float* x, const float* w, const float* mean,
-                                  const float* rstd, int N, int C) = 0;
-  virtual void layernorm_backward_weight(float* dw, float* db, const float* dy, const float* x,
+  virtual void layernorm_backward(float* dx, float* dw, float* db, ActIn dy, ActIn x,
+                                  const float* w, const float* mean, const float* rstd, int N,
+                                  int C) = 0;
+  virtual void layernorm_backward_weight(float* dw, float* db, ActIn dy, ActIn x,
                                          const float* mean, const float* rstd, int N, int C) = 0;
   virtual void gelu_forward(Act y, ActIn x, long N) = 0;
-  virtual void gelu_backward(float* dx, const float* x, const float* dy, long N) = 0;
+  virtual void gelu_backward(float* dx, ActIn x, const float* dy, long N) = 0;
   virtual void residual_bias_add(Act out, ActIn x, ActIn y, const float* b, long N, int C) = 0;
-  virtual void residual_bias_backward(float* db, const float* dy, long N, int C) = 0;
+  virtual void residual_bias_backward(float* db, ActIn dy, long N, int C) = 0;
 
   // ---- embedding.h: token rows [v0, v0 + Vr) of wte, positions of wpe. tokens/positions are
   // memory of this device too.

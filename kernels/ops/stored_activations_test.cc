@@ -1,8 +1,8 @@
 // The CPU table's entries that take activations as stored (kernel_ops.h Act: attention's P, the
-// LayerNorm, GELU and residual forwards) on 16-bit ones: they compute through fp32 copies
-// (Fp32Copy), so they must give, bit for bit, what the model got when it wrapped these calls in
-// common/nn's F32Out and F32In: the fp32 kernel's results on the inputs widened, rounded once into
-// the 16-bit outputs. Also: an f32 Act is the buffer itself, a copy is counted as conversion
+// LayerNorm, GELU and residual forwards, the inputs of their backwards) on 16-bit ones: they
+// compute through fp32 copies (Fp32Copy), so they must give, bit for bit, what the model got when
+// it wrapped these calls in common/nn's F32Out and F32In: the fp32 kernel's results on the inputs
+// widened, rounded once into the 16-bit outputs. Also: an f32 Act is the buffer itself, a copy is counted as conversion
 // scratch while it lives, the in-place residual add, and a bad dtype refused by name.
 #include <gtest/gtest.h>
 
@@ -103,6 +103,42 @@ TEST(StoredActivations, ElementwiseForwardsAreTheFp32KernelsRounded) {
     ops.residual_bias_add(Act(in_place.data(), d), ActIn(x16.data(), d),
                           ActIn(in_place.data(), d), b.data(), N, Ch);
     EXPECT_EQ(in_place, rounded(ref, d)) << to_string(d) << ": residual in place";
+  }
+}
+
+// The backwards of LayerNorm (accumulating dx, dw, db), GELU and the bias on 16-bit dy and x: the
+// fp32 kernels on the widened values, bit for bit (their outputs are fp32).
+TEST(StoredActivations, BackwardsReadSixteenBitInputsAsTheFp32KernelsDo) {
+  KernelOps& ops = kernel_ops(Device::kCPU);
+  constexpr int N = 7, Ch = 40;
+  const std::vector<float> w = values(Ch, 3, DType::kF32), b = values(Ch, 4, DType::kF32);
+  for (DType d : {DType::kBF16, DType::kF16}) {
+    const std::vector<float> x = values(N * Ch, 8, d), dy = values(N * Ch, 9, d);
+    const std::vector<uint16_t> x16 = rounded(x, d), dy16 = rounded(dy, d);
+    std::vector<float> mean(N), rstd(N), y(N * Ch);
+    cpu::layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N,
+                           Ch);
+    // dx | dw | db, accumulated onto 0.5: the table on 16-bit dy, x against the fp32 kernel.
+    std::vector<float> g(N * Ch + 2 * Ch, 0.5f), ref = g, gw = g, refw = g;
+    const float* m = mean.data();
+    const float* r = rstd.data();
+    ops.layernorm_backward(g.data(), g.data() + N * Ch, g.data() + N * Ch + Ch,
+                           ActIn(dy16.data(), d), ActIn(x16.data(), d), w.data(), m, r, N, Ch);
+    cpu::layernorm_backward(ref.data(), ref.data() + N * Ch, ref.data() + N * Ch + Ch, dy.data(),
+                            x.data(), w.data(), m, r, N, Ch);
+    EXPECT_TRUE(same_bits(g, ref)) << to_string(d) << ": layernorm_backward";
+    ops.layernorm_backward_weight(gw.data() + N * Ch, gw.data() + N * Ch + Ch,
+                                  ActIn(dy16.data(), d), ActIn(x16.data(), d), m, r, N, Ch);
+    cpu::layernorm_backward_weight(refw.data() + N * Ch, refw.data() + N * Ch + Ch, dy.data(),
+                                   x.data(), m, r, N, Ch);
+    EXPECT_TRUE(same_bits(gw, refw)) << to_string(d) << ": layernorm_backward_weight";
+    std::vector<float> dx(N * Ch), dx_ref(N * Ch), db(Ch, 0.5f), db_ref(Ch, 0.5f);
+    ops.gelu_backward(dx.data(), ActIn(x16.data(), d), dy.data(), N * Ch);
+    cpu::gelu_backward(dx_ref.data(), x.data(), dy.data(), N * Ch);
+    EXPECT_TRUE(same_bits(dx, dx_ref)) << to_string(d) << ": gelu_backward";
+    ops.residual_bias_backward(db.data(), ActIn(dy16.data(), d), N, Ch);
+    cpu::residual_bias_backward(db_ref.data(), dy.data(), N, Ch);
+    EXPECT_TRUE(same_bits(db, db_ref)) << to_string(d) << ": residual_bias_backward";
   }
 }
 
