@@ -149,41 +149,29 @@ class Table final : public KernelOps {
     run("layernorm_forward", {y.p, mean, rstd, x.p, w, b},
         [&] { cpu_.layernorm_forward(y, mean, rstd, x, w, b, N, C); });
   }
-
   void layernorm_backward(float* dx, float* dw, float* db, ActIn dy, ActIn x, const float* w,
                           const float* mean, const float* rstd, int N, int C) override {
     run("layernorm_backward", {dx, dw, db, dy.p, x.p, w, mean, rstd},
         [&] { cpu_.layernorm_backward(dx, dw, db, dy, x, w, mean, rstd, N, C); });
   }
-
-
   void layernorm_backward_weight(float* dw, float* db, ActIn dy, ActIn x, const float* mean,
                                  const float* rstd, int N, int C) override {
     run("layernorm_backward_weight", {dw, db, dy.p, x.p, mean, rstd},
         [&] { cpu_.layernorm_backward_weight(dw, db, dy, x, mean, rstd, N, C); });
   }
-
-
   void gelu_forward(Act y, ActIn x, long N) override {
     run("gelu_forward", {y.p, x.p}, [&] { cpu_.gelu_forward(y, x, N); });
   }
-
   void gelu_backward(float* dx, ActIn x, const float* dy, long N) override {
     run("gelu_backward", {dx, x.p, dy}, [&] { cpu_.gelu_backward(dx, x, dy, N); });
   }
-
-
   void residual_bias_add(Act out, ActIn x, ActIn y, const float* b, long N, int C) override {
     run("residual_bias_add", {out.p, x.p, y.p, b},
         [&] { cpu_.residual_bias_add(out, x, y, b, N, C); });
   }
-
-
   void residual_bias_backward(float* db, ActIn dy, long N, int C) override {
     run("residual_bias_backward", {db, dy.p}, [&] { cpu_.residual_bias_backward(db, dy, N, C); });
   }
-
-
   void token_embedding_forward(float* out, const int32_t* tokens, const float* wte, int v0, int Vr,
                                int N, int C) override {
     run("token_embedding_forward", {out, tokens, wte},

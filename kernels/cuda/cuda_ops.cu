@@ -179,7 +179,6 @@ class CudaKernelOps final : public KernelOps {
     const Fp32Copy dyf(dy, int64_t{N} * C, device()), xf(x, int64_t{N} * C, device());
     cuda::layernorm_backward(dx, dw, db, dyf.get(), xf.get(), w, mean, rstd, N, C);
   }
-
   void layernorm_backward_weight(float* dw, float* db, ActIn dy, ActIn x, const float* mean,
                                  const float* rstd, int N, int C) override {
     if (dy.dtype == x.dtype)
@@ -187,7 +186,6 @@ class CudaKernelOps final : public KernelOps {
     const Fp32Copy dyf(dy, int64_t{N} * C, device()), xf(x, int64_t{N} * C, device());
     cuda::layernorm_backward_weight(dw, db, dyf.get(), xf.get(), mean, rstd, N, C);
   }
-
   void gelu_forward(Act y, ActIn x, long N) override {
     if (y.dtype == x.dtype) return cuda::gelu_forward(y.p, x.p, N, x.dtype);
     const Fp32Copy xf(x, N, device());
@@ -197,7 +195,6 @@ class CudaKernelOps final : public KernelOps {
   void gelu_backward(float* dx, ActIn x, const float* dy, long N) override {
     cuda::gelu_backward(dx, x.p, dy, N, x.dtype);
   }
-
   void residual_bias_add(Act out, ActIn x, ActIn y, const float* b, long N, int C) override {
     if (out.dtype == x.dtype && out.dtype == y.dtype)
       return cuda::residual_bias_add(out.p, x.p, y.p, b, N, C, out.dtype);
@@ -206,11 +203,9 @@ class CudaKernelOps final : public KernelOps {
     Fp32Copy of(out, n, device());
     cuda::residual_bias_add(of.get(), xf.get(), yf.get(), b, N, C);
   }
-
   void residual_bias_backward(float* db, ActIn dy, long N, int C) override {
     cuda::residual_bias_backward(db, dy.p, N, C, dy.dtype);
   }
-
   void token_embedding_forward(float* out, const int32_t* tokens, const float* wte, int v0, int Vr,
                                int N, int C) override {
     cuda::token_embedding_forward(out, tokens, wte, v0, Vr, N, C);

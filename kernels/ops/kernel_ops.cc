@@ -151,19 +151,16 @@ class CpuKernelOps final : public KernelOps {
     Fp32Copy yf(y, n, device());
     cpu::layernorm_forward(yf.get(), mean, rstd, xf.get(), w, b, N, C);
   }
-
   void layernorm_backward(float* dx, float* dw, float* db, ActIn dy, ActIn x, const float* w,
                           const float* mean, const float* rstd, int N, int C) override {
     const Fp32Copy dyf(dy, int64_t{N} * C, device()), xf(x, int64_t{N} * C, device());
     cpu::layernorm_backward(dx, dw, db, dyf.get(), xf.get(), w, mean, rstd, N, C);
   }
-
   void layernorm_backward_weight(float* dw, float* db, ActIn dy, ActIn x, const float* mean,
                                  const float* rstd, int N, int C) override {
     const Fp32Copy dyf(dy, int64_t{N} * C, device()), xf(x, int64_t{N} * C, device());
     cpu::layernorm_backward_weight(dw, db, dyf.get(), xf.get(), mean, rstd, N, C);
   }
-
   void gelu_forward(Act y, ActIn x, long N) override {
     const Fp32Copy xf(x, N, device());
     Fp32Copy yf(y, N, device());
@@ -173,7 +170,6 @@ class CpuKernelOps final : public KernelOps {
     const Fp32Copy xf(x, N, device());
     cpu::gelu_backward(dx, xf.get(), dy, N);
   }
-
   // out may alias y (the walk adds in place): one copy then, widened and rounded back.
   void residual_bias_add(Act out, ActIn x, ActIn y, const float* b, long N, int C) override {
     const int64_t n = static_cast<int64_t>(N) * C;
@@ -187,12 +183,10 @@ class CpuKernelOps final : public KernelOps {
     Fp32Copy of(out, n, device());
     cpu::residual_bias_add(of.get(), xf.get(), yf.get(), b, N, C);
   }
-
   void residual_bias_backward(float* db, ActIn dy, long N, int C) override {
     const Fp32Copy dyf(dy, static_cast<int64_t>(N) * C, device());
     cpu::residual_bias_backward(db, dyf.get(), N, C);
   }
-
   void token_embedding_forward(float* out, const int32_t* tokens, const float* wte, int v0, int Vr,
                                int N, int C) override {
     cpu::token_embedding_forward(out, tokens, wte, v0, Vr, N, C);

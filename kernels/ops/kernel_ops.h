@@ -13,7 +13,8 @@
 // key; here it is one virtual table per device, with exactly the kernels the GPT needs.
 //
 // Every method has the signature and the semantics of the kernels/cpu function of the same name
-// (read that header for shapes, what is overwritten and what accumulated); pointers are memory
+// (read that header for shapes, what is overwritten and what accumulated), except that some
+// activations are passed as stored (Act / ActIn below: f32, f16 or bf16); pointers are memory
 // of the table's device. Results a kernel returns to the host (cross_entropy_loss's sum) are
 // host values on every device.
 //
