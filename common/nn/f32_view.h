@@ -29,65 +29,46 @@
 
 namespace llmp {
 
-/// A kernel's fp32 input (see above). Keep it alive while the kernel runs. A widened copy is
-/// noted as t's exact widening while it lives (KernelOps::note_source), so that a GPU's 16-bit
-/// product reads t's own 16-bit values instead of rounding the copy back.
+/// A kernel's fp32 input (see above): kernel_ops.h's Fp32Copy of t, read only. Keep it alive while
+/// the kernel runs. A widened copy is noted as t's exact widening while it lives
+/// (KernelOps::note_source), so that a GPU's 16-bit product reads t's own 16-bit values instead
+/// of rounding the copy back.
 class F32In {
  public:
-  explicit F32In(const Tensor& t) {
-    if (t.dtype() == DType::kF32) {
-      p_ = t.f32();
-      return;
-    }
-    tmp_ = Tensor::empty(t.shape(), DType::kF32, MemCategory::kOther, t.device());
-    KernelOps& ops = kernel_ops(t.device());
-    ops.widen(t.raw(), t.dtype(), tmp_.f32(), t.numel());
-    ops.note_source(tmp_.f32(), t.raw(), t.dtype(), t.numel());
-    source_ = t;  // the 16-bit tensor stays alive while its note does
-    p_ = tmp_.f32();
+  explicit F32In(const Tensor& t)
+      : source_(t), copy_(ActIn(t.raw(), t.dtype()), t.numel(), t.device()) {
+    if (t.dtype() != DType::kF32)
+      kernel_ops(t.device()).note_source(copy_.get(), t.raw(), t.dtype(), t.numel());
   }
   ~F32In() {
-    if (tmp_.defined()) kernel_ops(tmp_.device()).forget_source(tmp_.f32());
+    if (source_.dtype() != DType::kF32) kernel_ops(source_.device()).forget_source(copy_.get());
   }
   F32In(const F32In&) = delete;
   F32In& operator=(const F32In&) = delete;
-  operator const float*() const { return p_; }  // NOLINT: reads as the pointer it stands for
-  const float* get() const { return p_; }
+  operator const float*() const { return copy_.get(); }  // NOLINT: reads as the pointer it stands for
+  const float* get() const { return copy_.get(); }
 
  private:
-  Tensor source_;
-  Tensor tmp_;
-  const float* p_ = nullptr;
+  Tensor source_;  // alive while its note is (declared first: released after the copy)
+  Fp32Copy copy_;
 };
 
-/// A kernel's fp32 output into `t` (see above); rounded into t by store() or the destructor.
+/// A kernel's fp32 output into `t` (see above): kernel_ops.h's Fp32Copy of t, rounded into t by
+/// store() (which frees the copy) or the destructor.
 class F32Out {
  public:
-  explicit F32Out(const Tensor& t, bool load = false) : t_(t) {
-    if (t.dtype() == DType::kF32) {
-      p_ = t.f32();
-      return;
-    }
-    tmp_ = Tensor::empty(t.shape(), DType::kF32, MemCategory::kOther, t.device());
-    if (load) kernel_ops(t.device()).widen(t.raw(), t.dtype(), tmp_.f32(), t.numel());
-    p_ = tmp_.f32();
-  }
-  ~F32Out() { store(); }
+  explicit F32Out(const Tensor& t, bool load = false)
+      : t_(t), copy_(as_stored(t), t.numel(), t.device(), load) {}
   F32Out(const F32Out&) = delete;
   F32Out& operator=(const F32Out&) = delete;
-  operator float*() const { return p_; }  // NOLINT
-  float* get() const { return p_; }
+  operator float*() const { return copy_.get(); }  // NOLINT
+  float* get() const { return copy_.get(); }
   /// Rounds the fp32 result into the 16-bit tensor (once; later calls do nothing).
-  void store() {
-    if (!tmp_.defined()) return;
-    kernel_ops(t_.device()).round_to(tmp_.f32(), t_.raw(), t_.dtype(), t_.numel());
-    tmp_ = Tensor();
-  }
+  void store() { copy_.store(); }
 
  private:
-  Tensor t_;
-  Tensor tmp_;
-  float* p_ = nullptr;
+  Tensor t_;  // the destination, alive until the copy is rounded into it
+  Fp32Copy copy_;
 };
 
 }  // namespace llmp

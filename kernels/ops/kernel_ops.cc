@@ -335,6 +335,8 @@ void Fp32Copy::store() {
   if (!store_) return;
   store_ = false;
   kernel_ops(tmp_.device()).round_to(f32_, p_, dtype_, n_);
+  tmp_ = Tensor();  // the copy is done with: freed now, not at the end of the scope
+  f32_ = nullptr;
 }
 
 KernelOps& kernel_ops(Device d) {

@@ -303,7 +303,8 @@ class MatmulOperands {
 /// whose attention kernels compute on an fp32 P (kernels/cpu) when the model stores P in 16 bits.
 /// f32: p itself. Otherwise an fp32 Tensor on `device` (MemCategory::kOther, the f32_view.h
 /// copies' category), widened from p first when `load`, rounded back into p (once) by store() or
-/// the destructor when `store`; the widening and the rounding are kernel_ops(device)'s.
+/// the destructor when `store`; store() frees the copy, so get() is not to be used after it. The
+/// widening and the rounding are kernel_ops(device)'s. common/nn/f32_view.h's views are these.
 class Fp32Copy {
  public:
   Fp32Copy(const void* p, DType dtype, int64_t n, Device device, bool load, bool store);
