@@ -103,10 +103,9 @@ struct Sixteen {
 
 Sixteen sixteen_bit_workspace(DType d, int64_t sq, bool ds16, const float* qkv, int64_t n_qkv,
                               const float* dout, int64_t n_dout) {
-  const bool sources = sixteen_bit_sources_enabled();
   Sixteen w;
-  w.qkv16 = sources ? sixteen_bit_sources().find(qkv, n_qkv, d) : nullptr;
-  w.dout16 = dout && sources ? sixteen_bit_sources().find(dout, n_dout, d) : nullptr;
+  w.qkv16 = noted_sixteen_bit_source(qkv, n_qkv, d);
+  w.dout16 = dout ? noted_sixteen_bit_source(dout, n_dout, d) : nullptr;
   const int64_t sq_bytes = aligned(sq * 4), ds_bytes = ds16 ? aligned(sq * 2) : 0;
   const int64_t qkv_bytes = w.qkv16 ? 0 : aligned(n_qkv * 2);
   const int64_t dout_bytes = !dout || w.dout16 ? 0 : n_dout * 2;

@@ -110,6 +110,10 @@ bool sixteen_bit_sources_enabled() {
   return on;
 }
 
+const void* noted_sixteen_bit_source(const float* p, int64_t n, DType d) {
+  return sixteen_bit_sources_enabled() ? sixteen_bit_sources().find(p, n, d) : nullptr;
+}
+
 SixteenBitOperands::SixteenBitOperands(cudaDataType_t type) : previous_(state().operands16) {
   state().operands16 = type;
 }

@@ -89,6 +89,9 @@ SixteenBitSources& sixteen_bit_sources();
 /// every operand as before the sources existed (a benchmark's A/B in one sitting,
 /// tools/gpu_bench.sh; the results are the same bits either way). Read once.
 bool sixteen_bit_sources_enabled();
+/// The 16-bit source of the fp32 operand p[0..n) (values of dtype d) when a noted widening holds
+/// it and the sources are enabled (above); else nullptr, and the caller rounds a copy itself.
+const void* noted_sixteen_bit_source(const float* p, int64_t n, DType d);
 
 /// While alive, run_gemm's products use TF32 tensor cores: the caller promises that every operand
 /// is exactly a TF32 value (mixed precision's widened bf16/fp16 values, KernelOps::

@@ -31,9 +31,8 @@ void run_product(const GemmArgs& g) {
   }
   const DType d = type == CUDA_R_16BF ? DType::kBF16 : DType::kF16;
   const int64_t na = a_extent(g), nb = b_extent(g);
-  const bool sources = sixteen_bit_sources_enabled();
-  const void* a16 = sources ? sixteen_bit_sources().find(g.A, na, d) : nullptr;
-  const void* b16 = sources ? sixteen_bit_sources().find(g.B, nb, d) : nullptr;
+  const void* a16 = noted_sixteen_bit_source(g.A, na, d);
+  const void* b16 = noted_sixteen_bit_source(g.B, nb, d);
   const int64_t a_bytes = a16 ? 0 : (na * 2 + 255) / 256 * 256, b_bytes = b16 ? 0 : nb * 2;
   if (a_bytes + b_bytes > 0) {
     char* ws = static_cast<char*>(workspace(static_cast<size_t>(a_bytes + b_bytes)));
