@@ -54,8 +54,8 @@ Tensor attention_forward(const BlockShape& s, TpComm& tp, const BlockParams<cons
   {
     const Tensor ln1f = tp.enter_forward(c->ln1);  // f: (n,C) -> (N,C)
     c->qkv = activation({B, T, s.qkv()}, dt, dev);
-    linear_forward(ops, tiles, BlockLinear::kCAttn, F32Out(c->qkv), F32In(ln1f), p.attn_w, p.attn_b, N,
-                   C, s.qkv());
+    linear_forward(ops, tiles, BlockLinear::kCAttn, as_stored(c->qkv), as_stored(ln1f), p.attn_w,
+                   p.attn_b, N, C, s.qkv());
   }
   c->atty = activation({B, T, s.attn()}, dt, dev);
   if (core) {  // context parallelism: this rank's queries against every rank's keys
@@ -67,8 +67,8 @@ Tensor attention_forward(const BlockShape& s, TpComm& tp, const BlockParams<cons
     if (!keep_probs) c->att = Tensor();  // selective recomputation: made again in the backward
   }
   Tensor y = activation({B, T, C}, dt, dev);
-  linear_forward(ops, tiles, BlockLinear::kAttnProj, F32Out(y), F32In(c->atty), p.proj_w, nullptr, N,
-                 s.attn(), C);  // partial
+  linear_forward(ops, tiles, BlockLinear::kAttnProj, as_stored(y), as_stored(c->atty), p.proj_w,
+                 nullptr, N, s.attn(), C);  // partial
   y = tp.exit_forward(std::move(y));  // g: Σ over the tp ranks, (N,C) -> (n,C)
   ops.residual_bias_add(as_stored(y), as_stored(x), as_stored(y), p.proj_b, n, C);  // x + y + b
   return y;
@@ -109,8 +109,8 @@ Tensor attention_backward_input(const BlockShape& s, TpComm& tp, const BlockPara
   keep->dy_full = tp.exit_backward(dres1);   // g's backward: (n,C) -> (N,C)
   {
     Tensor datty = activation({B, T, s.attn()}, dt, dev);
-    linear_backward_input(ops, tiles, BlockLinear::kAttnProj, F32Out(datty), F32In(keep->dy_full),
-                          p.proj_w, N, s.attn(), C);
+    linear_backward_input(ops, tiles, BlockLinear::kAttnProj, as_stored(datty),
+                          as_stored(keep->dy_full), p.proj_w, N, s.attn(), C);
     keep->dhidden = activation({B, T, s.qkv()}, dt, dev);
     if (core)  // context parallelism: the core's mirrored communication (attention_core.h)
       core->backward(datty, c->qkv, c->atty, &c->keep, keep->dhidden, B, T * core->shards(),
@@ -121,8 +121,8 @@ Tensor attention_backward_input(const BlockShape& s, TpComm& tp, const BlockPara
   c->qkv = Tensor();  // W needs neither attention's inputs nor its probabilities
   c->att = Tensor();
   Tensor dln1 = activation({B, T, C}, dt, dev);
-  linear_backward_input(ops, tiles, BlockLinear::kCAttn, F32Out(dln1), F32In(keep->dhidden), p.attn_w,
-                        N, C, s.qkv());
+  linear_backward_input(ops, tiles, BlockLinear::kCAttn, as_stored(dln1), as_stored(keep->dhidden),
+                        p.attn_w, N, C, s.qkv());
   keep->dln = tp.enter_backward(std::move(dln1));  // f's backward: Σ over ranks, -> (n,C)
   // dx = dres1 (residual path) + LN1ᵀ(dln1); layernorm_backward accumulates into dx.
   Tensor dx = activation(x.shape(), dt, dev);
@@ -141,14 +141,14 @@ void attention_backward_weight(const BlockShape& s, TpComm& tp, const Tensor& x,
   const long n = x.numel() / C, N = keep.dy_full.numel() / C;
   KernelOps& ops = kernel_ops(x.device());
   // attn.c_proj: dW (attn,C) += attyᵀ @ dy_full; b (C) += Σ dy over this rank's rows.
-  ops.matmul_backward_weight(g.proj_w, nullptr, F32In(keep.dy_full), F32In(c.atty), N, s.attn(),
-                              C);
+  ops.matmul_backward_weight(g.proj_w, nullptr, as_stored(keep.dy_full), as_stored(c.atty), N,
+                             s.attn(), C);
   ops.residual_bias_backward(g.proj_b, as_stored(keep.dy), n, C);
   // c_attn: dW (C,qkv) += ln1fᵀ @ dqkv, db (qkv) += Σ dqkv. ln1f is all-gathered again under
   // sequence parallelism (only this rank's rows were kept).
   const Tensor ln1f = tp.regather(c.ln1);
-  ops.matmul_backward_weight(g.attn_w, g.attn_b, F32In(keep.dhidden), F32In(ln1f), N, C,
-                              s.qkv());
+  ops.matmul_backward_weight(g.attn_w, g.attn_b, as_stored(keep.dhidden), as_stored(ln1f), N, C,
+                             s.qkv());
   ops.layernorm_backward_weight(g.ln1_w, g.ln1_b, as_stored(keep.dln), as_stored(x),
                                 c.ln1_mean.f32(), c.ln1_rstd.f32(), n, C);
 }

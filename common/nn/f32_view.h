@@ -13,13 +13,14 @@
 //
 // For f32 tensors both are the plain pointer, so fp32 training runs exactly the code it ran
 // before. The scratch lives on the tensor's device and is widened and rounded by that device's
-// kernels (kernels/ops/kernel_ops.h). The fp32 copies are temporaries, counted under MemCategory::kOther (a CPU's
-// "conversion scratch", where a GPU uses registers) and freed with the view; the activations the
-// model keeps are the 16-bit tensors.
+// kernels (kernels/ops/kernel_ops.h). The fp32 copies are temporaries, counted under
+// MemCategory::kOther (a CPU's "conversion scratch", where a GPU uses registers) and freed with
+// the view; the activations the model keeps are the 16-bit tensors.
 //
-// The exceptions: attention's P, the LayerNorm, GELU and residual forwards and the inputs of their
-// backwards take activations as stored (as_stored(t), kernel_ops.h Act), so a GPU's kernels read
-// and write the 16 bits themselves; the CPU's table makes the same fp32 copies there (Fp32Copy).
+// The exceptions: attention's P, the LayerNorm, GELU and residual forwards, the inputs of their
+// backwards and the linear layers' x, y, dy, dx take activations as stored (as_stored(t),
+// kernel_ops.h Act), so a GPU's kernels (and cuBLAS) read and write the 16 bits themselves; the
+// CPU's table makes the same fp32 copies there (Fp32Copy).
 //
 // Glossary: "16-bit" is f16 or bf16.
 #pragma once

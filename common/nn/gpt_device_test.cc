@@ -139,14 +139,18 @@ TEST(DeviceWalk, Bf16RoundsAttentionAndHeadOperandsAndFp16DoesNot) {
 }
 
 // A bf16 walk over bf16 parameters (FlatParams) and gradients on the device: every operand of
-// its 16-bit products is a noted widening (F32In's of the activations, FlatParams' of the
-// weights), so a GPU reads them from their 16-bit sources and copies none, except the head's
-// dlogits (rounded in place, not a widening). Per block: 4 linear layers × (forward x, W;
-// backward_input dy, W; backward_weight dy, x) = 24, and attention's qkv in the forward, dY and
-// qkv in the backward = 3 (its P is stored in bf16 and handed over as stored, kernel_ops.h); the
-// head: x and wte forward, h and wte in the backward = 4. Each hit is checked against its source
-// bit for bit by the fake table, and every note is forgotten by the end of the walk.
-TEST(DeviceWalk, SixteenBitProductsReadTheirOperandsSixteenBitSources) {
+// its 16-bit products is either an activation handed over as stored (kernel_ops.h Act) or a
+// noted widening (F32In's of attention's and the head's inputs, FlatParams' of the weights), so
+// a GPU reads them in 16 bits and copies none, except the head's dlogits (rounded in place, not
+// a widening).
+//   As stored, per block: 4 linear layers × (forward y, x; backward_input dx, dy; backward_weight
+// dy, x) = 24 activations, all bf16 but one: MLP's dfch_gelu (c_proj's dx) stays fp32 for
+// gelu_backward, which would otherwise read it rounded twice. Attention's P is stored too.
+//   Source hits, per block: the 4 weights in the forward and in backward_input = 8, attention's
+// qkv in the forward, dY and qkv in the backward = 3; the head: x and wte forward, h and wte in
+// the backward = 4. Each hit is checked against its source bit for bit by the fake table, and
+// every note is forgotten by the end of the walk.
+TEST(DeviceWalk, SixteenBitProductsReadTheirOperandsInSixteenBits) {
   const GPTConfig cfg = GPTConfig::preset("tiny");
   const GPT cpu_model(cfg, TpComm::none(), DType::kBF16);
   const int B = 2, T = 16;
@@ -166,7 +170,9 @@ TEST(DeviceWalk, SixteenBitProductsReadTheirOperandsSixteenBitSources) {
     UnitRunner walk(model, source, &sink);
     walk.forward_backward(in.tok.data(), in.tgt.data(), B, T, 1.0f / (B * T));
   }
-  EXPECT_EQ(ops.calls("source hit bf16"), (24 + 3) * cfg.layers + 4);
+  EXPECT_EQ(ops.calls("linear act bf16"), 23 * cfg.layers);
+  EXPECT_EQ(ops.calls("linear act f32"), cfg.layers) << "MLP's dfch_gelu only";
+  EXPECT_EQ(ops.calls("source hit bf16"), (8 + 3) * cfg.layers + 4);
   EXPECT_GT(ops.calls("note_source bf16"), 0);
   EXPECT_EQ(ops.noted_sources(), 0u) << "widenings still noted after the walk";
 }

@@ -37,14 +37,14 @@ Tensor mlp_forward(const BlockShape& s, TpComm& tp, const BlockParams<const floa
   {
     const Tensor ln2f = tp.enter_forward(c->ln2);  // f: (n,C) -> (N,C)
     c->fch = activation({B, T, s.ffn}, dt, dev);
-    linear_forward(ops, tiles, BlockLinear::kFc, F32Out(c->fch), F32In(ln2f), p.fc_w, p.fc_b, N, C,
-                   s.ffn);  // (N,ffn)
+    linear_forward(ops, tiles, BlockLinear::kFc, as_stored(c->fch), as_stored(ln2f), p.fc_w, p.fc_b,
+                   N, C, s.ffn);  // (N,ffn)
   }
   c->fch_gelu = activation({B, T, s.ffn}, dt, dev);
   ops.gelu_forward(as_stored(c->fch_gelu), as_stored(c->fch), N * s.ffn);
   Tensor y = activation({B, T, C}, dt, dev);
-  linear_forward(ops, tiles, BlockLinear::kFcProj, F32Out(y), F32In(c->fch_gelu), p.fcproj_w, nullptr,
-                 N, s.ffn, C);  // partial
+  linear_forward(ops, tiles, BlockLinear::kFcProj, as_stored(y), as_stored(c->fch_gelu), p.fcproj_w,
+                 nullptr, N, s.ffn, C);  // partial
   y = tp.exit_forward(std::move(y));  // g: Σ over the tp ranks, (N,C) -> (n,C)
   ops.residual_bias_add(as_stored(y), as_stored(res1), as_stored(y), p.fcproj_b, n, C);  // in y
   return y;
@@ -62,15 +62,16 @@ Tensor mlp_backward_input(const BlockShape& s, TpComm& tp, const BlockParams<con
   keep->dy_full = tp.exit_backward(dout);  // g's backward: (n,C) -> (N,C)
   keep->dhidden = activation({B, T, s.ffn}, dt, dev);
   {
+    // dfch_gelu stays fp32 (an f32 Act) for gelu_backward: rounded once, as dfch, not twice.
     F32Out dfch(keep->dhidden);
-    linear_backward_input(ops, tiles, BlockLinear::kFcProj, dfch, F32In(keep->dy_full), p.fcproj_w, N,
-                          s.ffn, C);  // dfch_gelu
-    ops.gelu_backward(dfch, as_stored(c->fch), dfch, N * s.ffn);                     // dfch
+    linear_backward_input(ops, tiles, BlockLinear::kFcProj, dfch.get(), as_stored(keep->dy_full),
+                          p.fcproj_w, N, s.ffn, C);                   // dfch_gelu
+    ops.gelu_backward(dfch, as_stored(c->fch), dfch, N * s.ffn);      // dfch
   }
   c->fch = Tensor();  // W needs only GELU's output
   Tensor dln2 = activation({B, T, C}, dt, dev);
-  linear_backward_input(ops, tiles, BlockLinear::kFc, F32Out(dln2), F32In(keep->dhidden), p.fc_w, N, C,
-                        s.ffn);
+  linear_backward_input(ops, tiles, BlockLinear::kFc, as_stored(dln2), as_stored(keep->dhidden),
+                        p.fc_w, N, C, s.ffn);
   keep->dln = tp.enter_backward(std::move(dln2));  // f's backward: Σ over ranks, -> (n,C)
   // dres1 = dout (residual path) + LN2ᵀ(dln2).
   Tensor dres1 = activation(res1.shape(), dt, dev);
@@ -88,12 +89,12 @@ void mlp_backward_weight(const BlockShape& s, TpComm& tp, const Tensor& res1, co
   const long n = res1.numel() / C, N = keep.dy_full.numel() / C;
   KernelOps& ops = kernel_ops(res1.device());
   // mlp.c_proj: dW (ffn,C) += fch_geluᵀ @ dy_full; b (C) += Σ dy over this rank's rows.
-  ops.matmul_backward_weight(g.fcproj_w, nullptr, F32In(keep.dy_full), F32In(c.fch_gelu), N,
-                              s.ffn, C);
+  ops.matmul_backward_weight(g.fcproj_w, nullptr, as_stored(keep.dy_full), as_stored(c.fch_gelu), N,
+                             s.ffn, C);
   ops.residual_bias_backward(g.fcproj_b, as_stored(keep.dy), n, C);
   // c_fc: dW (C,ffn) += ln2fᵀ @ dfch, db (ffn) += Σ dfch (ln2f all-gathered again under SP).
   const Tensor ln2f = tp.regather(c.ln2);
-  ops.matmul_backward_weight(g.fc_w, g.fc_b, F32In(keep.dhidden), F32In(ln2f), N, C, s.ffn);
+  ops.matmul_backward_weight(g.fc_w, g.fc_b, as_stored(keep.dhidden), as_stored(ln2f), N, C, s.ffn);
   ops.layernorm_backward_weight(g.ln2_w, g.ln2_b, as_stored(keep.dln), as_stored(res1),
                                 c.ln2_mean.f32(), c.ln2_rstd.f32(), n, C);
 }

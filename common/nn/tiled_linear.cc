@@ -73,13 +73,18 @@ TileRange panel_window(TileRange t, int64_t D) {
   return {lo, hi};
 }
 
-void linear_forward(KernelOps& ops, WeightTiles* tiles, BlockLinear w, float* y, const float* x,
-                    const float* W, const float* bias, int N, int C, int OC) {
+void linear_forward(KernelOps& ops, WeightTiles* tiles, BlockLinear w, Act y_stored,
+                    ActIn x_stored, const float* W, const float* bias, int N, int C, int OC) {
   if (!tiles) {
-    ops.matmul_forward(y, x, W, bias, N, C, OC);  // the untiled layer, unchanged
+    ops.matmul_forward(y_stored, x_stored, W, bias, N, C, OC);  // the untiled layer, unchanged
     return;
   }
   require_host(ops, "linear_forward");
+  // fp32 copies of 16-bit activations, as the untiled layer's table makes (kernel_ops.cc).
+  const Fp32Copy xf(x_stored, int64_t{N} * C, Device::kCPU);
+  Fp32Copy yf(y_stored, int64_t{N} * OC, Device::kCPU);
+  const float* x = xf.get();
+  float* y = yf.get();
   const int k = tiles->tile_factor();
   for (int i = 0; i < k; ++i) {
     const TileRange t = tile_range(OC, k, i), win = panel_window(t, OC);
@@ -107,13 +112,17 @@ void linear_forward(KernelOps& ops, WeightTiles* tiles, BlockLinear w, float* y,
   }
 }
 
-void linear_backward_input(KernelOps& ops, WeightTiles* tiles, BlockLinear w, float* dx,
-                           const float* dy, const float* W, int N, int C, int OC) {
+void linear_backward_input(KernelOps& ops, WeightTiles* tiles, BlockLinear w, Act dx_stored,
+                           ActIn dy_stored, const float* W, int N, int C, int OC) {
   if (!tiles) {
-    ops.matmul_backward_input(dx, dy, W, N, C, OC);  // the untiled layer, unchanged
+    ops.matmul_backward_input(dx_stored, dy_stored, W, N, C, OC);  // the untiled layer
     return;
   }
   require_host(ops, "linear_backward_input");
+  const Fp32Copy dyf(dy_stored, int64_t{N} * OC, Device::kCPU);
+  Fp32Copy dxf(dx_stored, int64_t{N} * C, Device::kCPU);
+  const float* dy = dyf.get();
+  float* dx = dxf.get();
   const int k = tiles->tile_factor();
   for (int i = 0; i < k; ++i) {
     const TileRange t = tile_range(C, k, i), win = panel_window(t, C);

@@ -87,15 +87,18 @@ class WeightTiles {
   virtual void release_tile() = 0;
 };
 
-/// y (N,OC) = x (N,C) @ W + b (bias may be nullptr). tiles == nullptr: ops.matmul_forward with
-/// W, exactly the untiled layer, on ops' device (kernels/ops/kernel_ops.h). Otherwise W is ignored
-/// and read from `tiles` column tile by column tile; bit-identical to the untiled layer. Tiles
-/// are host memory: with tiles, ops must be the CPU's (std::invalid_argument otherwise).
-void linear_forward(KernelOps& ops, WeightTiles* tiles, BlockLinear w, float* y, const float* x, const float* W,
-                    const float* bias, int N, int C, int OC);
-/// dx (N,C) = dy (N,OC) @ Wᵀ, OVERWRITTEN. tiles == nullptr: ops.matmul_backward_input with W;
-/// otherwise row tile by row tile (host only, as above), bit-identical.
-void linear_backward_input(KernelOps& ops, WeightTiles* tiles, BlockLinear w, float* dx, const float* dy,
+/// y (N,OC) = x (N,C) @ W + b (bias may be nullptr), x and y as stored (kernel_ops.h Act: f32,
+/// f16 or bf16). tiles == nullptr: ops.matmul_forward with W, exactly the untiled layer, on ops'
+/// device (kernels/ops/kernel_ops.h). Otherwise W is ignored and read from `tiles` column tile by
+/// column tile (through fp32 copies of 16-bit x and y, as the CPU's table makes them);
+/// bit-identical to the untiled layer. Tiles are host memory: with tiles, ops must be the CPU's
+/// (std::invalid_argument otherwise).
+void linear_forward(KernelOps& ops, WeightTiles* tiles, BlockLinear w, Act y, ActIn x,
+                    const float* W, const float* bias, int N, int C, int OC);
+/// dx (N,C) = dy (N,OC) @ Wᵀ, OVERWRITTEN, dx and dy as stored. tiles == nullptr:
+/// ops.matmul_backward_input with W; otherwise row tile by row tile (host only, as above),
+/// bit-identical.
+void linear_backward_input(KernelOps& ops, WeightTiles* tiles, BlockLinear w, Act dx, ActIn dy,
                            const float* W, int N, int C, int OC);
 
 /// The ranges (within the unit, in order) of a block's rest: its vectors (LayerNorm weights and

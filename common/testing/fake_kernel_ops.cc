@@ -28,29 +28,30 @@ class Table final : public KernelOps {
     KernelOps::set_matmul_operands(d);
     cpu_.set_matmul_operands(d);
   }
-  void matmul_forward(float* y, const float* x, const float* W, const float* bias, int N, int C,
+  // The linear layers' activations as stored (Act) go to the CPU table as they are, like the
+  // ones below; each is counted by dtype ("linear act bf16"), and an fp32 one inside a noted
+  // widening is checked against its source.
+  void matmul_forward(Act y, ActIn x, const float* W, const float* bias, int N, int C,
                       int OC) override {
-    on_device("matmul_forward", {y, x, W, bias});
-    check_source("matmul_forward", "x", x, int64_t{N} * C);
+    act("matmul_forward", "y", y);
+    act("matmul_forward", "x", x, int64_t{N} * C);
     check_source("matmul_forward", "W", W, int64_t{C} * OC);
-    FakeDevice::Access a(dev_);
-    cpu_.matmul_forward(y, x, W, bias, N, C, OC);
+    run("matmul_forward", {y.p, x.p, W, bias},
+        [&] { cpu_.matmul_forward(y, x, W, bias, N, C, OC); });
   }
-  void matmul_backward_input(float* dx, const float* dy, const float* W, int N, int C,
-                             int OC) override {
-    on_device("matmul_backward_input", {dx, dy, W});
-    check_source("matmul_backward_input", "dy", dy, int64_t{N} * OC);
+  void matmul_backward_input(Act dx, ActIn dy, const float* W, int N, int C, int OC) override {
+    act("matmul_backward_input", "dx", dx);
+    act("matmul_backward_input", "dy", dy, int64_t{N} * OC);
     check_source("matmul_backward_input", "W", W, int64_t{C} * OC);
-    FakeDevice::Access a(dev_);
-    cpu_.matmul_backward_input(dx, dy, W, N, C, OC);
+    run("matmul_backward_input", {dx.p, dy.p, W},
+        [&] { cpu_.matmul_backward_input(dx, dy, W, N, C, OC); });
   }
-  void matmul_backward_weight(float* dW, float* db, const float* dy, const float* x, int N, int C,
+  void matmul_backward_weight(float* dW, float* db, ActIn dy, ActIn x, int N, int C,
                               int OC) override {
-    on_device("matmul_backward_weight", {dW, db, dy, x});
-    check_source("matmul_backward_weight", "dy", dy, int64_t{N} * OC);
-    check_source("matmul_backward_weight", "x", x, int64_t{N} * C);
-    FakeDevice::Access a(dev_);
-    cpu_.matmul_backward_weight(dW, db, dy, x, N, C, OC);
+    act("matmul_backward_weight", "dy", dy, int64_t{N} * OC);
+    act("matmul_backward_weight", "x", x, int64_t{N} * C);
+    run("matmul_backward_weight", {dW, db, dy.p, x.p},
+        [&] { cpu_.matmul_backward_weight(dW, db, dy, x, N, C, OC); });
   }
   void matmul_nt_forward(float* y, const float* x, const float* Wt, int N, int C, int OC) override {
     on_device("matmul_nt_forward", {y, x, Wt});
@@ -313,6 +314,13 @@ class Table final : public KernelOps {
     std::fprintf(stderr, "FakeKernelOps: %s: %s differs from its noted 16-bit source (a stale "
                  "note_source)\n", kernel, name);
     std::abort();
+  }
+  /// A linear layer's activation, counted by dtype ("linear act bf16"); an fp32 operand (not an
+  /// output: `n` 0) is checked against a noted source like any fp32 operand.
+  void act(const char* kernel, const char* name, ActIn a, int64_t n = 0) {
+    count("linear act", a.dtype);
+    if (n > 0 && a.dtype == DType::kF32)
+      check_source(kernel, name, static_cast<const float*>(a.p), n);
   }
   /// Stops the process unless every pointer is device memory (on_device), then runs f with the
   /// device's memory open.

@@ -35,18 +35,19 @@ cublasMath_t math_mode(bool tf32) {
 cublasOperation_t op(bool t) { return t ? CUBLAS_OP_T : CUBLAS_OP_N; }
 
 // g as cublasGemmEx (batch 1) or cublasGemmStridedBatchedEx with A, B of `ab_type` (g's own
-// pointers, or 16-bit copies of them laid out alike) and g.C fp32, accumulated in `compute`.
+// pointers, or 16-bit copies of them laid out alike) and C of `c_type` (g.C fp32, or a 16-bit C
+// laid out alike), accumulated in `compute`.
 void gemm_ex(const GemmArgs& g, const void* A, const void* B, cudaDataType_t ab_type,
-             cublasComputeType_t compute) {
+             cublasComputeType_t compute, void* C, cudaDataType_t c_type) {
   if (g.batch == 1)
     CUBLAS_CHECK(cublasGemmEx(handle(), op(g.transa), op(g.transb), g.m, g.n, g.k, &g.alpha, A,
-                              ab_type, g.lda, B, ab_type, g.ldb, &g.beta, g.C, CUDA_R_32F, g.ldc,
+                              ab_type, g.lda, B, ab_type, g.ldb, &g.beta, C, c_type, g.ldc,
                               compute, CUBLAS_GEMM_DEFAULT));
   else
     CUBLAS_CHECK(cublasGemmStridedBatchedEx(
         handle(), op(g.transa), op(g.transb), g.m, g.n, g.k, &g.alpha, A, ab_type, g.lda,
-        g.strideA, B, ab_type, g.ldb, g.strideB, &g.beta, g.C, CUDA_R_32F, g.ldc, g.strideC,
-        g.batch, compute, CUBLAS_GEMM_DEFAULT));
+        g.strideA, B, ab_type, g.ldb, g.strideB, &g.beta, C, c_type, g.ldc, g.strideC, g.batch,
+        compute, CUBLAS_GEMM_DEFAULT));
 }
 
 }  // namespace
@@ -119,8 +120,12 @@ SixteenBitOperands::SixteenBitOperands(cudaDataType_t type) : previous_(state().
 }
 SixteenBitOperands::~SixteenBitOperands() { state().operands16 = previous_; }
 
-void run_gemm_16bit(const GemmArgs& g, const void* A16, const void* B16, cudaDataType_t type) {
-  gemm_ex(g, A16, B16, type, CUBLAS_COMPUTE_32F);
+void run_gemm_16bit(const GemmArgs& g, const void* A16, const void* B16, cudaDataType_t type,
+                    void* C16) {
+  if (C16)
+    gemm_ex(g, A16, B16, type, CUBLAS_COMPUTE_32F, C16, type);
+  else
+    gemm_ex(g, A16, B16, type, CUBLAS_COMPUTE_32F, g.C, CUDA_R_32F);
 }
 
 ExactTf32Operands::ExactTf32Operands(bool on) : previous_(state().exact_tf32) {
@@ -130,7 +135,7 @@ ExactTf32Operands::~ExactTf32Operands() { state().exact_tf32 = previous_; }
 
 void run_gemm(const GemmArgs& g) {
   if (state().exact_tf32 && !state().tf32) {  // TF32 for these products alone
-    gemm_ex(g, g.A, g.B, CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32);
+    gemm_ex(g, g.A, g.B, CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32, g.C, CUDA_R_32F);
     return;
   }
   if (g.batch == 1) {

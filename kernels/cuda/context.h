@@ -54,9 +54,12 @@ void run_gemm(const GemmArgs& g);
 
 /// cuBLAS's 16-bit product of g: A16 and B16 are 16-bit copies (`type`: CUDA_R_16BF or
 /// CUDA_R_16F) of g.A's and g.B's first a_extent(g) / b_extent(g) elements, laid out as they are
-/// (the same lda, ldb, batch strides); C stays fp32 (read with β, written), CUBLAS_COMPUTE_32F:
-/// 16-bit tensor cores with fp32 accumulation (cublasGemmEx / cublasGemmStridedBatchedEx).
-void run_gemm_16bit(const GemmArgs& g, const void* A16, const void* B16, cudaDataType_t type);
+/// (the same lda, ldb, batch strides); CUBLAS_COMPUTE_32F: 16-bit tensor cores with fp32
+/// accumulation (cublasGemmEx / cublasGemmStridedBatchedEx). C16 nullptr: C is g.C, fp32 (read
+/// with β, written). Otherwise C is C16, of `type`, laid out as g.C would be (ldc, strideC): read
+/// with β, and α·AB + β·C is computed in fp32 and rounded once to `type` (to nearest even).
+void run_gemm_16bit(const GemmArgs& g, const void* A16, const void* B16, cudaDataType_t type,
+                    void* C16 = nullptr);
 
 /// The 16-bit type every operand of the matmul products in flight IS a value of (CUDA_R_16BF or
 /// CUDA_R_16F; set by a SixteenBitOperands scope), or CUDA_R_32F: none declared (the default).

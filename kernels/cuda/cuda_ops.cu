@@ -71,23 +71,40 @@ class CudaKernelOps final : public KernelOps {
       default: return CUDA_R_32F;
     }
   }
-  void matmul_forward(float* y, const float* x, const float* W, const float* bias, int N, int C,
+  // The linear layers' activations as stored (kernel_ops.h Act): an f32 one, or a 16-bit one of
+  // the declared dtype, is the product's operand or result as it is (matmul.h's stored
+  // overloads); a 16-bit one of any other dtype (none declared: fp32 weights) goes through an
+  // fp32 copy (Fp32Copy).
+  bool as_stored_ok(ActIn a) const {
+    return a.dtype == DType::kF32 || a.dtype == matmul_operands();
+  }
+  void matmul_forward(Act y, ActIn x, const float* W, const float* bias, int N, int C,
                       int OC) override {
     cpu::count_flops(2L * N * C * OC);
     const cuda::SixteenBitOperands operands(sixteen_bit_type());
-    cuda::matmul_forward(y, x, W, bias, N, C, OC);
+    if (as_stored_ok(y) && as_stored_ok(x))
+      return cuda::matmul_forward(y.p, y.dtype, x.p, x.dtype, W, bias, N, C, OC);
+    const Fp32Copy xf(x, int64_t{N} * C, device());
+    Fp32Copy yf(y, int64_t{N} * OC, device());
+    cuda::matmul_forward(yf.get(), xf.get(), W, bias, N, C, OC);
   }
-  void matmul_backward_input(float* dx, const float* dy, const float* W, int N, int C,
-                             int OC) override {
+  void matmul_backward_input(Act dx, ActIn dy, const float* W, int N, int C, int OC) override {
     cpu::count_flops(2L * N * C * OC);
     const cuda::SixteenBitOperands operands(sixteen_bit_type());
-    cuda::matmul_backward_input(dx, dy, W, N, C, OC);
+    if (as_stored_ok(dx) && as_stored_ok(dy))
+      return cuda::matmul_backward_input(dx.p, dx.dtype, dy.p, dy.dtype, W, N, C, OC);
+    const Fp32Copy dyf(dy, int64_t{N} * OC, device());
+    Fp32Copy dxf(dx, int64_t{N} * C, device());
+    cuda::matmul_backward_input(dxf.get(), dyf.get(), W, N, C, OC);
   }
-  void matmul_backward_weight(float* dW, float* db, const float* dy, const float* x, int N, int C,
+  void matmul_backward_weight(float* dW, float* db, ActIn dy, ActIn x, int N, int C,
                               int OC) override {
     cpu::count_flops(2L * N * C * OC);
     const cuda::SixteenBitOperands operands(sixteen_bit_type());
-    cuda::matmul_backward_weight(dW, db, dy, x, N, C, OC);
+    if (as_stored_ok(dy) && as_stored_ok(x))
+      return cuda::matmul_backward_weight(dW, db, dy.p, dy.dtype, x.p, x.dtype, N, C, OC);
+    const Fp32Copy dyf(dy, int64_t{N} * OC, device()), xf(x, int64_t{N} * C, device());
+    cuda::matmul_backward_weight(dW, db, dyf.get(), xf.get(), N, C, OC);
   }
   void matmul_nt_forward(float* y, const float* x, const float* Wt, int N, int C, int OC) override {
     cpu::count_flops(2L * N * C * OC);

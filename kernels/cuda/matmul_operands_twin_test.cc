@@ -15,12 +15,15 @@
 // GPU, with the runtime's reason.
 //
 // Shapes: N = 37, C = 48, OC = 80 (N not a multiple of a tensor-core tile). Also: the noted
-// 16-bit sources the products read instead of copying (NotedSourcesAreWhatTheProductsRead).
+// 16-bit sources the products read instead of copying (NotedSourcesAreWhatTheProductsRead), and
+// the linear layers' activations read and written in 16 bits where they are stored so
+// (LinearLayersReadAndWriteStoredActivations; its dtype check runs on the host too).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -28,6 +31,7 @@
 #include "kernels/cpu/convert.h"
 #include "kernels/cuda/context.h"
 #include "kernels/cuda/device_allocator.h"
+#include "kernels/cuda/matmul.h"
 #include "kernels/cuda/twin_test_util.h"
 #include "kernels/ops/kernel_ops.h"
 
@@ -312,6 +316,79 @@ TEST_F(MatmulOperandsTwin, NotedSourcesAreWhatTheProductsRead) {
     gpu.matmul_forward(y.p, xd.p, Wd.p, nullptr, N, C, OC);
   }
   EXPECT_LE(rel_err(y.get(), ref, "forgotten: the copies again"), kGemm);
+}
+
+// The linear layers' activations as stored (kernel_ops.h Act, matmul.h's stored overloads): 16-bit
+// x, y, dy, dx of the declared dtype are cuBLAS's operands and results as they are (bf16 and fp16
+// declared), and any other 16-bit one goes through an fp32 copy (fp16 undeclared). Against the
+// CPU table on the same 16-bit buffers (fp32 products rounded once): y and dx within one 16-bit
+// step (two fp32 sums of one product may round to neighbours), dW and db within kGemm.
+TEST_F(MatmulOperandsTwin, LinearLayersReadAndWriteStoredActivations) {
+  KernelOps& cpu = kernel_ops(Device::kCPU);
+  KernelOps& gpu = kernel_ops(Device::kCUDA);
+  using H16 = std::vector<uint16_t>;
+  for (const auto& [d, declare] : {std::make_pair(DType::kBF16, DType::kBF16),
+                                   std::make_pair(DType::kF16, DType::kF16),
+                                   std::make_pair(DType::kF16, DType::kF32)}) {
+    const std::string dt = std::string(to_string(d)) + " declared " + to_string(declare);
+    const float step = (d == DType::kBF16 ? 1.0f / 128 : 1.0f / 1024) + kGemm;
+    const Vec x = values_of(d, N * C, 21), W = values_of(d, C * OC, 22);
+    const Vec b = values_of(d, OC, 23), dy = values_of(d, N * OC, 24);
+    H16 x16(x.size()), dy16(dy.size()), y16(N * OC), dx16(N * C);
+    cpu::round_to(x.data(), x16.data(), d, static_cast<int64_t>(x.size()));
+    cpu::round_to(dy.data(), dy16.data(), d, static_cast<int64_t>(dy.size()));
+    Vec dW(C * OC, 0.5f), db(OC, 0.5f), y(N * OC), dx(N * C);
+    {
+      const MatmulOperands declared(cpu, declare);
+      cpu.matmul_forward(Act(y16.data(), d), ActIn(x16.data(), d), W.data(), b.data(), N, C, OC);
+      cpu.matmul_backward_input(Act(dx16.data(), d), ActIn(dy16.data(), d), W.data(), N, C, OC);
+      cpu.matmul_backward_weight(dW.data(), db.data(), ActIn(dy16.data(), d),
+                                 ActIn(x16.data(), d), N, C, OC);
+    }
+    test::Dev<uint16_t> x16d(x16), dy16d(dy16), y16d(y16.size()), dx16d(dx16.size());
+    DevF Wd(W), bd(b), dWd(Vec(C * OC, 0.5f)), dbd(Vec(OC, 0.5f));
+    {
+      const MatmulOperands declared(gpu, declare);
+      gpu.matmul_forward(Act(y16d.p, d), ActIn(x16d.p, d), Wd.p, bd.p, N, C, OC);
+      gpu.matmul_backward_input(Act(dx16d.p, d), ActIn(dy16d.p, d), Wd.p, N, C, OC);
+      gpu.matmul_backward_weight(dWd.p, dbd.p, ActIn(dy16d.p, d), ActIn(x16d.p, d), N, C, OC);
+    }
+    Vec y_ref(y16.size()), dx_ref(dx16.size());
+    cpu::widen(y16.data(), d, y_ref.data(), static_cast<int64_t>(y_ref.size()));
+    cpu::widen(dx16.data(), d, dx_ref.data(), static_cast<int64_t>(dx_ref.size()));
+    cpu::widen(y16d.get().data(), d, y.data(), static_cast<int64_t>(y.size()));
+    cpu::widen(dx16d.get().data(), d, dx.data(), static_cast<int64_t>(dx.size()));
+    EXPECT_LE(rel_err(y, y_ref, (dt + ": 16-bit y = x W + b").c_str()), step);
+    EXPECT_LE(rel_err(dx, dx_ref, (dt + ": 16-bit dx = dy Wt").c_str()), step);
+    EXPECT_LE(rel_err(dWd.get(), dW, (dt + ": dW += xt dy").c_str()), kGemm);
+    EXPECT_LE(rel_err(dbd.get(), db, (dt + ": db += sum dy").c_str()), kGemm);
+  }
+}
+
+// matmul.h's stored overloads refuse, by name and before any device work (so this runs without a
+// GPU), a 16-bit activation of another dtype than the declared one, and a dtype none of f32, f16,
+// bf16. (The CUDA table never hands them one: it copies such activations to fp32 first.)
+TEST(MatmulOperandsHost, StoredActivationsOfAnotherDtypeAreRefusedByName) {
+  const cuda::SixteenBitOperands bf16(CUDA_R_16BF);
+  auto message = [](auto f) {
+    try {
+      f();
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("nothing thrown");
+  };
+  const std::string m = message([] {
+    cuda::matmul_forward(nullptr, DType::kF16, nullptr, DType::kBF16, nullptr, nullptr, N, C, OC);
+  });
+  EXPECT_NE(m.find("matmul_forward: y is f16, yet the products were declared bf16"),
+            std::string::npos) << m;
+  const std::string w = message([] {
+    cuda::matmul_backward_weight(nullptr, nullptr, nullptr, DType::kBF16, nullptr, DType::kF64, N,
+                                 C, OC);
+  });
+  EXPECT_NE(w.find("matmul_backward_weight: x is f64, none of f32, f16, bf16"), std::string::npos)
+      << w;
 }
 
 }  // namespace

@@ -51,23 +51,31 @@ int64_t probs_elements(int B, int T, int H) { return int64_t{B} * H * T * T; }
 class CpuKernelOps final : public KernelOps {
  public:
   Device device() const override { return Device::kCPU; }
-  void matmul_forward(float* y, const float* x, const float* W, const float* bias, int N, int C,
+  // The linear layers' 16-bit activations (Act) through fp32 copies (Fp32Copy): bit for bit what
+  // common/nn's F32In and F32Out did around these calls. The declared-operand checks read the
+  // copies: the values a GPU's product reads.
+  void matmul_forward(Act y, ActIn x, const float* W, const float* bias, int N, int C,
                       int OC) override {
-    check_operand(*this, "matmul_forward", "x", x, int64_t{N} * C);
+    const Fp32Copy xf(x, int64_t{N} * C, device());
+    check_operand(*this, "matmul_forward", "x", xf.get(), int64_t{N} * C);
     check_operand(*this, "matmul_forward", "W", W, int64_t{C} * OC);
-    cpu::matmul_forward(y, x, W, bias, N, C, OC);
+    check_operand(*this, "matmul_forward", "bias", bias, OC);  // a GPU's 16-bit y starts as it
+    Fp32Copy yf(y, int64_t{N} * OC, device());
+    cpu::matmul_forward(yf.get(), xf.get(), W, bias, N, C, OC);
   }
-  void matmul_backward_input(float* dx, const float* dy, const float* W, int N, int C,
-                             int OC) override {
-    check_operand(*this, "matmul_backward_input", "dy", dy, int64_t{N} * OC);
+  void matmul_backward_input(Act dx, ActIn dy, const float* W, int N, int C, int OC) override {
+    const Fp32Copy dyf(dy, int64_t{N} * OC, device());
+    check_operand(*this, "matmul_backward_input", "dy", dyf.get(), int64_t{N} * OC);
     check_operand(*this, "matmul_backward_input", "W", W, int64_t{C} * OC);
-    cpu::matmul_backward_input(dx, dy, W, N, C, OC);
+    Fp32Copy dxf(dx, int64_t{N} * C, device());
+    cpu::matmul_backward_input(dxf.get(), dyf.get(), W, N, C, OC);
   }
-  void matmul_backward_weight(float* dW, float* db, const float* dy, const float* x, int N, int C,
+  void matmul_backward_weight(float* dW, float* db, ActIn dy, ActIn x, int N, int C,
                               int OC) override {
-    check_operand(*this, "matmul_backward_weight", "dy", dy, int64_t{N} * OC);
-    check_operand(*this, "matmul_backward_weight", "x", x, int64_t{N} * C);
-    cpu::matmul_backward_weight(dW, db, dy, x, N, C, OC);
+    const Fp32Copy dyf(dy, int64_t{N} * OC, device()), xf(x, int64_t{N} * C, device());
+    check_operand(*this, "matmul_backward_weight", "dy", dyf.get(), int64_t{N} * OC);
+    check_operand(*this, "matmul_backward_weight", "x", xf.get(), int64_t{N} * C);
+    cpu::matmul_backward_weight(dW, db, dyf.get(), xf.get(), N, C, OC);
   }
   void matmul_nt_forward(float* y, const float* x, const float* Wt, int N, int C, int OC) override {
     check_operand(*this, "matmul_nt_forward", "x", x, int64_t{N} * C);

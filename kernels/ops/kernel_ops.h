@@ -62,12 +62,17 @@ class KernelOps {
   virtual Device device() const = 0;
 
   // ---- matmul.h: y = x @ W + b and its backward, and the transposed-weight (tied head) form.
-  virtual void matmul_forward(float* y, const float* x, const float* W, const float* bias, int N,
-                              int C, int OC) = 0;
-  virtual void matmul_backward_input(float* dx, const float* dy, const float* W, int N, int C,
-                                     int OC) = 0;
-  virtual void matmul_backward_weight(float* dW, float* db, const float* dy, const float* x,
-                                      int N, int C, int OC) = 0;
+  // The linear layers' activations are passed as stored (Act / ActIn: x, y, dy, dx; a 16-bit dx
+  // is the product rounded once); weights, biases and weight gradients stay fp32 (W, bias: the
+  // widened parameters, FlatParams). A 16-bit activation under a 16-bit declaration of the same
+  // dtype (MatmulOperands below) is a GPU product's operand or result as it is, without an fp32
+  // copy; the bias then is one of the declared values too (the CPU checks it, as it checks x
+  // and W). Throws std::invalid_argument naming an Act dtype that is none of f32, f16, bf16.
+  virtual void matmul_forward(Act y, ActIn x, const float* W, const float* bias, int N, int C,
+                              int OC) = 0;
+  virtual void matmul_backward_input(Act dx, ActIn dy, const float* W, int N, int C, int OC) = 0;
+  virtual void matmul_backward_weight(float* dW, float* db, ActIn dy, ActIn x, int N, int C,
+                                      int OC) = 0;
   virtual void matmul_nt_forward(float* y, const float* x, const float* Wt, int N, int C,
                                  int OC) = 0;
   virtual void matmul_nt_backward(float* dx, float* dWt, const float* dy, const float* x,
@@ -241,18 +246,20 @@ class KernelOps {
   virtual int64_t logits_chunk_elements() const { return int64_t{1} << 22; }
 
   // ---- mixed precision's matrix products (Micikevicius et al. 2018 §3: 16-bit operands, fp32
-  // accumulation). The model's linear layers under bf16/fp16 hand the matmul_* entries fp32
-  // copies of 16-bit values (f32_view.h): every operand (x, W or Wt, dy) is then EXACTLY a bf16
-  // (or fp16) value. Such values are also exact in TF32 (8 exponent bits, 10 mantissa bits:
+  // accumulation). The model's linear layers under bf16/fp16 hand the matmul_* entries their
+  // 16-bit activations as stored (Act) and fp32 copies of their 16-bit weights (FlatParams); the
+  // tied head, fp32 copies of both (f32_view.h): every operand (x, W or Wt, dy) is then EXACTLY
+  // a bf16 (or fp16) value. Such values are also exact in TF32 (8 exponent bits, 10 mantissa bits:
   // bf16's 7 and fp16's 10 fit, and fp16's range and subnormals are normal TF32 numbers), so a
   // GPU may run those products on TF32 tensor cores and compute the same products as fp32, only
   // summed in another order; or copy them to bf16 (fp16), exactly, and run them on 16-bit
   // tensor cores, twice TF32's rate. The walk declares it with the scope MatmulOperands below;
-  // CUDA then runs the matmul_* entries on 16-bit copies of their operands (context.h
-  // SixteenBitOperands, whatever set_tf32 says), and the CPU, which
-  // has no tensor cores, CHECKS the promise instead: every operand of a matmul_* call under a
-  // 16-bit declaration must round-trip through that dtype, else std::logic_error naming the
-  // entry, the operand and the element ("matmul_forward: x[17] = 0.1 is not a bf16 value ...").
+  // CUDA then runs the matmul_* entries on their operands in 16 bits (as stored, their noted
+  // sources, or exact copies: context.h SixteenBitOperands, whatever set_tf32 says), and the
+  // CPU, which has no tensor cores, CHECKS the promise instead: every operand of a matmul_* call
+  // (and matmul_forward's bias) under a 16-bit declaration must round-trip through that dtype,
+  // else std::logic_error naming the entry, the operand and the element ("matmul_forward:
+  // x[17] = 0.1 is not a bf16 value ...").
   // So the CPU tests of every 16-bit run prove what the GPU relies on (cpu::first_inexact, one
   // vectorised pass per operand: ~8% of a bf16 step of mini on the CPU, 7,670 against 8,350
   // tokens/s measured side by side). The declaration covers the attention entries' inputs too

@@ -1,9 +1,10 @@
 // The CPU table's entries that take activations as stored (kernel_ops.h Act: attention's P, the
-// LayerNorm, GELU and residual forwards, the inputs of their backwards) on 16-bit ones: they
-// compute through fp32 copies (Fp32Copy), so they must give, bit for bit, what the model got when
-// it wrapped these calls in common/nn's F32Out and F32In: the fp32 kernel's results on the inputs
-// widened, rounded once into the 16-bit outputs. Also: an f32 Act is the buffer itself, a copy is counted as conversion
-// scratch while it lives, the in-place residual add, and a bad dtype refused by name.
+// LayerNorm, GELU and residual forwards, the inputs of their backwards, the linear layers' x, y,
+// dy and dx) on 16-bit ones: they compute through fp32 copies (Fp32Copy), so they must give, bit
+// for bit, what the model got when it wrapped these calls in common/nn's F32Out and F32In: the
+// fp32 kernel's results on the inputs widened, rounded once into the 16-bit outputs. Also: the
+// bias checked under a 16-bit declaration, an f32 Act is the buffer itself, a copy is counted as
+// conversion scratch while it lives, the in-place residual add, and a bad dtype refused by name.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -19,6 +20,7 @@
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/gelu.h"
 #include "kernels/cpu/layernorm.h"
+#include "kernels/cpu/matmul.h"
 #include "kernels/cpu/residual.h"
 #include "kernels/ops/kernel_ops.h"
 
@@ -142,6 +144,67 @@ TEST(StoredActivations, BackwardsReadSixteenBitInputsAsTheFp32KernelsDo) {
   }
 }
 
+// An fp32 copy of v as the table makes one (Tensor::empty: Eigen's products may sum in another
+// order on a buffer aligned otherwise).
+Tensor f32_tensor(const std::vector<float>& v) {
+  Tensor t = Tensor::empty({static_cast<int64_t>(v.size())}, DType::kF32, MemCategory::kOther);
+  std::memcpy(t.f32(), v.data(), v.size() * sizeof(float));
+  return t;
+}
+
+std::vector<float> to_vector(const Tensor& t) {
+  return std::vector<float>(t.f32(), t.f32() + t.numel());
+}
+
+// The linear layers' entries on 16-bit x, y, dy, dx (under the walk's 16-bit declaration for
+// bf16, without one for fp16): the fp32 kernels on the widened values, outputs rounded once;
+// dW and db (fp32, accumulated) bit for bit.
+TEST(StoredActivations, LinearLayersAreTheFp32KernelsRounded) {
+  KernelOps& ops = kernel_ops(Device::kCPU);
+  constexpr int N = 9, Ci = 16, OC = 24;
+  for (DType d : {DType::kBF16, DType::kF16}) {
+    const MatmulOperands declared(ops, d == DType::kBF16 ? d : DType::kF32);
+    const std::vector<float> x = values(N * Ci, 10, d), dy = values(N * OC, 11, d);
+    const std::vector<float> W = values(Ci * OC, 12, d), b = values(OC, 13, d);
+    const std::vector<uint16_t> x16 = rounded(x, d), dy16 = rounded(dy, d);
+    Tensor xt = f32_tensor(x), dyt = f32_tensor(dy);
+    Tensor ref = Tensor::empty({N * OC}, DType::kF32, MemCategory::kOther);
+    cpu::matmul_forward(ref.f32(), xt.f32(), W.data(), b.data(), N, Ci, OC);
+    std::vector<uint16_t> y16(N * OC);
+    ops.matmul_forward(Act(y16.data(), d), ActIn(x16.data(), d), W.data(), b.data(), N, Ci, OC);
+    EXPECT_EQ(y16, rounded(to_vector(ref), d)) << to_string(d) << ": y";
+    Tensor dx_ref = Tensor::empty({N * Ci}, DType::kF32, MemCategory::kOther);
+    cpu::matmul_backward_input(dx_ref.f32(), dyt.f32(), W.data(), N, Ci, OC);
+    std::vector<uint16_t> dx16(N * Ci);
+    ops.matmul_backward_input(Act(dx16.data(), d), ActIn(dy16.data(), d), W.data(), N, Ci, OC);
+    EXPECT_EQ(dx16, rounded(to_vector(dx_ref), d)) << to_string(d) << ": dx";
+    std::vector<float> dW(Ci * OC, 0.5f), db(OC, 0.5f), dW_ref = dW, db_ref = db;
+    cpu::matmul_backward_weight(dW_ref.data(), db_ref.data(), dyt.f32(), xt.f32(), N, Ci, OC);
+    ops.matmul_backward_weight(dW.data(), db.data(), ActIn(dy16.data(), d), ActIn(x16.data(), d),
+                               N, Ci, OC);
+    EXPECT_TRUE(same_bits(dW, dW_ref) && same_bits(db, db_ref)) << to_string(d) << ": dW, db";
+  }
+}
+
+// Under a 16-bit declaration a GPU writes a 16-bit y by broadcasting the bias into it first, in
+// 16 bits: exact only for a bias of that dtype, so the CPU checks the bias as it checks x and W.
+TEST(StoredActivations, TheDeclaredProductsBiasIsChecked) {
+  KernelOps& ops = kernel_ops(Device::kCPU);
+  constexpr int N = 3, Ci = 4, OC = 5;
+  const std::vector<float> x = values(N * Ci, 14, DType::kBF16),
+                           W = values(Ci * OC, 15, DType::kBF16);
+  std::vector<float> b = values(OC, 16, DType::kBF16), y(N * OC);
+  const MatmulOperands declared(ops, DType::kBF16);
+  ops.matmul_forward(y.data(), x.data(), W.data(), b.data(), N, Ci, OC);  // exact: accepted
+  b[3] = 0.1f;
+  try {
+    ops.matmul_forward(y.data(), x.data(), W.data(), b.data(), N, Ci, OC);
+    FAIL() << "a bias of no bf16 value was accepted under a bf16 declaration";
+  } catch (const std::logic_error& e) {
+    EXPECT_NE(std::string(e.what()).find("matmul_forward: bias[3]"), std::string::npos) << e.what();
+  }
+}
+
 TEST(StoredActivations, Fp32AttIsPItselfAndTheCopyIsCountedScratch) {
   std::vector<float> buf(kProbs, 1.5f);
   const int64_t before = MemoryTracker::instance().current(Device::kCPU, MemCategory::kOther);
@@ -167,8 +230,8 @@ TEST(StoredActivations, ABadAttDtypeIsRefusedByName) {
   std::vector<float> qkv(B * T * 3 * C, 0.0f), out(B * T * C);
   std::vector<double> att(kProbs);
   try {
-    kernel_ops(Device::kCPU).attention_forward(out.data(), Act(att.data(), DType::kF64), qkv.data(),
-                                               B, T, C, H);
+    kernel_ops(Device::kCPU)
+        .attention_forward(out.data(), Act(att.data(), DType::kF64), qkv.data(), B, T, C, H);
     FAIL() << "an f64 att was accepted";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("f64"), std::string::npos) << e.what();
