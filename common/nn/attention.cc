@@ -62,7 +62,7 @@ Tensor attention_forward(const BlockShape& s, TpComm& tp, const BlockParams<cons
     core->forward(c->qkv, c->atty, B, T * core->shards(), s.heads, &c->keep);
   } else {
     c->att = attention_scores({B, s.heads, T, T}, dt, dev);
-    ops.attention_forward(F32Out(c->atty), as_stored(c->att), F32In(c->qkv), B, T, s.attn(),
+    ops.attention_forward(as_stored(c->atty), as_stored(c->att), as_stored(c->qkv), B, T, s.attn(),
                           s.heads, rounded_products(dt));
     if (!keep_probs) c->att = Tensor();  // selective recomputation: made again in the backward
   }
@@ -85,13 +85,13 @@ void local_attention_backward(const BlockShape& s, AttentionCache* c, const Tens
   if (!c->att.defined()) {  // selective recomputation: P again from q and k (recompute.h)
     const int64_t flops = cpu::flops_done();
     c->att = attention_scores({B, s.heads, T, T}, c->qkv.dtype(), dev);
-    ops.attention_probs(as_stored(c->att), F32In(c->qkv), B, T, s.attn(), s.heads,
+    ops.attention_probs(as_stored(c->att), as_stored(c->qkv), B, T, s.attn(), s.heads,
                         rounded_products(c->qkv.dtype()));
     RecomputeMeter::instance().recomputed_probs += 1;
     RecomputeMeter::instance().recomputed_flops += cpu::flops_done() - flops;
   }
   Tensor scratch = attention_scores({T, T}, DType::kF32, dev);  // attention's dP of one head
-  ops.attention_backward(F32Out(dqkv), F32In(datty), F32In(c->qkv), as_stored(c->att),
+  ops.attention_backward(as_stored(dqkv), as_stored(datty), as_stored(c->qkv), as_stored(c->att),
                          scratch.f32(), B, T, s.attn(), s.heads,
                          rounded_products(c->qkv.dtype()));  // dqkv (N,qkv)
 }

@@ -17,10 +17,11 @@
 // MemCategory::kOther (a CPU's "conversion scratch", where a GPU uses registers) and freed with
 // the view; the activations the model keeps are the 16-bit tensors.
 //
-// The exceptions: attention's P, the LayerNorm, GELU and residual forwards, the inputs of their
-// backwards and the linear layers' x, y, dy, dx take activations as stored (as_stored(t),
-// kernel_ops.h Act), so a GPU's kernels (and cuBLAS) read and write the 16 bits themselves; the
-// CPU's table makes the same fp32 copies there (Fp32Copy).
+// The exceptions (the views remain for the head, the embeddings and the backwards' fp32
+// gradients): attention (P, qkv, out, dY, dqkv), the LayerNorm, GELU and residual forwards, the
+// inputs of their backwards and the linear layers' x, y, dy, dx take activations as stored
+// (as_stored(t), kernel_ops.h Act), so a GPU's kernels (and cuBLAS) read and write the 16 bits
+// themselves; the CPU's table makes the same fp32 copies there (Fp32Copy).
 //
 // Glossary: "16-bit" is f16 or bf16.
 #pragma once
@@ -31,19 +32,13 @@
 namespace llmp {
 
 /// A kernel's fp32 input (see above): kernel_ops.h's Fp32Copy of t, read only. Keep it alive while
-/// the kernel runs. A widened copy is noted as t's exact widening while it lives
-/// (KernelOps::note_source), so that a GPU's 16-bit product reads t's own 16-bit values instead
-/// of rounding the copy back.
+/// the kernel runs. A widened copy is noted as t's exact widening while it lives (Fp32Copy does
+/// it: KernelOps::note_source), so that a GPU's 16-bit product reads t's own 16-bit values
+/// instead of rounding the copy back.
 class F32In {
  public:
   explicit F32In(const Tensor& t)
-      : source_(t), copy_(ActIn(t.raw(), t.dtype()), t.numel(), t.device()) {
-    if (t.dtype() != DType::kF32)
-      kernel_ops(t.device()).note_source(copy_.get(), t.raw(), t.dtype(), t.numel());
-  }
-  ~F32In() {
-    if (source_.dtype() != DType::kF32) kernel_ops(source_.device()).forget_source(copy_.get());
-  }
+      : source_(t), copy_(ActIn(t.raw(), t.dtype()), t.numel(), t.device()) {}
   F32In(const F32In&) = delete;
   F32In& operator=(const F32In&) = delete;
   operator const float*() const { return copy_.get(); }  // NOLINT: reads as the pointer it stands for

@@ -140,16 +140,15 @@ TEST(DeviceWalk, Bf16RoundsAttentionAndHeadOperandsAndFp16DoesNot) {
 
 // A bf16 walk over bf16 parameters (FlatParams) and gradients on the device: every operand of
 // its 16-bit products is either an activation handed over as stored (kernel_ops.h Act) or a
-// noted widening (F32In's of attention's and the head's inputs, FlatParams' of the weights), so
-// a GPU reads them in 16 bits and copies none, except the head's dlogits (rounded in place, not
-// a widening).
+// noted widening (F32In's of the head's inputs, FlatParams' of the weights), so a GPU reads them
+// in 16 bits and copies none, except the head's dlogits (rounded in place, not a widening).
 //   As stored, per block: 4 linear layers × (forward y, x; backward_input dx, dy; backward_weight
 // dy, x) = 24 activations, all bf16 but one: MLP's dfch_gelu (c_proj's dx) stays fp32 for
-// gelu_backward, which would otherwise read it rounded twice. Attention's P is stored too.
-//   Source hits, per block: the 4 weights in the forward and in backward_input = 8, attention's
-// qkv in the forward, dY and qkv in the backward = 3; the head: x and wte forward, h and wte in
-// the backward = 4. Each hit is checked against its source bit for bit by the fake table, and
-// every note is forgotten by the end of the walk.
+// gelu_backward, which would otherwise read it rounded twice. Attention: out and qkv in the
+// forward, dqkv, dY and qkv in the backward = 5, all bf16 (and its P).
+//   Source hits, per block: the 4 weights in the forward and in backward_input = 8; the head: x
+// and wte forward, h and wte in the backward = 4. Each hit is checked against its source bit for
+// bit by the fake table, and every note is forgotten by the end of the walk.
 TEST(DeviceWalk, SixteenBitProductsReadTheirOperandsInSixteenBits) {
   const GPTConfig cfg = GPTConfig::preset("tiny");
   const GPT cpu_model(cfg, TpComm::none(), DType::kBF16);
@@ -172,7 +171,9 @@ TEST(DeviceWalk, SixteenBitProductsReadTheirOperandsInSixteenBits) {
   }
   EXPECT_EQ(ops.calls("linear act bf16"), 23 * cfg.layers);
   EXPECT_EQ(ops.calls("linear act f32"), cfg.layers) << "MLP's dfch_gelu only";
-  EXPECT_EQ(ops.calls("source hit bf16"), (8 + 3) * cfg.layers + 4);
+  EXPECT_EQ(ops.calls("attention act bf16"), 5 * cfg.layers);
+  EXPECT_EQ(ops.calls("attention act f32"), 0);
+  EXPECT_EQ(ops.calls("source hit bf16"), 8 * cfg.layers + 4);
   EXPECT_GT(ops.calls("note_source bf16"), 0);
   EXPECT_EQ(ops.noted_sources(), 0u) << "widenings still noted after the walk";
 }

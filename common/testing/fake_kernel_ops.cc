@@ -33,23 +33,23 @@ class Table final : public KernelOps {
   // widening is checked against its source.
   void matmul_forward(Act y, ActIn x, const float* W, const float* bias, int N, int C,
                       int OC) override {
-    act("matmul_forward", "y", y);
-    act("matmul_forward", "x", x, int64_t{N} * C);
+    act("linear", "matmul_forward", "y", y);
+    act("linear", "matmul_forward", "x", x, int64_t{N} * C);
     check_source("matmul_forward", "W", W, int64_t{C} * OC);
     run("matmul_forward", {y.p, x.p, W, bias},
         [&] { cpu_.matmul_forward(y, x, W, bias, N, C, OC); });
   }
   void matmul_backward_input(Act dx, ActIn dy, const float* W, int N, int C, int OC) override {
-    act("matmul_backward_input", "dx", dx);
-    act("matmul_backward_input", "dy", dy, int64_t{N} * OC);
+    act("linear", "matmul_backward_input", "dx", dx);
+    act("linear", "matmul_backward_input", "dy", dy, int64_t{N} * OC);
     check_source("matmul_backward_input", "W", W, int64_t{C} * OC);
     run("matmul_backward_input", {dx.p, dy.p, W},
         [&] { cpu_.matmul_backward_input(dx, dy, W, N, C, OC); });
   }
   void matmul_backward_weight(float* dW, float* db, ActIn dy, ActIn x, int N, int C,
                               int OC) override {
-    act("matmul_backward_weight", "dy", dy, int64_t{N} * OC);
-    act("matmul_backward_weight", "x", x, int64_t{N} * C);
+    act("linear", "matmul_backward_weight", "dy", dy, int64_t{N} * OC);
+    act("linear", "matmul_backward_weight", "x", x, int64_t{N} * C);
     run("matmul_backward_weight", {dW, db, dy.p, x.p},
         [&] { cpu_.matmul_backward_weight(dW, db, dy, x, N, C, OC); });
   }
@@ -71,28 +71,30 @@ class Table final : public KernelOps {
   }
   // Activations as stored (Act) go to the CPU table as they are: its fp32 copies of 16-bit ones
   // (Fp32Copy) are then host memory, so the device holds no fp32 copy of them, as on a GPU whose
-  // kernels load and store the 16 bits. qkv and dout are read from their noted 16-bit sources by
-  // a GPU's products.
-  void attention_forward(float* out, Act att, const float* qkv, int B, int T, int C, int H,
+  // kernels load and store the 16 bits. Counted as "attention act <dtype>" (P not included); an
+  // fp32 qkv or dout inside a noted widening is checked against its source.
+  void attention_forward(Act out, Act att, ActIn qkv, int B, int T, int C, int H,
                          DType probs_dtype) override {
     count("attention_forward", probs_dtype);
-    check_source("attention_forward", "qkv", qkv, int64_t{B} * T * 3 * C);
-    run("attention_forward", {out, att.p, qkv},
+    act("attention", "attention_forward", "out", out);
+    act("attention", "attention_forward", "qkv", qkv, int64_t{B} * T * 3 * C);
+    run("attention_forward", {out.p, att.p, qkv.p},
         [&] { cpu_.attention_forward(out, att, qkv, B, T, C, H, probs_dtype); });
   }
-  void attention_probs(Act att, const float* qkv, int B, int T, int C, int H,
+  void attention_probs(Act att, ActIn qkv, int B, int T, int C, int H,
                        DType probs_dtype) override {
     count("attention_probs", probs_dtype);
-    check_source("attention_probs", "qkv", qkv, int64_t{B} * T * 3 * C);
-    run("attention_probs", {att.p, qkv},
+    act("attention", "attention_probs", "qkv", qkv, int64_t{B} * T * 3 * C);
+    run("attention_probs", {att.p, qkv.p},
         [&] { cpu_.attention_probs(att, qkv, B, T, C, H, probs_dtype); });
   }
-  void attention_backward(float* dqkv, const float* dout, const float* qkv, ActIn att,
-                          float* scratch, int B, int T, int C, int H, DType probs_dtype) override {
+  void attention_backward(Act dqkv, ActIn dout, ActIn qkv, ActIn att, float* scratch, int B,
+                          int T, int C, int H, DType probs_dtype) override {
     count("attention_backward", probs_dtype);
-    check_source("attention_backward", "dout", dout, int64_t{B} * T * C);
-    check_source("attention_backward", "qkv", qkv, int64_t{B} * T * 3 * C);
-    run("attention_backward", {dqkv, dout, qkv, att.p, scratch}, [&] {
+    act("attention", "attention_backward", "dqkv", dqkv);
+    act("attention", "attention_backward", "dout", dout, int64_t{B} * T * C);
+    act("attention", "attention_backward", "qkv", qkv, int64_t{B} * T * 3 * C);
+    run("attention_backward", {dqkv.p, dout.p, qkv.p, att.p, scratch}, [&] {
       cpu_.attention_backward(dqkv, dout, qkv, att, scratch, B, T, C, H, probs_dtype);
     });
   }
@@ -315,10 +317,10 @@ class Table final : public KernelOps {
                  "note_source)\n", kernel, name);
     std::abort();
   }
-  /// A linear layer's activation, counted by dtype ("linear act bf16"); an fp32 operand (not an
-  /// output: `n` 0) is checked against a noted source like any fp32 operand.
-  void act(const char* kernel, const char* name, ActIn a, int64_t n = 0) {
-    count("linear act", a.dtype);
+  /// An activation handed over as stored, counted by dtype under `group` ("linear act bf16");
+  /// an fp32 operand (not an output: `n` 0) is checked against a noted source like any other.
+  void act(const char* group, const char* kernel, const char* name, ActIn a, int64_t n = 0) {
+    count((std::string(group) + " act").c_str(), a.dtype);
     if (n > 0 && a.dtype == DType::kF32)
       check_source(kernel, name, static_cast<const float*>(a.p), n);
   }

@@ -41,6 +41,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 
 #include "common/tensor/tensor.h"
 #include "kernels/cuda/shared_math.h"
@@ -63,6 +64,27 @@ void attention_probs(void* att, DType att_dtype, const float* qkv, int B, int T,
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const void* att,
                         DType att_dtype, float* scratch, int B, int T, int C, int H,
                         bool sixteen_bit_inputs = false, DType probs_dtype = DType::kF32);
+
+/// The three above with qkv, out, dout and dqkv as stored (kernels/ops/kernel_ops.h Act): each
+/// f32, or 16-bit of att_dtype, which the products then read or write as it is (a 16-bit out or
+/// dqkv: the GEMM's C, its fp32 accumulation rounded once). The 16-bit ones are taken when P is
+/// stored in a 16-bit att_dtype that is also probs_dtype (the model's bf16 walk: every product on
+/// 16-bit tensor cores); all f32: the functions above. Throws std::invalid_argument naming the
+/// argument otherwise (the caller makes fp32 copies of such activations first).
+void attention_forward(void* out, DType out_dtype, void* att, DType att_dtype, const void* qkv,
+                       DType qkv_dtype, int B, int T, int C, int H, bool sixteen_bit_inputs,
+                       DType probs_dtype);
+void attention_probs(void* att, DType att_dtype, const void* qkv, DType qkv_dtype, int B, int T,
+                     int C, int H, bool sixteen_bit_inputs, DType probs_dtype);
+void attention_backward(void* dqkv, DType dqkv_dtype, const void* dout, DType dout_dtype,
+                        const void* qkv, DType qkv_dtype, const void* att, DType att_dtype,
+                        float* scratch, int B, int T, int C, int H, bool sixteen_bit_inputs,
+                        DType probs_dtype);
+/// Whether the overloads above take activations of `dtypes` as they are, with P in att_dtype and
+/// P, dS rounded to probs_dtype: every dtype f32, or att_dtype = probs_dtype 16-bit and every
+/// dtype f32 or att_dtype.
+bool attention_takes_stored(DType att_dtype, DType probs_dtype,
+                            std::initializer_list<DType> dtypes);
 
 // ---- The causal softmax of the score rows, shared with ring self-attention (ring_self_block.cu):
 // `rows` rows of length T in place; row r's last live key is g = g0 + (r mod Tl) (attention:

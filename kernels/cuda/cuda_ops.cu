@@ -117,23 +117,43 @@ class CudaKernelOps final : public KernelOps {
     const cuda::SixteenBitOperands operands(sixteen_bit_type());
     cuda::matmul_nt_backward(dx, dWt, dy, x, Wt, N, C, OC);
   }
-  void attention_forward(float* out, Act att, const float* qkv, int B, int T, int C, int H,
+  // Attention's activations (out, qkv, dout, dqkv) as stored when P is stored in their 16-bit
+  // dtype and rounded to it (attention.h attention_takes_stored: the bf16 walk); otherwise each
+  // 16-bit one goes through an fp32 copy (Fp32Copy; an input copy is noted as its widening, so
+  // the products still read the 16 bits).
+  void attention_forward(Act out, Act att, ActIn qkv, int B, int T, int C, int H,
                          DType probs_dtype) override {
     cpu::count_flops(attention_flops(B, T, C, H, 1, 1));  // Q Kᵀ square, P V triangle
-    cuda::attention_forward(out, att.p, att.dtype, qkv, B, T, C, H,
-                            matmul_operands() != DType::kF32, probs_dtype);
+    const bool declared = matmul_operands() != DType::kF32;
+    if (cuda::attention_takes_stored(att.dtype, probs_dtype, {out.dtype, qkv.dtype}))
+      return cuda::attention_forward(out.p, out.dtype, att.p, att.dtype, qkv.p, qkv.dtype, B, T,
+                                     C, H, declared, probs_dtype);
+    const Fp32Copy q(qkv, int64_t{B} * T * 3 * C, device());
+    Fp32Copy y(out, int64_t{B} * T * C, device());
+    cuda::attention_forward(y.get(), att.p, att.dtype, q.get(), B, T, C, H, declared, probs_dtype);
   }
-  void attention_probs(Act att, const float* qkv, int B, int T, int C, int H,
+  void attention_probs(Act att, ActIn qkv, int B, int T, int C, int H,
                        DType probs_dtype) override {
     cpu::count_flops(attention_flops(B, T, C, H, 1, 0));  // Q Kᵀ only
-    cuda::attention_probs(att.p, att.dtype, qkv, B, T, C, H, matmul_operands() != DType::kF32,
-                          probs_dtype);
+    const bool declared = matmul_operands() != DType::kF32;
+    if (cuda::attention_takes_stored(att.dtype, probs_dtype, {qkv.dtype}))
+      return cuda::attention_probs(att.p, att.dtype, qkv.p, qkv.dtype, B, T, C, H, declared,
+                                   probs_dtype);
+    const Fp32Copy q(qkv, int64_t{B} * T * 3 * C, device());
+    cuda::attention_probs(att.p, att.dtype, q.get(), B, T, C, H, declared, probs_dtype);
   }
-  void attention_backward(float* dqkv, const float* dout, const float* qkv, ActIn att,
-                          float* scratch, int B, int T, int C, int H, DType probs_dtype) override {
+  void attention_backward(Act dqkv, ActIn dout, ActIn qkv, ActIn att, float* scratch, int B,
+                          int T, int C, int H, DType probs_dtype) override {
     cpu::count_flops(attention_flops(B, T, C, H, 1, 3));  // dY Vᵀ square; three triangles
-    cuda::attention_backward(dqkv, dout, qkv, att.p, att.dtype, scratch, B, T, C, H,
-                             matmul_operands() != DType::kF32, probs_dtype);
+    const bool declared = matmul_operands() != DType::kF32;
+    if (cuda::attention_takes_stored(att.dtype, probs_dtype, {dqkv.dtype, dout.dtype, qkv.dtype}))
+      return cuda::attention_backward(dqkv.p, dqkv.dtype, dout.p, dout.dtype, qkv.p, qkv.dtype,
+                                      att.p, att.dtype, scratch, B, T, C, H, declared,
+                                      probs_dtype);
+    const Fp32Copy dy(dout, int64_t{B} * T * C, device()), q(qkv, int64_t{B} * T * 3 * C, device());
+    Fp32Copy dq(dqkv, int64_t{B} * T * 3 * C, device());
+    cuda::attention_backward(dq.get(), dy.get(), q.get(), att.p, att.dtype, scratch, B, T, C, H,
+                             declared, probs_dtype);
   }
   void attention_block_forward(float* o, int ld_o, float* m, float* l, float* scores,
                                const float* q, int ld_q, const float* k, const float* v, int ld_kv,

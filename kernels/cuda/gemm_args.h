@@ -99,6 +99,10 @@ GemmArgs attention_dk_gemm(float* dqkv, const float* dS, const float* qkv, int b
 inline const void* twin_at(const void* twin, const float* base, const float* p) {
   return static_cast<const uint16_t*>(twin) + (p - base);
 }
+/// The same for a 16-bit twin a product writes (a 16-bit C: run_gemm_16bit's C16).
+inline void* twin_at(void* twin, const float* base, const float* p) {
+  return static_cast<uint16_t*>(twin) + (p - base);
+}
 
 // ---- ring_self_block.h: any row-major strided-batched product ---------------------------------
 

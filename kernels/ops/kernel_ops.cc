@@ -90,28 +90,37 @@ class CpuKernelOps final : public KernelOps {
     cpu::matmul_nt_backward(dx, dWt, dy, x, Wt, N, C, OC);
   }
   // 16-bit activations (Act) through fp32 copies (Fp32Copy): the forward writes the copy of P
-  // and rounds it into att, the backward reads a widened copy; bit for bit what common/nn's
-  // F32Out and F32In did around these calls.
-  void attention_forward(float* out, Act att, const float* qkv, int B, int T, int C, int H,
+  // and rounds it into att, the backward reads a widened copy; likewise out, qkv, dout, dqkv:
+  // bit for bit what common/nn's F32Out and F32In did around these calls.
+  void attention_forward(Act out, Act att, ActIn qkv, int B, int T, int C, int H,
                          DType probs_dtype) override {
-    check_operand(*this, "attention_forward", "qkv", qkv, int64_t{B} * T * 3 * C);
+    const int64_t n_qkv = int64_t{B} * T * 3 * C;
+    const Fp32Copy q(qkv, n_qkv, device());
+    check_operand(*this, "attention_forward", "qkv", q.get(), n_qkv);
     Fp32Copy P(att, probs_elements(B, T, H), device());
-    cpu::attention_forward(out, P.get(), qkv, B, T, C, H, probs_dtype);
+    Fp32Copy y(out, int64_t{B} * T * C, device());
+    cpu::attention_forward(y.get(), P.get(), q.get(), B, T, C, H, probs_dtype);
   }
-  void attention_probs(Act att, const float* qkv, int B, int T, int C, int H,
+  void attention_probs(Act att, ActIn qkv, int B, int T, int C, int H,
                        DType probs_dtype) override {
-    check_operand(*this, "attention_probs", "qkv", qkv, int64_t{B} * T * 3 * C);
+    const int64_t n_qkv = int64_t{B} * T * 3 * C;
+    const Fp32Copy q(qkv, n_qkv, device());
+    check_operand(*this, "attention_probs", "qkv", q.get(), n_qkv);
     Fp32Copy P(att, probs_elements(B, T, H), device());
-    cpu::attention_probs(P.get(), qkv, B, T, C, H, probs_dtype);
+    cpu::attention_probs(P.get(), q.get(), B, T, C, H, probs_dtype);
   }
-  void attention_backward(float* dqkv, const float* dout, const float* qkv, ActIn att,
-                          float* scratch, int B, int T, int C, int H, DType probs_dtype) override {
-    check_operand(*this, "attention_backward", "dout", dout, int64_t{B} * T * C);
-    check_operand(*this, "attention_backward", "qkv", qkv, int64_t{B} * T * 3 * C);
+  void attention_backward(Act dqkv, ActIn dout, ActIn qkv, ActIn att, float* scratch, int B,
+                          int T, int C, int H, DType probs_dtype) override {
+    const int64_t n_qkv = int64_t{B} * T * 3 * C, n_out = int64_t{B} * T * C;
+    const Fp32Copy dy(dout, n_out, device()), q(qkv, n_qkv, device());
+    check_operand(*this, "attention_backward", "dout", dy.get(), n_out);
+    check_operand(*this, "attention_backward", "qkv", q.get(), n_qkv);
     const int64_t n = probs_elements(B, T, H);
     const Fp32Copy P(att, n, device());
     check_operand(*this, "attention_backward", "att", P.get(), n);
-    cpu::attention_backward(dqkv, dout, qkv, P.get(), scratch, B, T, C, H, probs_dtype);
+    Fp32Copy dq(dqkv, n_qkv, device());
+    cpu::attention_backward(dq.get(), dy.get(), q.get(), P.get(), scratch, B, T, C, H,
+                            probs_dtype);
   }
   void attention_block_forward(float* o, int ld_o, float* m, float* l, float* scores,
                                const float* q, int ld_q, const float* k, const float* v, int ld_kv,
@@ -337,6 +346,15 @@ Fp32Copy::Fp32Copy(const void* p, DType dtype, int64_t n, Device device, bool lo
   tmp_ = Tensor::empty({n}, DType::kF32, MemCategory::kOther, device);
   f32_ = tmp_.f32();
   if (load) kernel_ops(device).widen(p, dtype, f32_, n);
+  if (load && !store) {  // read-only: p's exact widening for its whole life
+    kernel_ops(device).note_source(f32_, p, dtype, n);
+    noted_ = true;
+  }
+}
+
+Fp32Copy::~Fp32Copy() {
+  store();
+  if (noted_) kernel_ops(tmp_.device()).forget_source(f32_);  // before tmp_ is freed
 }
 
 void Fp32Copy::store() {

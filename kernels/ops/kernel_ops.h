@@ -80,16 +80,18 @@ class KernelOps {
 
   // ---- attention.h: causal multi-head self-attention on qkv (B,T,3C). P (B,H,T,T), the largest
   // activation the model keeps, is an Act: written by the forward and read by the backward in
-  // its dtype (a 16-bit att holds P rounded to it). A 16-bit att promises that qkv and dout hold
-  // values of its dtype (the model keeps every activation in one dtype). probs_dtype: P and dS
-  // rounded to it before their products (kernels/cpu/attention.h; f32: not rounded). Throws
-  // std::invalid_argument naming an att or probs_dtype dtype that is none of f32, f16, bf16.
-  virtual void attention_forward(float* out, Act att, const float* qkv, int B, int T, int C,
-                                 int H, DType probs_dtype = DType::kF32) = 0;
-  virtual void attention_probs(Act att, const float* qkv, int B, int T, int C, int H,
+  // its dtype (a 16-bit att holds P rounded to it). So are out, qkv, dout and dqkv (f32 or att's
+  // dtype: the model keeps every activation in one dtype; a 16-bit att promises that qkv and
+  // dout hold values of its dtype even when passed as fp32, and a 16-bit out or dqkv is the fp32
+  // result rounded once). probs_dtype: P and dS rounded to it before their products
+  // (kernels/cpu/attention.h; f32: not rounded). Throws std::invalid_argument naming a dtype
+  // that is none of f32, f16, bf16.
+  virtual void attention_forward(Act out, Act att, ActIn qkv, int B, int T, int C, int H,
+                                 DType probs_dtype = DType::kF32) = 0;
+  virtual void attention_probs(Act att, ActIn qkv, int B, int T, int C, int H,
                                DType probs_dtype = DType::kF32) = 0;
-  virtual void attention_backward(float* dqkv, const float* dout, const float* qkv, ActIn att,
-                                  float* scratch, int B, int T, int C, int H,
+  virtual void attention_backward(Act dqkv, ActIn dout, ActIn qkv, ActIn att, float* scratch,
+                                  int B, int T, int C, int H,
                                   DType probs_dtype = DType::kF32) = 0;
 
   // ---- attention_block.h: ring attention's blockwise online softmax, one ring step per call
@@ -273,10 +275,11 @@ class KernelOps {
   DType matmul_operands() const { return matmul_operands_; }
 
   /// f32[0..n) holds exactly widen(src[0..n)) (src: f16 or bf16 memory of this device) until
-  /// forget_source(f32): F32In and FlatParams say so of the fp32 copies they widen. A table whose
-  /// products read 16-bit operands (CUDA, under a 16-bit declaration) then reads an operand inside
-  /// such a copy from its source instead of rounding it again (sixteen_bit_sources.h). The
-  /// caller forgets before freeing f32. Default (the CPU): nothing.
+  /// forget_source(f32): Fp32Copy (F32In's among them) and FlatParams say so of the fp32 copies
+  /// they widen to read. A table whose products read 16-bit operands (CUDA, under a 16-bit
+  /// declaration) then reads an operand inside such a copy from its source instead of rounding
+  /// it again (sixteen_bit_sources.h). The caller forgets before freeing f32. Default (the CPU):
+  /// nothing.
   virtual void note_source(const float* f32, const void* src, DType dtype, int64_t n) {
     (void)f32, (void)src, (void)dtype, (void)n;
   }
@@ -311,7 +314,10 @@ class MatmulOperands {
 /// f32: p itself. Otherwise an fp32 Tensor on `device` (MemCategory::kOther, the f32_view.h
 /// copies' category), widened from p first when `load`, rounded back into p (once) by store() or
 /// the destructor when `store`; store() frees the copy, so get() is not to be used after it. The
-/// widening and the rounding are kernel_ops(device)'s. common/nn/f32_view.h's views are these.
+/// widening and the rounding are kernel_ops(device)'s. An input copy (load, not store) is noted
+/// as p's exact widening while it lives (KernelOps::note_source, forgotten by the destructor),
+/// so a GPU's 16-bit products read p itself where they meet the copy. common/nn/f32_view.h's
+/// views are these.
 class Fp32Copy {
  public:
   Fp32Copy(const void* p, DType dtype, int64_t n, Device device, bool load, bool store);
@@ -321,7 +327,7 @@ class Fp32Copy {
   /// An input: widened, never written back.
   Fp32Copy(ActIn a, int64_t n, Device device)
       : Fp32Copy(a.p, a.dtype, n, device, /*load=*/true, /*store=*/false) {}
-  ~Fp32Copy() { store(); }
+  ~Fp32Copy();
   Fp32Copy(const Fp32Copy&) = delete;
   Fp32Copy& operator=(const Fp32Copy&) = delete;
   float* get() const { return f32_; }
@@ -334,6 +340,7 @@ class Fp32Copy {
   Tensor tmp_;
   float* f32_ = nullptr;
   bool store_;
+  bool noted_ = false;  // an input copy noted as p's widening (forgotten by the destructor)
 };
 
 /// The kernels for tensors on `d`: kernels/cpu for Device::kCPU (always there), whatever was

@@ -42,6 +42,24 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
+// An fp32 copy of v as the table makes one (Tensor::empty: Eigen's products may sum in another
+// order on a buffer aligned otherwise).
+Tensor f32_tensor(const std::vector<float>& v) {
+  Tensor t = Tensor::empty({static_cast<int64_t>(v.size())}, DType::kF32, MemCategory::kOther);
+  std::memcpy(t.f32(), v.data(), v.size() * sizeof(float));
+  return t;
+}
+
+std::vector<float> to_vector(const Tensor& t) {
+  return std::vector<float>(t.f32(), t.f32() + t.numel());
+}
+
+std::vector<uint16_t> rounded(const std::vector<float>& v, DType d) {
+  std::vector<uint16_t> h(v.size());
+  cpu::round_to(v.data(), h.data(), d, static_cast<int64_t>(v.size()));
+  return h;
+}
+
 TEST(StoredActivations, SixteenBitAttIsTheFp32KernelRounded) {
   KernelOps& ops = kernel_ops(Device::kCPU);
   for (DType d : {DType::kBF16, DType::kF16}) {
@@ -71,10 +89,38 @@ TEST(StoredActivations, SixteenBitAttIsTheFp32KernelRounded) {
   }
 }
 
-std::vector<uint16_t> rounded(const std::vector<float>& v, DType d) {
-  std::vector<uint16_t> h(v.size());
-  cpu::round_to(v.data(), h.data(), d, static_cast<int64_t>(v.size()));
-  return h;
+
+// Attention with every activation as stored (out, qkv, dout, dqkv in 16 bits, as the model's
+// walk hands them): the fp32 kernels on the widened values, each output rounded once.
+TEST(StoredActivations, AttentionActivationsAsStoredAreTheFp32KernelsRounded) {
+  KernelOps& ops = kernel_ops(Device::kCPU);
+  for (DType d : {DType::kBF16, DType::kF16}) {
+    const DType probs = d == DType::kBF16 ? d : DType::kF32;  // sublayer.h rounded_products
+    const std::vector<float> qkv = values(B * T * 3 * C, 19, d), dout = values(B * T * C, 20, d);
+    Tensor q = f32_tensor(qkv), dy = f32_tensor(dout);
+    Tensor out = Tensor::empty({B * T * C}, DType::kF32, MemCategory::kOther);
+    Tensor att = Tensor::empty({kProbs}, DType::kF32, MemCategory::kOther);
+    cpu::attention_forward(out.f32(), att.f32(), q.f32(), B, T, C, H, probs);
+    const std::vector<uint16_t> qkv16 = rounded(qkv, d), dout16 = rounded(dout, d);
+    const std::vector<uint16_t> att16_ref = rounded(to_vector(att), d);
+    std::vector<uint16_t> out16(B * T * C), att16(kProbs), probs16(kProbs), dqkv16(qkv.size());
+    ops.attention_forward(Act(out16.data(), d), Act(att16.data(), d), ActIn(qkv16.data(), d), B,
+                          T, C, H, probs);
+    EXPECT_EQ(out16, rounded(to_vector(out), d)) << to_string(d) << ": out";
+    EXPECT_EQ(att16, att16_ref) << to_string(d) << ": the stored P";
+    ops.attention_probs(Act(probs16.data(), d), ActIn(qkv16.data(), d), B, T, C, H, probs);
+    EXPECT_EQ(probs16, att16) << to_string(d) << ": recomputation's P";
+    Tensor P = Tensor::empty({kProbs}, DType::kF32, MemCategory::kOther);
+    cpu::widen(att16.data(), d, P.f32(), kProbs);
+    Tensor dqkv = Tensor::empty({B * T * 3 * C}, DType::kF32, MemCategory::kOther);
+    std::vector<float> scratch(T * T);
+    cpu::attention_backward(dqkv.f32(), dy.f32(), q.f32(), P.f32(), scratch.data(), B, T, C, H,
+                            probs);
+    ops.attention_backward(Act(dqkv16.data(), d), ActIn(dout16.data(), d),
+                           ActIn(qkv16.data(), d), ActIn(att16.data(), d), scratch.data(), B, T,
+                           C, H, probs);
+    EXPECT_EQ(dqkv16, rounded(to_vector(dqkv), d)) << to_string(d) << ": dqkv";
+  }
 }
 
 // The forwards of LayerNorm, GELU and the residual add (in place in y, as the walk calls it, and
@@ -142,18 +188,6 @@ TEST(StoredActivations, BackwardsReadSixteenBitInputsAsTheFp32KernelsDo) {
     cpu::residual_bias_backward(db_ref.data(), dy.data(), N, Ch);
     EXPECT_TRUE(same_bits(db, db_ref)) << to_string(d) << ": residual_bias_backward";
   }
-}
-
-// An fp32 copy of v as the table makes one (Tensor::empty: Eigen's products may sum in another
-// order on a buffer aligned otherwise).
-Tensor f32_tensor(const std::vector<float>& v) {
-  Tensor t = Tensor::empty({static_cast<int64_t>(v.size())}, DType::kF32, MemCategory::kOther);
-  std::memcpy(t.f32(), v.data(), v.size() * sizeof(float));
-  return t;
-}
-
-std::vector<float> to_vector(const Tensor& t) {
-  return std::vector<float>(t.f32(), t.f32() + t.numel());
 }
 
 // The linear layers' entries on 16-bit x, y, dy, dx (under the walk's 16-bit declaration for
