@@ -62,11 +62,17 @@ Tensor mlp_backward_input(const BlockShape& s, TpComm& tp, const BlockParams<con
   keep->dy_full = tp.exit_backward(dout);  // g's backward: (n,C) -> (N,C)
   keep->dhidden = activation({B, T, s.ffn}, dt, dev);
   {
-    // dfch_gelu stays fp32 (an f32 Act) for gelu_backward: rounded once, as dfch, not twice.
-    F32Out dfch(keep->dhidden);
-    linear_backward_input(ops, tiles, BlockLinear::kFcProj, dfch.get(), as_stored(keep->dy_full),
-                          p.fcproj_w, N, s.ffn, C);                   // dfch_gelu
-    ops.gelu_backward(dfch, as_stored(c->fch), dfch, N * s.ffn);      // dfch
+    // dfch_gelu stays fp32 for gelu_backward, which writes dfch rounded once (not twice) into
+    // dhidden: an fp32 scratch under 16-bit activations, dhidden itself (in place) under fp32.
+    Tensor scratch;
+    float* dfch_gelu = dt == DType::kF32 ? keep->dhidden.f32() : nullptr;
+    if (!dfch_gelu) {
+      scratch = Tensor::empty({B, T, s.ffn}, DType::kF32, MemCategory::kOther, dev);
+      dfch_gelu = scratch.f32();
+    }
+    linear_backward_input(ops, tiles, BlockLinear::kFcProj, dfch_gelu, as_stored(keep->dy_full),
+                          p.fcproj_w, N, s.ffn, C);
+    ops.gelu_backward(as_stored(keep->dhidden), as_stored(c->fch), dfch_gelu, N * s.ffn);  // dfch
   }
   c->fch = Tensor();  // W needs only GELU's output
   Tensor dln2 = activation({B, T, C}, dt, dev);

@@ -165,8 +165,9 @@ class Table final : public KernelOps {
   void gelu_forward(Act y, ActIn x, long N) override {
     run("gelu_forward", {y.p, x.p}, [&] { cpu_.gelu_forward(y, x, N); });
   }
-  void gelu_backward(float* dx, ActIn x, const float* dy, long N) override {
-    run("gelu_backward", {dx, x.p, dy}, [&] { cpu_.gelu_backward(dx, x, dy, N); });
+  void gelu_backward(Act dx, ActIn x, const float* dy, long N) override {
+    act("gelu", "gelu_backward", "dx", dx);
+    run("gelu_backward", {dx.p, x.p, dy}, [&] { cpu_.gelu_backward(dx, x, dy, N); });
   }
   void residual_bias_add(Act out, ActIn x, ActIn y, const float* b, long N, int C) override {
     run("residual_bias_add", {out.p, x.p, y.p, b},

@@ -229,8 +229,12 @@ class CudaKernelOps final : public KernelOps {
     Fp32Copy yf(y, N, device());
     cuda::gelu_forward(yf.get(), xf.get(), N);
   }
-  void gelu_backward(float* dx, ActIn x, const float* dy, long N) override {
-    cuda::gelu_backward(dx, x.p, dy, N, x.dtype);
+  void gelu_backward(Act dx, ActIn x, const float* dy, long N) override {
+    if (dx.dtype == DType::kF32 || dx.dtype == x.dtype)
+      return cuda::gelu_backward(dx.p, x.p, dy, N, x.dtype, dx.dtype);
+    const Fp32Copy xf(x, N, device());
+    Fp32Copy dxf(dx, N, device());
+    cuda::gelu_backward(dxf.get(), xf.get(), dy, N);
   }
   void residual_bias_add(Act out, ActIn x, ActIn y, const float* b, long N, int C) override {
     if (out.dtype == x.dtype && out.dtype == y.dtype)

@@ -18,10 +18,11 @@ namespace cuda {
 /// another d.
 void gelu_forward(void* y, const void* x, long N, DType d = DType::kF32);
 
-/// dx (N) = gelu'(x) · dy (OVERWRITTEN), x of x_dtype (f32, f16 or bf16, widened in registers).
-/// dx may alias dy.
-void gelu_backward(float* dx, const void* x, const float* dy, long N,
-                   DType x_dtype = DType::kF32);
+/// dx (N) = gelu'(x) · dy (OVERWRITTEN), x of x_dtype (f32, f16 or bf16, widened in registers),
+/// dx of dx_dtype: f32, or x_dtype (a 16-bit dx rounded once). An f32 dx may alias dy.
+/// std::invalid_argument naming another dtype.
+void gelu_backward(void* dx, const void* x, const float* dy, long N, DType x_dtype = DType::kF32,
+                   DType dx_dtype = DType::kF32);
 
 }  // namespace cuda
 }  // namespace llmp

@@ -25,6 +25,7 @@
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/context.h"
 #include "kernels/cuda/device_allocator.h"
+#include "kernels/cuda/gelu.h"
 #include "kernels/cuda/twin_test_util.h"
 #include "kernels/ops/kernel_ops.h"
 
@@ -131,6 +132,11 @@ TEST_F(SixteenBitIoTwin, BackwardsReadSixteenBitInputs) {
     cpu.gelu_backward(g.data(), ActIn(x.data(), d), dyf.data(), N * C);
     gpu.gelu_backward(g_d.p, ActIn(x_d.p, d), dyf_d.p, N * C);
     EXPECT_LE(test::rel_err(g_d.get(), g, (dt + " gelu_backward").c_str()), 2e-6f);
+    H16 g16(N * C);  // dx as stored: rounded once, within one 16-bit step of the CPU's
+    Dev<uint16_t> g16_d(static_cast<size_t>(N * C));
+    cpu.gelu_backward(Act(g16.data(), d), ActIn(x.data(), d), dyf.data(), N * C);
+    gpu.gelu_backward(Act(g16_d.p, d), ActIn(x_d.p, d), dyf_d.p, N * C);
+    EXPECT_EQ(beyond_one_step(g16_d.get(), g16, d), 0) << dt << ": gelu_backward, 16-bit dx";
     Vec db2 = rnd(C, 17);
     cpu.residual_bias_backward(db2.data(), ActIn(dy.data(), d), N, C);
     gpu.residual_bias_backward(db2_d.p, ActIn(dy_d.p, d), N, C);
@@ -184,8 +190,9 @@ TEST_F(SixteenBitIoTwin, AttentionActivationsAsStored) {
 // all fp32, or P in a 16-bit dtype that is also probs_dtype (bf16's walk) with every activation
 // fp32 or of that dtype. fp16's walk (P stored in fp16, P and dS unrounded) is not: its P V,
 // dS K and dSᵀ Q read fp32 operands, so the table copies its activations to fp32. The overloads
-// refuse what it does not take, by name, before any device work (this runs without a GPU).
-TEST(SixteenBitIoHost, AttentionTakesStoredActivationsOnlyWithSixteenBitProbs) {
+// refuse what it does not take, by name, before any device work (this runs without a GPU); so
+// does gelu_backward a dx of another 16-bit dtype than x's.
+TEST(SixteenBitIoHost, StoredActivationsOfOtherDtypesAreRefusedBeforeDeviceWork) {
   const DType f32 = DType::kF32, bf16 = DType::kBF16, f16 = DType::kF16;
   EXPECT_TRUE(cuda::attention_takes_stored(f32, f32, {f32, f32}));
   EXPECT_TRUE(cuda::attention_takes_stored(bf16, bf16, {bf16, bf16, bf16}));
@@ -203,6 +210,8 @@ TEST(SixteenBitIoHost, AttentionTakesStoredActivationsOnlyWithSixteenBitProbs) {
               std::string::npos)
         << e.what();
   }
+  // gelu_backward's dx: f32 or x's dtype, nothing else (the table copies other ones to fp32).
+  EXPECT_THROW(cuda::gelu_backward(nullptr, nullptr, nullptr, 8, bf16, f16), std::invalid_argument);
 }
 
 }  // namespace

@@ -183,9 +183,10 @@ class CpuKernelOps final : public KernelOps {
     Fp32Copy yf(y, N, device());
     cpu::gelu_forward(yf.get(), xf.get(), N);
   }
-  void gelu_backward(float* dx, ActIn x, const float* dy, long N) override {
+  void gelu_backward(Act dx, ActIn x, const float* dy, long N) override {
     const Fp32Copy xf(x, N, device());
-    cpu::gelu_backward(dx, xf.get(), dy, N);
+    Fp32Copy dxf(dx, N, device());
+    cpu::gelu_backward(dxf.get(), xf.get(), dy, N);
   }
   // out may alias y (the walk adds in place): one copy then, widened and rounded back.
   void residual_bias_add(Act out, ActIn x, ActIn y, const float* b, long N, int C) override {

@@ -125,7 +125,9 @@ class KernelOps {
 
   // ---- layernorm.h, gelu.h, residual.h: the element-wise and per-row layers. The forwards read
   // and write activations as stored (Act; mean, rstd, w, b stay fp32); the backwards read them
-  // as stored (ActIn) and write fp32 gradients (dx is accumulated or rounded by the caller).
+  // as stored (ActIn) and write fp32 gradients (dx is accumulated or rounded by the caller),
+  // except gelu_backward's dx, written as stored (a 16-bit dx: gelu'(x)·dy rounded once; dy
+  // fp32, the product's unrounded output; an f32 dx may alias dy).
   virtual void layernorm_forward(Act y, float* mean, float* rstd, ActIn x, const float* w,
                                  const float* b, int N, int C) = 0;
   virtual void layernorm_backward(float* dx, float* dw, float* db, ActIn dy, ActIn x,
@@ -134,7 +136,7 @@ class KernelOps {
   virtual void layernorm_backward_weight(float* dw, float* db, ActIn dy, ActIn x,
                                          const float* mean, const float* rstd, int N, int C) = 0;
   virtual void gelu_forward(Act y, ActIn x, long N) = 0;
-  virtual void gelu_backward(float* dx, ActIn x, const float* dy, long N) = 0;
+  virtual void gelu_backward(Act dx, ActIn x, const float* dy, long N) = 0;
   virtual void residual_bias_add(Act out, ActIn x, ActIn y, const float* b, long N, int C) = 0;
   virtual void residual_bias_backward(float* db, ActIn dy, long N, int C) = 0;
 

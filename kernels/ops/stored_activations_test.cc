@@ -184,6 +184,9 @@ TEST(StoredActivations, BackwardsReadSixteenBitInputsAsTheFp32KernelsDo) {
     ops.gelu_backward(dx.data(), ActIn(x16.data(), d), dy.data(), N * Ch);
     cpu::gelu_backward(dx_ref.data(), x.data(), dy.data(), N * Ch);
     EXPECT_TRUE(same_bits(dx, dx_ref)) << to_string(d) << ": gelu_backward";
+    std::vector<uint16_t> dx16(N * Ch);  // dx as stored: the fp32 dx rounded once
+    ops.gelu_backward(Act(dx16.data(), d), ActIn(x16.data(), d), dy.data(), N * Ch);
+    EXPECT_EQ(dx16, rounded(dx_ref, d)) << to_string(d) << ": gelu_backward, 16-bit dx";
     ops.residual_bias_backward(db.data(), ActIn(dy16.data(), d), N, Ch);
     cpu::residual_bias_backward(db_ref.data(), dy.data(), N, Ch);
     EXPECT_TRUE(same_bits(db, db_ref)) << to_string(d) << ": residual_bias_backward";
