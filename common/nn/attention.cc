@@ -16,7 +16,6 @@
 // attn = C/t, qkv = 3C/t, LN LayerNorm.
 #include <cstring>
 
-#include "common/nn/f32_view.h"
 #include "common/nn/recompute.h"
 #include "common/nn/sublayer.h"
 #include "common/nn/tiled_linear.h"
@@ -124,13 +123,10 @@ Tensor attention_backward_input(const BlockShape& s, TpComm& tp, const BlockPara
   linear_backward_input(ops, tiles, BlockLinear::kCAttn, as_stored(dln1), as_stored(keep->dhidden),
                         p.attn_w, N, C, s.qkv());
   keep->dln = tp.enter_backward(std::move(dln1));  // f's backward: Σ over ranks, -> (n,C)
-  // dx = dres1 (residual path) + LN1ᵀ(dln1); layernorm_backward accumulates into dx.
+  // dx = dres1 (residual path) + LN1ᵀ(dln1), written once as stored.
   Tensor dx = activation(x.shape(), dt, dev);
-  F32Out dxf(dx);
-  ops.widen(dres1.raw(), dt, dxf, dx.numel());
-  ops.layernorm_backward(dxf, nullptr, nullptr, as_stored(keep->dln), as_stored(x), p.ln1_w,
-                         c->ln1_mean.f32(), c->ln1_rstd.f32(), n, C);
-  dxf.store();
+  ops.layernorm_backward(as_stored(dx), as_stored(dres1), nullptr, nullptr, as_stored(keep->dln),
+                         as_stored(x), p.ln1_w, c->ln1_mean.f32(), c->ln1_rstd.f32(), n, C);
   return dx;
 }
 

@@ -17,11 +17,11 @@
 // MemCategory::kOther (a CPU's "conversion scratch", where a GPU uses registers) and freed with
 // the view; the activations the model keeps are the 16-bit tensors.
 //
-// The exceptions (the views remain for the head, the embeddings and the backwards' fp32
-// gradients): attention (P, qkv, out, dY, dqkv), the LayerNorm, GELU and residual forwards, the
-// inputs of their backwards and the linear layers' x, y, dy, dx take activations as stored
-// (as_stored(t), kernel_ops.h Act), so a GPU's kernels (and cuBLAS) read and write the 16 bits
-// themselves; the CPU's table makes the same fp32 copies there (Fp32Copy).
+// The exceptions (the views remain for the head and the embeddings): attention (P, qkv, out, dY,
+// dqkv), the LayerNorm, GELU and residual forwards, the inputs of their backwards, the
+// LayerNorm and GELU backwards' dx and the linear layers' x, y, dy, dx take activations as
+// stored (as_stored(t), kernel_ops.h Act), so a GPU's kernels (and cuBLAS) read and write the 16
+// bits themselves; the CPU's table makes the same fp32 copies there (Fp32Copy).
 //
 // Glossary: "16-bit" is f16 or bf16.
 #pragma once

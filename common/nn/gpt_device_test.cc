@@ -146,7 +146,7 @@ TEST(DeviceWalk, Bf16RoundsAttentionAndHeadOperandsAndFp16DoesNot) {
 // dy, x) = 24 activations, all bf16 but one: MLP's dfch_gelu (c_proj's dx) stays fp32 for
 // gelu_backward, which would otherwise read it rounded twice. Attention: out and qkv in the
 // forward, dqkv, dY and qkv in the backward = 5, all bf16 (and its P). GELU's backward writes
-// dfch in bf16 (1).
+// dfch in bf16 (1), and both LayerNorm backwards their dx = dres + LN' (2, and 1 in the head).
 //   Source hits, per block: the 4 weights in the forward and in backward_input = 8; the head: x
 // and wte forward, h and wte in the backward = 4. Each hit is checked against its source bit for
 // bit by the fake table, and every note is forgotten by the end of the walk.
@@ -175,6 +175,8 @@ TEST(DeviceWalk, SixteenBitProductsReadTheirOperandsInSixteenBits) {
   EXPECT_EQ(ops.calls("attention act bf16"), 5 * cfg.layers);
   EXPECT_EQ(ops.calls("attention act f32"), 0);
   EXPECT_EQ(ops.calls("gelu act bf16"), cfg.layers) << "GELU's backward writes dfch in bf16";
+  EXPECT_EQ(ops.calls("layernorm act bf16"), 2 * cfg.layers + 1) << "dx = dres + LN', in bf16";
+  EXPECT_EQ(ops.calls("layernorm act f32"), 0);
   EXPECT_EQ(ops.calls("source hit bf16"), 8 * cfg.layers + 4);
   EXPECT_GT(ops.calls("note_source bf16"), 0);
   EXPECT_EQ(ops.noted_sources(), 0u) << "widenings still noted after the walk";

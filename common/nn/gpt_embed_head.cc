@@ -176,8 +176,8 @@ double GPT::head_forward_backward(const float* lnf_params, const float* wte, con
     dh32.store();
     const Tensor dhs = tp_->enter_backward(std::move(dh));
     *dx = Tensor::zeros(x.shape(), dt, MemCategory::kActivations, dev);
-    ops.layernorm_backward(F32Out(*dx, /*load=*/true), lnf_grads, lnf_grads + C, as_stored(dhs),
-                           as_stored(x), lnf_w, mean.f32(), rstd.f32(), n, C);
+    ops.layernorm_backward(as_stored(*dx), as_stored(*dx), lnf_grads, lnf_grads + C,
+                           as_stored(dhs), as_stored(x), lnf_w, mean.f32(), rstd.f32(), n, C);
   }
   return static_cast<double>(loss_scale) * total;
 }

@@ -14,7 +14,6 @@
 // Glossary: B batch, T sequence, Tl rows of a sequence held, C channels, ffn = 4C/t, LN LayerNorm.
 #include <cstring>
 
-#include "common/nn/f32_view.h"
 #include "common/nn/sublayer.h"
 #include "common/nn/tiled_linear.h"
 #include "kernels/ops/kernel_ops.h"
@@ -79,13 +78,10 @@ Tensor mlp_backward_input(const BlockShape& s, TpComm& tp, const BlockParams<con
   linear_backward_input(ops, tiles, BlockLinear::kFc, as_stored(dln2), as_stored(keep->dhidden),
                         p.fc_w, N, C, s.ffn);
   keep->dln = tp.enter_backward(std::move(dln2));  // f's backward: Σ over ranks, -> (n,C)
-  // dres1 = dout (residual path) + LN2ᵀ(dln2).
+  // dres1 = dout (residual path) + LN2ᵀ(dln2), written once as stored.
   Tensor dres1 = activation(res1.shape(), dt, dev);
-  F32Out d(dres1);
-  ops.widen(dout.raw(), dt, d, dres1.numel());
-  ops.layernorm_backward(d, nullptr, nullptr, as_stored(keep->dln), as_stored(res1), p.ln2_w,
-                         c->ln2_mean.f32(), c->ln2_rstd.f32(), n, C);
-  d.store();
+  ops.layernorm_backward(as_stored(dres1), as_stored(dout), nullptr, nullptr, as_stored(keep->dln),
+                         as_stored(res1), p.ln2_w, c->ln2_mean.f32(), c->ln2_rstd.f32(), n, C);
   return dres1;
 }
 

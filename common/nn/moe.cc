@@ -265,9 +265,8 @@ Tensor moe_backward_input(const GPTConfig& cfg, const BlockShape& s, MoeContext&
   }
   // dres1 = dout (residual) + LN2ᵀ(dln2).
   Tensor dres1 = activation(res1.shape(), DType::kF32, dev);
-  dres1.copy_from(dout);
-  ops.layernorm_backward(dres1.f32(), nullptr, nullptr, keep->dln.f32(), res1.f32(), bp.ln2_w,
-                         c->ln2_mean.f32(), c->ln2_rstd.f32(), n, C);
+  ops.layernorm_backward(dres1.f32(), dout.f32(), nullptr, nullptr, keep->dln.f32(), res1.f32(),
+                         bp.ln2_w, c->ln2_mean.f32(), c->ln2_rstd.f32(), n, C);
   return dres1;
 }
 

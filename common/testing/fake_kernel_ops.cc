@@ -152,10 +152,12 @@ class Table final : public KernelOps {
     run("layernorm_forward", {y.p, mean, rstd, x.p, w, b},
         [&] { cpu_.layernorm_forward(y, mean, rstd, x, w, b, N, C); });
   }
-  void layernorm_backward(float* dx, float* dw, float* db, ActIn dy, ActIn x, const float* w,
-                          const float* mean, const float* rstd, int N, int C) override {
-    run("layernorm_backward", {dx, dw, db, dy.p, x.p, w, mean, rstd},
-        [&] { cpu_.layernorm_backward(dx, dw, db, dy, x, w, mean, rstd, N, C); });
+  void layernorm_backward(Act dx, ActIn dres, float* dw, float* db, ActIn dy, ActIn x,
+                          const float* w, const float* mean, const float* rstd, int N,
+                          int C) override {
+    act("layernorm", "layernorm_backward", "dx", dx);
+    run("layernorm_backward", {dx.p, dres.p, dw, db, dy.p, x.p, w, mean, rstd},
+        [&] { cpu_.layernorm_backward(dx, dres, dw, db, dy, x, w, mean, rstd, N, C); });
   }
   void layernorm_backward_weight(float* dw, float* db, ActIn dy, ActIn x, const float* mean,
                                  const float* rstd, int N, int C) override {

@@ -209,12 +209,21 @@ class CudaKernelOps final : public KernelOps {
     Fp32Copy yf(y, int64_t{N} * C, device());
     cuda::layernorm_forward(yf.get(), mean, rstd, xf.get(), w, b, N, C);
   }
-  void layernorm_backward(float* dx, float* dw, float* db, ActIn dy, ActIn x, const float* w,
-                          const float* mean, const float* rstd, int N, int C) override {
-    if (dy.dtype == x.dtype)
-      return cuda::layernorm_backward(dx, dw, db, dy.p, x.p, w, mean, rstd, N, C, x.dtype);
-    const Fp32Copy dyf(dy, int64_t{N} * C, device()), xf(x, int64_t{N} * C, device());
-    cuda::layernorm_backward(dx, dw, db, dyf.get(), xf.get(), w, mean, rstd, N, C);
+  // dx and dres in one dtype, f32 or dy's and x's: the kernel reads and writes them as stored;
+  // otherwise through fp32 copies (dres widened into dx's).
+  void layernorm_backward(Act dx, ActIn dres, float* dw, float* db, ActIn dy, ActIn x,
+                          const float* w, const float* mean, const float* rstd, int N,
+                          int C) override {
+    if (dy.dtype == x.dtype && dres.dtype == dx.dtype &&
+        (dx.dtype == DType::kF32 || dx.dtype == x.dtype))
+      return cuda::layernorm_backward(dx.p, dw, db, dy.p, x.p, w, mean, rstd, N, C, x.dtype,
+                                      dx.dtype, dres.p);
+    const int64_t n = int64_t{N} * C;
+    const Fp32Copy dyf(dy, n, device()), xf(x, n, device());
+    const bool in_place = dres.p == dx.p;
+    Fp32Copy dxf(dx, n, device(), /*load=*/in_place);
+    if (!in_place) cuda::widen(dres.p, dres.dtype, dxf.get(), n);
+    cuda::layernorm_backward(dxf.get(), dw, db, dyf.get(), xf.get(), w, mean, rstd, N, C);
   }
   void layernorm_backward_weight(float* dw, float* db, ActIn dy, ActIn x, const float* mean,
                                  const float* rstd, int N, int C) override {

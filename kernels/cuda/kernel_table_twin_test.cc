@@ -384,7 +384,8 @@ TEST_F(KernelTableTwin, LayerNormBackwardWithoutWeightGradients) {
   cpu::layernorm_backward(dx.data(), nullptr, nullptr, r.dy.data(), r.x.data(), r.w.data(),
                           r.mean_full.data(), r.rstd_full.data(), kN, kC);
   DevF dx_d(r.dx0), dy_d(r.dy), x_d(r.x), w_d(r.w), m_d(r.mean_full), s_d(r.rstd_full);
-  ops.layernorm_backward(dx_d.p, nullptr, nullptr, dy_d.p, x_d.p, w_d.p, m_d.p, s_d.p, kN, kC);
+  ops.layernorm_backward(dx_d.p, dx_d.p, nullptr, nullptr, dy_d.p, x_d.p, w_d.p, m_d.p, s_d.p, kN,
+                         kC);
   EXPECT_LE(rel(dx_d.get(), dx, "layernorm dx only"), kRow);
 }
 

@@ -1,6 +1,9 @@
 // LayerNorm forward/backward: a warp per row over shared_math.h's element steps (layernorm.h).
 #include "kernels/cuda/layernorm.h"
 
+#include <stdexcept>
+#include <string>
+
 #include "kernels/cuda/column_sums.h"
 #include "kernels/cuda/context.h"
 #include "kernels/cuda/device_util.h"
@@ -37,10 +40,11 @@ __global__ void layernorm_forward_kernel(void* y, float* mean, float* rstd, cons
   }
 }
 
-// dy and x in format F (widened in registers); dx fp32, accumulated.
-template <Fmt F>
-__global__ void layernorm_backward_kernel(float* __restrict__ dx, const void* dy, const void* x,
-                                          const float* __restrict__ w,
+// dy and x in format F (widened in registers); dx = dres + ∂L/∂x, both in format FX (F32 or F;
+// dres may be dx: accumulated in place, each element read and written by one lane).
+template <Fmt F, Fmt FX>
+__global__ void layernorm_backward_kernel(void* dx, const void* dres, const void* dy,
+                                          const void* x, const float* __restrict__ w,
                                           const float* __restrict__ mean,
                                           const float* __restrict__ rstd, int N, int C) {
   const int64_t n = warp_row(blockIdx.x, threadIdx.x);
@@ -56,10 +60,11 @@ __global__ void layernorm_backward_kernel(float* __restrict__ dx, const void* dy
     sdx += dxhat * xhat;
   }
   const float mean_d = warp_sum(sd) / C, mean_dx = warp_sum(sdx) / C;
-  float* dxr = dx + row;
   for (int c = lane; c < C; c += kWarp)
-    dxr[c] += ln_dx(load_f32<F>(dy, row + c) * w[c], (load_f32<F>(x, row + c) - m) * r, mean_d,
-                    mean_dx, r);
+    store_rounded<FX>(dx, row + c,
+                      load_f32<FX>(dres, row + c) +
+                          ln_dx(load_f32<F>(dy, row + c) * w[c], (load_f32<F>(x, row + c) - m) * r,
+                                mean_d, mean_dx, r));
 }
 
 // The two terms of dw[c] += Σ_n dy[n,c]·x̂[n,c] and db[c] += Σ_n dy[n,c] (column_sums.h), dy and
@@ -91,14 +96,25 @@ void layernorm_forward(void* y, float* mean, float* rstd, const void* x, const f
   LLMP_LAUNCH_CHECK();
 }
 
-void layernorm_backward(float* dx, float* dw, float* db, const void* dy, const void* x,
+void layernorm_backward(void* dx, float* dw, float* db, const void* dy, const void* x,
                         const float* w, const float* mean, const float* rstd, int N, int C,
-                        DType d) {
+                        DType d, DType dx_dtype, const void* dres) {
   const Fmt f = fmt_of(d, "cuda::layernorm_backward");
+  const Fmt fx = fmt_of(dx_dtype, "cuda::layernorm_backward: dx");
+  if (fx != Fmt::kF32 && fx != f)
+    throw std::invalid_argument(std::string("cuda::layernorm_backward: dx is ") +
+                                to_string(dx_dtype) + ", neither f32 nor dy's and x's " +
+                                to_string(d));
   if (N <= 0) return;
+  if (!dres) dres = dx;  // accumulated in place
   with_fmt(f, [&](auto t) {
-    layernorm_backward_kernel<decltype(t)::value>
-        <<<warp_per_row_blocks(N), kThreads, 0, stream()>>>(dx, dy, x, w, mean, rstd, N, C);
+    constexpr Fmt F = decltype(t)::value;
+    if (fx == Fmt::kF32)
+      layernorm_backward_kernel<F, Fmt::kF32><<<warp_per_row_blocks(N), kThreads, 0, stream()>>>(
+          dx, dres, dy, x, w, mean, rstd, N, C);
+    else
+      layernorm_backward_kernel<F, F><<<warp_per_row_blocks(N), kThreads, 0, stream()>>>(
+          dx, dres, dy, x, w, mean, rstd, N, C);
   });
   LLMP_LAUNCH_CHECK();
   if (dw) layernorm_backward_weight(dw, db, dy, x, mean, rstd, N, C, d);

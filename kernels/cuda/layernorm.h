@@ -25,12 +25,15 @@ namespace cuda {
 void layernorm_forward(void* y, float* mean, float* rstd, const void* x, const float* w,
                        const float* b, int N, int C, DType d = DType::kF32);
 
-/// dx (N,C) += ∂L/∂x (ACCUMULATED); dw (C) += Σ_rows dy·x̂ and db (C) += Σ_rows dy unless dw is
-/// nullptr (then only the input gradient, the "B" half of a zero-bubble backward). dy and x of
-/// dtype d (f32, f16 or bf16, widened in registers); dx, dw, db fp32.
-void layernorm_backward(float* dx, float* dw, float* db, const void* dy, const void* x,
+/// dx (N,C) = dres + ∂L/∂x (dres nullptr: dx itself, ACCUMULATED); dw (C) += Σ_rows dy·x̂ and
+/// db (C) += Σ_rows dy unless dw is nullptr (then only the input gradient, the "B" half of a
+/// zero-bubble backward). dy and x of dtype d (f32, f16 or bf16, widened in registers); dx and
+/// dres of dx_dtype, f32 or d (a 16-bit dx: the fp32 sum rounded once); dw, db fp32.
+/// std::invalid_argument naming another dtype.
+void layernorm_backward(void* dx, float* dw, float* db, const void* dy, const void* x,
                         const float* w, const float* mean, const float* rstd, int N, int C,
-                        DType d = DType::kF32);
+                        DType d = DType::kF32, DType dx_dtype = DType::kF32,
+                        const void* dres = nullptr);
 
 /// The weight half alone ("W"): dw (C) += Σ_rows dy·x̂, db (C) += Σ_rows dy; dy, x as above.
 void layernorm_backward_weight(float* dw, float* db, const void* dy, const void* x,

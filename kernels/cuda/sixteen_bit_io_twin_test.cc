@@ -26,6 +26,7 @@
 #include "kernels/cuda/context.h"
 #include "kernels/cuda/device_allocator.h"
 #include "kernels/cuda/gelu.h"
+#include "kernels/cuda/layernorm.h"
 #include "kernels/cuda/twin_test_util.h"
 #include "kernels/ops/kernel_ops.h"
 
@@ -120,13 +121,23 @@ TEST_F(SixteenBitIoTwin, BackwardsReadSixteenBitInputs) {
     Vec dx = rnd(N * C, 15), dw = rnd(C, 16), db = rnd(C, 17), g = rnd(N * C, 18);
     DevF dx_d(dx), dw_d(dw), db_d(db), w_d(w), m_d(mean), r_d(rstd), g_d(N * C), db2_d(db);
     Dev<uint16_t> x_d(x), dy_d(dy);
-    cpu.layernorm_backward(dx.data(), dw.data(), db.data(), ActIn(dy.data(), d),
+    cpu.layernorm_backward(dx.data(), dx.data(), dw.data(), db.data(), ActIn(dy.data(), d),
                            ActIn(x.data(), d), w.data(), mean.data(), rstd.data(), N, C);
-    gpu.layernorm_backward(dx_d.p, dw_d.p, db_d.p, ActIn(dy_d.p, d), ActIn(x_d.p, d), w_d.p, m_d.p,
-                           r_d.p, N, C);
+    gpu.layernorm_backward(dx_d.p, dx_d.p, dw_d.p, db_d.p, ActIn(dy_d.p, d), ActIn(x_d.p, d), w_d.p,
+                           m_d.p, r_d.p, N, C);
     EXPECT_LE(test::rel_err(dx_d.get(), dx, (dt + " layernorm dx").c_str()), 1e-5f);
     EXPECT_LE(test::rel_err(dw_d.get(), dw, (dt + " layernorm dw").c_str()), 1e-5f);
     EXPECT_LE(test::rel_err(db_d.get(), db, (dt + " layernorm db").c_str()), 1e-5f);
+    // dx as stored = dres + LNᵀ(dy), rounded once: within one 16-bit step of the CPU's.
+    const H16 dres = to16(rnd(N * C, 19), d);
+    H16 dx16(N * C);
+    Dev<uint16_t> dres_d(dres), dx16_d(static_cast<size_t>(N * C));
+    cpu.layernorm_backward(Act(dx16.data(), d), ActIn(dres.data(), d), nullptr, nullptr,
+                           ActIn(dy.data(), d), ActIn(x.data(), d), w.data(), mean.data(),
+                           rstd.data(), N, C);
+    gpu.layernorm_backward(Act(dx16_d.p, d), ActIn(dres_d.p, d), nullptr, nullptr,
+                           ActIn(dy_d.p, d), ActIn(x_d.p, d), w_d.p, m_d.p, r_d.p, N, C);
+    EXPECT_EQ(beyond_one_step(dx16_d.get(), dx16, d), 0) << dt << ": layernorm 16-bit dx";
     const Vec dyf = widened(dy, d);
     DevF dyf_d(dyf);
     cpu.gelu_backward(g.data(), ActIn(x.data(), d), dyf.data(), N * C);
@@ -191,7 +202,7 @@ TEST_F(SixteenBitIoTwin, AttentionActivationsAsStored) {
 // fp32 or of that dtype. fp16's walk (P stored in fp16, P and dS unrounded) is not: its P V,
 // dS K and dSᵀ Q read fp32 operands, so the table copies its activations to fp32. The overloads
 // refuse what it does not take, by name, before any device work (this runs without a GPU); so
-// does gelu_backward a dx of another 16-bit dtype than x's.
+// do gelu_backward and layernorm_backward a dx of another 16-bit dtype than their inputs'.
 TEST(SixteenBitIoHost, StoredActivationsOfOtherDtypesAreRefusedBeforeDeviceWork) {
   const DType f32 = DType::kF32, bf16 = DType::kBF16, f16 = DType::kF16;
   EXPECT_TRUE(cuda::attention_takes_stored(f32, f32, {f32, f32}));
@@ -210,8 +221,12 @@ TEST(SixteenBitIoHost, StoredActivationsOfOtherDtypesAreRefusedBeforeDeviceWork)
               std::string::npos)
         << e.what();
   }
-  // gelu_backward's dx: f32 or x's dtype, nothing else (the table copies other ones to fp32).
+  // gelu_backward's and layernorm_backward's dx: f32 or the inputs' dtype, nothing else (the
+  // table copies other ones to fp32).
   EXPECT_THROW(cuda::gelu_backward(nullptr, nullptr, nullptr, 8, bf16, f16), std::invalid_argument);
+  EXPECT_THROW(cuda::layernorm_backward(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+                                        nullptr, nullptr, 2, 4, bf16, f16),
+               std::invalid_argument);
 }
 
 }  // namespace

@@ -168,10 +168,16 @@ class CpuKernelOps final : public KernelOps {
     Fp32Copy yf(y, n, device());
     cpu::layernorm_forward(yf.get(), mean, rstd, xf.get(), w, b, N, C);
   }
-  void layernorm_backward(float* dx, float* dw, float* db, ActIn dy, ActIn x, const float* w,
-                          const float* mean, const float* rstd, int N, int C) override {
-    const Fp32Copy dyf(dy, int64_t{N} * C, device()), xf(x, int64_t{N} * C, device());
-    cpu::layernorm_backward(dx, dw, db, dyf.get(), xf.get(), w, mean, rstd, N, C);
+  // dx = dres + ∂L/∂x: dres widened into dx's copy (or dx's own floats), then accumulated.
+  void layernorm_backward(Act dx, ActIn dres, float* dw, float* db, ActIn dy, ActIn x,
+                          const float* w, const float* mean, const float* rstd, int N,
+                          int C) override {
+    const int64_t n = int64_t{N} * C;
+    const Fp32Copy dyf(dy, n, device()), xf(x, n, device());
+    const bool in_place = dres.p == dx.p;
+    Fp32Copy dxf(dx, n, device(), /*load=*/in_place);
+    if (!in_place) widen(dres.p, dres.dtype, dxf.get(), n);
+    cpu::layernorm_backward(dxf.get(), dw, db, dyf.get(), xf.get(), w, mean, rstd, N, C);
   }
   void layernorm_backward_weight(float* dw, float* db, ActIn dy, ActIn x, const float* mean,
                                  const float* rstd, int N, int C) override {

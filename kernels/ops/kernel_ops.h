@@ -125,12 +125,13 @@ class KernelOps {
 
   // ---- layernorm.h, gelu.h, residual.h: the element-wise and per-row layers. The forwards read
   // and write activations as stored (Act; mean, rstd, w, b stay fp32); the backwards read them
-  // as stored (ActIn) and write fp32 gradients (dx is accumulated or rounded by the caller),
-  // except gelu_backward's dx, written as stored (a 16-bit dx: gelu'(x)·dy rounded once; dy
-  // fp32, the product's unrounded output; an f32 dx may alias dy).
+  // as stored (ActIn) and write fp32 gradients, except two dx written as stored (a 16-bit dx:
+  // rounded once): gelu_backward's, gelu'(x)·dy (dy fp32, the product's unrounded output; an f32
+  // dx may alias dy), and layernorm_backward's, dx = dres + ∂L/∂x, the residual path's gradient
+  // dres (of dx's dtype) plus LayerNorm's (dres may be dx itself: accumulated in place).
   virtual void layernorm_forward(Act y, float* mean, float* rstd, ActIn x, const float* w,
                                  const float* b, int N, int C) = 0;
-  virtual void layernorm_backward(float* dx, float* dw, float* db, ActIn dy, ActIn x,
+  virtual void layernorm_backward(Act dx, ActIn dres, float* dw, float* db, ActIn dy, ActIn x,
                                   const float* w, const float* mean, const float* rstd, int N,
                                   int C) = 0;
   virtual void layernorm_backward_weight(float* dw, float* db, ActIn dy, ActIn x,

@@ -170,11 +170,23 @@ TEST(StoredActivations, BackwardsReadSixteenBitInputsAsTheFp32KernelsDo) {
     std::vector<float> g(N * Ch + 2 * Ch, 0.5f), ref = g, gw = g, refw = g;
     const float* m = mean.data();
     const float* r = rstd.data();
-    ops.layernorm_backward(g.data(), g.data() + N * Ch, g.data() + N * Ch + Ch,
+    ops.layernorm_backward(g.data(), g.data(), g.data() + N * Ch, g.data() + N * Ch + Ch,
                            ActIn(dy16.data(), d), ActIn(x16.data(), d), w.data(), m, r, N, Ch);
     cpu::layernorm_backward(ref.data(), ref.data() + N * Ch, ref.data() + N * Ch + Ch, dy.data(),
                             x.data(), w.data(), m, r, N, Ch);
     EXPECT_TRUE(same_bits(g, ref)) << to_string(d) << ": layernorm_backward";
+    // dx as stored = dres + LNᵀ(dy), from another buffer and in place: the fp32 sum rounded once.
+    const std::vector<float> dres = values(N * Ch, 10, d);
+    std::vector<float> sum = dres;
+    cpu::layernorm_backward(sum.data(), nullptr, nullptr, dy.data(), x.data(), w.data(), m, r, N,
+                            Ch);
+    std::vector<uint16_t> dx16(N * Ch), in_place = rounded(dres, d);
+    ops.layernorm_backward(Act(dx16.data(), d), ActIn(in_place.data(), d), nullptr, nullptr,
+                           ActIn(dy16.data(), d), ActIn(x16.data(), d), w.data(), m, r, N, Ch);
+    EXPECT_EQ(dx16, rounded(sum, d)) << to_string(d) << ": 16-bit dx = dres + LN'";
+    ops.layernorm_backward(Act(in_place.data(), d), ActIn(in_place.data(), d), nullptr, nullptr,
+                           ActIn(dy16.data(), d), ActIn(x16.data(), d), w.data(), m, r, N, Ch);
+    EXPECT_EQ(in_place, dx16) << to_string(d) << ": the same in place";
     ops.layernorm_backward_weight(gw.data() + N * Ch, gw.data() + N * Ch + Ch,
                                   ActIn(dy16.data(), d), ActIn(x16.data(), d), m, r, N, Ch);
     cpu::layernorm_backward_weight(refw.data() + N * Ch, refw.data() + N * Ch + Ch, dy.data(),
@@ -184,9 +196,9 @@ TEST(StoredActivations, BackwardsReadSixteenBitInputsAsTheFp32KernelsDo) {
     ops.gelu_backward(dx.data(), ActIn(x16.data(), d), dy.data(), N * Ch);
     cpu::gelu_backward(dx_ref.data(), x.data(), dy.data(), N * Ch);
     EXPECT_TRUE(same_bits(dx, dx_ref)) << to_string(d) << ": gelu_backward";
-    std::vector<uint16_t> dx16(N * Ch);  // dx as stored: the fp32 dx rounded once
-    ops.gelu_backward(Act(dx16.data(), d), ActIn(x16.data(), d), dy.data(), N * Ch);
-    EXPECT_EQ(dx16, rounded(dx_ref, d)) << to_string(d) << ": gelu_backward, 16-bit dx";
+    std::vector<uint16_t> g16(N * Ch);  // dx as stored: the fp32 dx rounded once
+    ops.gelu_backward(Act(g16.data(), d), ActIn(x16.data(), d), dy.data(), N * Ch);
+    EXPECT_EQ(g16, rounded(dx_ref, d)) << to_string(d) << ": gelu_backward, 16-bit dx";
     ops.residual_bias_backward(db.data(), ActIn(dy16.data(), d), N, Ch);
     cpu::residual_bias_backward(db_ref.data(), dy.data(), N, Ch);
     EXPECT_TRUE(same_bits(db, db_ref)) << to_string(d) << ": residual_bias_backward";
