@@ -63,15 +63,13 @@ Tensor mlp_backward_input(const BlockShape& s, TpComm& tp, const BlockParams<con
   {
     // dfch_gelu stays fp32 for gelu_backward, which writes dfch rounded once (not twice) into
     // dhidden: an fp32 scratch under 16-bit activations, dhidden itself (in place) under fp32.
-    Tensor scratch;
-    float* dfch_gelu = dt == DType::kF32 ? keep->dhidden.f32() : nullptr;
-    if (!dfch_gelu) {
-      scratch = Tensor::empty({B, T, s.ffn}, DType::kF32, MemCategory::kOther, dev);
-      dfch_gelu = scratch.f32();
-    }
-    linear_backward_input(ops, tiles, BlockLinear::kFcProj, dfch_gelu, as_stored(keep->dy_full),
-                          p.fcproj_w, N, s.ffn, C);
-    ops.gelu_backward(as_stored(keep->dhidden), as_stored(c->fch), dfch_gelu, N * s.ffn);  // dfch
+    const Tensor dfch_gelu =
+        dt == DType::kF32 ? keep->dhidden
+                          : Tensor::empty({B, T, s.ffn}, DType::kF32, MemCategory::kOther, dev);
+    linear_backward_input(ops, tiles, BlockLinear::kFcProj, dfch_gelu.f32(),
+                          as_stored(keep->dy_full), p.fcproj_w, N, s.ffn, C);
+    ops.gelu_backward(as_stored(keep->dhidden), as_stored(c->fch), dfch_gelu.f32(),
+                      N * s.ffn);  // dfch
   }
   c->fch = Tensor();  // W needs only GELU's output
   Tensor dln2 = activation({B, T, C}, dt, dev);

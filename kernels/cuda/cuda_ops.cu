@@ -220,9 +220,7 @@ class CudaKernelOps final : public KernelOps {
                                       dx.dtype, dres.p);
     const int64_t n = int64_t{N} * C;
     const Fp32Copy dyf(dy, n, device()), xf(x, n, device());
-    const bool in_place = dres.p == dx.p;
-    Fp32Copy dxf(dx, n, device(), /*load=*/in_place);
-    if (!in_place) cuda::widen(dres.p, dres.dtype, dxf.get(), n);
+    Fp32Copy dxf(dx, dres, n, device());
     cuda::layernorm_backward(dxf.get(), dw, db, dyf.get(), xf.get(), w, mean, rstd, N, C);
   }
   void layernorm_backward_weight(float* dw, float* db, ActIn dy, ActIn x, const float* mean,

@@ -174,9 +174,7 @@ class CpuKernelOps final : public KernelOps {
                           int C) override {
     const int64_t n = int64_t{N} * C;
     const Fp32Copy dyf(dy, n, device()), xf(x, n, device());
-    const bool in_place = dres.p == dx.p;
-    Fp32Copy dxf(dx, n, device(), /*load=*/in_place);
-    if (!in_place) widen(dres.p, dres.dtype, dxf.get(), n);
+    Fp32Copy dxf(dx, dres, n, device());
     cpu::layernorm_backward(dxf.get(), dw, db, dyf.get(), xf.get(), w, mean, rstd, N, C);
   }
   void layernorm_backward_weight(float* dw, float* db, ActIn dy, ActIn x, const float* mean,
@@ -357,6 +355,11 @@ Fp32Copy::Fp32Copy(const void* p, DType dtype, int64_t n, Device device, bool lo
     kernel_ops(device).note_source(f32_, p, dtype, n);
     noted_ = true;
   }
+}
+
+Fp32Copy::Fp32Copy(Act a, ActIn initial, int64_t n, Device device)
+    : Fp32Copy(a.p, a.dtype, n, device, /*load=*/initial.p == a.p, /*store=*/true) {
+  if (initial.p != a.p) kernel_ops(device).widen(initial.p, initial.dtype, f32_, n);
 }
 
 Fp32Copy::~Fp32Copy() {

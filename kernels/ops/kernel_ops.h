@@ -330,6 +330,9 @@ class Fp32Copy {
   /// An input: widened, never written back.
   Fp32Copy(ActIn a, int64_t n, Device device)
       : Fp32Copy(a.p, a.dtype, n, device, /*load=*/true, /*store=*/false) {}
+  /// An output that starts from `initial`'s values (widened; `initial` may be `a` itself), for a
+  /// kernel that accumulates into it, rounded back into a (layernorm_backward's dx = dres + ...).
+  Fp32Copy(Act a, ActIn initial, int64_t n, Device device);
   ~Fp32Copy();
   Fp32Copy(const Fp32Copy&) = delete;
   Fp32Copy& operator=(const Fp32Copy&) = delete;
