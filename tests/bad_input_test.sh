@@ -61,6 +61,13 @@ expect_exit_2 partition_without_full "--partition_activations needs --recompute 
   "$bin" --partition_activations
 expect_exit_2 partition_refused "has no tensor-parallel group" -- \
   "$bin" --recompute full --partition_activations
+# Flash attention (common/nn/flash_attention.h): the method, the recomputation it makes moot, and
+# the two causal chunks of T/2 its kernels take.
+expect_exit_2 unknown_attention "unknown attention 'sparse'" -- "$bin" --attention sparse
+expect_exit_2 flash_with_selective "--recompute selective makes again the probabilities" -- \
+  "$bin" --attention flash --recompute selective
+expect_exit_2 flash_odd_ctx "--attention flash: T=15 is odd" -- \
+  "$bin" --attention flash --ctx 15 "${fast[@]}"
 # ZeRO-R's Pa+cpu: the checkpoints of full recomputation, off a GPU.
 expect_exit_2 cpu_checkpointing_without_full "--cpu_checkpointing needs --recompute full" -- \
   "$bin" --cpu_checkpointing

@@ -12,6 +12,8 @@ source "${TEST_SRCDIR:+$TEST_SRCDIR/$TEST_WORKSPACE/}common/testing/expect_error
 fast=(--steps 1 --eval_every 0 --quiet --model tiny)
 expect recompute_refused "--recompute full: $stage trains without recomputation" -- \
   "$bin" --world_size 2 --recompute full "${fast[@]}"
+expect attention_refused "--attention flash: $stage attends through its own core" -- \
+  "$bin" --world_size 2 --attention flash "${fast[@]}"
 case "$stage" in
   ulysses)  # T = 16 over 3 ranks; then tiny's H = 2 heads over 4 ranks
     expect t_not_divisible "T=16 is not divisible by p=3" -- "$bin" --world_size 3 "${fast[@]}"

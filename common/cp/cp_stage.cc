@@ -15,10 +15,17 @@ std::string cp_config_error(const TrainConfig& cfg, const CpStageOptions& o) {
            "stages take --recompute)";
   try {
     const GPTConfig mc = model_config(cfg);
-    if (o.split_error) return o.split_error(mc.ctx, mc.heads, cfg.world_size);
+    if (o.split_error) {
+      const std::string err = o.split_error(mc.ctx, mc.heads, cfg.world_size);
+      if (!err.empty()) return err;
+    }
   } catch (const std::invalid_argument& e) {
     return e.what();
   }
+  if (cfg.attention != "materialized")
+    return "--attention " + cfg.attention + ": " + o.name +
+           " attends through its own core (common/nn/attention_core.h); ring attention is the "
+           "blockwise online softmax across ranks";
   return "";
 }
 

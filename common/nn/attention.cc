@@ -5,6 +5,7 @@
 //   ln1f = f(ln1)                              (N,C)      TpComm::enter_forward
 //   qkv  = ln1f @ c_attn.W + b                 (N,C) @ (C,qkv) -> (N,qkv)   this rank's heads
 //   atty = causal_attention(qkv)               (N,qkv) -> (N,attn), att (B,H/t,T,T)
+//                                              (flash: lse (B,H/t,T) instead, flash_attention.h)
 //   y    = g(atty @ attn.c_proj.W)             (N,attn) @ (attn,C) -> (N,C), summed -> (n,C)
 //   res1 = x + y + attn.c_proj.b               (n,C)
 //
@@ -16,6 +17,7 @@
 // attn = C/t, qkv = 3C/t, LN LayerNorm.
 #include <cstring>
 
+#include "common/nn/flash_attention.h"
 #include "common/nn/recompute.h"
 #include "common/nn/sublayer.h"
 #include "common/nn/tiled_linear.h"
@@ -37,7 +39,7 @@ DType rounded_products(DType activations) {
 }
 
 Tensor attention_forward(const BlockShape& s, TpComm& tp, const BlockParams<const float>& p,
-                         const Tensor& x, int B, int T, AttentionCache* c, bool keep_probs,
+                         const Tensor& x, int B, int T, AttentionCache* c, ScoresKept kept,
                          WeightTiles* tiles, AttentionCore* core) {
   const int C = s.C, Tl = static_cast<int>(x.dim(1));
   const long n = static_cast<long>(B) * Tl, N = static_cast<long>(B) * T;
@@ -59,11 +61,13 @@ Tensor attention_forward(const BlockShape& s, TpComm& tp, const BlockParams<cons
   c->atty = activation({B, T, s.attn()}, dt, dev);
   if (core) {  // context parallelism: this rank's queries against every rank's keys
     core->forward(c->qkv, c->atty, B, T * core->shards(), s.heads, &c->keep);
+  } else if (kept == ScoresKept::kLse) {  // flash attention: lse (B,H,T), no P kept
+    c->lse = flash_attention_forward(c->qkv, c->atty, B, T, s.heads);
   } else {
     c->att = attention_scores({B, s.heads, T, T}, dt, dev);
     ops.attention_forward(as_stored(c->atty), as_stored(c->att), as_stored(c->qkv), B, T, s.attn(),
                           s.heads, rounded_products(dt));
-    if (!keep_probs) c->att = Tensor();  // selective recomputation: made again in the backward
+    if (kept == ScoresKept::kNone) c->att = Tensor();  // selective: made again in the backward
   }
   Tensor y = activation({B, T, C}, dt, dev);
   linear_forward(ops, tiles, BlockLinear::kAttnProj, as_stored(y), as_stored(c->atty), p.proj_w,
@@ -114,11 +118,14 @@ Tensor attention_backward_input(const BlockShape& s, TpComm& tp, const BlockPara
     if (core)  // context parallelism: the core's mirrored communication (attention_core.h)
       core->backward(datty, c->qkv, c->atty, &c->keep, keep->dhidden, B, T * core->shards(),
                      s.heads);
+    else if (c->lse.defined())  // flash attention: P made again from q, k and lse
+      flash_attention_backward(keep->dhidden, datty, c->qkv, c->atty, c->lse, B, T, s.heads);
     else
       local_attention_backward(s, c, datty, keep->dhidden);
   }
   c->qkv = Tensor();  // W needs neither attention's inputs nor its probabilities
   c->att = Tensor();
+  c->lse = Tensor();
   Tensor dln1 = activation({B, T, C}, dt, dev);
   linear_backward_input(ops, tiles, BlockLinear::kCAttn, as_stored(dln1), as_stored(keep->dhidden),
                         p.attn_w, N, C, s.qkv());

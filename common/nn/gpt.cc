@@ -70,6 +70,9 @@ GPT GPT::with_attention_core(AttentionCore* core) const {
     throw std::invalid_argument("GPT::with_attention_core: the model is already " +
                                 std::string(tiles_ ? "tiled" : "tensor-parallel") +
                                 " (context parallelism splits whole replicas only)");
+  if (core && cfg_.attention == AttentionMethod::kFlash)
+    throw std::invalid_argument("GPT::with_attention_core: --attention flash is the whole-sequence "
+                                "attention; the " + core->name() + " core attends its own way");
   if (core && device_ != Device::kCPU && !core->supports_device())
     throw std::invalid_argument("GPT::with_attention_core: the model runs on " +
                                 std::string(to_string(device_)) + "; the " + core->name() +

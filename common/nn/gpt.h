@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "common/nn/attention_core.h"
+#include "common/nn/flash_attention.h"
 #include "common/nn/block_params.h"
 #include "common/nn/moe.h"
 #include "common/nn/recompute.h"
@@ -67,6 +68,9 @@ struct GPTConfig {
   Recompute recompute = Recompute::kNone;
   /// With kFull: keep the input of every k-th block only (1: every block's input).
   int recompute_every = 1;
+  /// How whole-sequence attention runs (flash_attention.h): materialized (P kept) or flash (an
+  /// online softmax, lse kept). Not part of the model: results agree to rounding.
+  AttentionMethod attention = AttentionMethod::kMaterialized;
   /// With kFull and tensor parallelism: ZeRO-R's Pa, each kept block input split over the
   /// tensor-parallel group and all-gathered before its recomputation (tp_comm.h).
   bool partition_checkpoints = false;
@@ -167,6 +171,7 @@ struct AttentionCache {
   Tensor ln1, ln1_mean, ln1_rstd;  ///< (B,Tl,C), (B,Tl), (B,Tl): ln_1(x), this rank's rows
   Tensor qkv;                      ///< (B,T,qkv) this rank's heads' q|k|v
   Tensor att;                      ///< (B,H/t,T,T) softmax probabilities
+  Tensor lse;                      ///< (B,H/t,T) flash attention's instead of att
   Tensor atty;                     ///< (B,T,attn) attention output before c_proj
   AttentionKeep keep;              ///< an AttentionCore's instead of att (attention_core.h)
 };

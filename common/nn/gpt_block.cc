@@ -26,11 +26,11 @@ namespace llmp {
 
 int64_t BlockCache::bytes() const {
   int64_t n = res1.nbytes();
-  for (const Tensor* t : {&attn.ln1, &attn.ln1_mean, &attn.ln1_rstd, &attn.qkv, &attn.att,
-                          &attn.atty, &attn.keep.a, &attn.keep.b, &mlp.ln2, &mlp.ln2_mean,
-                          &mlp.ln2_rstd, &mlp.fch, &mlp.fch_gelu, &moe.ln2, &moe.ln2_mean,
-                          &moe.ln2_rstd, &moe.x, &moe.fch, &moe.fch_gelu, &moe.yg,
-                          &moe.gates})
+  for (const Tensor* t :
+       {&attn.ln1,  &attn.ln1_mean, &attn.ln1_rstd, &attn.qkv,     &attn.att,     &attn.lse,
+        &attn.atty, &attn.keep.a,   &attn.keep.b,   &mlp.ln2,      &mlp.ln2_mean, &mlp.ln2_rstd,
+        &mlp.fch,   &mlp.fch_gelu,  &moe.ln2,       &moe.ln2_mean, &moe.ln2_rstd, &moe.x,
+        &moe.fch,   &moe.fch_gelu,  &moe.yg,        &moe.gates})
     n += t->nbytes();
   return n;
 }
@@ -62,10 +62,12 @@ Tensor GPT::block_forward(int layer, const float* block_params_ptr, const Tensor
   const BlockShape& s = block_shape();
   const auto p = unit_params(block_params_ptr, s, tiles_);
   *cache = BlockCache{};  // release what the cache held before allocating anew (lower peak)
-  const bool keep_probs = cfg_.recompute != Recompute::kSelective;  // recompute.h
+  const ScoresKept kept = cfg_.attention == AttentionMethod::kFlash   ? ScoresKept::kLse
+                          : cfg_.recompute == Recompute::kSelective ? ScoresKept::kNone
+                                                                    : ScoresKept::kProbs;
   const int Tr = core_ ? T / core_->shards() : T;  // the rows of a sequence c_attn multiplies
   cache->res1 =
-      attention_forward(s, *tp_, p, x, B, Tr, &cache->attn, keep_probs, tiles_, core_);
+      attention_forward(s, *tp_, p, x, B, Tr, &cache->attn, kept, tiles_, core_);
   if (cfg_.is_moe_block(layer))
     return moe_forward(cfg_, s, *moe_, block_params_ptr, cache->res1, B, Tr, &cache->moe);
   return mlp_forward(s, *tp_, p, cache->res1, B, Tr, &cache->mlp, tiles_);

@@ -52,12 +52,14 @@ Inputs inputs(const GPT& m, int B, int T) {
   return in;
 }
 
-class DeviceWalk : public ::testing::TestWithParam<std::tuple<Recompute, DType>> {};
+class DeviceWalk
+    : public ::testing::TestWithParam<std::tuple<Recompute, DType, AttentionMethod>> {};
 
 TEST_P(DeviceWalk, EqualsTheCpuWalkAndMovesOnlyParamsIdsAndGrads) {
-  const auto [policy, act] = GetParam();
+  const auto [policy, act, attention] = GetParam();
   GPTConfig cfg = GPTConfig::preset("tiny");
   cfg.recompute = policy;
+  cfg.attention = attention;
   const GPT cpu_model(cfg, TpComm::none(), act);
   const int B = 2, T = 16;
   const int64_t psi = cpu_model.layout().num_params();
@@ -99,10 +101,19 @@ TEST_P(DeviceWalk, EqualsTheCpuWalkAndMovesOnlyParamsIdsAndGrads) {
 }
 
 INSTANTIATE_TEST_SUITE_P(PoliciesAndPrecisions, DeviceWalk,
-                         ::testing::Values(std::make_tuple(Recompute::kNone, DType::kF32),
-                                           std::make_tuple(Recompute::kSelective, DType::kF32),
-                                           std::make_tuple(Recompute::kFull, DType::kF32),
-                                           std::make_tuple(Recompute::kNone, DType::kBF16)));
+                         ::testing::Values(std::make_tuple(Recompute::kNone, DType::kF32,
+                                                           AttentionMethod::kMaterialized),
+                                           std::make_tuple(Recompute::kSelective, DType::kF32,
+                                                           AttentionMethod::kMaterialized),
+                                           std::make_tuple(Recompute::kFull, DType::kF32,
+                                                           AttentionMethod::kMaterialized),
+                                           std::make_tuple(Recompute::kNone, DType::kBF16,
+                                                           AttentionMethod::kMaterialized),
+                                           // flash attention (flash_attention.h)
+                                           std::make_tuple(Recompute::kNone, DType::kF32,
+                                                           AttentionMethod::kFlash),
+                                           std::make_tuple(Recompute::kFull, DType::kBF16,
+                                                           AttentionMethod::kFlash)));
 
 // Which products the walk hands 16-bit values (sublayer.h rounded_products): under bf16
 // activations attention rounds P and dS and the head its dlogits to bf16, also when the

@@ -54,16 +54,24 @@ Tensor statistic(std::vector<int64_t> shape, Device device = Device::kCPU);
 /// proof of harm).
 DType rounded_products(DType activations);
 
-/// res1 (B,Tl,C) = x + attention(ln_1(x)); fills `c` anew. keep_probs false (selective
-/// recomputation, recompute.h) frees the softmax probabilities c->att (B,H/t,T,T) at once.
-/// With `core` (context parallelism, attention_core.h) T is the rows held (Tl), the attention
-/// between c_attn and c_proj is core->forward over all p·Tl positions, and its keep goes to
-/// c->keep (keep_probs does not apply: a core keeps what its method keeps).
+/// What whole-sequence attention keeps for its backward (GPTConfig's recompute and attention).
+enum class ScoresKept {
+  kProbs,  ///< the softmax probabilities c->att (B,H/t,T,T): the default
+  kNone,   ///< none: P freed at once, made again by the backward (selective recomputation)
+  kLse,    ///< c->lse (B,H/t,T) only: flash attention, P never whole (flash_attention.h)
+};
+
+/// res1 (B,Tl,C) = x + attention(ln_1(x)); fills `c` anew. `kept` says what the attention
+/// keeps (above). With `core` (context parallelism, attention_core.h) T is the rows held (Tl),
+/// the attention between c_attn and c_proj is core->forward over all p·Tl positions, and its
+/// keep goes to c->keep (`kept` does not apply: a core keeps what its method keeps).
 Tensor attention_forward(const BlockShape& s, TpComm& tp, const BlockParams<const float>& p,
-                         const Tensor& x, int B, int T, AttentionCache* c, bool keep_probs = true,
-                         WeightTiles* tiles = nullptr, AttentionCore* core = nullptr);
-/// B: dL/dx (B,Tl,C) from dres1 (B,Tl,C), keeping W's inputs in `keep`; frees c->qkv, c->att.
-/// When the forward dropped c->att it is made again first (cpu::attention_probs: the same bits).
+                         const Tensor& x, int B, int T, AttentionCache* c,
+                         ScoresKept kept = ScoresKept::kProbs, WeightTiles* tiles = nullptr,
+                         AttentionCore* core = nullptr);
+/// B: dL/dx (B,Tl,C) from dres1 (B,Tl,C), keeping W's inputs in `keep`; frees c->qkv, c->att,
+/// c->lse. When the forward dropped c->att it is made again first (cpu::attention_probs: the
+/// same bits); with c->lse, flash attention's backward makes P again block by block.
 /// With `core`: dqkv by core->backward (it frees c->keep).
 Tensor attention_backward_input(const BlockShape& s, TpComm& tp, const BlockParams<const float>& p,
                                 const Tensor& x, AttentionCache* c, const Tensor& dres1,

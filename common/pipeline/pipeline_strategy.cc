@@ -242,8 +242,10 @@ double PipelineStrategy::expected_activation_bytes(int global_batch, int T) cons
   const int64_t b = global_batch / step_micro_batches_, k = part_->blocks_per_stage();
   // k blocks of what each keeps under the recomputation policy (recompute_formulas.h); with
   // none 4bT(16C + HT + 4) each.
+  RecomputeDims dims{b, T, c.d, c.heads, k};
+  dims.flash = c.attention == AttentionMethod::kFlash;  // lse kept, not P
   return static_cast<double>(k) *
-         activation_bytes_per_block({b, T, c.d, c.heads, k}, c.recompute, c.recompute_every, 4);
+         activation_bytes_per_block(dims, c.recompute, c.recompute_every, 4);
 }
 
 std::vector<ReportRow> PipelineStrategy::report() const {
@@ -258,7 +260,10 @@ std::vector<ReportRow> PipelineStrategy::report() const {
       {"activations per micro-batch", double(exec_->stats().stored_per_forward),
        expected_activation_bytes(last_B_, last_T_),
        model_.config().recompute == Recompute::kNone
-           ? std::string("4bTk(16C+HT+4), ") + k_text
+           ? std::string(model_.config().attention == AttentionMethod::kFlash
+                             ? "4bTk(16C+H+4), "  // flash: lse (H per token), not P
+                             : "4bTk(16C+HT+4), ") +
+                 k_text
            : std::string("k·(") + activation_formula_text(model_.config().recompute,
                                                          model_.config().recompute_every, 4) +
                  "), " + k_text},

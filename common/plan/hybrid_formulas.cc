@@ -91,7 +91,7 @@ HybridRankPlan hybrid_rank_plan(const TpModelDims& d, const HybridShape& s, int 
     else out.dp = s.m * dp_ring * prec.grad + dp_ring * prec.param, out.dp_calls = s.m + 1;
   }
   out.activations_per_microbatch =
-      k * activation_bytes_per_block({b, T, C, d.H, k, t, s.sp, false}, s.recompute,
+      k * activation_bytes_per_block({b, T, C, d.H, k, t, s.sp, false, s.flash}, s.recompute,
                                      s.recompute_every, static_cast<int>(prec.act));
   return out;
 }

@@ -70,6 +70,7 @@ struct HybridShape {
   int zero = 1;              ///< ZeRO stage over the dp group: 1 or 2 (0: plain all_reduce)
   Recompute recompute = Recompute::kNone;
   int recompute_every = 1;
+  bool flash = false;        ///< flash attention: a block keeps lse, not P (recompute_formulas.h)
 };
 
 /// Bytes per element of each kind (fp32 on the CPU: 4, 4, 4, K = 8).

@@ -9,7 +9,7 @@ double activation_bytes_per_block(const RecomputeDims& d, Recompute policy, int 
   // Per token: x_{l+1}, ln_1, res1, ln_2 (h each) and four fp32 statistics; qkv, atty, fc,
   // GELU(fc) (12h) and the probabilities (a·s) of this rank's heads and columns.
   const double residual = 4 * e * h / split + 16 / split, per_rank = e * 12 * h / t;
-  const double probs = e * a * s / t;
+  const double probs = d.flash ? 4 * a / t : e * a * s / t;  // lse (fp32) or P
   switch (policy) {
     case Recompute::kNone: return s * b * (residual + per_rank + probs);
     case Recompute::kSelective: return s * b * (residual + per_rank);
@@ -28,15 +28,18 @@ double recomputed_flops_per_walk(const RecomputeDims& d, Recompute policy) {
   switch (policy) {
     case Recompute::kNone: return 0;
     case Recompute::kSelective: return d.L * 2 * b * s * s * h / t;
-    case Recompute::kFull:
+    case Recompute::kFull:  // flash: the blockwise kernels count 3 of 4 (s/2)² squares twice
+      if (d.flash) return d.L * (24 * N * h * h + 3 * b * s * s * h) / t;
       return d.L * (24 * N * h * h + 2 * b * s * s * h + b * s * (s + 1) * h) / t;
   }
   return 0;
 }
 
-const char* activation_formula_text(Recompute policy, int every, int e) {
+const char* activation_formula_text(Recompute policy, int every, int e, bool flash) {
   switch (policy) {
-    case Recompute::kNone: return e == 4 ? "sbh(64+4as/h)+16sb" : "sbh(32+2as/h)+16sb";
+    case Recompute::kNone:
+      if (flash) return e == 4 ? "sbh(64+4a/h)+16sb" : "sbh(32+4a/h)+16sb";
+      return e == 4 ? "sbh(64+4as/h)+16sb" : "sbh(32+2as/h)+16sb";
     case Recompute::kSelective: return e == 4 ? "64sbh+16sb" : "32sbh+16sb";
     case Recompute::kFull:
       if (every > 1) return e == 4 ? "⌈L/k⌉/L·4sbh" : "⌈L/k⌉/L·2sbh";

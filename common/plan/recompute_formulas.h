@@ -14,12 +14,14 @@
 //   full              2sbh                  4sbh                          2sbh
 //   full, every k     -                     ⌈L/k⌉/L · 4sbh (average)      ⌈L/k⌉/L · 2sbh
 //   full + Pa (TP)    -                     ⌈L/k⌉/L · 4sbh/t              ⌈L/k⌉/L · 2sbh/t
+//   none, flash       -                     sbh(64 + 4a/h) + 16sb         sbh(32 + 4a/h) + 16sb
 //
 // The tensors per token and block (tp_formulas.h derives the same list under tensor parallelism):
 // the block's output x_{l+1} (the next block's stored input), ln_1(x), res1 and ln_2(res1) (h each),
 // qkv (3h), atty (h), fc and GELU(fc) (4h each): 16h elements of e bytes; mean and rstd of both
 // LayerNorms: 4 fp32; the softmax probabilities of the a heads: a·s elements. Selective
-// recomputation drops the last; full recomputation keeps only the output (= the next input). With
+// recomputation drops the last; flash attention keeps instead the fp32 log-sum-exp of each row
+// (4a bytes per token); full recomputation keeps only the output (= the next input). With
 // every k, a range of L blocks keeps the outputs that are inputs of checkpointed blocks (l % k = 0)
 // and its last output: ⌈L/k⌉ of them.
 //
@@ -28,6 +30,8 @@
 //   full (any k)   L · [2N·h·(3h + h + 4h + 4h) + b·a·(2s²·hs + s(s+1)·hs)],  N = b·s
 //                  = L · (24Nh² + 2bs²h + bs(s+1)h): every block's forward once more
 //   selective      L · b·a·2s²·hs = L · 2bs²h: Q Kᵀ again (P V is not needed, only P)
+//   full, flash    L · (24Nh² + 3bs²h): the blockwise kernels (kernels/cpu/attention_block.h)
+//                  count Q Kᵀ and P V on 3 of the 4 (s/2)² chunk squares each
 //
 // Glossary: s = T sequence, b = B sequences, h = C channels, a = H heads, hs = h/a, L blocks,
 // e bytes per stored activation element, k blocks per checkpointed segment.
@@ -46,6 +50,7 @@ struct RecomputeDims {
   int64_t t = 1;
   bool sp = false;
   bool partitioned = false;  ///< ZeRO-R Pa: full recomputation's kept inputs split over t (not SP)
+  bool flash = false;  ///< flash attention (common/nn/flash_attention.h): lse (4a bytes) for P
 };
 
 /// Activation bytes kept per block on average (table above) with e-byte activations. `every` is
@@ -59,6 +64,7 @@ double activation_bytes_per_block(const RecomputeDims& d, Recompute policy, int 
 double recomputed_flops_per_walk(const RecomputeDims& d, Recompute policy);
 
 /// The text of the closed form activation_bytes_per_block evaluates, e.g. "sbh(64+4as/h)+16sb".
-const char* activation_formula_text(Recompute policy, int every, int e);
+/// With `flash`, the text of the flash attention's row (none): "sbh(64+4a/h)+16sb".
+const char* activation_formula_text(Recompute policy, int every, int e, bool flash = false);
 
 }  // namespace llmp

@@ -123,6 +123,11 @@ void add_train_flags(CLI::App& app, TrainConfig& cfg) {
                  "activation recomputation: none, full (keep block inputs only) or selective "
                  "(recompute attention's softmax only)")
       ->capture_default_str();
+  app.add_option("--attention", cfg.attention,
+                 "whole-sequence attention: materialized (softmax probabilities B·H·T² kept) or "
+                 "flash (online softmax; only the row log-sum-exp B·H·T kept, P made again in "
+                 "the backward)")
+      ->capture_default_str();
   app.add_option("--recompute_every", cfg.recompute_every,
                  "with --recompute full: keep the input of every k-th block only (k = √L: O(√L) "
                  "activation memory)")
@@ -229,6 +234,11 @@ std::string validation_error(const TrainConfig& cfg, int dp_size) {
   if (cfg.recompute_every > 1 && cfg.recompute != "full")
     return "--recompute_every " + std::to_string(cfg.recompute_every) +
            " needs --recompute full (got " + cfg.recompute + ")";
+  if (cfg.attention != "materialized" && cfg.attention != "flash")
+    return "unknown attention '" + cfg.attention + "' (expected materialized or flash)";
+  if (cfg.attention == "flash" && cfg.recompute == "selective")
+    return "--recompute selective makes again the probabilities that --attention flash never "
+           "keeps: choose one";
   if (cfg.partition_activations && cfg.recompute != "full")
     return "--partition_activations needs --recompute full (got " + cfg.recompute +
            "): only recomputation's checkpoints are partitioned";

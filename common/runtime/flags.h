@@ -109,6 +109,9 @@ struct TrainConfig {
   /// --recompute: none, full (keep only block inputs, run each block's forward again before its
   /// backward) or selective (recompute attention's softmax probabilities only).
   std::string recompute = "none";
+  /// --attention: materialized (P kept) or flash (online softmax, lse kept;
+  /// common/nn/flash_attention.h), in the shared walk.
+  std::string attention = "materialized";
   /// --recompute_every: with full, keep the input of every k-th block only (1: every block).
   int recompute_every = 1;
   /// --partition_activations: ZeRO-R's Pa (DeepSpeed's name): with --recompute full on a

@@ -152,16 +152,19 @@ std::vector<ReportRow> TensorParallelStrategy::report() const {
   // ZeRO-R Pa applies to the checkpoints of full recomputation, and not under SP (already split).
   const bool full = c.recompute == Recompute::kFull;  // each block's forward, g included, twice
   const bool pa = c.partition_checkpoints && full && !sp_;
+  const bool flash = c.attention == AttentionMethod::kFlash;  // lse kept, not P
   std::vector<ReportRow> rows = {
       {"parameters", double(mt.current(MemCategory::kParameters)), 4 * psi_r,
        "4Ψ_r (Ψ_r: sharded + replicated)"},
       {"gradients", double(mt.current(MemCategory::kGradients)), 4 * psi_r, "4Ψ_r"},
       {"optimizer state", double(mt.current(MemCategory::kOptimizerState)), 8 * psi_r, "8Ψ_r"},
       {"activations per block", block_bytes_,
-       activation_bytes_per_block({last_B_, last_T_, c.d, c.heads, c.layers, t, sp_, pa},
+       activation_bytes_per_block({last_B_, last_T_, c.d, c.heads, c.layers, t, sp_, pa, flash},
                                   c.recompute, c.recompute_every, 4),
        pa                              ? "⌈L/k⌉/L·4sbh/t (Pa)"
        : c.recompute != Recompute::kNone ? activation_formula_text(c.recompute, c.recompute_every, 4)
+       : flash && sp_                  ? "sbh/t·(64+4a/h)+16sb/t (flash)"
+       : flash                         ? "sbh(16+48/t+4a/(ht))+16sb (flash)"
        : sp_                           ? "sbh/t·(64+4as/h)+16sb/t"
                                        : "sbh(16+48/t+4as/(ht))+16sb"},
       {"sent per step (tp group)", tp_bytes_,

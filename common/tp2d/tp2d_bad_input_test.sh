@@ -34,5 +34,7 @@ else
 fi
 expect_exit_2 recompute_refused "--recompute full: $stage has its own walk" -- \
   "$bin" --recompute full "${fast[@]}"
+expect_exit_2 attention_refused "--attention flash: $stage has its own walk" -- \
+  "$bin" --attention flash "${fast[@]}"
 
 finish

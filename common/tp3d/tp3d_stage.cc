@@ -24,6 +24,9 @@ std::string tp3d_config_error(const TrainConfig& cfg) {
   if (cfg.recompute != "none")
     return "--recompute " + cfg.recompute +
            ": tp_3d does not recompute (its walk keeps every block's activations)";
+  if (cfg.attention != "materialized")
+    return "--attention " + cfg.attention +
+           ": tp_3d has its own walk (common/tp3d), whose attention is materialized";
   if (cfg.global_batch % (q * q) != 0)
     return "global batch " + std::to_string(cfg.global_batch) + " is not divisible by q² = " +
            std::to_string(q * q) + " (3D tensor parallelism splits it into q² sequence sub-blocks)";

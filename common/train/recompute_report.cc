@@ -13,15 +13,20 @@ std::vector<ReportRow> recompute_rows(const GPTConfig& model, const GridShape& g
   std::vector<ReportRow> rows;
   const Recompute policy = model.recompute;
   const int every = model.recompute_every;
-  if (policy == Recompute::kNone) return rows;  // the stages' own tables, unchanged
+  const bool flash = model.attention == AttentionMethod::kFlash;
+  // Without recomputation or flash attention: the stages' own tables, unchanged.
+  if (policy == Recompute::kNone && !flash) return rows;
   if (grid.tp == 1 && meter.forward_blocks > 0) {
-    const RecomputeDims walk{meter.forward_batch, T, model.d, model.heads, meter.forward_blocks};
+    RecomputeDims walk{meter.forward_batch, T, model.d, model.heads, meter.forward_blocks};
+    walk.flash = flash;
     rows.push_back({std::string("activations kept per block (") + to_string(policy) +
-                        (every > 1 ? ", every " + std::to_string(every) : std::string()) + ")",
+                        (every > 1 ? ", every " + std::to_string(every) : std::string()) +
+                        (flash ? ", flash attention" : "") + ")",
                     meter.bytes_per_block(),
                     activation_bytes_per_block(walk, policy, every, act_bytes),
-                    activation_formula_text(policy, every, act_bytes)});
+                    activation_formula_text(policy, every, act_bytes, flash)});
   }
+  if (policy == Recompute::kNone) return rows;  // nothing recomputed
   if (model.cpu_checkpoints && policy == Recompute::kFull && grid.tp == 1) {
     // Pa+cpu: every checkpoint of the step went down once (and up once: unit_runner.cc).
     const int blocks = model.layers / grid.pp, kept = (blocks + every - 1) / every;
@@ -31,12 +36,15 @@ std::vector<ReportRow> recompute_rows(const GPTConfig& model, const GridShape& g
                     "⌈L/(pp·k)⌉·b·s·h·" + std::to_string(act_bytes) + ", b = B/dp"});
   }
   {
-    const RecomputeDims step{global_batch / grid.dp, T, model.d, model.heads,
-                             model.layers / grid.pp, grid.tp};
-    rows.push_back({"recomputed forward FLOPs per step", static_cast<double>(meter.recomputed_flops),
+    RecomputeDims step{global_batch / grid.dp, T, model.d, model.heads, model.layers / grid.pp,
+                       grid.tp};
+    step.flash = flash;
+    rows.push_back({"recomputed forward FLOPs per step",
+                    static_cast<double>(meter.recomputed_flops),
                     recomputed_flops_per_walk(step, policy),
                     policy == Recompute::kSelective ? "L/pp·2bs²h/tp, b = B/dp"
-                                                    : "L/pp·(24bsh²+2bs²h+bs(s+1)h)/tp, b = B/dp",
+                    : flash ? "L/pp·(24bsh²+3bs²h)/tp, b = B/dp (flash)"
+                            : "L/pp·(24bsh²+2bs²h+bs(s+1)h)/tp, b = B/dp",
                     /*flops=*/true});
   }
   return rows;

@@ -256,6 +256,7 @@ HybridRankPlan HybridStrategy::expected() const {
   const GPTConfig& c = model_.config();
   HybridShape s = shape_;
   s.recompute = c.recompute, s.recompute_every = c.recompute_every;
+  s.flash = c.attention == AttentionMethod::kFlash;
   return hybrid_rank_plan({c.padded_vocab(), c.ctx, c.layers, c.d, c.heads}, s, pp_.rank(),
                           last_global_B_, last_T_);
 }

@@ -27,5 +27,7 @@ expect_exit_2 batch_not_divisible_in_ranks "global batch 6 is not divisible by q
 # The walk keeps every block's activations: recomputation is refused, not ignored.
 expect_exit_2 recompute_refused "--recompute full: tp_3d does not recompute" -- \
   "$bin" --model tiny --world_size 1 --recompute full "${fast[@]}"
+expect_exit_2 attention_refused "--attention flash: tp_3d has its own walk" -- \
+  "$bin" --model tiny --world_size 1 --attention flash "${fast[@]}"
 
 finish
