@@ -44,11 +44,13 @@ Tensor tensor_of(const std::vector<float>& v, std::vector<int64_t> shape) {
   return t;
 }
 
-/// max |a − b| / max(1, max |b|).
+/// max |a − b| / max(1, max |b|); infinity when a value is not finite (std::max would skip NaN).
 double rel_err(const float* a, const float* b, int64_t n) {
   double diff = 0, scale = 1;
   for (int64_t i = 0; i < n; ++i) {
-    diff = std::max(diff, std::fabs(double(a[i]) - b[i]));
+    const double d = std::fabs(double(a[i]) - b[i]);
+    if (!std::isfinite(d)) return INFINITY;
+    diff = std::max(diff, d);
     scale = std::max(scale, std::fabs(double(b[i])));
   }
   return diff / scale;
@@ -73,6 +75,9 @@ TEST(FlashAttention, FunctionsEqualTheMaterializedKernels) {
 
     const Tensor q = tensor_of(qkv, {B, T, 3 * A}), dO = tensor_of(dout, {B, T, A});
     const Tensor o = Tensor::empty({B, T, A}), dq = Tensor::empty({B, T, 3 * A});
+    // Both outputs start as NaN: the functions OVERWRITE them (O and dQ|dK|dV accumulate inside).
+    std::fill(o.f32(), o.f32() + nout, NAN);
+    std::fill(dq.f32(), dq.f32() + nqkv, NAN);
     const Tensor lse = flash_attention_forward(q, o, B, T, H);
     flash_attention_backward(dq, dO, q, o, lse, B, T, H);
     const double e_out = rel_err(o.f32(), out.data(), nout);
