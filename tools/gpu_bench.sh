@@ -95,6 +95,11 @@ read -r tok flop < <(run baseline --precision bf16 --tf32 --make_vocab_size_divi
 echo "| baseline, bf16 with --tf32, vocabulary padded to 50,304 | $tok | $flop | $(mfu "$tok" "$flop") |"
 read -r tok flop < <(run baseline --tf32 --make_vocab_size_divisible_by 128)
 echo "| baseline, fp32 with TF32, vocabulary padded to 50,304 | $tok | $flop | $(mfu "$tok" "$flop") |"
+# Flash attention (common/nn/flash_attention.h): lse kept, not P; ring attention's blockwise CUDA
+# kernels (CUDA cores). FLOP/token is what those kernels count: 3/4 of T² per attention product.
+read -r tok flop < <(run baseline --precision bf16 --make_vocab_size_divisible_by 128 \
+  --attention flash)
+echo "| baseline, bf16, padded, --attention flash | $tok | $flop | $(mfu "$tok" "$flop") |"
 read -r base flop < <(run baseline)
 echo "| baseline, fp32 (TF32 off) | $base | $flop | $(mfu "$base" "$flop") |"
 for s in "${stages[@]:1}"; do
