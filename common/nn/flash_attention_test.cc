@@ -26,6 +26,8 @@
 #include "common/plan/recompute_formulas.h"
 #include "common/tensor/memory.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/convert.h"
+#include "kernels/ops/kernel_ops.h"
 
 namespace llmp {
 namespace {
@@ -177,6 +179,46 @@ TEST(FlashAttention, KeepsTheRowLogSumExpNotTheProbabilities) {
     // The T×T buffers: the backward's P and dS of one (b, h) at a time, never L·B·H of them.
     EXPECT_EQ(flash.score_peak, 2 * 4 * T * T);
     EXPECT_GE(mat.score_peak, int64_t{4} * L * B * tiny.heads * T * T);
+  }
+}
+
+// Mixed precision as the trainers run it: bf16 parameters and activations, so the walk declares
+// its products' operands bf16 (kernel_ops.h MatmulOperands) and a GPU runs the blockwise kernels
+// on bf16 tensor cores (kernels/cuda/attention_block_tc.h). The CPU table checks the promise:
+// every q, k, v and dO value the flash path hands those kernels is a bf16 value.
+TEST(FlashAttention, UnderABf16DeclarationItsOperandsAreBf16Values) {
+  GPTConfig cfg = GPTConfig::preset("tiny");
+  cfg.attention = AttentionMethod::kFlash;
+  const GPT model(cfg, TpComm::none(), DType::kBF16);
+  const int64_t n = model.layout().num_params();
+  const int B = 2, T = 16;
+  std::vector<float> init(n);
+  model.init_params(init.data(), 7);
+  Tensor params = Tensor::empty({n}, DType::kBF16, MemCategory::kParameters);
+  cpu::round_to(init.data(), params.raw(), DType::kBF16, n);
+  Tensor grads = Tensor::zeros({n}, DType::kBF16, MemCategory::kGradients);
+  const auto tok = random_ids(B * T, 1, cfg.vocab), tgt = random_ids(B * T, 2, cfg.vocab);
+  FlatParams fp(model.layout(), params);
+  FlatGrads fg(model.layout(), grads);
+  UnitRunner runner(model, fp, &fg);
+  const double loss = runner.forward_backward(tok.data(), tgt.data(), B, T, 1.0f / (B * T));
+  EXPECT_TRUE(std::isfinite(loss));
+  // The check itself: a q that is not a bf16 value, under the declaration, is refused by name.
+  KernelOps& ops = kernel_ops(Device::kCPU);
+  const MatmulOperands declared(ops, DType::kBF16);
+  const int H = 2, hs = 16, A = H * hs;
+  std::vector<float> qkv(int64_t{B} * T * 3 * A, 0.5f), o(int64_t{B} * T * A, 0.0f),
+      m(B * H * T, -INFINITY), l(B * H * T, 0.0f), S(T * T);
+  qkv[3] = 0.1f;  // not a bf16 value
+  try {
+    ops.attention_block_forward(o.data(), A, m.data(), l.data(), S.data(), qkv.data(), 3 * A,
+                                qkv.data() + A, qkv.data() + 2 * A, 3 * A, B, H, T, hs,
+                                {{{cpu::ChunkPair::kDiagonal, cpu::ChunkPair::kSkip},
+                                  {cpu::ChunkPair::kFull, cpu::ChunkPair::kDiagonal}}});
+    FAIL() << "a q of 0.1 passed as a bf16 operand";
+  } catch (const std::logic_error& e) {
+    EXPECT_NE(std::string(e.what()).find("attention_block_forward: q[3]"), std::string::npos)
+        << e.what();
   }
 }
 

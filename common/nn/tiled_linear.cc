@@ -80,7 +80,7 @@ void linear_forward(KernelOps& ops, WeightTiles* tiles, BlockLinear w, Act y_sto
     return;
   }
   require_host(ops, "linear_forward");
-  // fp32 copies of 16-bit activations, as the untiled layer's table makes (kernel_ops.cc).
+  // fp32 copies of 16-bit activations, as the untiled layer's table makes (cpu_kernel_ops.cc).
   const Fp32Copy xf(x_stored, int64_t{N} * C, Device::kCPU);
   Fp32Copy yf(y_stored, int64_t{N} * OC, Device::kCPU);
   const float* x = xf.get();

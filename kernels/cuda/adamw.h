@@ -1,5 +1,5 @@
 // The AdamW update on the GPU: the device twin of kernels/cpu/adamw.h (and of the CPU table's
-// adamw_update_mixed, kernels/ops/kernel_ops.cc), on fp32 state m, v (and the fp32 master copy
+// adamw_update_mixed, kernels/ops/cpu_kernel_ops.cc), on fp32 state m, v (and the fp32 master copy
 // under mixed precision), n elements with ONE weight decay per call.
 //
 // Loshchilov & Hutter 2019, "Decoupled Weight Decay Regularization", Algorithm 2:
