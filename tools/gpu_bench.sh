@@ -7,23 +7,27 @@
 #                                 copied instead of read from its source; and with --tf32), fp32
 #                                 tokens/s with TF32 on and off, bf16, bf16 --tf32 and fp32 TF32
 #                                 with the vocabulary padded to 50,304
-#                                 (--make_vocab_size_divisible_by 128), and the data-parallel
-#                                 stages at world size 1 against the baseline
+#                                 (--make_vocab_size_divisible_by 128), bf16 padded with
+#                                 --attention flash (on tensor cores, on CUDA cores, and at a
+#                                 larger batch), and the data-parallel stages at world size 1
+#                                 against the baseline
 #
 # MFU = FLOP/token × tokens/s / peak, where FLOP/token is what the kernels executed per token in
 # the timed steps (train_main's "done:" line; kernels/cpu/flops.h counts with the same formulas
 # on both devices: no recomputation here, so these are the model's FLOPs) and peak the GPU's dense
 # bf16 tensor-core rate from its data sheet: H100 SXM 989.4 TFLOP/s, H100 NVL 835, H100 PCIe
 # 756, H200 989.4, A100 312 (set GPU_PEAK_TFLOPS for another GPU; MFU is left out without one).
-# GPU_BENCH_BATCH (8 sequences), GPU_BENCH_STEPS (20; the first is not timed), GPU_BENCH_BIN (a
-# folder of prebuilt <stage>/train, as the GPU kit's stages/ (tools/gpu_kit.sh); default: build
-# them with Bazel and run bazel-bin's).
+# GPU_BENCH_BATCH (8 sequences), GPU_BENCH_BIG_BATCH (32: one flash attention row),
+# GPU_BENCH_STEPS (20; the first is not timed), GPU_BENCH_BIN (a folder of prebuilt
+# <stage>/train, as the GPU kit's stages/ (tools/gpu_kit.sh); default: build them with Bazel and
+# run bazel-bin's).
 #
 # Prints one markdown table, ready for the README's "On a GPU" section. Without a GPU it says so
 # and exits 2 (nothing is measured).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 batch=${GPU_BENCH_BATCH:-8}
+big_batch=${GPU_BENCH_BIG_BATCH:-32}  # the flash attention row's larger batch
 steps=${GPU_BENCH_STEPS:-20}
 
 if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
@@ -95,11 +99,20 @@ read -r tok flop < <(run baseline --precision bf16 --tf32 --make_vocab_size_divi
 echo "| baseline, bf16 with --tf32, vocabulary padded to 50,304 | $tok | $flop | $(mfu "$tok" "$flop") |"
 read -r tok flop < <(run baseline --tf32 --make_vocab_size_divisible_by 128)
 echo "| baseline, fp32 with TF32, vocabulary padded to 50,304 | $tok | $flop | $(mfu "$tok" "$flop") |"
-# Flash attention (common/nn/flash_attention.h): lse kept, not P; ring attention's blockwise CUDA
-# kernels (CUDA cores). FLOP/token is what those kernels count: 3/4 of T² per attention product.
+# Flash attention (common/nn/flash_attention.h): lse kept, not P; ring attention's blockwise
+# kernels, on bf16 tensor cores under bf16 (kernels/cuda/attention_block_tc.h), then forced onto
+# the CUDA-core kernels (LLMP_CUDA_BLOCKWISE_CUDA_CORES=1) for the A/B in one sitting. FLOP/token
+# is what those kernels count: 3/4 of T² per attention product.
 read -r tok flop < <(run baseline --precision bf16 --make_vocab_size_divisible_by 128 \
   --attention flash)
 echo "| baseline, bf16, padded, --attention flash | $tok | $flop | $(mfu "$tok" "$flop") |"
+read -r tok flop < <(LLMP_CUDA_BLOCKWISE_CUDA_CORES=1 run baseline --precision bf16 \
+  --make_vocab_size_divisible_by 128 --attention flash)
+echo "| the same on CUDA cores (LLMP_CUDA_BLOCKWISE_CUDA_CORES=1) | $tok | $flop | $(mfu "$tok" "$flop") |"
+# Without P in memory a larger global batch fits (the issue: "global batch ... as memory allows").
+read -r tok flop < <(batch=$big_batch run baseline --precision bf16 \
+  --make_vocab_size_divisible_by 128 --attention flash)
+echo "| baseline, bf16, padded, --attention flash, global batch $big_batch | $tok | $flop | $(mfu "$tok" "$flop") |"
 read -r base flop < <(run baseline)
 echo "| baseline, fp32 (TF32 off) | $base | $flop | $(mfu "$base" "$flop") |"
 for s in "${stages[@]:1}"; do

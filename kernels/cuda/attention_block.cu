@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "kernels/cuda/attention_block_tc.h"
 #include "kernels/cuda/context.h"
 #include "kernels/cuda/device_util.h"
 
@@ -180,6 +181,8 @@ void attention_block_forward(float* o, int ld_o, float* m, float* l, float* /*sc
                              int B, int H, int Tl, int hs, BlockPairs pairs) {
   const int64_t rows = static_cast<int64_t>(B) * H * Tl;
   if (rows <= 0) return;
+  if (attention_block_tc(B, H, hs))  // bf16 operands declared: tensor cores
+    return attention_block_forward_tc(o, ld_o, m, l, q, ld_q, k, v, ld_kv, B, H, Tl, hs, pairs);
   forward_kernel<<<warp_per_row_blocks(rows), kThreads, 0, stream()>>>(
       o, ld_o, m, l, q, ld_q, k, v, ld_kv, rows, H, Tl, hs, pairs, head_scale(hs));
   LLMP_LAUNCH_CHECK();
@@ -210,6 +213,9 @@ void attention_block_backward(float* dq, float* dk, float* dv, int ld_dkv, float
                               BlockPairs pairs) {
   const int64_t rows = static_cast<int64_t>(B) * H * Tl;
   if (rows <= 0) return;
+  if (attention_block_tc(B, H, hs))  // bf16 operands declared: tensor cores
+    return attention_block_backward_tc(dq, dk, dv, ld_dkv, q, ld_q, k, v, ld_kv, dout, ld_o, lse,
+                                       D, B, H, Tl, hs, pairs);
   const float scale = head_scale(hs);
   backward_dq_kernel<<<warp_per_row_blocks(rows), kThreads, 0, stream()>>>(
       dq, q, ld_q, k, v, ld_kv, dout, ld_o, lse, D, rows, H, Tl, hs, pairs, scale);

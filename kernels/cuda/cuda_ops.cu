@@ -159,6 +159,7 @@ class CudaKernelOps final : public KernelOps {
                                const float* q, int ld_q, const float* k, const float* v, int ld_kv,
                                int B, int H, int Tl, int hs, cpu::BlockPairs pairs) override {
     cpu::count_flops(cpu::attention_block_flops(pairs, B, H, Tl, hs, 2));  // S, P~ V per pair
+    const cuda::SixteenBitOperands operands(sixteen_bit_type());  // bf16: attention_block_tc.h
     cuda::attention_block_forward(o, ld_o, m, l, scores, q, ld_q, k, v, ld_kv, B, H, Tl, hs,
                                   pairs);
   }
@@ -176,6 +177,7 @@ class CudaKernelOps final : public KernelOps {
                                 const float* D, int B, int H, int Tl, int hs,
                                 cpu::BlockPairs pairs) override {
     cpu::count_flops(cpu::attention_block_flops(pairs, B, H, Tl, hs, 5));  // S, dP, dV, dQ, dK
+    const cuda::SixteenBitOperands operands(sixteen_bit_type());
     cuda::attention_block_backward(dq, dk, dv, ld_dkv, P, dS, q, ld_q, k, v, ld_kv, dout, ld_o,
                                    lse, D, B, H, Tl, hs, pairs);
   }
