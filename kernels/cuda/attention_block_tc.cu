@@ -37,17 +37,13 @@ __global__ void __launch_bounds__(kTcThreads)
   float* sl = cut.take<float>(L::rows);
   float* salpha = cut.take<float>(L::rows);
 
-  const int bh = blockIdx.y, b = bh / H, h = bh % H, i0 = blockIdx.x * kT, c = Tl / 2;
-  const int i1 = i0 + kT < Tl ? i0 + kT : Tl;
-  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  const int64_t row0 = static_cast<int64_t>(bh) * Tl;  // m, l are (B,H,Tl)
+  const BlockAt tile = block_at(H, Tl);
+  const int b = tile.b, h = tile.h, i0 = tile.r0, i1 = tile.r1, c = tile.c, warp = tile.warp,
+            lane = tile.lane;
   load_bf16<HS>(sq, q, ld_q, b, h, i0, Tl);
   load_f32<HS>(so, o, ld_o, b, h, i0, Tl);
-  for (int r = threadIdx.x; r < kT; r += kTcThreads) {
-    const int i = i0 + r;
-    sm[r] = i < Tl ? m[row0 + i] : -INFINITY;
-    sl[r] = i < Tl ? l[row0 + i] : 0.0f;
-  }
+  load_stat(sm, m, tile.row0, i0, Tl, -INFINITY);
+  load_stat(sl, l, tile.row0, i0, Tl, 0.0f);
   float* S = scratch + warp * kR * L::kSld;  // this warp's 16 rows: S, then P~V
   bf16* P = sp + warp * kR * kT;
   for (int j0 = 0; j0 < Tl; j0 += kT) {
@@ -99,8 +95,8 @@ __global__ void __launch_bounds__(kTcThreads)
   store_f32<HS>(o, ld_o, so, b, h, i0, Tl);
   for (int r = threadIdx.x; r < kT; r += kTcThreads)
     if (i0 + r < Tl) {
-      m[row0 + i0 + r] = sm[r];
-      l[row0 + i0 + r] = sl[r];
+      m[tile.row0 + i0 + r] = sm[r];
+      l[tile.row0 + i0 + r] = sl[r];
     }
 }
 

@@ -39,17 +39,14 @@ __global__ void __launch_bounds__(kTcThreads)
   float* slse = cut.take<float>(L::rows);
   float* sD = cut.take<float>(L::rows);
 
-  const int bh = blockIdx.y, b = bh / H, h = bh % H, i0 = blockIdx.x * kT, c = Tl / 2;
-  const int i1 = i0 + kT < Tl ? i0 + kT : Tl;
-  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  const int64_t row0 = static_cast<int64_t>(bh) * Tl;
+  const BlockAt tile = block_at(H, Tl);
+  const int b = tile.b, h = tile.h, i0 = tile.r0, i1 = tile.r1, c = tile.c, warp = tile.warp,
+            lane = tile.lane;
   load_bf16<HS>(sq, q, ld_q, b, h, i0, Tl);
   load_bf16<HS>(sdo, dout, ld_o, b, h, i0, Tl);
   load_f32<HS>(sdq, dq, ld_q, b, h, i0, Tl);  // dq shares q's row stride (attention_block.h)
-  for (int r = threadIdx.x; r < kT; r += kTcThreads) {
-    slse[r] = i0 + r < Tl ? lse[row0 + i0 + r] : 0.0f;
-    sD[r] = i0 + r < Tl ? D[row0 + i0 + r] : 0.0f;
-  }
+  load_stat(slse, lse, tile.row0, i0, Tl, 0.0f);
+  load_stat(sD, D, tile.row0, i0, Tl, 0.0f);
   float* S = ss + warp * kR * kT;
   float* dP = sdp + warp * kR * kT;
   bf16* dS = sds + warp * kR * kT;
@@ -98,10 +95,9 @@ __global__ void __launch_bounds__(kTcThreads)
   float* slse = cut.take<float>(L::rows);
   float* sD = cut.take<float>(L::rows);
 
-  const int bh = blockIdx.y, b = bh / H, h = bh % H, j0 = blockIdx.x * kT, c = Tl / 2;
-  const int j1 = j0 + kT < Tl ? j0 + kT : Tl;
-  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  const int64_t row0 = static_cast<int64_t>(bh) * Tl;
+  const BlockAt tile = block_at(H, Tl);
+  const int b = tile.b, h = tile.h, j0 = tile.r0, j1 = tile.r1, c = tile.c, warp = tile.warp,
+            lane = tile.lane;
   load_bf16<HS>(sk, k, ld_kv, b, h, j0, Tl);
   load_bf16<HS>(sv, v, ld_kv, b, h, j0, Tl);
   load_f32<HS>(sdk, dk, ld_dkv, b, h, j0, Tl);
@@ -116,10 +112,8 @@ __global__ void __launch_bounds__(kTcThreads)
     __syncthreads();  // the last query tile is read
     load_bf16<HS>(sq, q, ld_q, b, h, i0, Tl);
     load_bf16<HS>(sdo, dout, ld_o, b, h, i0, Tl);
-    for (int r = threadIdx.x; r < kT; r += kTcThreads) {
-      slse[r] = i0 + r < Tl ? lse[row0 + i0 + r] : 0.0f;
-      sD[r] = i0 + r < Tl ? D[row0 + i0 + r] : 0.0f;
-    }
+    load_stat(slse, lse, tile.row0, i0, Tl, 0.0f);
+    load_stat(sD, D, tile.row0, i0, Tl, 0.0f);
     __syncthreads();
     warp_abt<HS, kT>(St, kT, sk + warp * kR * HS, HS, sq, HS);    // Sᵀ = K Qᵀ
     warp_abt<HS, kT>(dPt, kT, sv + warp * kR * HS, HS, sdo, HS);  // dPᵀ = V dOᵀ

@@ -67,6 +67,27 @@ struct Carve {
   }
 };
 
+/// Where a block works: its (b, h) (blockIdx.y = b·H + h), its tile of rows [r0, r1) of the Tl
+/// (blockIdx.x: queries in the forward and the dQ pass, keys in the dK|dV pass), c = Tl/2, its
+/// warp and lane, and row0 = (b·H + h)·Tl, its (b, h)'s first row in m, l, lse, D (B,H,Tl).
+struct BlockAt {
+  int b, h, r0, r1, c, warp, lane;
+  int64_t row0;
+};
+__device__ __forceinline__ BlockAt block_at(int H, int Tl) {
+  const int bh = blockIdx.y, r0 = blockIdx.x * kT, t = threadIdx.x;
+  return BlockAt{bh / H, bh % H,    r0,        r0 + kT < Tl ? r0 + kT : Tl,
+                 Tl / 2, t / kWarp, t % kWarp, static_cast<int64_t>(bh) * Tl};
+}
+
+/// dst[r] = stat[row0 + r0 + r] for the kT rows of a tile, `pad` past Tl: a row statistic of one
+/// (b, h) (m, l, lse or D, (B,H,Tl)) into shared memory.
+__device__ __forceinline__ void load_stat(float* dst, const float* stat, int64_t row0, int r0,
+                                          int Tl, float pad) {
+  for (int r = threadIdx.x; r < kT; r += kTcThreads)
+    dst[r] = r0 + r < Tl ? stat[row0 + r0 + r] : pad;
+}
+
 /// Element e of head h's hs channels of row i of sequence b in a (B,Tl,·) buffer of ld floats.
 __device__ __forceinline__ int64_t at(int b, int i, int h, int e, int ld, int Tl, int hs) {
   return (static_cast<int64_t>(b) * Tl + i) * ld + static_cast<int64_t>(h) * hs + e;
