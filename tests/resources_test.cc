@@ -125,6 +125,40 @@ TEST(Resources, Bf16EstimateIsWhatTheBaselineAllocates) {
   EXPECT_GE(e.activations, 0.5 * activations) << "the estimate misses most of the activations";
 }
 
+// --attention flash at T = 256: the estimate drops P (4·a·T² bytes per block and sequence) for
+// lse (4·a·T), exactly, and is still a lower bound of what the flash baseline's step keeps within
+// the same factor 2. A run that fits only with flash must not be refused for P.
+TEST(Resources, FlashEstimateDropsTheProbabilities) {
+  const int B = 2, T = 256;
+  GPTConfig mc = model();
+  mc.ctx = T;
+  TrainConfig cfg;
+  cfg.global_batch = B;
+  const RankMemoryEstimate mat = estimate_rank_memory(mc, cfg, {1, 1, 1}, DPStage::kBaseline);
+  mc.attention = AttentionMethod::kFlash;
+  const RankMemoryEstimate e = estimate_rank_memory(mc, cfg, {1, 1, 1}, DPStage::kBaseline);
+  const double a = mc.heads, L = mc.layers;
+  EXPECT_DOUBLE_EQ(mat.activations - e.activations, L * B * (4 * a * T * T - 4 * a * T));
+
+  auto& mt = MemoryTracker::instance();
+  const GPT gpt(mc);
+  const Corpus corpus = Corpus::load("/usr/share/games/fortunes", T);
+  BaselineStrategy s(gpt, AdamWConfig{}, 7);
+  std::vector<int32_t> tok(B * T), tgt(B * T);
+  const int64_t a0 = mt.current(MemCategory::kActivations);
+  for (int step = 1; step <= 2; ++step) {
+    sample(corpus.train(), 7, step, 0, B, T, tok.data(), tgt.data());
+    if (step == 2) mt.reset_peak();
+    s.train_step(tok.data(), tgt.data(), B, T, step);
+  }
+  const double activations = double(mt.peak(MemCategory::kActivations) - a0);
+  std::printf("flash, T=%d: activations estimate %.0f (materialized %.0f), measured peak %.0f\n",
+              T, e.activations, mat.activations, activations);
+  EXPECT_LE(e.activations, activations) << "the estimate must not exceed what a step keeps";
+  EXPECT_GE(e.activations, 0.5 * activations) << "the estimate misses most of the activations";
+  EXPECT_GT(mat.activations, 1.2 * activations) << "the materialized estimate would over-refuse";
+}
+
 // ZeRO-3 in bf16: (2 + 2 + 12)Ψ/N (the estimate is unpadded), not fp32's (4 + 4 + 8); ZeRO-1 keeps 2Ψ + 2Ψ whole and
 // shards the 12Ψ: the K = 12 rows, where fp32's K = 8 rows differ.
 TEST(Resources, MixedPrecisionUsesTheKEquals12Rows) {

@@ -46,8 +46,12 @@ RankMemoryEstimate estimate_rank_memory(const GPTConfig& mc, const TrainConfig& 
   // tp_activation_bytes_per_block is linear in its batch argument: one sequence, times b. Its
   // 16sb term is the LayerNorm statistics, fp32 in every precision; the rest is 4-byte elements,
   // stored in 2 bytes under mixed precision. The logits stay fp32 (4TV/t per sequence).
-  const double stats = 16.0 * T;
-  const double stored = tp_activation_bytes_per_block(dims, 1, mc.ctx, t, false) - stats;
+  double stats = 16.0 * T;
+  double stored = tp_activation_bytes_per_block(dims, 1, mc.ctx, t, false) - stats;
+  if (mc.attention == AttentionMethod::kFlash) {  // lse (fp32) where P's a·T per token stood
+    stored -= 4.0 * mc.heads / t * T * T;
+    stats += 4.0 * mc.heads / t * T;
+  }
   e.activations =
       b * (blocks * ((mixed ? 0.5 : 1.0) * stored + stats) + 4.0 * T * mc.padded_vocab() / t);
   e.batch = 2.0 * 4.0 * seqs * T;
