@@ -14,6 +14,8 @@
 //                 A_block = tp_activation_bytes_per_block(b, T, t) = (4-byte elements) + 16bT
 //                 (the LayerNorm statistics); mixed precision stores the elements in 2 bytes
 //                 (common/nn/f32_view.h) and keeps the statistics fp32: A_block/2 + 8bT.
+//                 --attention flash: P's 4·(a/t)·T² per sequence leaves the elements and its
+//                 fp32 lse, 4·(a/t)·T, joins the statistics.
 //                 b = B/dp sequences when pp = 1; a pipeline rank keeps at least one sequence
 //                 (how many micro-batches it keeps is its schedule's), so b = 1 there.
 //   batch         2 · 4 · (B/dp) · T: the token and target buffers train_main fills each step.
