@@ -43,8 +43,11 @@ int main(int argc, char** argv) {
                 batch, world->size(), timed);
   for (int T : ctx) {
     const GPTConfig c = table_model(T);
-    if (root) {
-      const Row b = measure_baseline(c, batch, timed);
+    for (AttentionMethod a : {AttentionMethod::kMaterialized, AttentionMethod::kFlash}) {
+      if (!root) break;  // whole sequences on one rank: the baseline, then --attention flash
+      GPTConfig one = c;
+      one.attention = a;
+      const Row b = measure_baseline(one, batch, timed);
       std::printf("| %d | %s | %s | - | - | %s | %.0f |\n", T, b.method.c_str(),
                   format_bytes(b.score_peak).c_str(), format_bytes(b.kept).c_str(), b.tokens_per_s);
       std::fflush(stdout);

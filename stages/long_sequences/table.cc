@@ -57,7 +57,7 @@ Row measure_baseline(const GPTConfig& c, int B, int timed) {
   const Corpus corpus = Corpus::load(kCorpus, c.ctx);
   const int T = c.ctx;
   std::vector<int32_t> tok(B * T), tgt(B * T);
-  Row r{"baseline (1 rank)"};
+  Row r{c.attention == AttentionMethod::kFlash ? "flash attention (1 rank)" : "baseline (1 rank)"};
   double t0 = 0;
   for (int s = 0; s <= timed; ++s) {
     sample(corpus.train(), 7, s + 1, 0, B, T, tok.data(), tgt.data());

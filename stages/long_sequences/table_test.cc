@@ -1,7 +1,8 @@
 // What stages/README.md's long-sequence table claims, measured by the table's own code at a small
 // size (T = 32, B = 2, p = 2): every method holds fewer attention-score bytes per rank than the
 // baseline on whole sequences, ring attention the fewest (no scores kept, two (T/p)² blocks);
-// Ulysses sends the fewest bytes; every method sends something and takes time.
+// Ulysses sends the fewest bytes; every method sends something and takes time. Flash attention on
+// one rank (--attention flash) keeps no scores either: its peak is the backward's two T×T blocks.
 //
 // Glossary: p ranks, B sequences, T positions.
 #include "stages/long_sequences/table.h"
@@ -38,6 +39,15 @@ TEST(LongSequenceTable, TheMethodsRankAsTheReadmeSays) {
   EXPECT_EQ(measured, 3);
   EXPECT_EQ(ring_peak, least_peak);
   EXPECT_EQ(ulysses_sent, least_sent);
+  // Flash attention on one rank: no scores kept, only the backward's P and dS of one (b, h):
+  // 8T² bytes, below the baseline's and every method's but ring attention's 8(T/p)².
+  GPTConfig flash = c;
+  flash.attention = AttentionMethod::kFlash;
+  const Row f = measure_baseline(flash, B, /*timed=*/1);
+  EXPECT_EQ(f.method, "flash attention (1 rank)");
+  EXPECT_EQ(f.score_peak, 8.0 * T * T);
+  EXPECT_LT(f.kept, base.kept);
+  EXPECT_GT(f.score_peak, ring_peak);
 }
 
 }  // namespace
