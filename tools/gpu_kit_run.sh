@@ -2,7 +2,7 @@
 # The GPU kit's runner (packed as kit/run.sh by tools/gpu_kit.sh): issue 16's GPU checks on a
 # machine with a GPU and none of this project's build tools, in one command.
 #
-#   bash run.sh [tests|bench|profile|all]      (default all: tests and bench)
+#   bash run.sh [tests|bench|profile|profile_flash|all]      (default all: tests and bench)
 #     tests   1. every kit binary finds its shared libraries (ldd: no "not found")
 #             2. the GPU gtests: every //kernels/cuda test (the CUDA kernels against their CPU
 #                twins), tensor_device_test, the NCCL process group at 2 ranks (skips on 1 GPU)
@@ -13,15 +13,18 @@
 #                where the stage cannot
 #             5. the issue's command: zero2 --device cuda, its report in GPU bytes
 #     bench   tools/gpu_bench.sh on the kit's trainers: gpt2 bf16 tokens/s and MFU, fp32 (TF32 on
-#             and off), the data-parallel stages at world size 1
+#             and off), --attention flash, the data-parallel stages at world size 1
+#     profile tools/gpu_profile.sh: ncu's time per kernel of a gpt2 step, TF32 and bf16
+#     profile_flash  the same for bf16 with --attention flash (the tensor-core blockwise kernels),
+#             in a device call of its own
 # Output: everything to stdout and to $OUT/gpu_kit.log ($OUT: the device tool's folder that comes
 # back; ./gpu_kit_out without it), one line per check to $OUT/summary.txt, the benchmark's table
 # to $OUT/bench.md. Exit 0 when every check passed (a skip is printed as SKIP, not ok).
 set -uo pipefail
 kit=$(cd "$(dirname "$0")" && pwd)
 mode=${1:-all}
-case "$mode" in tests | bench | profile | all) ;; *)
-  echo "error: mode '$mode' is none of tests, bench, profile, all" >&2
+case "$mode" in tests | bench | profile | profile_flash | all) ;; *)
+  echo "error: mode '$mode' is none of tests, bench, profile, profile_flash, all" >&2
   exit 2
   ;;
 esac
@@ -106,13 +109,18 @@ if [ "$mode" = tests ] || [ "$mode" = all ]; then
 fi
 if [ "$mode" = bench ] || [ "$mode" = all ]; then
   export GPU_BENCH_BIN=$kit/stages  # prebuilt trainers: no Bazel there
-  check gpu_bench 540 bash "$kit/scripts/gpu_bench.sh"
+  check gpu_bench 580 bash "$kit/scripts/gpu_bench.sh"
   sed -n '/^| run /,/^$/p' "$out/gpu_kit.log" >"$out/bench.md"
 fi
 if [ "$mode" = profile ]; then
   check gpu_profile_tf32 300 bash "$kit/scripts/gpu_profile.sh" "$kit/stages/baseline/train" --tf32
   check gpu_profile_bf16 300 bash "$kit/scripts/gpu_profile.sh" "$kit/stages/baseline/train" \
     --precision bf16
+fi
+if [ "$mode" = profile_flash ]; then  # a call of its own: each profile may take up to 300 s
+  check gpu_profile_bf16_flash 300 bash "$kit/scripts/gpu_profile.sh" \
+    "$kit/stages/baseline/train" --precision bf16 --make_vocab_size_divisible_by 128 \
+    --attention flash
 fi
 echo "== summary"
 cat "$summary"
