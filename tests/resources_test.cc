@@ -141,17 +141,12 @@ TEST(Resources, FlashEstimateDropsTheProbabilities) {
   EXPECT_DOUBLE_EQ(mat.activations - e.activations, L * B * (4 * a * T * T - 4 * a * T));
 
   auto& mt = MemoryTracker::instance();
-  const GPT gpt(mc);
-  const Corpus corpus = Corpus::load("/usr/share/games/fortunes", T);
-  BaselineStrategy s(gpt, AdamWConfig{}, 7);
-  std::vector<int32_t> tok(B * T), tgt(B * T);
   const int64_t a0 = mt.current(MemCategory::kActivations);
-  for (int step = 1; step <= 2; ++step) {
-    sample(corpus.train(), 7, step, 0, B, T, tok.data(), tgt.data());
-    if (step == 2) mt.reset_peak();
-    s.train_step(tok.data(), tgt.data(), B, T, step);
-  }
-  const double activations = double(mt.peak(MemCategory::kActivations) - a0);
+  const StrategyFactory baseline = [](const GPT& model, AdamWConfig opt, uint64_t seed) {
+    return std::make_unique<BaselineStrategy>(model, opt, seed);
+  };
+  measure_one_step(baseline, mc, B, /*seed=*/7, /*steps=*/2);
+  const double activations = double(mt.peak(MemCategory::kActivations) - a0);  // the last step's
   std::printf("flash, T=%d: activations estimate %.0f (materialized %.0f), measured peak %.0f\n",
               T, e.activations, mat.activations, activations);
   EXPECT_LE(e.activations, activations) << "the estimate must not exceed what a step keeps";
