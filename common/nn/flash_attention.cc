@@ -21,6 +21,12 @@ AttentionMethod parse_attention(const std::string& s) {
   throw std::invalid_argument("--attention '" + s + "' (expected materialized or flash)");
 }
 
+std::string flash_attention_error(int T) {
+  if (T % 2 == 0) return "";
+  return "--attention flash: T=" + std::to_string(T) +
+         " is odd (the blockwise kernels take two causal chunks of T/2)";
+}
+
 namespace {
 // A whole causal sequence as the blockwise kernels' two chunks of T/2 rows (attention_block.h):
 // each query chunk sees its own chunk under the causal mask; the second also the whole first.
@@ -30,10 +36,8 @@ constexpr cpu::BlockPairs kWholeCausal = {{{cpu::ChunkPair::kDiagonal, cpu::Chun
 // A, after checking T and the heads.
 int channels(const Tensor& qkv, int T, int H) {
   const int A = static_cast<int>(qkv.dim(2) / 3);
-  if (T % 2 != 0)
-    throw std::invalid_argument("--attention flash: T=" + std::to_string(T) +
-                                " is odd (the blockwise kernels split a sequence into two "
-                                "causal chunks of T/2)");
+  if (const std::string err = flash_attention_error(T); !err.empty())
+    throw std::invalid_argument(err);
   if (H <= 0 || A % H != 0)
     throw std::invalid_argument("flash attention: " + std::to_string(A) +
                                 " channels do not split into H=" + std::to_string(H) + " heads");

@@ -53,6 +53,11 @@ const char* to_string(AttentionMethod m);
 /// or flash)") otherwise.
 AttentionMethod parse_attention(const std::string& s);
 
+/// "" when flash attention takes sequences of T positions, else one line naming T: the blockwise
+/// kernels take two causal chunks of T/2, so T must be even. The trainers check it before any
+/// rank starts (train_main's model_config); flash_attention_forward throws it.
+std::string flash_attention_error(int T);
+
 /// out (B,T,A) = causal multi-head attention of qkv (B,T,3A) (q | k | v, head h at channels
 /// h·hs of each; kernels/cpu/attention.h's layout) over H heads, scaled 1/√hs; returns lse
 /// (B,H,T) f32 (kActivations), what the backward needs. qkv and out of one dtype (f32, f16,

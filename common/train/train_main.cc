@@ -193,9 +193,9 @@ GPTConfig model_config(const TrainConfig& cfg) {
   mc.recompute = parse_recompute(cfg.recompute);  // validated: none, full or selective
   mc.recompute_every = cfg.recompute_every;
   mc.attention = parse_attention(cfg.attention);  // validated: materialized or flash
-  if (mc.attention == AttentionMethod::kFlash && mc.ctx % 2 != 0)
-    throw std::invalid_argument("--attention flash: T=" + std::to_string(mc.ctx) +
-                                " is odd (the blockwise kernels take two causal chunks of T/2)");
+  if (mc.attention == AttentionMethod::kFlash)
+    if (const std::string err = flash_attention_error(mc.ctx); !err.empty())
+      throw std::invalid_argument(err);
   mc.partition_checkpoints = cfg.partition_activations;
   mc.cpu_checkpoints = cfg.cpu_checkpointing;
   return mc;
