@@ -1,6 +1,5 @@
-// Tensor-core blockwise attention, the forward and the switch (attention_block_tc.h): WMMA bf16
-// fragments for the products (wmma_tiles.h), shared memory for the tiles and the row-wise online
-// softmax between them. The backward: attention_block_tc_backward.cu.
+// Tensor-core blockwise attention: the launches of its three kernels
+// (attention_block_tc_kernels.h) and the switch (attention_block_tc.h).
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -8,96 +7,25 @@
 #include <cstring>
 
 #include "kernels/cuda/attention_block_tc.h"
+#include "kernels/cuda/attention_block_tc_kernels.h"
 #include "kernels/cuda/context.h"
+#include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_util.h"
-#include "kernels/cuda/flash_tiles.h"
 #include "kernels/cuda/wmma_tiles.h"
 
 namespace llmp {
 namespace cuda {
 namespace {
 
-using namespace tc;  // NOLINT: this file's building blocks (wmma_tiles.h)
+using namespace tc;  // NOLINT: the kernels and their layouts (attention_block_tc_kernels.h)
 
-// ---- forward: m, l, O of 64 query rows continued over the key tiles they see ----
-template <int HS>
-__global__ void __launch_bounds__(kTcThreads)
-    forward_kernel(float* o, int ld_o, float* m, float* l, const float* q, int ld_q, const float* k,
-                   const float* v, int ld_kv, int H, int Tl, cpu::BlockPairs pairs, float scale) {
-  using L = Smem<HS>;
-  extern __shared__ __align__(128) unsigned char smem[];
-  Carve cut{smem};
-  bf16* sq = cut.take<bf16>(L::tile16);
-  bf16* sk = cut.take<bf16>(L::tile16);
-  bf16* sv = cut.take<bf16>(L::tile16);
-  float* so = cut.take<float>(L::tile32);
-  float* scratch = cut.take<float>(L::fwd_scratch);
-  bf16* sp = cut.take<bf16>(L::warps16);
-  float* sm = cut.take<float>(L::rows);
-  float* sl = cut.take<float>(L::rows);
-  float* salpha = cut.take<float>(L::rows);
-
-  const BlockAt tile = block_at(H, Tl);
-  const int b = tile.b, h = tile.h, i0 = tile.r0, i1 = tile.r1, c = tile.c, warp = tile.warp,
-            lane = tile.lane;
-  load_bf16<HS>(sq, q, ld_q, b, h, i0, Tl);
-  load_f32<HS>(so, o, ld_o, b, h, i0, Tl);
-  load_stat(sm, m, tile.row0, i0, Tl, -INFINITY);
-  load_stat(sl, l, tile.row0, i0, Tl, 0.0f);
-  float* S = scratch + warp * kR * L::kSld;  // this warp's 16 rows: S, then P~V
-  bf16* P = sp + warp * kR * kT;
-  for (int j0 = 0; j0 < Tl; j0 += kT) {
-    const int j1 = j0 + kT < Tl ? j0 + kT : Tl;
-    if (!tile_sees(pairs, i0, i1, j0, j1, c)) continue;  // the same for every thread
-    __syncthreads();  // the last tile's K, V are read (and the loads above are visible)
-    load_bf16<HS>(sk, k, ld_kv, b, h, j0, Tl);
-    load_bf16<HS>(sv, v, ld_kv, b, h, j0, Tl);
-    __syncthreads();
-    warp_abt<HS, kT>(S, L::kSld, sq + warp * kR * HS, HS, sk, HS);  // S = Q Kᵀ (unscaled)
-    __syncwarp();
-    for (int r = 0; r < kR; ++r) {  // the online softmax of row r: lanes over the 64 keys
-      const int row = warp * kR + r, i = i0 + row;
-      float s[kT / kWarp];
-      float mx = -INFINITY;
-#pragma unroll
-      for (int t = 0; t < kT / kWarp; ++t) {
-        const int col = lane + t * kWarp, j = j0 + col;
-        const bool on = i < Tl && j < Tl && sees(pairs, i, j, c);
-        s[t] = on ? S[r * L::kSld + col] * scale : -INFINITY;
-        mx = fmaxf(mx, s[t]);
-      }
-      mx = warp_max(mx);
-      const float m_old = sm[row], m_new = fmaxf(m_old, mx);
-      float sum = 0.0f;
-#pragma unroll
-      for (int t = 0; t < kT / kWarp; ++t) {
-        const float p = s[t] == -INFINITY ? 0.0f : expf(s[t] - m_new);  // P~ = e^(S − m')
-        sum += p;
-        P[r * kT + lane + t * kWarp] = __float2bfloat16(p);
-      }
-      sum = warp_sum(sum);  // every lane has read m_old before lane 0 writes below
-      if (lane == 0) {
-        const float alpha = m_new == -INFINITY ? 1.0f : expf(m_old - m_new);  // 0 from m = −∞
-        salpha[row] = alpha;
-        sl[row] = alpha * sl[row] + sum;
-        sm[row] = m_new;
-      }
-    }
-    __syncwarp();
-    warp_ab<kT, HS>(S, L::kSld, P, kT, sv, HS, /*accumulate=*/false);  // P~ V
-    __syncwarp();
-    for (int e = lane; e < kR * HS; e += kWarp) {  // O = α O + P~ V
-      const int r = e / HS, row = warp * kR + r;
-      so[row * HS + e % HS] = salpha[row] * so[row * HS + e % HS] + S[r * L::kSld + e % HS];
-    }
-  }
-  __syncthreads();
-  store_f32<HS>(o, ld_o, so, b, h, i0, Tl);
-  for (int r = threadIdx.x; r < kT; r += kTcThreads)
-    if (i0 + r < Tl) {
-      m[tile.row0 + i0 + r] = sm[r];
-      l[tile.row0 + i0 + r] = sl[r];
-    }
+/// Opts `kernel` in to `bytes` of dynamic shared memory (over the 48 KiB default), once.
+template <typename Kernel>
+void allow_smem(Kernel kernel, size_t bytes, bool* done) {
+  if (*done) return;
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  static_cast<int>(bytes)));
+  *done = true;
 }
 
 template <int HS>
@@ -105,12 +33,30 @@ void forward_hs(float* o, int ld_o, float* m, float* l, const float* q, int ld_q
                 const float* v, int ld_kv, int B, int H, int Tl, cpu::BlockPairs pairs) {
   static bool ready = false;
   allow_smem(forward_kernel<HS>, Smem<HS>::forward, &ready);
-  const dim3 grid((Tl + kT - 1) / kT, B * H);
-  forward_kernel<HS><<<grid, kTcThreads, Smem<HS>::forward, stream()>>>(
-      o, ld_o, m, l, q, ld_q, k, v, ld_kv, H, Tl, pairs, 1.0f / std::sqrt(float(HS)));
+  forward_kernel<HS><<<tile_grid(B, H, Tl), kTcThreads, Smem<HS>::forward, stream()>>>(
+      o, ld_o, m, l, q, ld_q, k, v, ld_kv, H, Tl, pairs, score_scale(HS));
   LLMP_LAUNCH_CHECK();
 }
 
+/// Both passes for head size HS, on stream().
+template <int HS>
+void backward_hs(float* dq, float* dk, float* dv, int ld_dkv, const float* q, int ld_q,
+                 const float* k, const float* v, int ld_kv, const float* dout, int ld_o,
+                 const float* lse, const float* D, int B, int H, int Tl, cpu::BlockPairs pairs) {
+  static bool ready_dq = false, ready_dkv = false;
+  allow_smem(backward_dq_kernel<HS>, Smem<HS>::dq, &ready_dq);
+  allow_smem(backward_dkv_kernel<HS>, Smem<HS>::dkv, &ready_dkv);
+  const dim3 grid = tile_grid(B, H, Tl);
+  const float scale = score_scale(HS);
+  backward_dq_kernel<HS><<<grid, kTcThreads, Smem<HS>::dq, stream()>>>(
+      dq, q, ld_q, k, v, ld_kv, dout, ld_o, lse, D, H, Tl, pairs, scale);
+  LLMP_LAUNCH_CHECK();
+  backward_dkv_kernel<HS><<<grid, kTcThreads, Smem<HS>::dkv, stream()>>>(
+      dk, dv, ld_dkv, q, ld_q, k, v, ld_kv, dout, ld_o, lse, D, H, Tl, pairs, scale);
+  LLMP_LAUNCH_CHECK();
+}
+
+/// The largest of the three kernels' shared memory for head size hs (0: not a supported hs).
 size_t smem_bytes(int hs) {
   auto most = [](size_t a, size_t b, size_t c) {
     return a > b ? (a > c ? a : c) : (b > c ? b : c);
@@ -166,6 +112,29 @@ void attention_block_forward_tc(float* o, int ld_o, float* m, float* l, const fl
       break;
   }
   std::fprintf(stderr, "attention_block_forward_tc: head size %d is none of 16, 32, 64, 128\n", hs);
+  std::exit(1);
+}
+
+void attention_block_backward_tc(float* dq, float* dk, float* dv, int ld_dkv, const float* q,
+                                 int ld_q, const float* k, const float* v, int ld_kv,
+                                 const float* dout, int ld_o, const float* lse, const float* D,
+                                 int B, int H, int Tl, int hs, cpu::BlockPairs pairs) {
+  if (int64_t{B} * H * Tl <= 0) return;
+#define LLMP_BACKWARD_HS(N)                                                                       \
+  case N:                                                                                         \
+    return backward_hs<N>(dq, dk, dv, ld_dkv, q, ld_q, k, v, ld_kv, dout, ld_o, lse, D, B, H, Tl, \
+                          pairs)
+  switch (hs) {
+    LLMP_BACKWARD_HS(16);
+    LLMP_BACKWARD_HS(32);
+    LLMP_BACKWARD_HS(64);
+    LLMP_BACKWARD_HS(128);
+    default:
+      break;
+  }
+#undef LLMP_BACKWARD_HS
+  std::fprintf(stderr, "attention_block_backward_tc: head size %d is none of 16, 32, 64, 128\n",
+               hs);
   std::exit(1);
 }
 

@@ -1,5 +1,5 @@
-// Helpers of kernels_twin_test: random inputs, device buffers that copy themselves back, and the
-// relative difference each test prints and bounds. Test-only.
+// Helpers of kernels_twin_test: device buffers that copy themselves back; the random inputs and
+// the relative difference each test prints and bounds are twin_compare.h's. Test-only.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -12,19 +12,10 @@
 #include <vector>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/twin_compare.h"
 
 namespace llmp {
 namespace test {
-
-using Vec = std::vector<float>;
-
-inline Vec rnd(size_t n, unsigned seed, float lo = -1.0f, float hi = 1.0f) {
-  std::mt19937 g(seed);
-  std::uniform_real_distribution<float> u(lo, hi);
-  Vec v(n);
-  for (float& x : v) x = u(g);
-  return v;
-}
 
 /// A device copy of a host vector (or n uninitialised elements); get() copies it back.
 template <typename T>
@@ -55,18 +46,6 @@ std::vector<T> from_device(const void* p, size_t n) {
   std::vector<T> h(n);
   CUDA_CHECK(cudaMemcpy(h.data(), p, sizeof(T) * n, cudaMemcpyDeviceToHost));
   return h;
-}
-
-/// max_i |got_i - ref_i| / max(1, max_i |ref_i|), printed under `what`.
-inline float rel_err(const Vec& got, const Vec& ref, const char* what) {
-  EXPECT_EQ(got.size(), ref.size()) << what;
-  float d = 0.0f, s = 1.0f;
-  for (size_t i = 0; i < ref.size() && i < got.size(); ++i) {
-    d = std::max(d, std::fabs(got[i] - ref[i]));
-    s = std::max(s, std::fabs(ref[i]));
-  }
-  std::printf("%-28s relative difference %.3g\n", what, d / s);
-  return d / s;
 }
 
 }  // namespace test

@@ -1,7 +1,8 @@
 // The building blocks of the tensor-core blockwise attention (attention_block_tc.cu, the forward;
 // attention_block_tc_backward.cu, the two backward passes): WMMA bf16 16 × 16 × 16 fragments with
 // fp32 accumulators, one warp's products over a 16-row strip, the shared-memory layout of each
-// kernel, and the loads of a 64-row tile of one head from a strided (B,Tl,·) buffer. nvcc only.
+// kernel, and the loads of a 64-row tile of one head from a strided (B,Tl,·) buffer. Device code:
+// nvcc, or g++ with the CPU emulator (device_lang.h).
 //
 // Layouts: every tile in shared memory is row-major, kT = 64 rows of HS (head size) columns; a
 // warp owns rows [16w, 16w + 16) of its block's tile and 16 rows of per-warp scratch. WMMA wants
@@ -10,14 +11,10 @@
 // multiples of 16 rows and columns.
 #pragma once
 
-#include <cuda_bf16.h>
-#include <cuda_runtime.h>
-#include <mma.h>
-
 #include <cstddef>
 #include <cstdint>
 
-#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/device_lang.h"
 #include "kernels/cuda/flash_tiles.h"
 #include "kernels/cuda/launch.h"
 
@@ -159,15 +156,6 @@ __device__ void warp_ab(float* C, int ldc, const bf16* A, int lda, const bf16* B
     }
     wmma::store_matrix_sync(C + n, acc, ldc, wmma::mem_row_major);
   }
-}
-
-/// Opts `kernel` in to `bytes` of dynamic shared memory (over the 48 KiB default), once.
-template <typename Kernel>
-void allow_smem(Kernel kernel, size_t bytes, bool* done) {
-  if (*done) return;
-  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  static_cast<int>(bytes)));
-  *done = true;
 }
 
 }  // namespace tc

@@ -1,0 +1,276 @@
+// The emulator's scheduler (block_runner.h): one fiber per CUDA thread, switched at barriers.
+#include "kernels/cuda/emulator/block_runner.h"
+
+#include <ucontext.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/common_interface_defs.h>
+#endif
+
+namespace llmp::cuda::emu {
+namespace {
+
+// Each fiber's stack. The kernels keep a few KiB of locals (an emulated WMMA fragment holds all
+// 256 elements); AddressSanitizer's red zones need room too.
+constexpr size_t kStackBytes = 256 * 1024;
+
+enum class State { kReady, kAtBlockBarrier, kAtWarpBarrier, kDone, kFailed };
+
+struct Fiber {
+  ucontext_t ctx;
+  State state = State::kReady;
+  int64_t block_syncs = 0, warp_syncs = 0;  // barriers passed: lanes that meet must agree
+  void* fake_stack = nullptr;               // AddressSanitizer's, while switched out
+  uint64_t slot = 0;                        // the value this lane offers to a shuffle
+};
+
+struct Launch {
+  Extent grid, block, block_idx;
+  int threads = 0, current = 0;
+  std::vector<Fiber> fibers;
+  std::unique_ptr<char[]> stacks;
+  std::vector<unsigned char> smem_bytes;  // 128 bytes more than asked, for the alignment
+  unsigned char* smem = nullptr;
+  const std::function<void()>* body = nullptr;
+  ucontext_t scheduler;
+  const void* scheduler_stack = nullptr;  // for AddressSanitizer
+  size_t scheduler_stack_size = 0;
+  std::string error;
+};
+
+thread_local Launch* t_launch = nullptr;
+
+Launch& active() {
+  if (t_launch == nullptr) throw std::logic_error("CUDA emulator: device code outside launch()");
+  return *t_launch;
+}
+
+std::string where(const Launch& l, int t) {
+  return "block (" + std::to_string(l.block_idx.x) + "," + std::to_string(l.block_idx.y) + "," +
+         std::to_string(l.block_idx.z) + ") thread " + std::to_string(t);
+}
+
+// ---- switching, with AddressSanitizer told about each stack (no-ops without it) ----
+void start_switch(void** fake, const void* bottom, size_t size) {
+#if defined(__SANITIZE_ADDRESS__)
+  __sanitizer_start_switch_fiber(fake, bottom, size);
+#else
+  (void)fake, (void)bottom, (void)size;
+#endif
+}
+void finish_switch(void* fake, const void** bottom, size_t* size) {
+#if defined(__SANITIZE_ADDRESS__)
+  __sanitizer_finish_switch_fiber(fake, bottom, size);
+#else
+  (void)fake, (void)bottom, (void)size;
+#endif
+}
+
+/// Scheduler → fiber t, until it yields or ends.
+void resume(Launch& l, int t) {
+  l.current = t;
+  void* fake = nullptr;
+  start_switch(&fake, l.stacks.get() + size_t(t) * kStackBytes, kStackBytes);
+  swapcontext(&l.scheduler, &l.fibers[t].ctx);
+  finish_switch(fake, nullptr, nullptr);
+}
+
+/// The running fiber → the scheduler, in `state`; returns when the scheduler resumes it.
+void yield(State state) {
+  Launch& l = active();
+  Fiber& f = l.fibers[l.current];
+  f.state = state;
+  start_switch(&f.fake_stack, l.scheduler_stack, l.scheduler_stack_size);
+  swapcontext(&f.ctx, &l.scheduler);
+  finish_switch(f.fake_stack, &l.scheduler_stack, &l.scheduler_stack_size);
+}
+
+void fiber_main() {
+  Launch& l = *t_launch;
+  finish_switch(nullptr, &l.scheduler_stack, &l.scheduler_stack_size);
+  try {
+    (*l.body)();
+    l.fibers[l.current].state = State::kDone;
+  } catch (const std::exception& e) {
+    if (l.error.empty()) l.error = where(l, l.current) + ": " + e.what();
+    l.fibers[l.current].state = State::kFailed;
+  }
+  start_switch(nullptr, l.scheduler_stack, l.scheduler_stack_size);  // this stack is done
+  // returning resumes uc_link: the scheduler
+}
+
+/// Lets waiting fibers go when their barrier is complete; returns whether any may run now, and
+/// sets l.error when none can (a deadlock of the kernel).
+bool release(Launch& l) {
+  bool any = false;
+  for (int w0 = 0; w0 < l.threads; w0 += kWarpSize) {  // a warp whose every lane is waiting
+    const int w1 = std::min(l.threads, w0 + kWarpSize);
+    int waiting = 0;
+    for (int t = w0; t < w1; ++t) waiting += l.fibers[t].state == State::kAtWarpBarrier;
+    if (waiting != w1 - w0) continue;
+    for (int t = w0; t < w1; ++t)
+      if (l.fibers[t].warp_syncs != l.fibers[w0].warp_syncs) {
+        l.error = where(l, t) + ": lanes of one warp at different warp-synchronous calls (" +
+                  std::to_string(l.fibers[t].warp_syncs) + " against lane 0's " +
+                  std::to_string(l.fibers[w0].warp_syncs) + ")";
+        return false;
+      }
+    for (int t = w0; t < w1; ++t) l.fibers[t].state = State::kReady;
+    any = true;
+  }
+  if (any) return true;
+  int at_block = 0, done = 0;
+  for (const Fiber& f : l.fibers) {
+    at_block += f.state == State::kAtBlockBarrier;
+    done += f.state == State::kDone;
+  }
+  if (at_block == l.threads) {
+    for (int t = 0; t < l.threads; ++t)
+      if (l.fibers[t].block_syncs != l.fibers[0].block_syncs) {
+        l.error = where(l, t) + ": threads at different __syncthreads() calls (its " +
+                  std::to_string(l.fibers[t].block_syncs) + "th against thread 0's " +
+                  std::to_string(l.fibers[0].block_syncs) + "th)";
+        return false;
+      }
+    for (Fiber& f : l.fibers) f.state = State::kReady;
+    return true;
+  }
+  if (done == l.threads) return false;
+  for (int t = 0; t < l.threads; ++t) {
+    if (l.fibers[t].state == State::kAtBlockBarrier) {
+      l.error = where(l, t) + ": __syncthreads() not reached by every thread of the block (" +
+                std::to_string(done) + " exited, " + std::to_string(at_block) +
+                " waiting): a barrier in divergent code";
+      return false;
+    }
+    if (l.fibers[t].state == State::kAtWarpBarrier) {
+      l.error = where(l, t) +
+                ": a warp-synchronous call (__syncwarp, a shuffle, a *_sync) not "
+                "reached by every lane of its warp";
+      return false;
+    }
+  }
+  l.error = "CUDA emulator: no thread can run and not all are done";
+  return false;
+}
+
+void run_block(Launch& l) {
+  std::memset(l.smem, 0xFF, l.smem_bytes.size() - 128);  // NaN until written
+  for (int t = 0; t < l.threads; ++t) {
+    Fiber& f = l.fibers[t];
+    f = Fiber{};
+    getcontext(&f.ctx);
+    f.ctx.uc_stack.ss_sp = l.stacks.get() + size_t(t) * kStackBytes;
+    f.ctx.uc_stack.ss_size = kStackBytes;
+    f.ctx.uc_link = &l.scheduler;
+    makecontext(&f.ctx, fiber_main, 0);
+  }
+  // Between barriers the threads run in turns ascending and descending: a write one thread makes
+  // and another reads without a barrier between is then read before it is made, whichever of the
+  // two threads comes first.
+  for (bool ascending = true;; ascending = !ascending) {
+    for (int i = 0; i < l.threads; ++i) {
+      const int t = ascending ? i : l.threads - 1 - i;
+      if (l.fibers[t].state != State::kReady) continue;
+      resume(l, t);
+      if (!l.error.empty()) throw std::runtime_error(l.error);
+    }
+    if (!release(l)) {
+      if (!l.error.empty()) throw std::runtime_error(l.error);
+      return;  // every thread is done
+    }
+  }
+}
+
+}  // namespace
+
+void launch(Extent grid, Extent block, size_t smem_bytes, const std::function<void()>& body) {
+  const int64_t threads = int64_t{block.x} * block.y * block.z;
+  if (threads < 1 || threads > 1024)
+    throw std::runtime_error("CUDA emulator: " + std::to_string(threads) +
+                             " threads per block (1 to 1024)");
+  if (smem_bytes > kMaxDynamicSmem)
+    throw std::runtime_error("CUDA emulator: " + std::to_string(smem_bytes) +
+                             " bytes of dynamic shared memory, over the " +
+                             std::to_string(kMaxDynamicSmem) + " an H100 allows per block");
+  if (t_launch != nullptr) throw std::logic_error("CUDA emulator: launch() inside a kernel");
+  Launch l;
+  l.grid = grid;
+  l.block = block;
+  l.threads = static_cast<int>(threads);
+  l.fibers.resize(l.threads);
+  l.stacks.reset(new char[size_t(l.threads) * kStackBytes]);
+  l.smem_bytes.resize(smem_bytes + 128);
+  l.smem = l.smem_bytes.data() + (128 - reinterpret_cast<uintptr_t>(l.smem_bytes.data()) % 128);
+  l.body = &body;
+  t_launch = &l;
+  try {
+    for (unsigned z = 0; z < grid.z; ++z)
+      for (unsigned y = 0; y < grid.y; ++y)
+        for (unsigned x = 0; x < grid.x; ++x) {
+          l.block_idx = Extent{x, y, z};
+          run_block(l);
+        }
+  } catch (...) {
+    t_launch = nullptr;
+    throw;
+  }
+  t_launch = nullptr;
+}
+
+Extent thread_idx() {
+  const Launch& l = active();
+  const unsigned t = static_cast<unsigned>(l.current);
+  return Extent{t % l.block.x, t / l.block.x % l.block.y, t / (l.block.x * l.block.y)};
+}
+Extent block_idx() { return active().block_idx; }
+Extent block_dim() { return active().block; }
+Extent grid_dim() { return active().grid; }
+int lane() { return active().current % kWarpSize; }
+unsigned char* dynamic_smem() { return active().smem; }
+
+void sync_block() {
+  ++active().fibers[active().current].block_syncs;
+  yield(State::kAtBlockBarrier);
+}
+
+void sync_warp(unsigned mask) {
+  Launch& l = active();
+  const int w0 = l.current / kWarpSize * kWarpSize, width = std::min(kWarpSize, l.threads - w0);
+  const unsigned full = width == kWarpSize ? 0xFFFFFFFFu : (1u << width) - 1u;
+  if (mask != full)
+    fail("a warp-synchronous call with mask " + std::to_string(mask) +
+         ": the emulator takes the full warp's mask only");
+  ++l.fibers[l.current].warp_syncs;
+  yield(State::kAtWarpBarrier);
+}
+
+uint64_t exchange(uint64_t v, int from_lane) {
+  Launch& l = active();
+  const int w0 = l.current / kWarpSize * kWarpSize, width = std::min(kWarpSize, l.threads - w0);
+  if (from_lane < 0 || from_lane >= width)
+    fail("a shuffle from lane " + std::to_string(from_lane) + " of a warp of " +
+         std::to_string(width));
+  l.fibers[l.current].slot = v;
+  sync_warp(width == kWarpSize ? 0xFFFFFFFFu : (1u << width) - 1u);  // every lane has offered
+  const uint64_t got = l.fibers[w0 + from_lane].slot;
+  sync_warp(width == kWarpSize ? 0xFFFFFFFFu : (1u << width) - 1u);  // every lane has taken
+  return got;
+}
+
+void fail(const std::string& what) {
+  Launch& l = active();
+  if (l.error.empty()) l.error = where(l, l.current) + ": " + what;
+  yield(State::kFailed);  // never resumed: run_block throws l.error
+  std::abort();
+}
+
+}  // namespace llmp::cuda::emu
