@@ -24,11 +24,13 @@
 // FlashAttention-2 does and as the materialized bf16 walk rounds P and dS (common/nn/sublayer.h
 // rounded_products); the running statistics, O and the gradients stay fp32. So the results are
 // within a few bf16 steps of P of the CPU's (attention_block_tc_twin_test states the bounds).
-// NOT RUN ON A GPU YET: written in a session without one; the visibility rule is host-checked
-// (flash_tiles_test), the rest waits for attention_block_tc_twin_test on a GPU.
+// NOT RUN ON A GPU YET: written in a session without one. The visibility rule is host-checked
+// (flash_tiles_test), and the kernels' own source runs on the CPU under the CUDA emulator against
+// the CPU twins (attention_block_tc_emulated_test); attention_block_tc_twin_test waits for a GPU.
 //
-// Files: the forward and the switch in attention_block_tc.cu, the two backward passes in
-// attention_block_tc_backward.cu, the fragments, layouts and tile loads they share in wmma_tiles.h.
+// Files: the three kernels in attention_block_tc_kernels.h (device code nvcc and the emulator both
+// compile), their launches and the switch in attention_block_tc.cu, the fragments, layouts and
+// tile loads they share in wmma_tiles.h.
 //
 // Glossary: as attention_block.h; hs head size, Tl rows of a step, c = Tl/2.
 #pragma once
