@@ -1,6 +1,6 @@
 // Device-side building blocks shared by the .cu files: warp and block reductions, the
 // grid-stride loop's start and step, the launch check. nvcc, or g++ with the CPU emulator
-// (device_lang.h), which has no launch check: the emulator's launch() reports its own errors.
+// (device_lang.h).
 //
 // warp_sum/warp_max: a butterfly over the 32 lanes with __shfl_xor_sync; after 5 rounds
 // (offsets 16, 8, 4, 2, 1) every lane holds the result. block_sum: each warp reduces, lane 0 of
@@ -10,11 +10,9 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_lang.h"
 #include "kernels/cuda/launch.h"
-#if !defined(LLMP_CUDA_EMULATOR)
-#include "kernels/cuda/cuda_check.h"
-#endif
 
 namespace llmp {
 namespace cuda {
@@ -74,7 +72,5 @@ __device__ __forceinline__ int64_t gs_step() {
 }  // namespace cuda
 }  // namespace llmp
 
-#if !defined(LLMP_CUDA_EMULATOR)
 /// After every <<<...>>>: launch errors (bad configuration, no kernel image for this GPU).
 #define LLMP_LAUNCH_CHECK() CUDA_CHECK(cudaGetLastError())
-#endif

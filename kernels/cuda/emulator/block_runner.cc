@@ -1,7 +1,6 @@
-// The emulator's scheduler (block_runner.h): one fiber per CUDA thread, switched at barriers.
+// The emulator's scheduler (block_runner.h): one fiber per CUDA thread, switched at barriers
+// (context_switch.h).
 #include "kernels/cuda/emulator/block_runner.h"
-
-#include <ucontext.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -10,6 +9,8 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "kernels/cuda/emulator/context_switch.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/common_interface_defs.h>
@@ -25,7 +26,7 @@ constexpr size_t kStackBytes = 256 * 1024;
 enum class State { kReady, kAtBlockBarrier, kAtWarpBarrier, kDone, kFailed };
 
 struct Fiber {
-  ucontext_t ctx;
+  Context ctx;
   State state = State::kReady;
   int64_t block_syncs = 0, warp_syncs = 0;  // barriers passed: lanes that meet must agree
   void* fake_stack = nullptr;               // AddressSanitizer's, while switched out
@@ -40,7 +41,7 @@ struct Launch {
   std::vector<unsigned char> smem_bytes;  // 128 bytes more than asked, for the alignment
   unsigned char* smem = nullptr;
   const std::function<void()>* body = nullptr;
-  ucontext_t scheduler;
+  Context scheduler;
   const void* scheduler_stack = nullptr;  // for AddressSanitizer
   size_t scheduler_stack_size = 0;
   std::string error;
@@ -79,7 +80,7 @@ void resume(Launch& l, int t) {
   l.current = t;
   void* fake = nullptr;
   start_switch(&fake, l.stacks.get() + size_t(t) * kStackBytes, kStackBytes);
-  swapcontext(&l.scheduler, &l.fibers[t].ctx);
+  switch_context(l.scheduler, l.fibers[t].ctx);
   finish_switch(fake, nullptr, nullptr);
 }
 
@@ -89,7 +90,7 @@ void yield(State state) {
   Fiber& f = l.fibers[l.current];
   f.state = state;
   start_switch(&f.fake_stack, l.scheduler_stack, l.scheduler_stack_size);
-  swapcontext(&f.ctx, &l.scheduler);
+  switch_context(f.ctx, l.scheduler);
   finish_switch(f.fake_stack, &l.scheduler_stack, &l.scheduler_stack_size);
 }
 
@@ -104,7 +105,8 @@ void fiber_main() {
     l.fibers[l.current].state = State::kFailed;
   }
   start_switch(nullptr, l.scheduler_stack, l.scheduler_stack_size);  // this stack is done
-  // returning resumes uc_link: the scheduler
+  switch_context(l.fibers[l.current].ctx, l.scheduler);  // never resumed
+  std::abort();
 }
 
 /// Lets waiting fibers go when their barrier is complete; returns whether any may run now, and
@@ -167,11 +169,7 @@ void run_block(Launch& l) {
   for (int t = 0; t < l.threads; ++t) {
     Fiber& f = l.fibers[t];
     f = Fiber{};
-    getcontext(&f.ctx);
-    f.ctx.uc_stack.ss_sp = l.stacks.get() + size_t(t) * kStackBytes;
-    f.ctx.uc_stack.ss_size = kStackBytes;
-    f.ctx.uc_link = &l.scheduler;
-    makecontext(&f.ctx, fiber_main, 0);
+    make_context(f.ctx, l.stacks.get() + size_t(t) * kStackBytes, kStackBytes, fiber_main);
   }
   // Between barriers the threads run in turns ascending and descending: a write one thread makes
   // and another reads without a barrier between is then read before it is made, whichever of the

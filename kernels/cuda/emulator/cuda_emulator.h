@@ -113,3 +113,28 @@ inline float __expf(float x) { return std::exp(x); }
 inline float __logf(float x) { return std::log(x); }
 inline float __fdividef(float a, float b) { return a / b; }
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
+
+// CUDA's math is in the global namespace.
+using std::isfinite;
+using std::isinf;
+using std::isnan;
+
+inline float __uint_as_float(unsigned u) {
+  float x;
+  std::memcpy(&x, &u, 4);
+  return x;
+}
+inline unsigned __float_as_uint(float x) {
+  unsigned u;
+  std::memcpy(&u, &x, 4);
+  return u;
+}
+
+/// *p += v, returning the old value. The emulator runs one thread at a time, so a plain add is
+/// atomic here; the order of the adds is the schedule's, as a GPU's is its own.
+template <typename T>
+T atomicAdd(T* p, T v) {
+  const T old = *p;
+  *p = old + v;
+  return old;
+}
