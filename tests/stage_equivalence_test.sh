@@ -10,8 +10,10 @@
 #   stage_equivalence_test.sh DEVICE COMPARE BASELINE
 #     DEVICE     cpu or cuda (every run gets --device DEVICE)
 #     COMPARE    tools/compare_checkpoints
-#     BASELINE   stages/baseline/train: every other stage's binary is beside it, at
-#                ../<stage>/train (bazel-bin's layout, and the GPU kit's: tools/gpu_kit.sh)
+#     BASELINE   stages/baseline/train (or train_emulated): every other stage's binary is beside
+#                it, at ../<stage>/ under the same name (bazel-bin's layout, and the GPU kit's:
+#                tools/gpu_kit.sh). train_emulated (stages/trainer.bzl) runs `--device cuda` on
+#                the CUDA emulator: the GPU path's kernels and cuBLAS calls on the CPU.
 #
 # Bounds.
 #   kSameDevice = 1e-4  a stage against the baseline on the same device. On the CPU the largest
@@ -44,7 +46,7 @@
 # reason; the test prints it, writes a skipped test case to $XML_OUTPUT_FILE and exits 0, as the
 # GPU twin tests do. Any other refusal on a machine with a GPU fails.
 set -u
-device=$1 compare=$2 stages=$(dirname "$(dirname "$3")")
+device=$1 compare=$2 stages=$(dirname "$(dirname "$3")") trainer=$(basename "$3")
 readonly kSameDevice=1e-4 kCrossDevice=1e-3
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -59,7 +61,7 @@ train() {
   shift 4
   local m=("${model[@]}")
   [[ " $* " == *" --model "* ]] && m=()
-  if ! "$stages/$stage/train" "${common[@]}" "${m[@]}" --steps 5 --device "$dev" --world_size "$world" "$@" \
+  if ! "$stages/$stage/$trainer" "${common[@]}" "${m[@]}" --steps 5 --device "$dev" --world_size "$world" "$@" \
        --save "$tmp/$name.safetensors" </dev/null >"$tmp/$name.log" 2>&1; then
     echo "FAIL $name: $stage --device $dev --world_size $world $* exited non-zero:"
     tail -5 "$tmp/$name.log"
@@ -92,7 +94,7 @@ check_differs() {
 }
 
 if [ "$device" = cuda ]; then
-  if ! "$stages/baseline/train" "${common[@]}" "${model[@]}" --steps 1 --device cuda </dev/null \
+  if ! "$stages/baseline/$trainer" "${common[@]}" "${model[@]}" --steps 1 --device cuda </dev/null \
        >"$tmp/probe.log" 2>&1; then
     why=$(grep -m1 'error:' "$tmp/probe.log")
     if grep -qE -- '--device cuda: (no CUDA device|no kernels for device cuda)' <<<"$why"; then

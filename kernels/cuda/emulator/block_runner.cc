@@ -105,7 +105,7 @@ void fiber_main() {
     l.fibers[l.current].state = State::kFailed;
   }
   start_switch(nullptr, l.scheduler_stack, l.scheduler_stack_size);  // this stack is done
-  switch_context(l.fibers[l.current].ctx, l.scheduler);  // never resumed
+  switch_context(l.fibers[l.current].ctx, l.scheduler);              // never resumed
   std::abort();
 }
 

@@ -1,5 +1,5 @@
-// cu_to_cc IN.cu OUT.cc [HEADER...]: a .cu file as C++ for the CUDA emulator. The one thing g++ cannot parse
-// in the project's CUDA sources is the launch, so every
+// cu_to_cc IN.cu OUT.cc [HEADER...]: a .cu file as C++ for the CUDA emulator. The one thing g++
+// cannot parse in the project's CUDA sources is the launch, so every
 //     kernel<template args><<<grid, block, smem, stream>>>(args)
 // becomes
 //     ::llmp::cuda::emu::launcher([&](auto&&... a) { kernel<template args>(a...); },
@@ -79,8 +79,8 @@ int main(int argc, char** argv) {
     }
     const std::string kernel = s.substr(start, open - start);
     const std::string config = s.substr(open + 3, close - open - 3);
-    const std::string call = "::llmp::cuda::emu::launcher([&](auto&&... llmp_emu_a) { " +
-                             kernel + "(llmp_emu_a...); }, " + config + ")";
+    const std::string call = "::llmp::cuda::emu::launcher([&](auto&&... llmp_emu_a) { " + kernel +
+                             "(llmp_emu_a...); }, " + config + ")";
     s.replace(start, close + 3 - start, call);
     open = start + call.size();
   }

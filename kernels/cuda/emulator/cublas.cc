@@ -18,8 +18,9 @@ namespace {
 size_t elem_bytes(cudaDataType_t t) { return t == CUDA_R_32F ? 4 : 2; }
 
 llmp::DType dtype_of(cudaDataType_t t) {
-  return t == CUDA_R_16BF ? llmp::DType::kBF16 : t == CUDA_R_16F ? llmp::DType::kF16
-                                                                 : llmp::DType::kF32;
+  return t == CUDA_R_16BF  ? llmp::DType::kBF16
+         : t == CUDA_R_16F ? llmp::DType::kF16
+                           : llmp::DType::kF32;
 }
 
 /// x rounded to TF32 (fp32's 8 exponent bits and top 10 mantissa bits, to nearest even), as the
@@ -57,8 +58,8 @@ struct Operand {
 cublasStatus_t gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
                     int k, const float* alpha, const void* A, cudaDataType_t at, int lda,
                     long long sa, const void* B, cudaDataType_t bt, int ldb, long long sb,
-                    const float* beta, void* C, cudaDataType_t ct, int ldc, long long sc,
-                    int batch, bool tf32_math) {
+                    const float* beta, void* C, cudaDataType_t ct, int ldc, long long sc, int batch,
+                    bool tf32_math) {
   if (h == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
   const Operand a{A, at, ta == CUBLAS_OP_N ? m : k, ta == CUBLAS_OP_N ? k : m, lda, sa};
   const Operand b{B, bt, tb == CUBLAS_OP_N ? k : n, tb == CUBLAS_OP_N ? n : k, ldb, sb};
@@ -122,19 +123,27 @@ cublasStatus_t cublasSetMathMode(cublasHandle_t handle, cublasMath_t mode) {
 }
 const char* cublasGetStatusName(cublasStatus_t s) {
   switch (s) {
-    case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
-    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
-    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
-    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
+    case CUBLAS_STATUS_SUCCESS:
+      return "CUBLAS_STATUS_SUCCESS";
+    case CUBLAS_STATUS_NOT_INITIALIZED:
+      return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_INVALID_VALUE:
+      return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_NOT_SUPPORTED:
+      return "CUBLAS_STATUS_NOT_SUPPORTED";
   }
   return "CUBLAS_STATUS_UNKNOWN";
 }
 const char* cublasGetStatusString(cublasStatus_t s) {
   switch (s) {
-    case CUBLAS_STATUS_SUCCESS: return "success";
-    case CUBLAS_STATUS_NOT_INITIALIZED: return "the library was not initialized";
-    case CUBLAS_STATUS_INVALID_VALUE: return "an unsupported value or parameter was passed to the function";
-    case CUBLAS_STATUS_NOT_SUPPORTED: return "the functionality requested is not supported";
+    case CUBLAS_STATUS_SUCCESS:
+      return "success";
+    case CUBLAS_STATUS_NOT_INITIALIZED:
+      return "the library was not initialized";
+    case CUBLAS_STATUS_INVALID_VALUE:
+      return "an unsupported value or parameter was passed to the function";
+    case CUBLAS_STATUS_NOT_SUPPORTED:
+      return "the functionality requested is not supported";
   }
   return "unknown status";
 }
@@ -147,10 +156,9 @@ cublasStatus_t cublasSgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperati
 }
 cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta,
                                          cublasOperation_t tb, int m, int n, int k,
-                                         const float* alpha, const float* A, int lda,
-                                         long long sa, const float* B, int ldb, long long sb,
-                                         const float* beta, float* C, int ldc, long long sc,
-                                         int batch) {
+                                         const float* alpha, const float* A, int lda, long long sa,
+                                         const float* B, int ldb, long long sb, const float* beta,
+                                         float* C, int ldc, long long sc, int batch) {
   return gemm(h, ta, tb, m, n, k, alpha, A, CUDA_R_32F, lda, sa, B, CUDA_R_32F, ldb, sb, beta, C,
               CUDA_R_32F, ldc, sc, batch, h && h->math == CUBLAS_TF32_TENSOR_OP_MATH);
 }
@@ -165,11 +173,10 @@ cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperat
 cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperation_t ta,
                                           cublasOperation_t tb, int m, int n, int k,
                                           const void* alpha, const void* A, cudaDataType_t at,
-                                          int lda, long long sa, const void* B,
-                                          cudaDataType_t bt, int ldb, long long sb,
-                                          const void* beta, void* C, cudaDataType_t ct, int ldc,
-                                          long long sc, int batch, cublasComputeType_t compute,
-                                          cublasGemmAlgo_t) {
-  return gemm(h, ta, tb, m, n, k, static_cast<const float*>(alpha), A, at, lda, sa, B, bt, ldb,
-              sb, static_cast<const float*>(beta), C, ct, ldc, sc, batch, tf32_math(h, compute));
+                                          int lda, long long sa, const void* B, cudaDataType_t bt,
+                                          int ldb, long long sb, const void* beta, void* C,
+                                          cudaDataType_t ct, int ldc, long long sc, int batch,
+                                          cublasComputeType_t compute, cublasGemmAlgo_t) {
+  return gemm(h, ta, tb, m, n, k, static_cast<const float*>(alpha), A, at, lda, sa, B, bt, ldb, sb,
+              static_cast<const float*>(beta), C, ct, ldc, sc, batch, tf32_math(h, compute));
 }

@@ -25,8 +25,7 @@ Runtime& rt() {
 }
 
 // The allocation holding [p, p + bytes) (bytes 0: p itself, or one past the end), or end().
-std::map<uintptr_t, size_t>::const_iterator holding(const Runtime& r, const void* p,
-                                                    size_t bytes) {
+std::map<uintptr_t, size_t>::const_iterator holding(const Runtime& r, const void* p, size_t bytes) {
   const uintptr_t a = reinterpret_cast<uintptr_t>(p);
   auto it = r.allocations.upper_bound(a);
   if (it == r.allocations.begin()) return r.allocations.end();
@@ -63,7 +62,6 @@ cudaError_t set_func_attribute(const void* kernel, int attr, int value) {
   return cudaSuccess;
 }
 
-
 }  // namespace llmp::cuda::emu
 
 using llmp::cuda::emu::is_device_range;
@@ -98,29 +96,47 @@ cudaError_t cudaPeekAtLastError() { return rt().last; }
 
 const char* cudaGetErrorName(cudaError_t err) {
   switch (err) {
-    case cudaSuccess: return "cudaSuccess";
-    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
-    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
-    case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
-    case cudaErrorInvalidDevicePointer: return "cudaErrorInvalidDevicePointer";
-    case cudaErrorInsufficientDriver: return "cudaErrorInsufficientDriver";
-    case cudaErrorNoDevice: return "cudaErrorNoDevice";
-    case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
-    case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
+    case cudaSuccess:
+      return "cudaSuccess";
+    case cudaErrorInvalidValue:
+      return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation:
+      return "cudaErrorMemoryAllocation";
+    case cudaErrorInvalidConfiguration:
+      return "cudaErrorInvalidConfiguration";
+    case cudaErrorInvalidDevicePointer:
+      return "cudaErrorInvalidDevicePointer";
+    case cudaErrorInsufficientDriver:
+      return "cudaErrorInsufficientDriver";
+    case cudaErrorNoDevice:
+      return "cudaErrorNoDevice";
+    case cudaErrorInvalidDevice:
+      return "cudaErrorInvalidDevice";
+    case cudaErrorLaunchFailure:
+      return "cudaErrorLaunchFailure";
   }
   return "cudaErrorUnknown";
 }
 const char* cudaGetErrorString(cudaError_t err) {
   switch (err) {
-    case cudaSuccess: return "no error";
-    case cudaErrorInvalidValue: return "invalid argument";
-    case cudaErrorMemoryAllocation: return "out of memory";
-    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
-    case cudaErrorInvalidDevicePointer: return "invalid device pointer";
-    case cudaErrorInsufficientDriver: return "CUDA driver version is insufficient";
-    case cudaErrorNoDevice: return "no CUDA-capable device is detected";
-    case cudaErrorInvalidDevice: return "invalid device ordinal";
-    case cudaErrorLaunchFailure: return "unspecified launch failure";
+    case cudaSuccess:
+      return "no error";
+    case cudaErrorInvalidValue:
+      return "invalid argument";
+    case cudaErrorMemoryAllocation:
+      return "out of memory";
+    case cudaErrorInvalidConfiguration:
+      return "invalid configuration argument";
+    case cudaErrorInvalidDevicePointer:
+      return "invalid device pointer";
+    case cudaErrorInsufficientDriver:
+      return "CUDA driver version is insufficient";
+    case cudaErrorNoDevice:
+      return "no CUDA-capable device is detected";
+    case cudaErrorInvalidDevice:
+      return "invalid device ordinal";
+    case cudaErrorLaunchFailure:
+      return "unspecified launch failure";
   }
   return "unknown error";
 }
@@ -158,11 +174,16 @@ bool copy_sides_ok(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind
   if (bytes == 0) return true;
   const bool dst_dev = is_device_range(dst, bytes), src_dev = is_device_range(src, bytes);
   switch (kind) {
-    case cudaMemcpyHostToHost: return !dst_dev && !src_dev;
-    case cudaMemcpyHostToDevice: return dst_dev && !src_dev;
-    case cudaMemcpyDeviceToHost: return !dst_dev && src_dev;
-    case cudaMemcpyDeviceToDevice: return dst_dev && src_dev;
-    case cudaMemcpyDefault: return true;
+    case cudaMemcpyHostToHost:
+      return !dst_dev && !src_dev;
+    case cudaMemcpyHostToDevice:
+      return dst_dev && !src_dev;
+    case cudaMemcpyDeviceToHost:
+      return !dst_dev && src_dev;
+    case cudaMemcpyDeviceToDevice:
+      return dst_dev && src_dev;
+    case cudaMemcpyDefault:
+      return true;
   }
   return false;
 }

@@ -1,0 +1,29 @@
+"""stage_trainer: a stage's `bazel run //stages/<name>:train` binary, and its emulated twin."""
+
+load("@local_cuda//:defs.bzl", "CUDA_AVAILABLE")
+
+def stage_trainer(deps, srcs = ["main.cc"]):
+    """Defines `train` and `train_emulated` from the stage's main.cc.
+
+    train: with the CUDA kernel table and allocator linked in when the toolkit was found (they
+    register themselves, so `--device cuda` runs on a GPU); without them `--device cuda` is
+    refused by name.
+    train_emulated: the same with the CUDA table under the CUDA emulator (kernels/cuda/emulator),
+    so `--device cuda` runs the GPU path's own kernels and cuBLAS calls on the CPU, on any
+    machine. Tagged manual: built only for what runs it (tests:stage_equivalence_emulated_test).
+
+    Args:
+      deps: the stage's libraries and train_main.
+      srcs: the binary's sources.
+    """
+    native.cc_binary(
+        name = "train",
+        srcs = srcs,
+        deps = deps + (["//kernels/cuda:ops"] if CUDA_AVAILABLE else []),
+    )
+    native.cc_binary(
+        name = "train_emulated",
+        srcs = srcs,
+        deps = deps + ["//kernels/cuda:ops_emulated"],
+        tags = ["manual"],
+    )
