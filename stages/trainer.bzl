@@ -2,7 +2,7 @@
 
 load("@local_cuda//:defs.bzl", "CUDA_AVAILABLE")
 
-def stage_trainer(deps, srcs = ["main.cc"]):
+def stage_trainer(deps, srcs = ["main.cc"], visibility = None):
     """Defines `train` and `train_emulated` from the stage's main.cc.
 
     train: with the CUDA kernel table and allocator linked in when the toolkit was found (they
@@ -15,11 +15,14 @@ def stage_trainer(deps, srcs = ["main.cc"]):
     Args:
       deps: the stage's libraries and train_main.
       srcs: the binary's sources.
+      visibility: train's, when other packages than the default run it (tools/ for a tool over
+        the stages); None: the package's default.
     """
     native.cc_binary(
         name = "train",
         srcs = srcs,
         deps = deps + (["//kernels/cuda:ops"] if CUDA_AVAILABLE else []),
+        visibility = visibility,
     )
     native.cc_binary(
         name = "train_emulated",
