@@ -1,4 +1,7 @@
-"""emulated_cuda_library: a CUDA library's own sources built by g++ for the CUDA emulator."""
+"""The CUDA emulator's builds: a CUDA library's own sources built by g++ for the emulator
+(emulated_cuda_library), and kernels/cuda's targets declared once for both builds (twinned_*)."""
+
+load("@local_cuda//:defs.bzl", "cuda_cc_library", "cuda_cc_test", "cuda_library")
 
 # nvcc's #pragma unroll means nothing to g++.
 EMULATED_COPTS = ["-Wno-unknown-pragmas"]
@@ -44,5 +47,78 @@ def emulated_cuda_library(name, srcs = [], hdrs = [], deps = [], launch_hdrs = [
         copts = EMULATED_COPTS,
         deps = deps + ["//kernels/cuda/emulator"],
         alwayslink = True,
+        **kwargs
+    )
+
+# ---- One declaration, two builds: a kernels/cuda target and its emulated twin -----------------
+
+# The kernels/cuda libraries with an emulated twin (<name>_emulated): a dependency on one of them
+# is a dependency on its twin in the emulated build.
+_TWINNED = [
+    "context",
+    "cuda_check",
+    "device_allocator",
+    "fill_copy",
+    "kernels",
+    "ops",
+    "round_stats",
+    "tp_grid",
+]
+
+def _twin_deps(deps):
+    """deps for the emulated build: twinned libraries by their twins, no @local_cuda."""
+    out = []
+    for d in deps:
+        if d.startswith("@local_cuda//"):
+            continue
+        name = d.split(":")[-1]
+        local = d.startswith(":") or d.startswith("//kernels/cuda:")
+        out.append(d + "_emulated" if local and name in _TWINNED else d)
+    return out
+
+def twinned_cuda_library(name, srcs = [], hdrs = [], deps = [], launch_hdrs = [], **kwargs):
+    """cuda_library `name` (nvcc; defined only with the toolkit) and its emulated twin.
+
+    Args:
+      name: the CUDA library; the twin is name + "_emulated".
+      srcs: as cuda_library's.
+      hdrs: as cuda_library's.
+      deps: as cuda_library's; the twin gets _twin_deps(deps).
+      launch_hdrs: see emulated_cuda_library.
+      **kwargs: passed to both.
+    """
+    cuda_library(name = name, srcs = srcs, hdrs = hdrs, deps = deps, **kwargs)
+    emulated_cuda_library(
+        name = name + "_emulated",
+        srcs = srcs,
+        hdrs = hdrs,
+        deps = _twin_deps(deps),
+        launch_hdrs = launch_hdrs,
+        **kwargs
+    )
+
+def twinned_cuda_cc_library(name, srcs = [], hdrs = [], deps = [], **kwargs):
+    """cuda_cc_library `name` (g++ against the toolkit; only with it) and its emulated twin."""
+    cuda_cc_library(name = name, srcs = srcs, hdrs = hdrs, deps = deps, **kwargs)
+    emulated_cuda_library(
+        name = name + "_emulated",
+        srcs = srcs,
+        hdrs = hdrs,
+        deps = _twin_deps(deps),
+        **kwargs
+    )
+
+def twinned_cuda_cc_test(name, srcs = [], deps = [], **kwargs):
+    """cuda_cc_test `name` (SKIPPED without a GPU) and the same test on the emulator.
+
+    The twin is named with "_emulated_test" for the trailing "_test" (kernels_twin_test:
+    kernels_twin_emulated_test); it exists on every machine and needs no GPU.
+    """
+    cuda_cc_test(name = name, srcs = srcs, deps = deps, **kwargs)
+    native.cc_test(
+        name = name[:-len("_test")] + "_emulated_test",
+        srcs = srcs,
+        copts = EMULATED_COPTS,
+        deps = _twin_deps(deps),
         **kwargs
     )
