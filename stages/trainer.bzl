@@ -2,8 +2,8 @@
 
 load("@local_cuda//:defs.bzl", "CUDA_AVAILABLE")
 
-def stage_trainer(deps, srcs = ["main.cc"], visibility = None):
-    """Defines `train` and `train_emulated` from the stage's main.cc.
+def stage_trainer(name, deps, srcs = ["main.cc"], visibility = None):
+    """Defines `name` (the stage's `train`) and `name` + "_emulated" from the stage's main.cc.
 
     train: with the CUDA kernel table and allocator linked in when the toolkit was found (they
     register themselves, so `--device cuda` runs on a GPU); without them `--device cuda` is
@@ -13,19 +13,20 @@ def stage_trainer(deps, srcs = ["main.cc"], visibility = None):
     machine. Tagged manual: built only for what runs it (tests:stage_equivalence_emulated_test).
 
     Args:
+      name: "train", what `bazel run //stages/<stage>:train` runs.
       deps: the stage's libraries and train_main.
       srcs: the binary's sources.
       visibility: train's, when other packages than the default run it (tools/ for a tool over
         the stages); None: the package's default.
     """
     native.cc_binary(
-        name = "train",
+        name = name,
         srcs = srcs,
         deps = deps + (["//kernels/cuda:ops"] if CUDA_AVAILABLE else []),
         visibility = visibility,
     )
     native.cc_binary(
-        name = "train_emulated",
+        name = name + "_emulated",
         srcs = srcs,
         deps = deps + ["//kernels/cuda:ops_emulated"],
         tags = ["manual"],

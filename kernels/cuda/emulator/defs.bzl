@@ -76,6 +76,18 @@ def _twin_deps(deps):
         out.append(d + "_emulated" if local and name in _TWINNED else d)
     return out
 
+def _twinned(rule, name, srcs, hdrs, deps, launch_hdrs, **kwargs):
+    """`rule` (a CUDA build, defined only with the toolkit) and its emulated twin."""
+    rule(name = name, srcs = srcs, hdrs = hdrs, deps = deps, **kwargs)
+    emulated_cuda_library(
+        name = name + "_emulated",
+        srcs = srcs,
+        hdrs = hdrs,
+        deps = _twin_deps(deps),
+        launch_hdrs = launch_hdrs,
+        **kwargs
+    )
+
 def twinned_cuda_library(name, srcs = [], hdrs = [], deps = [], launch_hdrs = [], **kwargs):
     """cuda_library `name` (nvcc; defined only with the toolkit) and its emulated twin.
 
@@ -87,26 +99,11 @@ def twinned_cuda_library(name, srcs = [], hdrs = [], deps = [], launch_hdrs = []
       launch_hdrs: see emulated_cuda_library.
       **kwargs: passed to both.
     """
-    cuda_library(name = name, srcs = srcs, hdrs = hdrs, deps = deps, **kwargs)
-    emulated_cuda_library(
-        name = name + "_emulated",
-        srcs = srcs,
-        hdrs = hdrs,
-        deps = _twin_deps(deps),
-        launch_hdrs = launch_hdrs,
-        **kwargs
-    )
+    _twinned(cuda_library, name, srcs, hdrs, deps, launch_hdrs, **kwargs)
 
 def twinned_cuda_cc_library(name, srcs = [], hdrs = [], deps = [], **kwargs):
     """cuda_cc_library `name` (g++ against the toolkit; only with it) and its emulated twin."""
-    cuda_cc_library(name = name, srcs = srcs, hdrs = hdrs, deps = deps, **kwargs)
-    emulated_cuda_library(
-        name = name + "_emulated",
-        srcs = srcs,
-        hdrs = hdrs,
-        deps = _twin_deps(deps),
-        **kwargs
-    )
+    _twinned(cuda_cc_library, name, srcs, hdrs, deps, [], **kwargs)
 
 def twinned_cuda_cc_test(name, srcs = [], deps = [], **kwargs):
     """cuda_cc_test `name` (SKIPPED without a GPU) and the same test on the emulator.
