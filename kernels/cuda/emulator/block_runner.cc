@@ -235,6 +235,14 @@ Extent grid_dim() { return active().grid; }
 int lane() { return active().current % kWarpSize; }
 unsigned char* dynamic_smem() { return active().smem; }
 
+namespace {
+/// The mask naming every lane of the running thread's warp (a partial last warp has fewer).
+unsigned full_warp_mask(const Launch& l) {
+  const int width = std::min(kWarpSize, l.threads - l.current / kWarpSize * kWarpSize);
+  return width == kWarpSize ? 0xFFFFFFFFu : (1u << width) - 1u;
+}
+}  // namespace
+
 void sync_block() {
   ++active().fibers[active().current].block_syncs;
   yield(State::kAtBlockBarrier);
@@ -242,9 +250,7 @@ void sync_block() {
 
 void sync_warp(unsigned mask) {
   Launch& l = active();
-  const int w0 = l.current / kWarpSize * kWarpSize, width = std::min(kWarpSize, l.threads - w0);
-  const unsigned full = width == kWarpSize ? 0xFFFFFFFFu : (1u << width) - 1u;
-  if (mask != full)
+  if (mask != full_warp_mask(l))
     fail("a warp-synchronous call with mask " + std::to_string(mask) +
          ": the emulator takes the full warp's mask only");
   ++l.fibers[l.current].warp_syncs;
@@ -258,9 +264,9 @@ uint64_t exchange(uint64_t v, int from_lane) {
     fail("a shuffle from lane " + std::to_string(from_lane) + " of a warp of " +
          std::to_string(width));
   l.fibers[l.current].slot = v;
-  sync_warp(width == kWarpSize ? 0xFFFFFFFFu : (1u << width) - 1u);  // every lane has offered
+  sync_warp(full_warp_mask(l));  // every lane has offered
   const uint64_t got = l.fibers[w0 + from_lane].slot;
-  sync_warp(width == kWarpSize ? 0xFFFFFFFFu : (1u << width) - 1u);  // every lane has taken
+  sync_warp(full_warp_mask(l));  // every lane has taken
   return got;
 }
 

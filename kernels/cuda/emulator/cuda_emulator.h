@@ -1,5 +1,5 @@
 // The subset of the CUDA language the project's kernels use, for g++: a kernel written for nvcc
-// compiles unchanged with -DLLMP_CUDA_EMULATOR (through kernels/cuda/device_lang.h) and runs on
+// compiles unchanged in a target built on //kernels/cuda/emulator (kernels/cuda/device_lang.h) and runs on
 // the CPU under block_runner.h's scheduler. Not a CUDA runtime: no <<<...>>> (the test calls
 // emu::launch with the kernel's body), no cudaMalloc (device pointers are host pointers).
 //

@@ -1,6 +1,6 @@
 // The CUDA emulator (block_runner.h, cuda_emulator.h, wmma.h) on small kernels written here the
 // way the project's kernels are: what a GPU would compute, and the errors a GPU would hang or
-// race on reported by name. Compiled with -DLLMP_CUDA_EMULATOR (device_lang.h).
+// race on reported by name. Built on :emulator, which defines LLMP_CUDA_EMULATOR (device_lang.h).
 #include <gtest/gtest.h>
 
 #include <cmath>
