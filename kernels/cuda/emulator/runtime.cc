@@ -1,5 +1,6 @@
-// The emulated CUDA runtime (include/cuda_runtime.h): one device whose memory is host memory, a
-// registry of its allocations, synchronous copies and sets checked against the registry.
+// The emulated CUDA runtime (include/cuda_runtime.h): devices whose memory is host memory, a
+// registry of its allocations, synchronous copies and sets checked against the registry (each
+// first waiting for what its stream has queued: streams.cc).
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -67,26 +68,46 @@ cudaError_t set_func_attribute(const void* kernel, int attr, int value) {
 using llmp::cuda::emu::is_device_range;
 using llmp::cuda::emu::rt;
 
+namespace {
+// $LLMP_CUDA_EMULATOR_DEVICES (1 to 64), else 1. A bad value ends the process naming it.
+int device_count() {
+  static const int n = [] {
+    const char* env = std::getenv("LLMP_CUDA_EMULATOR_DEVICES");
+    if (!env || !*env) return 1;
+    char* end = nullptr;
+    const long v = std::strtol(env, &end, 10);
+    if (*end != '\0' || v < 1 || v > 64) {
+      std::fprintf(stderr, "CUDA emulator: LLMP_CUDA_EMULATOR_DEVICES=%s is not 1 to 64\n", env);
+      std::exit(2);
+    }
+    return static_cast<int>(v);
+  }();
+  return n;
+}
+int current_device = 0;
+bool valid_device(int d) { return d >= 0 && d < device_count(); }
+}  // namespace
+
 cudaError_t cudaGetDeviceCount(int* count) {
-  *count = 1;
+  *count = device_count();
   return cudaSuccess;
 }
 cudaError_t cudaGetDevice(int* device) {
-  *device = 0;
+  *device = current_device;
   return cudaSuccess;
 }
 cudaError_t cudaSetDevice(int device) {
-  return device == 0 ? cudaSuccess : llmp::cuda::emu::sticky(cudaErrorInvalidDevice);
+  if (!valid_device(device)) return llmp::cuda::emu::sticky(cudaErrorInvalidDevice);
+  current_device = device;
+  return cudaSuccess;
 }
 cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) {
-  if (device != 0) return llmp::cuda::emu::sticky(cudaErrorInvalidDevice);
+  if (!valid_device(device)) return llmp::cuda::emu::sticky(cudaErrorInvalidDevice);
   if (attr != cudaDevAttrMaxSharedMemoryPerBlockOptin)
     return llmp::cuda::emu::sticky(cudaErrorInvalidValue);
   *value = static_cast<int>(llmp::cuda::emu::kMaxDynamicSmem);
   return cudaSuccess;
 }
-cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
-cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
 cudaError_t cudaGetLastError() {
   const cudaError_t e = rt().last;
   rt().last = cudaSuccess;
@@ -112,6 +133,10 @@ const char* cudaGetErrorName(cudaError_t err) {
       return "cudaErrorNoDevice";
     case cudaErrorInvalidDevice:
       return "cudaErrorInvalidDevice";
+    case cudaErrorInvalidResourceHandle:
+      return "cudaErrorInvalidResourceHandle";
+    case cudaErrorNotReady:
+      return "cudaErrorNotReady";
     case cudaErrorLaunchFailure:
       return "cudaErrorLaunchFailure";
   }
@@ -135,6 +160,10 @@ const char* cudaGetErrorString(cudaError_t err) {
       return "no CUDA-capable device is detected";
     case cudaErrorInvalidDevice:
       return "invalid device ordinal";
+    case cudaErrorInvalidResourceHandle:
+      return "invalid resource handle";
+    case cudaErrorNotReady:
+      return "device not ready";
     case cudaErrorLaunchFailure:
       return "unspecified launch failure";
   }
@@ -162,7 +191,7 @@ cudaError_t cudaMallocAsync(void** p, size_t bytes, cudaStream_t) { return cudaM
 cudaError_t cudaFreeAsync(void* p, cudaStream_t) { return cudaFree(p); }
 cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t* pool, int device) {
   static int the_pool = 0;
-  if (device != 0) return llmp::cuda::emu::sticky(cudaErrorInvalidDevice);
+  if (!valid_device(device)) return llmp::cuda::emu::sticky(cudaErrorInvalidDevice);
   *pool = reinterpret_cast<cudaMemPool_t>(&the_pool);
   return cudaSuccess;
 }
@@ -189,30 +218,49 @@ bool copy_sides_ok(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind
 }
 }  // namespace
 
-cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+namespace {
+cudaError_t copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
   if (!copy_sides_ok(dst, src, bytes, kind)) return llmp::cuda::emu::sticky(cudaErrorInvalidValue);
   if (bytes) std::memmove(dst, src, bytes);
   return cudaSuccess;
 }
+}  // namespace
+
+// The synchronous forms run on the legacy default stream: after what is queued there.
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+  llmp::cuda::emu::wait_for_stream(nullptr);
+  return copy(dst, src, bytes, kind);
+}
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
-                            cudaStream_t) {
-  return cudaMemcpy(dst, src, bytes, kind);
+                            cudaStream_t stream) {
+  llmp::cuda::emu::wait_for_stream(stream);
+  return copy(dst, src, bytes, kind);
 }
 cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch,
-                              size_t width, size_t height, cudaMemcpyKind kind, cudaStream_t) {
+                              size_t width, size_t height, cudaMemcpyKind kind,
+                              cudaStream_t stream) {
+  llmp::cuda::emu::wait_for_stream(stream);
   if (width > dpitch || width > spitch) return llmp::cuda::emu::sticky(cudaErrorInvalidValue);
   for (size_t r = 0; r < height; ++r) {
-    const cudaError_t e = cudaMemcpy(static_cast<char*>(dst) + r * dpitch,
-                                     static_cast<const char*>(src) + r * spitch, width, kind);
+    const cudaError_t e = copy(static_cast<char*>(dst) + r * dpitch,
+                               static_cast<const char*>(src) + r * spitch, width, kind);
     if (e != cudaSuccess) return e;
   }
   return cudaSuccess;
 }
-cudaError_t cudaMemset(void* p, int value, size_t bytes) {
+namespace {
+cudaError_t set(void* p, int value, size_t bytes) {
   if (bytes && !is_device_range(p, bytes)) return llmp::cuda::emu::sticky(cudaErrorInvalidValue);
   if (bytes) std::memset(p, value, bytes);
   return cudaSuccess;
 }
-cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t) {
-  return cudaMemset(p, value, bytes);
+}  // namespace
+
+cudaError_t cudaMemset(void* p, int value, size_t bytes) {
+  llmp::cuda::emu::wait_for_stream(nullptr);
+  return set(p, value, bytes);
+}
+cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t stream) {
+  llmp::cuda::emu::wait_for_stream(stream);
+  return set(p, value, bytes);
 }

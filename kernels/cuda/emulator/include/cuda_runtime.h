@@ -4,9 +4,13 @@
 // project's CUDA sources compile unchanged with g++ (each .cu rewritten by cu_to_cc only where
 // it launches: kernel<<<grid, block, smem, stream>>>(args) becomes a call of emu::launcher).
 //
-// One emulated device, "CUDA emulator", with an H100's per-block shared memory limit. Everything
-// is synchronous: a launch runs to its end before it returns, so streams, pools and
-// synchronisation are bookkeeping. Errors are returned as the runtime returns them (and kept for
+// Emulated devices, "CUDA emulator", with an H100's per-block shared memory limit: one, or
+// $LLMP_CUDA_EMULATOR_DEVICES of them (every device's memory is this process's host memory; the
+// number only tells ranks apart, as the emulated NCCL's duplicate-GPU check does). Kernels,
+// copies and sets are synchronous: a launch runs to its end before it returns. What a stream
+// queues for later is the emulated NCCL's operations (stream_queue.h): events and stream waits
+// order those as CUDA orders a stream's work; a launch or copy on a stream with NCCL work pending
+// waits for it first. Errors are returned as the runtime returns them (and kept for
 // cudaGetLastError) where the runtime would: a copy or a memset whose device side is not within
 // one device allocation or whose host side is within one, a launch with an empty grid or a host
 // pointer among a kernel's arguments. Not checked: the 48 KiB of dynamic shared memory a kernel
@@ -31,6 +35,8 @@ enum cudaError_t {
   cudaErrorInsufficientDriver = 35,
   cudaErrorNoDevice = 100,
   cudaErrorInvalidDevice = 101,
+  cudaErrorInvalidResourceHandle = 400,
+  cudaErrorNotReady = 600,
   cudaErrorLaunchFailure = 719,
 };
 using cudaError = cudaError_t;
@@ -50,6 +56,10 @@ using cudaDataType = cudaDataType_t;
 
 struct CUstream_st;
 using cudaStream_t = CUstream_st*;
+struct CUevent_st;
+using cudaEvent_t = CUevent_st*;
+constexpr unsigned cudaStreamDefault = 0, cudaStreamNonBlocking = 1;
+constexpr unsigned cudaEventDefault = 0, cudaEventDisableTiming = 2;
 struct CUmemPoolHandle_st;
 using cudaMemPool_t = CUmemPoolHandle_st*;
 
@@ -58,7 +68,32 @@ cudaError_t cudaGetDevice(int* device);
 cudaError_t cudaSetDevice(int device);
 cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device);
 cudaError_t cudaDeviceSynchronize();
+// Streams and events (streams.cc): a stream is a queue of the emulated NCCL's operations, an event
+// the point of its queue where it was recorded. Stream 0 is the legacy default stream; no other
+// stream waits for it implicitly (the emulator's kernels have finished when it would matter).
+cudaError_t cudaStreamCreate(cudaStream_t* stream);
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned flags);
+/// Waits for the stream's queued work, then frees it.
+cudaError_t cudaStreamDestroy(cudaStream_t stream);
 cudaError_t cudaStreamSynchronize(cudaStream_t stream);
+/// cudaErrorNotReady while work queued before it is pending (the queue moves on first).
+cudaError_t cudaStreamQuery(cudaStream_t stream);
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned flags = 0);
+cudaError_t cudaEventCreate(cudaEvent_t* event);
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned flags);
+cudaError_t cudaEventDestroy(cudaEvent_t event);
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream = nullptr);
+/// cudaSuccess once the work queued on its stream before the record is done, else
+/// cudaErrorNotReady (each query moves every stream's queue on).
+cudaError_t cudaEventQuery(cudaEvent_t event);
+cudaError_t cudaEventSynchronize(cudaEvent_t event);
+/// Page-locked host memory: plain host memory here (not a device allocation).
+cudaError_t cudaMallocHost(void** p, size_t bytes);
+cudaError_t cudaFreeHost(void* p);
+template <typename T>
+cudaError_t cudaMallocHost(T** p, size_t bytes) {
+  return cudaMallocHost(reinterpret_cast<void**>(p), bytes);
+}
 cudaError_t cudaGetLastError();
 cudaError_t cudaPeekAtLastError();
 const char* cudaGetErrorName(cudaError_t err);
@@ -105,6 +140,9 @@ namespace llmp::cuda::emu {
 bool is_device_pointer(const void* p);
 /// Whether [p, p + bytes) lies within one live emulated device allocation.
 bool is_device_range(const void* p, size_t bytes);
+/// Returns once the work queued on `stream` (the emulated NCCL's) is done: what a launch or copy
+/// issued on that stream waits for (streams.cc). Stream 0's queue is usually empty.
+void wait_for_stream(cudaStream_t stream);
 /// A launch error the next cudaGetLastError returns (CUDA's "sticky" launch errors).
 void set_launch_error(cudaError_t err, const std::string& why);
 
@@ -127,6 +165,7 @@ struct Launcher {
   Call call;
   dim3 grid, block;
   size_t smem;
+  cudaStream_t stream;
   template <typename... Args>
   void operator()(Args&&... args) const {
     if (size_t{grid.x} * grid.y * grid.z == 0 || size_t{block.x} * block.y * block.z == 0)
@@ -136,13 +175,15 @@ struct Launcher {
     if (host)
       return set_launch_error(cudaErrorInvalidValue,
                               "kernel argument " + std::to_string(i) + " is a host pointer");
+    wait_for_stream(stream);
     launch(grid, block, smem, [&] { call(args...); });
   }
 };
 
 template <typename Call>
-Launcher<Call> launcher(Call call, dim3 grid, dim3 block, size_t smem = 0, cudaStream_t = nullptr) {
-  return Launcher<Call>{call, grid, block, smem};
+Launcher<Call> launcher(Call call, dim3 grid, dim3 block, size_t smem = 0,
+                        cudaStream_t stream = nullptr) {
+  return Launcher<Call>{call, grid, block, smem, stream};
 }
 
 }  // namespace llmp::cuda::emu
