@@ -7,13 +7,15 @@
 # measure; the in-process stage tests check the same inside one binary, this checks the binaries:
 # their flags, data slicing and checkpoint gathering).
 #
-#   stage_equivalence_test.sh DEVICE COMPARE BASELINE
+#   stage_equivalence_test.sh DEVICE COMPARE BASELINE [BACKEND]
 #     DEVICE     cpu or cuda (every run gets --device DEVICE)
 #     COMPARE    tools/compare_checkpoints
 #     BASELINE   stages/baseline/train (or train_emulated): every other stage's binary is beside
 #                it, at ../<stage>/ under the same name (bazel-bin's layout, and the GPU kit's:
 #                tools/gpu_kit.sh). train_emulated (stages/trainer.bzl) runs `--device cuda` on
 #                the CUDA emulator: the GPU path's kernels and cuBLAS calls on the CPU.
+#     BACKEND    --backend of every cuda run: auto (the default), mpi or nccl. The emulated test
+#                passes nccl with 8 emulated GPUs, so every multi-rank stage runs over NCCL.
 #
 # Bounds.
 #   kSameDevice = 1e-4  a stage against the baseline on the same device. On the CPU the largest
@@ -47,6 +49,7 @@
 # GPU twin tests do. Any other refusal on a machine with a GPU fails.
 set -u
 device=$1 compare=$2 stages=$(dirname "$(dirname "$3")") trainer=$(basename "$3")
+backend=${4:-auto}
 readonly kSameDevice=1e-4 kCrossDevice=1e-3
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -59,10 +62,12 @@ failures=()
 train() {
   local name=$1 stage=$2 dev=$3 world=$4
   shift 4
-  local m=("${model[@]}")
+  local m=("${model[@]}") b=()
   [[ " $* " == *" --model "* ]] && m=()
-  if ! "$stages/$stage/$trainer" "${common[@]}" "${m[@]}" --steps 5 --device "$dev" --world_size "$world" "$@" \
-       --save "$tmp/$name.safetensors" </dev/null >"$tmp/$name.log" 2>&1; then
+  [ "$dev" = cuda ] && b=(--backend "$backend")
+  if ! "$stages/$stage/$trainer" "${common[@]}" "${m[@]}" --steps 5 --device "$dev" "${b[@]}" \
+       --world_size "$world" "$@" --save "$tmp/$name.safetensors" </dev/null \
+       >"$tmp/$name.log" 2>&1; then
     echo "FAIL $name: $stage --device $dev --world_size $world $* exited non-zero:"
     tail -5 "$tmp/$name.log"
     failures+=("$name")

@@ -16,29 +16,47 @@ namespace {
 void* at(const Tensor& t, int64_t offset) {
   return static_cast<char*>(t.raw()) + offset * dtype_size(t.dtype());
 }
+
+class DoneWork final : public Work {  // a host operation the twin ran to its end
+ public:
+  void wait() override {}
+  bool test() override { return true; }
+};
+std::shared_ptr<Work> done() { return std::make_shared<DoneWork>(); }
 }  // namespace
 
+bool NcclProcessGroup::on_host(const Tensor& a, const Tensor& b) const {
+  return a.device() == Device::kCPU || b.device() == Device::kCPU;
+}
+
 std::shared_ptr<Work> NcclProcessGroup::start_all_reduce(Tensor& t, ReduceOp op) {
+  if (on_host(t)) return twin_->all_reduce_async(t, op);
   after_default_stream();
   NCCL_CHECK(ncclAllReduce(t.raw(), t.raw(), static_cast<size_t>(t.numel()),
-                           nccl_datatype(t.dtype()), nccl_op(op), comm_, stream_));
+                           nccl_datatype(t.dtype()), nccl_op(op), collectives_.comm,
+                           collectives_.stream));
   return recorded("all_reduce", {t});
 }
 
 std::shared_ptr<Work> NcclProcessGroup::start_reduce_scatter(const Tensor& input, Tensor& output,
                                                              ReduceOp op) {
+  if (on_host(input, output)) {
+    twin_->reduce_scatter(input, output, op);
+    return done();
+  }
   after_default_stream();
   NCCL_CHECK(ncclReduceScatter(input.raw(), output.raw(), static_cast<size_t>(output.numel()),
-                               nccl_datatype(input.dtype()), nccl_op(op), comm_, stream_));
+                               nccl_datatype(input.dtype()), nccl_op(op), collectives_.comm,
+                               collectives_.stream));
   return recorded("reduce_scatter", {input, output});
 }
 
 // No uneven reduce-scatter in NCCL: rank i's chunk is an ncclReduce to root i, all N in one
 // group so NCCL runs them together.
-std::shared_ptr<Work> NcclProcessGroup::start_reduce_scatter_v(const Tensor& input,
-                                                               Tensor& output,
+std::shared_ptr<Work> NcclProcessGroup::start_reduce_scatter_v(const Tensor& input, Tensor& output,
                                                                const std::vector<int64_t>& counts,
                                                                ReduceOp op) {
+  if (on_host(input, output)) return twin_->reduce_scatter_v_async(input, output, counts, op);
   after_default_stream();
   const ncclDataType_t dt = nccl_datatype(input.dtype());
   int64_t displ = 0;
@@ -46,7 +64,8 @@ std::shared_ptr<Work> NcclProcessGroup::start_reduce_scatter_v(const Tensor& inp
   for (int i = 0; i < size(); ++i) {
     if (counts[i] > 0)  // recvbuff is used on the root only
       NCCL_CHECK(ncclReduce(at(input, displ), i == rank() ? output.raw() : nullptr,
-                            static_cast<size_t>(counts[i]), dt, nccl_op(op), i, comm_, stream_));
+                            static_cast<size_t>(counts[i]), dt, nccl_op(op), i, collectives_.comm,
+                            collectives_.stream));
     displ += counts[i];
   }
   NCCL_CHECK(ncclGroupEnd());
@@ -57,9 +76,13 @@ std::shared_ptr<Work> NcclProcessGroup::start_reduce_scatter_v(const Tensor& inp
 // which is what in_place means here.
 std::shared_ptr<Work> NcclProcessGroup::start_all_gather(const Tensor& input, Tensor& output,
                                                          bool /*in_place*/) {
+  if (on_host(input, output)) {
+    twin_->all_gather(input, output);
+    return done();
+  }
   after_default_stream();
   NCCL_CHECK(ncclAllGather(input.raw(), output.raw(), static_cast<size_t>(input.numel()),
-                           nccl_datatype(input.dtype()), comm_, stream_));
+                           nccl_datatype(input.dtype()), collectives_.comm, collectives_.stream));
   return recorded("all_gather", {input, output});
 }
 
@@ -68,6 +91,7 @@ std::shared_ptr<Work> NcclProcessGroup::start_all_gather(const Tensor& input, Te
 std::shared_ptr<Work> NcclProcessGroup::start_all_gather_v(const Tensor& input, Tensor& output,
                                                            const std::vector<int64_t>& counts,
                                                            bool in_place) {
+  if (on_host(input, output)) return twin_->all_gather_v_async(input, output, counts);
   after_default_stream();
   const ncclDataType_t dt = nccl_datatype(input.dtype());
   const int r = rank();
@@ -76,64 +100,84 @@ std::shared_ptr<Work> NcclProcessGroup::start_all_gather_v(const Tensor& input, 
   for (int j = 0; j < size(); ++j) {
     if (j == r) mine = displ;
     if (j != r && counts[r] > 0)
-      NCCL_CHECK(ncclSend(input.raw(), static_cast<size_t>(counts[r]), dt, j, comm_, stream_));
+      NCCL_CHECK(ncclSend(input.raw(), static_cast<size_t>(counts[r]), dt, j, collectives_.comm,
+                          collectives_.stream));
     if (j != r && counts[j] > 0)
-      NCCL_CHECK(ncclRecv(at(output, displ), static_cast<size_t>(counts[j]), dt, j, comm_,
-                          stream_));
+      NCCL_CHECK(ncclRecv(at(output, displ), static_cast<size_t>(counts[j]), dt, j,
+                          collectives_.comm, collectives_.stream));
     displ += counts[j];
   }
   NCCL_CHECK(ncclGroupEnd());
   if (!in_place && counts[r] > 0)
     CUDA_CHECK(cudaMemcpyAsync(at(output, mine), input.raw(), static_cast<size_t>(input.nbytes()),
-                               cudaMemcpyDeviceToDevice, stream_));
+                               cudaMemcpyDeviceToDevice, collectives_.stream));
   return recorded("all_gather_v", {input, output});
 }
 
 std::shared_ptr<Work> NcclProcessGroup::start_broadcast(Tensor& t, int root) {
+  if (on_host(t)) {
+    twin_->broadcast(t, root);
+    return done();
+  }
   after_default_stream();
   NCCL_CHECK(ncclBroadcast(t.raw(), t.raw(), static_cast<size_t>(t.numel()),
-                           nccl_datatype(t.dtype()), root, comm_, stream_));
+                           nccl_datatype(t.dtype()), root, collectives_.comm, collectives_.stream));
   return recorded("broadcast", {t});
 }
 
 std::shared_ptr<Work> NcclProcessGroup::start_reduce(Tensor& t, int root, ReduceOp op) {
+  if (on_host(t)) {
+    twin_->reduce(t, root, op);
+    return done();
+  }
   after_default_stream();
   // In place on the root; the other ranks' t is only read (recvbuff is used on the root only).
-  NCCL_CHECK(ncclReduce(t.raw(), t.raw(), static_cast<size_t>(t.numel()),
-                        nccl_datatype(t.dtype()), nccl_op(op), root, comm_, stream_));
+  NCCL_CHECK(ncclReduce(t.raw(), t.raw(), static_cast<size_t>(t.numel()), nccl_datatype(t.dtype()),
+                        nccl_op(op), root, collectives_.comm, collectives_.stream));
   return recorded("reduce", {t});
 }
 
 // Chunk j of the input to rank j, chunk i of the output from rank i (self included: NCCL copies
 // a send to oneself), in one group.
 std::shared_ptr<Work> NcclProcessGroup::start_all_to_all(const Tensor& input, Tensor& output) {
+  if (on_host(input, output)) {
+    twin_->all_to_all(input, output);
+    return done();
+  }
   after_default_stream();
   const ncclDataType_t dt = nccl_datatype(input.dtype());
   const int64_t k = input.numel() / size();
   NCCL_CHECK(ncclGroupStart());
   for (int j = 0; j < size(); ++j) {
-    NCCL_CHECK(ncclSend(at(input, j * k), static_cast<size_t>(k), dt, j, comm_, stream_));
-    NCCL_CHECK(ncclRecv(at(output, j * k), static_cast<size_t>(k), dt, j, comm_, stream_));
+    NCCL_CHECK(ncclSend(at(input, j * k), static_cast<size_t>(k), dt, j, collectives_.comm,
+                        collectives_.stream));
+    NCCL_CHECK(ncclRecv(at(output, j * k), static_cast<size_t>(k), dt, j, collectives_.comm,
+                        collectives_.stream));
   }
   NCCL_CHECK(ncclGroupEnd());
   return recorded("all_to_all", {input, output});
 }
 
-// NCCL has no tags: messages between two ranks match in the order they are issued, and a send
+// NCCL has no tags (a host tensor's message keeps its tag, over the twin): messages between two
+// ranks match in the order they are issued, and a send
 // and a receive issued separately on one stream can wait on each other (both ranks sending
 // first deadlocks). Callers order their point-to-point pairs as the blocking ring test does.
-std::shared_ptr<Work> NcclProcessGroup::start_send(const Tensor& t, int dst, int /*tag*/) {
-  after_default_stream();
+std::shared_ptr<Work> NcclProcessGroup::start_send(const Tensor& t, int dst, int tag) {
+  if (on_host(t)) return twin_->isend(t, dst, tag);
+  const Lane& lane = p2p_lane(rank(), dst);
+  after_default_stream(lane);
   NCCL_CHECK(ncclSend(t.raw(), static_cast<size_t>(t.numel()), nccl_datatype(t.dtype()), dst,
-                      comm_, stream_));
-  return recorded("send", {t}, dst, /*peer_is_source=*/false);
+                      lane.comm, lane.stream));
+  return recorded("send", {t}, dst, /*peer_is_source=*/false, lane);
 }
 
-std::shared_ptr<Work> NcclProcessGroup::start_recv(Tensor& t, int src, int /*tag*/) {
-  after_default_stream();
+std::shared_ptr<Work> NcclProcessGroup::start_recv(Tensor& t, int src, int tag) {
+  if (on_host(t)) return twin_->irecv(t, src, tag);
+  const Lane& lane = p2p_lane(src, rank());
+  after_default_stream(lane);
   NCCL_CHECK(ncclRecv(t.raw(), static_cast<size_t>(t.numel()), nccl_datatype(t.dtype()), src,
-                      comm_, stream_));
-  return recorded("recv", {t}, src, /*peer_is_source=*/true);
+                      lane.comm, lane.stream));
+  return recorded("recv", {t}, src, /*peer_is_source=*/true, lane);
 }
 
 std::shared_ptr<Work> NcclProcessGroup::start_barrier() {
@@ -141,7 +185,7 @@ std::shared_ptr<Work> NcclProcessGroup::start_barrier() {
     barrier_word_ = Tensor::zeros({1}, DType::kF32, MemCategory::kOther, Device::kCUDA);
   after_default_stream();
   NCCL_CHECK(ncclAllReduce(barrier_word_.raw(), barrier_word_.raw(), 1, ncclFloat32, ncclSum,
-                           comm_, stream_));
+                           collectives_.comm, collectives_.stream));
   return recorded("barrier", {barrier_word_});
 }
 

@@ -27,7 +27,9 @@
 //   barrier          ncclAllReduce of one float (NCCL has no barrier; torch does the same)
 //   local_copy       cudaMemcpyAsync on the stream, then a stream synchronize
 // Datatypes: f32 ncclFloat32, f16 ncclFloat16, bf16 ncclBfloat16, f64 ncclFloat64, u8 ncclUint8.
-// Byte accounting, argument checks and the one-rank group are the base class's, as for MPI.
+// Host tensors: over the twin (an MPI group), so a stage's host-side messages need no group of
+// their own. Byte accounting, argument checks and the one-rank group are the base class's, as
+// for MPI.
 // Differences from the MPI backend, by NCCL's design: a receive cannot check the sender's count
 // (NCCL carries no length; mismatched counts are undefined behaviour there), and 16-bit sums
 // round as NCCL's kernels do (also per pairwise addition, in NCCL's order).
@@ -55,8 +57,12 @@ class NcclProcessGroup final : public ProcessGroup {
   ~NcclProcessGroup() override;
 
   Device device() const override { return Device::kCUDA; }
-  /// The stream every operation of this group runs on.
-  cudaStream_t stream() const { return stream_; }
+  /// Device tensors go over NCCL; host tensors (a stage's loss, its routing counts) over the MPI
+  /// twin, blocking or as its Work, and counted here all the same; an operation with a host and
+  /// a device tensor over the twin too, which stages the device one (process_group_staging.h).
+  bool accepts(Device d) const override { return d == Device::kCUDA || d == Device::kCPU; }
+  /// The stream the collectives of this group run on (sends and receives have two more).
+  cudaStream_t stream() const { return collectives_.stream; }
 
  protected:
   std::shared_ptr<Work> start_all_reduce(Tensor& t, ReduceOp op) override;
@@ -82,15 +88,39 @@ class NcclProcessGroup final : public ProcessGroup {
 
  private:
   NcclProcessGroup(std::shared_ptr<ProcessGroup> twin, ncclComm_t comm);
-  /// The stream waits for the default stream's queued work (the inputs' producers).
-  void after_default_stream();
-  /// A Work over an event recorded on the stream now, keeping `tensors` alive until it completes.
-  std::shared_ptr<Work> recorded(const char* op, std::vector<Tensor> tensors, int peer = -1,
-                                 bool peer_is_source = false);
+  /// Whether an operation's tensors are (any of them) on the host: then the MPI twin carries it,
+  /// staging the device one when they are mixed (ZeRO-Offload's device gradients
+  /// reduce-scattered into a host shard).
+  bool on_host(const Tensor& a, const Tensor& b) const;
+  bool on_host(const Tensor& a) const { return on_host(a, a); }
+  /// A communicator and the stream its operations run on.
+  struct Lane {
+    ncclComm_t comm = nullptr;
+    cudaStream_t stream = nullptr;
+  };
+  /// The lane of a message between this rank and `peer`: p2p_[0] carries every message from a
+  /// lower to a higher group rank (and to itself), p2p_[1] the other way.
+  const Lane& p2p_lane(int src, int dst) const { return p2p_[src <= dst ? 0 : 1]; }
+  /// The lane's stream waits for the default stream's queued work (the inputs' producers).
+  void after_default_stream(const Lane& lane);
+  void after_default_stream() { after_default_stream(collectives_); }
+  /// A Work over an event recorded on the lane's stream now, keeping `tensors` alive until it
+  /// completes.
+  std::shared_ptr<Work> recorded(const char* op, std::vector<Tensor> tensors, int peer,
+                                 bool peer_is_source, const Lane& lane);
+  std::shared_ptr<Work> recorded(const char* op, std::vector<Tensor> tensors) {
+    return recorded(op, std::move(tensors), -1, false, collectives_);
+  }
 
   std::shared_ptr<ProcessGroup> twin_;  ///< MPI group over the same ranks: bootstrap, split
-  ncclComm_t comm_ = nullptr;
-  cudaStream_t stream_ = nullptr;
+  // Collectives on one communicator and stream. Sends and receives on two more, one per
+  // direction: on one stream a ncclSend waits for its receiver before anything queued behind it
+  // starts, so two ranks exchanging (1F1B's send_forward then recv_backward against its peer's
+  // send_backward then recv_forward) would each wait for the other's queued receive. Split by
+  // direction, every queue holds one direction's messages between two ranks in the order both
+  // issued them (NCCL matches in issue order; it has no tags).
+  Lane collectives_;
+  Lane p2p_[2];
   cudaEvent_t ready_ = nullptr;  ///< recorded on the default stream before each operation
   int cuda_device_ = 0;
   Tensor barrier_word_;  ///< one device float for barrier()
@@ -108,9 +138,9 @@ ncclRedOp_t nccl_op(ReduceOp op);
 }  // namespace llmp
 
 /// Wraps a NCCL call: on failure names file:line, the call and NCCL's reason, and ends every rank.
-#define NCCL_CHECK(call)                                                                 \
-  do {                                                                                   \
-    const ncclResult_t llmp_nccl_rc_ = (call);                                           \
-    if (llmp_nccl_rc_ != ncclSuccess && llmp_nccl_rc_ != ncclInProgress)                 \
-      ::llmp::nccl_fail(__FILE__, __LINE__, #call, llmp_nccl_rc_, nullptr);              \
+#define NCCL_CHECK(call)                                                    \
+  do {                                                                      \
+    const ncclResult_t llmp_nccl_rc_ = (call);                              \
+    if (llmp_nccl_rc_ != ncclSuccess && llmp_nccl_rc_ != ncclInProgress)    \
+      ::llmp::nccl_fail(__FILE__, __LINE__, #call, llmp_nccl_rc_, nullptr); \
   } while (0)

@@ -102,6 +102,11 @@ void add_train_flags(CLI::App& app, TrainConfig& cfg) {
                  "cpu, or cuda: parameters, gradients, optimizer state, activations and kernels "
                  "on the GPU (the stages that support it)")
       ->capture_default_str();
+  app.add_option("--backend", cfg.backend,
+                 "with --device cuda, what carries device tensors between ranks: nccl (one GPU "
+                 "per rank), mpi (host staging; ranks may share a GPU), or auto: nccl when linked "
+                 "and each rank of a node has a GPU of its own, else mpi")
+      ->capture_default_str();
   app.add_flag("--tf32", cfg.tf32,
                "with --device cuda: fp32 matrix products on TF32 tensor cores (10-bit mantissa "
                "inputs, fp32 sums; faster, less exact); off by default");
@@ -222,6 +227,11 @@ std::string validation_error(const TrainConfig& cfg, int dp_size) {
     return "timeout " + format_double(cfg.timeout) + " s must be 0 (off) or positive";
   if (cfg.device != "cpu" && cfg.device != "cuda")
     return "unknown device '" + cfg.device + "' (expected cpu or cuda)";
+  if (cfg.backend != "auto" && cfg.backend != "mpi" && cfg.backend != "nccl")
+    return "--backend " + cfg.backend + ": expected auto, mpi or nccl";
+  if (cfg.backend == "nccl" && cfg.device != "cuda")
+    return "--backend nccl needs --device cuda (NCCL moves device tensors; a CPU run's "
+           "collectives are MPI's)";
   if (cfg.tf32 && cfg.device == "cpu")
     return "--tf32 needs --device cuda (TF32 is a mode of the GPU's tensor cores; the CPU "
            "computes in fp32)";

@@ -91,6 +91,9 @@ struct TrainConfig {
   /// --device: cpu (the default), or cuda: the model's states, activations and math on the GPU
   /// (GPT::with_device, kernels/ops/kernel_ops.h) for the stages with StageSpec::supports_device.
   std::string device = "cpu";
+  /// --backend (with --device cuda): auto, mpi or nccl; what carries device tensors between
+  /// ranks (common/comm/backend.h).
+  std::string backend = "auto";
   /// --tf32 (with --device cuda): fp32 matrix products on TF32 tensor cores (KernelOps::set_tf32);
   /// off by default, so a GPU run matches the CPU within fp32 rounding.
   bool tf32 = false;

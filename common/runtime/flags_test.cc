@@ -234,6 +234,11 @@ TEST(Flags, ArenaFlags) {
   c.tf32 = true;  // TF32 is the GPU's
   EXPECT_EQ(validation_error(c).rfind("--tf32 needs --device cuda", 0), 0u);
   c.tf32 = false;
+  c.backend = "gloo";
+  EXPECT_EQ(validation_error(c), "--backend gloo: expected auto, mpi or nccl");
+  c.backend = "nccl";  // NCCL moves device tensors only
+  EXPECT_EQ(validation_error(c).rfind("--backend nccl needs --device cuda", 0), 0u);
+  c.backend = "auto";
   c.arena_bytes = kMinArenaBytes;
   c.device = "cuda";  // the arena is host memory behind the CPU allocator
   EXPECT_EQ(validation_error(c).rfind("--arena_bytes 65536 with --device cuda: the arena holds "

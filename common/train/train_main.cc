@@ -23,11 +23,10 @@
 #include "common/runtime/signals.h"
 #include "common/train/arena_report.h"
 #include "common/train/checkpoint_io.h"
+#include "common/train/device_setup.h"
 #include "common/train/recompute_report.h"
 #include "common/train/report.h"
 #include "common/train/resources.h"
-#include "common/comm/device_for_rank.h"
-#include "common/comm/local_rank.h"
 #include "kernels/cpu/flops.h"
 #include "kernels/ops/kernel_ops.h"
 
@@ -226,8 +225,6 @@ int run(int argc, char** argv, const StageSpec& spec) {
   const std::string path_err = output_paths_error(cfg);
   all_ranks_ok(path_err.empty(), path_err);
   auto world = ProcessGroup::world();
-  // Collective; a shape that does not fit ends every rank with one line (all_ranks_ok, exit 2).
-  auto grid = std::make_unique<ProcessGrid>(world, spec.grid(cfg));
 
   // The memory check again on every rank, for ranks mpiexec started directly (they skipped
   // validate_before_launch), before the model is built. MPI_LOCALNRANKS: hydra's count of the
@@ -246,12 +243,10 @@ int run(int argc, char** argv, const StageSpec& spec) {
   if (cfg.device != "cpu")
     device_error_or_none(cfg, spec, [](const std::string& why) { all_ranks_ok(false, why); });
   const Device device = cfg.device == "cuda" ? Device::kCUDA : Device::kCPU;
-  if (device != Device::kCPU) {  // one GPU per rank, or ranks sharing them round-robin
-    KernelOps& ops = kernel_ops(device);
-    const LocalRank local = node_local_rank();  // collective over the world
-    ops.set_device(device_for_rank(local.rank, local.size, ops.device_count()));
-    ops.set_tf32(cfg.tf32);
-  }
+  // One GPU per rank, or ranks sharing them round-robin; the world NCCL's (--backend) or MPI's.
+  if (device != Device::kCPU) world = setup_device(cfg, world);
+  // Collective; a shape that does not fit ends every rank with one line (all_ranks_ok, exit 2).
+  auto grid = std::make_unique<ProcessGrid>(world, spec.grid(cfg));
   const GPT model = GPT(mc, TpComm::none(), storage_dtype(parse_precision(cfg.precision)))
                         .with_device(device);
   const int T = model.config().ctx, B = cfg.global_batch;

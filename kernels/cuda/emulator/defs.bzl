@@ -40,6 +40,7 @@ def emulated_cuda_library(name, srcs = [], hdrs = [], deps = [], launch_hdrs = [
             cc_srcs.append(out)
         else:
             cc_srcs.append(src)
+    kwargs.pop("alwayslink", None)  # always, below
     native.cc_library(
         name = name,
         srcs = cc_srcs,
@@ -56,6 +57,8 @@ def emulated_cuda_library(name, srcs = [], hdrs = [], deps = [], launch_hdrs = [
 # is a dependency on its twin in the emulated build.
 _TWINNED = [
     "context",
+    "nccl",
+    "pinned_host_allocator",
     "cuda_check",
     "device_allocator",
     "fill_copy",
@@ -76,14 +79,14 @@ def _twin_deps(deps):
         out.append(d + "_emulated" if local and name in _TWINNED else d)
     return out
 
-def _twinned(rule, name, srcs, hdrs, deps, launch_hdrs, **kwargs):
+def _twinned(rule, name, srcs, hdrs, deps, launch_hdrs, emulated_deps = [], **kwargs):
     """`rule` (a CUDA build, defined only with the toolkit) and its emulated twin."""
     rule(name = name, srcs = srcs, hdrs = hdrs, deps = deps, **kwargs)
     emulated_cuda_library(
         name = name + "_emulated",
         srcs = srcs,
         hdrs = hdrs,
-        deps = _twin_deps(deps),
+        deps = _twin_deps(deps) + emulated_deps,
         launch_hdrs = launch_hdrs,
         **kwargs
     )
@@ -101,9 +104,18 @@ def twinned_cuda_library(name, srcs = [], hdrs = [], deps = [], launch_hdrs = []
     """
     _twinned(cuda_library, name, srcs, hdrs, deps, launch_hdrs, **kwargs)
 
-def twinned_cuda_cc_library(name, srcs = [], hdrs = [], deps = [], **kwargs):
-    """cuda_cc_library `name` (g++ against the toolkit; only with it) and its emulated twin."""
-    _twinned(cuda_cc_library, name, srcs, hdrs, deps, [], **kwargs)
+def twinned_cuda_cc_library(name, srcs = [], hdrs = [], deps = [], emulated_deps = [], **kwargs):
+    """cuda_cc_library `name` (g++ against the toolkit; only with it) and its emulated twin.
+
+    Args:
+      name: the library; the twin is name + "_emulated".
+      srcs: as cuda_cc_library's.
+      hdrs: as cuda_cc_library's.
+      deps: as cuda_cc_library's; the twin gets _twin_deps(deps).
+      emulated_deps: the twin's only (//kernels/cuda/emulator:nccl for NCCL's callers).
+      **kwargs: passed to both.
+    """
+    _twinned(cuda_cc_library, name, srcs, hdrs, deps, [], emulated_deps, **kwargs)
 
 def twinned_cuda_cc_test(name, srcs = [], deps = [], **kwargs):
     """cuda_cc_test `name` (SKIPPED without a GPU) and the same test on the emulator.
