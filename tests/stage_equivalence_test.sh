@@ -117,6 +117,20 @@ EOF
   fi
 fi
 
+# --backend nccl must mean NCCL: without --quiet the trainer names the backend of the world group
+# it trains on (train_main asks the group, not the flag).
+if [ "$device" = cuda ] && [ "$backend" = nccl ]; then
+  "$stages/ddp/$trainer" --model tiny --layers 4 --heads 4 --global_batch 8 --eval_every 0 \
+    --steps 1 --device cuda --backend nccl --world_size 2 </dev/null >"$tmp/backend.log" 2>&1
+  if grep -q 'collectives of device tensors: NCCL' "$tmp/backend.log"; then
+    echo "ok   ddp --backend nccl: $(grep -m1 'collectives of device tensors' "$tmp/backend.log")"
+  else
+    echo "FAIL ddp --backend nccl did not say it runs over NCCL:"
+    tail -5 "$tmp/backend.log"
+    failures+=(backend)
+  fi
+fi
+
 # The references: the baseline on this device (dense and mixture of experts).
 train base baseline "$device" 1 || exit 1
 train moe_base baseline "$device" 1 --model moe-tiny || exit 1

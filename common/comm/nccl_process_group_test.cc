@@ -8,6 +8,8 @@
 // machine with the CUDA toolkit and no GPU, where it skips.
 //
 // Glossary: N ranks, r this rank, k elements per chunk.
+#include "common/comm/nccl_process_group.h"
+
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -15,7 +17,6 @@
 
 #include "common/comm/device_for_rank.h"
 #include "common/comm/local_rank.h"
-#include "common/comm/nccl_process_group.h"
 
 namespace llmp {
 namespace {
@@ -42,6 +43,7 @@ void expect_equal(const Tensor& host, const Tensor& dev) {
 class NcclTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    set_comm_timeout(60);  // a deadlock ends the job naming the wait (exit 124), not a hang
     mpi = ProcessGroup::world();
     int count = 0;
     const cudaError_t err = cudaGetDeviceCount(&count);
@@ -50,14 +52,15 @@ class NcclTest : public ::testing::Test {
       GTEST_SKIP() << "no CUDA device (" << cudaGetErrorName(err)
                    << "): NcclProcessGroup needs one GPU per rank";
     if (count < mpi->size())
-      GTEST_SKIP() << "NcclProcessGroup needs one GPU per rank: " << mpi->size()
-                   << " ranks, " << count << " GPU(s)";
+      GTEST_SKIP() << "NcclProcessGroup needs one GPU per rank: " << mpi->size() << " ranks, "
+                   << count << " GPU(s)";
     const LocalRank l = node_local_rank();
     ASSERT_EQ(cudaSetDevice(device_for_rank(l.rank, l.size, count)), cudaSuccess);
     nccl = NcclProcessGroup::create(*mpi);
     N = mpi->size();
     r = mpi->rank();
   }
+  void TearDown() override { set_comm_timeout(0); }
   void expect_same_stats() const {
     EXPECT_EQ(nccl->stats().bytes, mpi->stats().bytes);
     EXPECT_EQ(nccl->stats().calls, mpi->stats().calls);
@@ -141,6 +144,36 @@ TEST_F(NcclTest, BroadcastReduceSendRecvBarrier) {
   sub->all_reduce(dx);
   expect_equal(x, dx);
   EXPECT_EQ(nccl->stats().calls.at("barrier"), 1);
+}
+
+// 1F1B's exchange between neighbours: every rank sends first, then receives (send_forward then
+// recv_backward against the peer's send_backward then recv_forward). NCCL's sends wait for their
+// receivers, in order on a stream, so this completes only because each direction has a stream
+// of its own; the watchdog ends a deadlock (exit 124) instead of hanging the test.
+TEST_F(NcclTest, NeighboursSendingFirstDoNotWaitForEachOther) {
+  const int next = (r + 1) % N, prev = (r + N - 1) % N;
+  Tensor s = on_device(make(4096, r)), h = on_device(Tensor::zeros({4096}));
+  std::shared_ptr<Work> sent = nccl->isend(s, next);
+  std::shared_ptr<Work> got = nccl->irecv(h, prev);
+  got->wait();
+  sent->wait();
+  expect_equal(make(4096, prev), h);
+}
+
+// Host tensors (a stage's loss) travel over the MPI twin, and a mixed pair (ZeRO-Offload's device
+// gradients into a host shard) over the twin with the device side staged; counted the same.
+TEST_F(NcclTest, HostAndMixedTensorsGoOverTheMpiTwin) {
+  Tensor h = make(10, r), hm = make(10, r);
+  nccl->all_reduce(h);
+  mpi->all_reduce(hm);
+  for (int64_t i = 0; i < 10; ++i) EXPECT_EQ(h.f32()[i], hm.f32()[i]);
+  const int64_t k = 6;
+  Tensor in = make(N * k, r), out = Tensor::zeros({k}), din = on_device(in);
+  mpi->reduce_scatter(in, out);
+  Tensor host_out = Tensor::zeros({k});
+  nccl->reduce_scatter(din, host_out);
+  for (int64_t i = 0; i < k; ++i) EXPECT_EQ(host_out.f32()[i], out.f32()[i]);
+  expect_same_stats();
 }
 
 }  // namespace

@@ -26,10 +26,7 @@ std::shared_ptr<ProcessGroup> setup_device(const TrainConfig& cfg,
   wants_mpi.f32()[0] = here == "mpi" ? 1.0f : 0.0f;
   world->duplicate()->all_reduce(wants_mpi);  // not counted in the world's own CommStats
   const bool nccl = wants_mpi.f32()[0] == 0.0f;
-  log_info(
-      "device: cuda, {} GPU(s) and {} rank(s) on rank 0's node | collectives of device "
-      "tensors: {}",
-      D, local.size, nccl ? "NCCL (one GPU per rank)" : "MPI, staged through host buffers");
+  log_info("device: cuda, {} GPU(s) and {} rank(s) on rank 0's node", D, local.size);
   return nccl ? make_nccl_group(*world) : world;
 }
 

@@ -15,7 +15,7 @@ namespace llmp {
 /// per rank) and returns the world for the run: a NCCL group over `world`'s ranks for nccl,
 /// `world` itself for mpi (device tensors staged through host buffers). Collective over world.
 /// A --backend nccl that cannot be met ends every rank with one line (all_ranks_ok, exit 2).
-/// Rank 0 logs the GPUs and the backend.
+/// Rank 0 logs the GPUs (train_main logs the backend, from the group it gets).
 std::shared_ptr<ProcessGroup> setup_device(const TrainConfig& cfg,
                                            std::shared_ptr<ProcessGroup> world);
 

@@ -244,7 +244,12 @@ int run(int argc, char** argv, const StageSpec& spec) {
     device_error_or_none(cfg, spec, [](const std::string& why) { all_ranks_ok(false, why); });
   const Device device = cfg.device == "cuda" ? Device::kCUDA : Device::kCPU;
   // One GPU per rank, or ranks sharing them round-robin; the world NCCL's (--backend) or MPI's.
-  if (device != Device::kCPU) world = setup_device(cfg, world);
+  if (device != Device::kCPU) {
+    world = setup_device(cfg, world);
+    log_info("collectives of device tensors: {}", world->device() == Device::kCUDA
+                                                      ? "NCCL (one GPU per rank)"
+                                                      : "MPI, staged through host buffers");
+  }
   // Collective; a shape that does not fit ends every rank with one line (all_ranks_ok, exit 2).
   auto grid = std::make_unique<ProcessGrid>(world, spec.grid(cfg));
   const GPT model = GPT(mc, TpComm::none(), storage_dtype(parse_precision(cfg.precision)))

@@ -95,8 +95,7 @@ TEST(EmulatedNccl, HostBuffersAreRefused) {
   ncclComm_t comm = nullptr;
   ASSERT_EQ(make_comm(&comm), ncclSuccess);
   float host[4] = {1, 2, 3, 4};
-  EXPECT_EQ(ncclAllReduce(host, host, 4, ncclFloat32, ncclSum, comm, nullptr),
-            ncclInvalidArgument);
+  EXPECT_EQ(ncclAllReduce(host, host, 4, ncclFloat32, ncclSum, comm, nullptr), ncclInvalidArgument);
   EXPECT_NE(std::string(ncclGetLastError(comm)).find("is not device memory"), std::string::npos)
       << ncclGetLastError(comm);
   ncclCommDestroy(comm);
