@@ -11,11 +11,11 @@ NcclGroupMaker& maker() {
 }
 }  // namespace
 
-std::string resolve_backend(const std::string& asked, bool nccl_linked, int local_size,
-                            int device_count, std::string* why) {
+std::string resolve_backend(const std::string& asked, bool nccl_linked, int world_size,
+                            int local_size, int device_count, std::string* why) {
   const bool one_gpu_each = device_count > 0 && local_size <= device_count;
   if (asked == "mpi") return "mpi";
-  if (asked == "auto") return nccl_linked && one_gpu_each ? "nccl" : "mpi";
+  if (asked == "auto") return nccl_linked && world_size > 1 && one_gpu_each ? "nccl" : "mpi";
   if (asked != "nccl") {
     *why = "--backend " + asked + ": expected auto, mpi or nccl";
     return "";

@@ -7,7 +7,8 @@
 //               (process_group_staging.h): works whatever the ranks per GPU
 //   nccl        NcclProcessGroup: NCCL on the GPUs, host tensors over its MPI twin; needs one GPU
 //               per rank on every node (NCCL refuses two ranks of a communicator on one GPU)
-//   auto        nccl when NCCL is linked in and this node has a GPU per rank (L ≤ D), else mpi
+//   auto        nccl when NCCL is linked in, the job has more than one rank and this node has
+//               a GPU per rank (L ≤ D), else mpi (one rank communicates nothing: no NCCL set-up)
 //
 // Glossary: L ranks on this node (node_local_rank().size), D GPUs on it.
 #pragma once
@@ -21,8 +22,8 @@ namespace llmp {
 
 /// "mpi" or "nccl" for `asked` (auto, mpi or nccl), or "" with *why set to one line naming the
 /// values: nccl asked but not linked in, or with more ranks than GPUs on this node.
-std::string resolve_backend(const std::string& asked, bool nccl_linked, int local_size,
-                            int device_count, std::string* why);
+std::string resolve_backend(const std::string& asked, bool nccl_linked, int world_size,
+                            int local_size, int device_count, std::string* why);
 
 /// Makes the NCCL group over the ranks of an MPI group (collective over it).
 using NcclGroupMaker = std::shared_ptr<ProcessGroup> (*)(ProcessGroup& host_group);

@@ -1,4 +1,5 @@
-// resolve_backend (backend.h): auto picks NCCL only with one GPU per rank and NCCL linked in;
+// resolve_backend (backend.h): auto picks NCCL only for several ranks with a GPU each and NCCL
+// linked in;
 // an explicit nccl that cannot run is refused with the counts; mpi is always possible.
 #include "common/comm/backend.h"
 
@@ -7,15 +8,19 @@
 namespace llmp {
 namespace {
 
+// One node: the world's ranks are the node's.
 std::string resolve(const std::string& asked, bool linked, int ranks, int gpus,
                     std::string* why = nullptr) {
   std::string ignored;
-  return resolve_backend(asked, linked, ranks, gpus, why ? why : &ignored);
+  return resolve_backend(asked, linked, ranks, ranks, gpus, why ? why : &ignored);
 }
 
-TEST(ResolveBackend, AutoIsNcclOnlyWithAGpuPerRankAndNcclLinked) {
+TEST(ResolveBackend, AutoIsNcclOnlyWithSeveralRanksAGpuEachAndNcclLinked) {
   EXPECT_EQ(resolve("auto", true, 2, 2), "nccl");
-  EXPECT_EQ(resolve("auto", true, 1, 8), "nccl");
+  EXPECT_EQ(resolve("auto", true, 1, 8), "mpi");  // one rank: nothing to communicate
+  std::string why;
+  EXPECT_EQ(resolve_backend("auto", true, /*world=*/16, /*local=*/8, 8, &why), "nccl");
+  EXPECT_EQ(resolve("nccl", true, 1, 8), "nccl");  // asked for: NCCL even alone
   EXPECT_EQ(resolve("auto", true, 3, 2), "mpi");   // ranks share a GPU: NCCL would refuse
   EXPECT_EQ(resolve("auto", false, 2, 2), "mpi");  // no NCCL in this binary
   EXPECT_EQ(resolve("auto", true, 1, 0), "mpi");   // no GPU at all

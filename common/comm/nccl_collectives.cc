@@ -16,13 +16,6 @@ namespace {
 void* at(const Tensor& t, int64_t offset) {
   return static_cast<char*>(t.raw()) + offset * dtype_size(t.dtype());
 }
-
-class DoneWork final : public Work {  // a host operation the twin ran to its end
- public:
-  void wait() override {}
-  bool test() override { return true; }
-};
-std::shared_ptr<Work> done() { return std::make_shared<DoneWork>(); }
 }  // namespace
 
 bool NcclProcessGroup::on_host(const Tensor& a, const Tensor& b) const {
@@ -42,7 +35,7 @@ std::shared_ptr<Work> NcclProcessGroup::start_reduce_scatter(const Tensor& input
                                                              ReduceOp op) {
   if (on_host(input, output)) {
     twin_->reduce_scatter(input, output, op);
-    return done();
+    return completed_work();
   }
   after_default_stream();
   NCCL_CHECK(ncclReduceScatter(input.raw(), output.raw(), static_cast<size_t>(output.numel()),
@@ -78,7 +71,7 @@ std::shared_ptr<Work> NcclProcessGroup::start_all_gather(const Tensor& input, Te
                                                          bool /*in_place*/) {
   if (on_host(input, output)) {
     twin_->all_gather(input, output);
-    return done();
+    return completed_work();
   }
   after_default_stream();
   NCCL_CHECK(ncclAllGather(input.raw(), output.raw(), static_cast<size_t>(input.numel()),
@@ -117,7 +110,7 @@ std::shared_ptr<Work> NcclProcessGroup::start_all_gather_v(const Tensor& input, 
 std::shared_ptr<Work> NcclProcessGroup::start_broadcast(Tensor& t, int root) {
   if (on_host(t)) {
     twin_->broadcast(t, root);
-    return done();
+    return completed_work();
   }
   after_default_stream();
   NCCL_CHECK(ncclBroadcast(t.raw(), t.raw(), static_cast<size_t>(t.numel()),
@@ -128,7 +121,7 @@ std::shared_ptr<Work> NcclProcessGroup::start_broadcast(Tensor& t, int root) {
 std::shared_ptr<Work> NcclProcessGroup::start_reduce(Tensor& t, int root, ReduceOp op) {
   if (on_host(t)) {
     twin_->reduce(t, root, op);
-    return done();
+    return completed_work();
   }
   after_default_stream();
   // In place on the root; the other ranks' t is only read (recvbuff is used on the root only).
@@ -142,7 +135,7 @@ std::shared_ptr<Work> NcclProcessGroup::start_reduce(Tensor& t, int root, Reduce
 std::shared_ptr<Work> NcclProcessGroup::start_all_to_all(const Tensor& input, Tensor& output) {
   if (on_host(input, output)) {
     twin_->all_to_all(input, output);
-    return done();
+    return completed_work();
   }
   after_default_stream();
   const ncclDataType_t dt = nccl_datatype(input.dtype());

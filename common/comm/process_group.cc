@@ -14,17 +14,19 @@
 namespace llmp {
 
 namespace {
-
-std::string str(int64_t v) { return std::to_string(v); }
-
-// What a one-rank group's operations return: nothing is pending.
+// What completed_work() returns: nothing is pending.
 class CompletedWork final : public Work {
  public:
   void wait() override {}
   bool test() override { return true; }
 };
+}  // namespace
 
-std::shared_ptr<Work> completed() { return std::make_shared<CompletedWork>(); }
+std::shared_ptr<Work> completed_work() { return std::make_shared<CompletedWork>(); }
+
+namespace {
+
+std::string str(int64_t v) { return std::to_string(v); }
 
 // True when the byte ranges of `a` and `b` intersect (send and receive buffers must not alias,
 // except for the in-place forms).
@@ -87,7 +89,7 @@ void ProcessGroup::all_reduce(Tensor& t, ReduceOp op) { all_reduce_async(t, op)-
 std::shared_ptr<Work> ProcessGroup::all_reduce_async(Tensor& t, ReduceOp op) {
   check_tensor(t, "all_reduce", true);
   count("all_reduce", 2.0 * (size_ - 1) / size_ * t.nbytes());
-  if (size_ == 1) return completed();  // the sum, max or mean of one tensor is itself
+  if (size_ == 1) return completed_work();  // the sum, max or mean of one tensor is itself
   return start_all_reduce(t, op);
 }
 
@@ -126,7 +128,7 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter_v_async(const Tensor& input, 
   count("reduce_scatter", double(size_ - 1) / size_ * input.nbytes());
   if (size_ == 1) {
     local_copy(input, output);
-    return completed();
+    return completed_work();
   }
   return start_reduce_scatter_v(input, output, counts, op);
 }
@@ -179,7 +181,7 @@ std::shared_ptr<Work> ProcessGroup::all_gather_v_async(const Tensor& input, Tens
   count("all_gather", double(size_ - 1) / size_ * output.nbytes());
   if (size_ == 1) {
     local_copy(input, output);
-    return completed();
+    return completed_work();
   }
   // In place when the input is this rank's slice of the output.
   const char* slice = static_cast<const char*>(output.raw()) + before * dtype_size(input.dtype());

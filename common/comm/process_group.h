@@ -99,6 +99,10 @@ class Work {
   const char* label_ = nullptr;
 };
 
+/// A Work that is already complete: a one-rank group's operations, and a backend's operation that
+/// ran to its end before returning (the NCCL backend's host tensors over its blocking twin).
+std::shared_ptr<Work> completed_work();
+
 /// The watchdog's limit for every wait of every group, in seconds; 0 turns it off (the default).
 /// Process-wide: one process is one rank. Ends the process (fail_at) on a negative or NaN value.
 void set_comm_timeout(double seconds);

@@ -19,7 +19,8 @@ std::shared_ptr<ProcessGroup> setup_device(const TrainConfig& cfg,
   ops.set_tf32(cfg.tf32);
 
   std::string why;
-  const std::string here = resolve_backend(cfg.backend, nccl_linked(), local.size, D, &why);
+  const std::string here =
+      resolve_backend(cfg.backend, nccl_linked(), world->size(), local.size, D, &why);
   all_ranks_ok(why.empty(), why);  // --backend nccl on a node where it cannot run
   // auto: nccl only if every rank's node allows it (nodes may differ in GPUs per rank).
   Tensor wants_mpi = Tensor::zeros({1}, DType::kF32);
