@@ -11,7 +11,6 @@
 #include <climits>
 #include <cstring>
 #include <functional>
-#include <map>
 #include <string>
 #include <vector>
 

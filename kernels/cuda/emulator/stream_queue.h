@@ -40,7 +40,5 @@ class StreamOp {
 void enqueue(cudaStream_t stream, std::unique_ptr<StreamOp> op);
 /// Starts and completes what can be: every stream's head, then its next, while they finish.
 void progress();
-/// Number of operations queued on `stream` and not yet done.
-size_t pending(cudaStream_t stream);
 
 }  // namespace llmp::cuda::emu

@@ -125,8 +125,6 @@ void progress() {
   all.in_progress = false;
 }
 
-size_t pending(cudaStream_t stream) { return resolve(stream)->queue.size(); }
-
 void wait_for_stream(cudaStream_t stream) {
   CUstream_st* s = resolve(stream);
   if (s->queue.empty()) return;
