@@ -3,7 +3,7 @@
 //     kernel<template args><<<grid, block, smem, stream>>>(args)
 // becomes
 //     ::llmp::cuda::emu::launcher([&](auto&&... a) { kernel<template args>(a...); },
-//                                 grid, block, smem, stream)(args)
+//                                 grid, block, smem, stream).named("kernel")(args)
 // (a call, so that template arguments a launch deduces from its arguments are deduced here too)
 // and nothing else changes (a #line keeps errors and sanitizer reports on the .cu's own lines).
 // The kernel expression is found by scanning back from "<<<" over white space, one balanced
@@ -52,6 +52,15 @@ size_t kernel_start(const std::string& s, size_t end) {
   return i < name_end ? i : std::string::npos;
 }
 
+/// The kernel's name for the call counts (api_counts.h): its identifier, without namespace or
+/// template arguments ("ns::k<F, true>" -> "k").
+std::string name_of(const std::string& kernel) {
+  std::string id = kernel.substr(0, kernel.find('<'));
+  while (!id.empty() && std::isspace(static_cast<unsigned char>(id.back()))) id.pop_back();
+  const size_t colon = id.rfind(':');
+  return colon == std::string::npos ? id : id.substr(colon + 1);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -80,7 +89,8 @@ int main(int argc, char** argv) {
     const std::string kernel = s.substr(start, open - start);
     const std::string config = s.substr(open + 3, close - open - 3);
     const std::string call = "::llmp::cuda::emu::launcher([&](auto&&... llmp_emu_a) { " + kernel +
-                             "(llmp_emu_a...); }, " + config + ")";
+                             "(llmp_emu_a...); }, " + config + ").named(\"" + name_of(kernel) +
+                             "\")";
     s.replace(start, close + 3 - start, call);
     open = start + call.size();
   }

@@ -7,6 +7,7 @@
 
 #include "common/tensor/tensor.h"
 #include "cublas_v2.h"
+#include "kernels/cuda/emulator/api_counts.h"
 #include "kernels/cpu/convert.h"
 
 struct cublasContext {
@@ -71,6 +72,12 @@ cublasStatus_t gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb
   if (!a.on_device(batch) || !b.on_device(batch) || !c.on_device(batch))
     return CUBLAS_STATUS_INVALID_VALUE;  // cuBLAS would read or write off the device's memory
   const bool round_tf32 = tf32_math && at == CUDA_R_32F;
+  llmp::cuda::emu::count_call(llmp::cuda::emu::CallKind::kGemm,
+                              at == CUDA_R_16BF  ? "bf16 operands"
+                              : at == CUDA_R_16F ? "fp16 operands"
+                              : round_tf32       ? "fp32 operands, TF32"
+                                                 : "fp32 operands",
+                              0, 2.0 * m * n * k * batch);
   std::vector<float> opa(size_t(m) * k), opb(size_t(k) * n);
   for (int bi = 0; bi < batch; ++bi) {
     for (int i = 0; i < m; ++i)  // op(A) row-major m × k

@@ -26,6 +26,7 @@ ncclResult_t check(const char* call, const ncclComm* comm, size_t n, ncclDataTyp
                 std::string(call) + ": unknown datatype " + std::to_string(static_cast<int>(t)));
   if (n > static_cast<size_t>(INT_MAX))
     return fail(ncclInvalidArgument, std::string(call) + ": counts above INT_MAX not emulated");
+  count_call(CallKind::kNccl, call, static_cast<double>(n * type_size(t)));
   return ncclSuccess;
 }
 

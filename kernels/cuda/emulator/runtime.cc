@@ -170,25 +170,41 @@ const char* cudaGetErrorString(cudaError_t err) {
   return "unknown error";
 }
 
-cudaError_t cudaMalloc(void** p, size_t bytes) {
+namespace llmp::cuda::emu {
+namespace {
+cudaError_t allocate(void** p, size_t bytes, const char* call) {
+  count_call(CallKind::kAlloc, call, static_cast<double>(bytes));
   *p = std::malloc(bytes == 0 ? 1 : bytes);
-  if (*p == nullptr) return llmp::cuda::emu::sticky(cudaErrorMemoryAllocation);
+  if (*p == nullptr) return sticky(cudaErrorMemoryAllocation);
   std::lock_guard<std::mutex> lock(rt().mu);
   rt().allocations[reinterpret_cast<uintptr_t>(*p)] = bytes;
   return cudaSuccess;
 }
-cudaError_t cudaFree(void* p) {
+cudaError_t release(void* p) {
   if (p == nullptr) return cudaSuccess;
   {
     std::lock_guard<std::mutex> lock(rt().mu);
     if (rt().allocations.erase(reinterpret_cast<uintptr_t>(p)) == 0)
-      return llmp::cuda::emu::sticky(cudaErrorInvalidDevicePointer);
+      return sticky(cudaErrorInvalidDevicePointer);
   }
   std::free(p);
   return cudaSuccess;
 }
-cudaError_t cudaMallocAsync(void** p, size_t bytes, cudaStream_t) { return cudaMalloc(p, bytes); }
-cudaError_t cudaFreeAsync(void* p, cudaStream_t) { return cudaFree(p); }
+}  // namespace
+}  // namespace llmp::cuda::emu
+
+cudaError_t cudaMalloc(void** p, size_t bytes) {
+  return llmp::cuda::emu::allocate(p, bytes, "cudaMalloc");
+}
+// cudaFree waits for the whole device on a GPU (what the stream-ordered pool avoids).
+cudaError_t cudaFree(void* p) {
+  if (p) llmp::cuda::emu::count_call(llmp::cuda::emu::CallKind::kSync, "cudaFree");
+  return llmp::cuda::emu::release(p);
+}
+cudaError_t cudaMallocAsync(void** p, size_t bytes, cudaStream_t) {
+  return llmp::cuda::emu::allocate(p, bytes, "cudaMallocAsync");
+}
+cudaError_t cudaFreeAsync(void* p, cudaStream_t) { return llmp::cuda::emu::release(p); }
 cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t* pool, int device) {
   static int the_pool = 0;
   if (!valid_device(device)) return llmp::cuda::emu::sticky(cudaErrorInvalidDevice);
@@ -224,22 +240,40 @@ cudaError_t copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) 
   if (bytes) std::memmove(dst, src, bytes);
   return cudaSuccess;
 }
+
+// Counts a copy by direction (api_counts.h) and, where it makes the host wait for the device
+// on a GPU, a sync: cudaMemcpy unless device to device; cudaMemcpyAsync between the device and
+// pageable host memory (CUDA's "API synchronization behavior").
+void count_copy(const char* call, const void* dst, const void* src, size_t bytes, bool async) {
+  namespace e = llmp::cuda::emu;
+  const bool dst_dev = e::is_device_pointer(dst), src_dev = e::is_device_pointer(src);
+  const char* dir = src_dev ? (dst_dev ? "D2D" : "D2H") : (dst_dev ? "H2D" : "H2H");
+  const std::string name = std::string(call) + " " + dir;
+  e::count_call(e::CallKind::kCopy, name, static_cast<double>(bytes));
+  const void* host = dst_dev ? src : dst;
+  const bool device_only = src_dev && dst_dev;
+  if (!device_only && (!async || !e::is_pinned_range(host, bytes)))
+    e::count_call(e::CallKind::kSync, async ? name + ", pageable host memory" : name);
+}
 }  // namespace
 
 // The synchronous forms run on the legacy default stream: after what is queued there.
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
   llmp::cuda::emu::wait_for_stream(nullptr);
+  count_copy("cudaMemcpy", dst, src, bytes, false);
   return copy(dst, src, bytes, kind);
 }
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
                             cudaStream_t stream) {
   llmp::cuda::emu::wait_for_stream(stream);
+  count_copy("cudaMemcpyAsync", dst, src, bytes, true);
   return copy(dst, src, bytes, kind);
 }
 cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch,
                               size_t width, size_t height, cudaMemcpyKind kind,
                               cudaStream_t stream) {
   llmp::cuda::emu::wait_for_stream(stream);
+  count_copy("cudaMemcpy2DAsync", dst, src, width * height, true);
   if (width > dpitch || width > spitch) return llmp::cuda::emu::sticky(cudaErrorInvalidValue);
   for (size_t r = 0; r < height; ++r) {
     const cudaError_t e = copy(static_cast<char*>(dst) + r * dpitch,
@@ -256,11 +290,15 @@ cudaError_t set(void* p, int value, size_t bytes) {
 }
 }  // namespace
 
+// A memset of device memory does not make the host wait, even the synchronous form.
 cudaError_t cudaMemset(void* p, int value, size_t bytes) {
   llmp::cuda::emu::wait_for_stream(nullptr);
+  llmp::cuda::emu::count_call(llmp::cuda::emu::CallKind::kCopy, "cudaMemset", double(bytes));
   return set(p, value, bytes);
 }
 cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t stream) {
   llmp::cuda::emu::wait_for_stream(stream);
+  llmp::cuda::emu::count_call(llmp::cuda::emu::CallKind::kCopy, "cudaMemsetAsync",
+                              double(bytes));
   return set(p, value, bytes);
 }

@@ -155,6 +155,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   return cudaSuccess;
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  llmp::cuda::emu::count_call(llmp::cuda::emu::CallKind::kSync, "cudaStreamSynchronize");
   CUstream_st* s = resolve(stream);
   llmp::cuda::emu::wait_until([s] { return s->queue.empty(); }, s, "cudaStreamSynchronize");
   return cudaSuccess;
@@ -164,6 +165,7 @@ cudaError_t cudaStreamQuery(cudaStream_t stream) {
   return resolve(stream)->queue.empty() ? cudaSuccess : cudaErrorNotReady;
 }
 cudaError_t cudaDeviceSynchronize() {
+  llmp::cuda::emu::count_call(llmp::cuda::emu::CallKind::kSync, "cudaDeviceSynchronize");
   for (auto& [id, s] : streams().live) {
     CUstream_st* one = s;
     llmp::cuda::emu::wait_until([one] { return one->queue.empty(); }, one, "cudaDeviceSynchronize");
@@ -202,6 +204,7 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
   return llmp::cuda::emu::reached(event->stream_id, event->mark) ? cudaSuccess : cudaErrorNotReady;
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  llmp::cuda::emu::count_call(llmp::cuda::emu::CallKind::kSync, "cudaEventSynchronize");
   if (!event) return cudaErrorInvalidResourceHandle;
   const uint64_t id = event->stream_id, mark = event->mark;
   auto it = streams().live.find(id);
@@ -211,10 +214,13 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   return cudaSuccess;
 }
 cudaError_t cudaMallocHost(void** p, size_t bytes) {
+  llmp::cuda::emu::count_call(llmp::cuda::emu::CallKind::kAlloc, "cudaMallocHost", double(bytes));
   *p = std::malloc(bytes == 0 ? 1 : bytes);
+  if (*p) llmp::cuda::emu::note_pinned(*p, bytes, true);
   return *p ? cudaSuccess : cudaErrorMemoryAllocation;
 }
 cudaError_t cudaFreeHost(void* p) {
+  if (p) llmp::cuda::emu::note_pinned(p, 0, false);
   std::free(p);
   return cudaSuccess;
 }

@@ -24,6 +24,7 @@
 #include <string>
 #include <utility>
 
+#include "kernels/cuda/emulator/api_counts.h"
 #include "kernels/cuda/emulator/cuda_emulator.h"
 
 enum cudaError_t {
@@ -156,16 +157,23 @@ bool host_pointer_arg(T* p) {
 }
 
 /// kernel<<<grid, block, smem, stream>>>(args...) as cu_to_cc writes it:
-///   launcher([&](auto&&... a) { kernel(a...); }, grid, block, smem, stream)(args...)
+///   launcher([&](auto&&... a) { kernel(a...); }, grid, block, smem, stream)
+///       .named("kernel")(args...)
 /// (the kernel called, not taken by address, so that its template arguments are deduced from the
 /// arguments as a launch deduces them). Checks the configuration and that no argument is a host
-/// pointer, then runs the grid (block_runner.h).
+/// pointer, counts the launch under its name (api_counts.h), then runs the grid (block_runner.h).
 template <typename Call>
 struct Launcher {
   Call call;
   dim3 grid, block;
   size_t smem;
   cudaStream_t stream;
+  const char* name = "(unnamed kernel)";
+  Launcher named(const char* kernel) const {
+    Launcher l = *this;
+    l.name = kernel;
+    return l;
+  }
   template <typename... Args>
   void operator()(Args&&... args) const {
     if (size_t{grid.x} * grid.y * grid.z == 0 || size_t{block.x} * block.y * block.z == 0)
@@ -176,6 +184,7 @@ struct Launcher {
       return set_launch_error(cudaErrorInvalidValue,
                               "kernel argument " + std::to_string(i) + " is a host pointer");
     wait_for_stream(stream);
+    count_call(CallKind::kLaunch, name);
     launch(grid, block, smem, [&] { call(args...); });
   }
 };
