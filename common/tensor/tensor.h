@@ -47,8 +47,10 @@ class Allocator {
 
   // --- The memory operations Tensor::zeros, fill and copy_from need on this allocator's device.
   // The defaults are the host's (memset, a loop, memmove); a device allocator overrides all three
-  // (kernels/cuda/device_allocator: cudaMemset, a fill kernel, cudaMemcpy). Each completes before
-  // it returns: a Tensor operation is synchronous on every device. ---
+  // (kernels/cuda/device_allocator: cudaMemset, a fill kernel, cudaMemcpy). Each is complete
+  // before anything issued after it reads the memory: on the host, when it returns; on a GPU,
+  // in stream order (a later kernel, copy or collective waits for it; a host read is a copy,
+  // which waits), without making the host wait for the device. ---
 
   /// Sets `bytes` bytes at p (memory of this allocator's device) to zero.
   virtual void set_zero(void* p, int64_t bytes);

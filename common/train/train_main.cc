@@ -340,7 +340,7 @@ int run(int argc, char** argv, const StageSpec& spec) {
   const double elapsed = t_end - (skip_first ? t_first : t_start);
   if (cfg.steps > 0)  // FLOP/token: rank 0's executed FLOPs per token of its own slice
     log_info("done: {} steps | train loss {:.4f} | val loss {} | {:.0f} tokens/s | {:.1f} ms/step"
-             " | {:.4g} FLOP/token",
+             " | {:.6g} FLOP/token",
              cfg.steps, loss, std::isnan(val) ? std::string("-") : fmt::format("{:.4f}", val),
              timed * double(B) * T / elapsed, 1e3 * elapsed / timed,
              static_cast<double>(timed_flops) / (double(timed) * slice.num_seqs * T));

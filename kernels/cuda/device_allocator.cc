@@ -41,16 +41,17 @@ class CudaAllocator : public Allocator {
     if (p) CUDA_CHECK(cudaFreeAsync(p, /*legacy default stream=*/0));
     in_use_ -= bytes;
   }
-  // Tensor::zeros, fill and copy_from on CUDA tensors. Synchronous, as the host's are: a cudaMemset
-  // or a kernel on the default stream, then a device synchronise; cudaMemcpy is synchronous for
-  // pageable host memory and device-to-device copies are ordered on the default stream.
+  // Tensor::zeros, fill and copy_from on CUDA tensors, on the legacy default stream: a cudaMemset
+  // or a fill kernel is ordered before every later kernel (blocking streams are ordered with the
+  // legacy stream), every later copy (cudaMemcpy waits for it) and every collective (the NCCL
+  // lanes wait for the legacy stream: common/comm/nccl_process_group.cc), so neither makes the
+  // host wait. (A device synchronise after each fill was one per layer per step under
+  // --attention flash, counted on the emulator: tests/gpu_step_counts_test.sh.) cudaMemcpy
+  // is synchronous for pageable host memory; device-to-device copies are ordered on the stream.
   void set_zero(void* p, int64_t bytes) override {
     CUDA_CHECK(cudaMemset(p, 0, static_cast<size_t>(bytes)));
   }
-  void fill_f32(float* p, int64_t n, float value) override {
-    cuda::fill(p, n, value);
-    CUDA_CHECK(cudaDeviceSynchronize());
-  }
+  void fill_f32(float* p, int64_t n, float value) override { cuda::fill(p, n, value); }
   // cudaMemcpyDefault: the direction comes from the pointers (unified virtual addressing, every
   // 64-bit CUDA platform), so one call serves host->device, device->host and device->device.
   void copy(void* dst, Device, const void* src, Device, int64_t bytes) override {

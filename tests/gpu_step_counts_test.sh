@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# What one training step asks of the GPU, measured on the CUDA emulator by counting the calls the
+# GPU path makes (tools/gpu_step_counts.sh; kernels/cuda/emulator/api_counts.h), against what the
+# project claims of it. No GPU needed: these properties do not depend on the hardware, and on a
+# GPU they are what MFU rests on.
+#
+#   gpu_step_counts_test.sh COUNTS BASELINE DDP
+#     COUNTS    tools/gpu_step_counts.sh
+#     BASELINE  stages/baseline/train_emulated
+#     DDP       stages/ddp/train_emulated (2 ranks, 2 emulated GPUs, --backend nccl)
+#
+# Claims checked (each from the counted calls, per step, tiny at L = 2 and L = 4):
+#  1. 16-bit products. Under --precision bf16 every cuBLAS FLOP has bf16 operands (README "Built
+#     since that run" items 1-2: the linear layers, the head and all six attention products on
+#     bf16 tensor cores; none left in fp32 on CUDA cores, which was 52 of 127 ms on the H100).
+#     In fp32 none is on TF32 unless --tf32 (the equivalence tests' bound assumes TF32 off), and
+#     with --tf32 every one is.
+#  2. The FLOPs the trainer reports (its FLOP/token: what the kernels declare, the MFU numerator)
+#     are the products cuBLAS ran, less exactly what the causal mask makes useless: cuBLAS
+#     computes each of attention's four triangle products (P V forward; dP, dQ, dK backward:
+#     kernels/cpu/flops.h counts their lower triangles) as a full T × T square, so per step
+#        executed − reported = 4 products · L · B · C · T(T − 1)
+#     (per head and product: 2·hs·(T² − T(T+1)/2) = hs·T(T − 1), and H·hs = C). A product
+#     counted but not run, or run but not counted, breaks the equality.
+#  3. Host waits do not grow with depth. A call that makes the host wait for the GPU drains its
+#     queue; one per layer (as Tensor::fill's device synchronise was under --attention flash)
+#     would show as more waits at L = 4 than at L = 2. Today's waiting calls per step, at most
+#     kMaxWaits: three uploads of the token ids (embedding forward, the head's targets, embedding
+#     backward: cudaMemcpy from pageable memory) and the loss read back (a cudaMemcpyAsync into
+#     pageable memory, then cudaStreamSynchronize: kernels/cuda/cross_entropy.cu).
+#  4. --attention flash launches no softmax over (B, H, T, T) scores: no P in memory.
+#  5. DDP over NCCL all-reduces each rank's whole gradient once per step: the bytes handed to
+#     ncclAllReduce equal the gradient bytes its report measures.
+set -u
+counts=$1 baseline=$2 ddp=$3
+readonly kMaxWaits=5
+export LLMP_CUDA_EMULATOR_DEVICES=2  # one per rank of the DDP run
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+common=(--model tiny --heads 4 --global_batch 8)
+failures=0
+
+fail() {
+  echo "FAIL: $*"
+  failures=$((failures + 1))
+}
+
+# step NAME TRAINER FLAGS...: one step's counts in $tmp/NAME.tsv, the model and done lines in
+# $tmp/NAME.log; 1 (and a failure) if the run fails.
+step() {
+  local name=$1 trainer=$2
+  shift 2
+  if ! "$counts" "$trainer" "${common[@]}" "$@" >"$tmp/$name.tsv" 2>"$tmp/$name.log"; then
+    fail "$name: $trainer $* did not run:"
+    cat "$tmp/$name.log"
+    return 1
+  fi
+  echo "== $name: $*"
+  column -t -s $'\t' "$tmp/$name.tsv" | grep -E '^(category|gemm|sync|nccl) '
+}
+
+# total NAME CATEGORY REGEX COLUMN: the sum of COLUMN (3 calls, 4 bytes, 5 flops) over NAME's rows
+# of CATEGORY whose name matches REGEX.
+total() {
+  awk -F'\t' -v c="$2" -v re="$3" -v col="$4" \
+    'NR > 1 && $1 == c && $2 ~ re { s += $col } END { printf "%.0f\n", s }' "$tmp/$1.tsv"
+}
+
+# model NAME KEY: L, C, H or T from NAME's model line; flop_per_token NAME: its FLOP/token.
+model() { sed -nE "s/.* $2=([0-9]+)[ )].*/\1/p" "$tmp/$1.log" | head -1; }
+flop_per_token() { sed -nE 's/.* ([0-9.e+]+) FLOP\/token.*/\1/p' "$tmp/$1.log" | head -1; }
+
+# ---- 1, 2, 3: bf16, materialized attention -------------------------------------------------
+for L in 2 4; do
+  step "bf16_L$L" "$baseline" --precision bf16 --layers "$L" || continue
+  all=$(total "bf16_L$L" gemm . 5) bf16=$(total "bf16_L$L" gemm '^bf16 operands$' 5)
+  [ "$all" -gt 0 ] || fail "bf16_L$L: no cuBLAS product counted"
+  [ "$bf16" = "$all" ] || fail "bf16_L$L: $bf16 of $all cuBLAS FLOPs on bf16 operands"
+  Lm=$(model "bf16_L$L" L) C=$(model "bf16_L$L" C) T=$(model "bf16_L$L" T) B=8
+  per_token=$(flop_per_token "bf16_L$L")
+  awk -v e="$all" -v r="$per_token" -v L="$Lm" -v B="$B" -v C="$C" -v T="$T" 'BEGIN {
+        reported = r * B * T; masked = 4 * L * B * C * T * (T - 1)
+        printf "   executed %d, reported %.6g, masked triangles %d\n", e, reported, masked
+        # the reported FLOP/token has 6 significant digits
+        exit !(e - reported - masked <= 1e-5 * e && reported + masked - e <= 1e-5 * e) }' ||
+    fail "bf16_L$L: cuBLAS ran $all FLOPs; the trainer reports $per_token FLOP/token × $B × $T" \
+      "plus 4·L·B·C·T(T−1) masked (L=$Lm C=$C T=$T)"
+done
+if [ -f "$tmp/bf16_L2.tsv" ] && [ -f "$tmp/bf16_L4.tsv" ]; then
+  w2=$(total bf16_L2 sync . 3) w4=$(total bf16_L4 sync . 3)
+  [ "$w2" = "$w4" ] || fail "bf16: $w2 host waits per step at L = 2, $w4 at L = 4"
+  [ "$w4" -le "$kMaxWaits" ] || fail "bf16: $w4 host waits per step (at most $kMaxWaits)"
+fi
+
+# ---- 1: fp32 without and with TF32 ---------------------------------------------------------
+if step fp32 "$baseline" --layers 2; then
+  all=$(total fp32 gemm . 5) plain=$(total fp32 gemm '^fp32 operands$' 5)
+  [ "$all" -gt 0 ] && [ "$plain" = "$all" ] ||
+    fail "fp32: $plain of $all cuBLAS FLOPs on fp32 operands without TF32"
+fi
+if step fp32_tf32 "$baseline" --layers 2 --tf32; then
+  all=$(total fp32_tf32 gemm . 5) tf32=$(total fp32_tf32 gemm '^fp32 operands, TF32$' 5)
+  [ "$all" -gt 0 ] && [ "$tf32" = "$all" ] || fail "--tf32: $tf32 of $all cuBLAS FLOPs on TF32"
+fi
+
+# ---- 3, 4: flash attention -----------------------------------------------------------------
+for L in 2 4; do
+  step "flash_L$L" "$baseline" --precision bf16 --attention flash --layers "$L" || continue
+  softmax=$(total "flash_L$L" launch 'softmax' 3)
+  [ "$softmax" = 0 ] || fail "flash_L$L: $softmax softmax launches (P materialized)"
+  all=$(total "flash_L$L" gemm . 5) bf16=$(total "flash_L$L" gemm '^bf16 operands$' 5)
+  [ "$bf16" = "$all" ] || fail "flash_L$L: $bf16 of $all cuBLAS FLOPs on bf16 operands"
+done
+if [ -f "$tmp/flash_L2.tsv" ] && [ -f "$tmp/flash_L4.tsv" ]; then
+  w2=$(total flash_L2 sync . 3) w4=$(total flash_L4 sync . 3)
+  [ "$w2" = "$w4" ] || fail "flash: $w2 host waits per step at L = 2, $w4 at L = 4"
+  [ "$w4" -le "$kMaxWaits" ] || fail "flash: $w4 host waits per step (at most $kMaxWaits)"
+fi
+
+# ---- 5: DDP's gradient all-reduce over NCCL ------------------------------------------------
+if step ddp "$ddp" --precision bf16 --layers 2 --world_size 2 \
+     --backend nccl; then
+  reduced=$(total ddp nccl '^ncclAllReduce$' 4)
+  # the report's exact gradient bytes: "(exact bytes: parameters P, gradients G, ...)"
+  grads=$("$ddp" "${common[@]}" --precision bf16 --layers 2 --world_size 2 --backend nccl \
+            --device cuda --steps 1 --eval_every 0 --quiet 2>&1 </dev/null |
+          sed -nE 's/.*exact bytes:.* gradients ([0-9]+),.*/\1/p' | head -1)
+  [ -n "$grads" ] && [ "$reduced" = "$grads" ] ||
+    fail "ddp: $reduced bytes all-reduced over NCCL per step; the report's gradients: ${grads:-?}"
+fi
+
+if [ "$failures" -gt 0 ]; then
+  echo "$failures check(s) failed"
+  exit 1
+fi
+echo "all checks passed"
