@@ -22,6 +22,19 @@ bool NcclProcessGroup::on_host(const Tensor& a, const Tensor& b) const {
   return a.device() == Device::kCPU || b.device() == Device::kCPU;
 }
 
+Tensor NcclProcessGroup::reduced_on_device(const Tensor& output) {
+  return Tensor::empty(output.shape(), output.dtype(), MemCategory::kCommBuffers, Device::kCUDA);
+}
+
+// After the reduction on the same stream. Into pageable host memory the copy returns once it is
+// done (CUDA's "API synchronization behavior"), so the host waits for the reduction here, as it
+// waits in the twin's blocking reduce-scatter.
+void NcclProcessGroup::copy_down(const Tensor& reduced, Tensor& output) {
+  if (output.nbytes() == 0) return;
+  CUDA_CHECK(cudaMemcpyAsync(output.raw(), reduced.raw(), static_cast<size_t>(output.nbytes()),
+                             cudaMemcpyDeviceToHost, collectives_.stream));
+}
+
 std::shared_ptr<Work> NcclProcessGroup::start_all_reduce(Tensor& t, ReduceOp op) {
   if (on_host(t)) return twin_->all_reduce_async(t, op);
   after_default_stream();
@@ -33,15 +46,18 @@ std::shared_ptr<Work> NcclProcessGroup::start_all_reduce(Tensor& t, ReduceOp op)
 
 std::shared_ptr<Work> NcclProcessGroup::start_reduce_scatter(const Tensor& input, Tensor& output,
                                                              ReduceOp op) {
-  if (on_host(input, output)) {
+  const bool down = goes_down(input, output);
+  if (on_host(input, output) && !down) {
     twin_->reduce_scatter(input, output, op);
     return completed_work();
   }
+  const Tensor into = down ? reduced_on_device(output) : output;
   after_default_stream();
-  NCCL_CHECK(ncclReduceScatter(input.raw(), output.raw(), static_cast<size_t>(output.numel()),
+  NCCL_CHECK(ncclReduceScatter(input.raw(), into.raw(), static_cast<size_t>(output.numel()),
                                nccl_datatype(input.dtype()), nccl_op(op), collectives_.comm,
                                collectives_.stream));
-  return recorded("reduce_scatter", {input, output});
+  if (down) copy_down(into, output);
+  return recorded("reduce_scatter", {input, output, into});
 }
 
 // No uneven reduce-scatter in NCCL: rank i's chunk is an ncclReduce to root i, all N in one
@@ -49,20 +65,24 @@ std::shared_ptr<Work> NcclProcessGroup::start_reduce_scatter(const Tensor& input
 std::shared_ptr<Work> NcclProcessGroup::start_reduce_scatter_v(const Tensor& input, Tensor& output,
                                                                const std::vector<int64_t>& counts,
                                                                ReduceOp op) {
-  if (on_host(input, output)) return twin_->reduce_scatter_v_async(input, output, counts, op);
+  const bool down = goes_down(input, output);
+  if (on_host(input, output) && !down)
+    return twin_->reduce_scatter_v_async(input, output, counts, op);
+  const Tensor into = down ? reduced_on_device(output) : output;
   after_default_stream();
   const ncclDataType_t dt = nccl_datatype(input.dtype());
   int64_t displ = 0;
   NCCL_CHECK(ncclGroupStart());
   for (int i = 0; i < size(); ++i) {
     if (counts[i] > 0)  // recvbuff is used on the root only
-      NCCL_CHECK(ncclReduce(at(input, displ), i == rank() ? output.raw() : nullptr,
+      NCCL_CHECK(ncclReduce(at(input, displ), i == rank() ? into.raw() : nullptr,
                             static_cast<size_t>(counts[i]), dt, nccl_op(op), i, collectives_.comm,
                             collectives_.stream));
     displ += counts[i];
   }
   NCCL_CHECK(ncclGroupEnd());
-  return recorded("reduce_scatter_v", {input, output});
+  if (down) copy_down(into, output);
+  return recorded("reduce_scatter_v", {input, output, into});
 }
 
 // In place needs nothing special: NCCL's in-place all_gather is sendbuff == recvbuff + r·k·es,

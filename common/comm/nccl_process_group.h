@@ -58,8 +58,10 @@ class NcclProcessGroup final : public ProcessGroup {
 
   Device device() const override { return Device::kCUDA; }
   /// Device tensors go over NCCL; host tensors (a stage's loss, its routing counts) over the MPI
-  /// twin, blocking or as its Work, and counted here all the same; an operation with a host and
-  /// a device tensor over the twin too, which stages the device one (process_group_staging.h).
+  /// twin, blocking or as its Work, and counted here all the same. A reduce-scatter from a device
+  /// input into a host output (ZeRO-Offload's gradients into their host shard) is reduced by NCCL
+  /// into a device buffer and copied down; any other operation with a host and a device tensor
+  /// goes over the twin, which stages the device one (process_group_staging.h).
   bool accepts(Device d) const override { return d == Device::kCUDA || d == Device::kCPU; }
   /// The stream the collectives of this group run on (sends and receives have two more).
   cudaStream_t stream() const { return collectives_.stream; }
@@ -93,6 +95,18 @@ class NcclProcessGroup final : public ProcessGroup {
   /// reduce-scattered into a host shard).
   bool on_host(const Tensor& a, const Tensor& b) const;
   bool on_host(const Tensor& a) const { return on_host(a, a); }
+  /// Whether a reduction goes down: its input on the device, its output on the host. Then NCCL
+  /// reduces into reduced_on_device(output) and copy_down moves that to the output, on the
+  /// collectives' stream: each rank's share crosses to the host once, after the GPUs reduced it
+  /// (ZeRO-Offload, Ren et al. 2021, §4.1), where the twin would copy the whole input down and
+  /// reduce on the host.
+  static bool goes_down(const Tensor& input, const Tensor& output) {
+    return input.device() == Device::kCUDA && output.device() == Device::kCPU;
+  }
+  /// A device buffer of output's shape and dtype (counted under kCommBuffers).
+  static Tensor reduced_on_device(const Tensor& output);
+  /// Queues the copy of `reduced` (device) into `output` (host) on the collectives' stream.
+  void copy_down(const Tensor& reduced, Tensor& output);
   /// A communicator and the stream its operations run on.
   struct Lane {
     ncclComm_t comm = nullptr;

@@ -5,7 +5,8 @@
 //
 // Needs one GPU per rank (2 ranks, 2 GPUs): with fewer (one, or none, or no driver) every test is
 // SKIPPED with the reason printed. THIS TEST HAS NEVER RUN ON A GPU: it was only compiled, on a
-// machine with the CUDA toolkit and no GPU, where it skips.
+// machine with the CUDA toolkit and no GPU, where it skips. Its emulated twin
+// (nccl_process_group_emulated_test, common/comm/BUILD) runs it on the CUDA emulator's NCCL.
 //
 // Glossary: N ranks, r this rank, k elements per chunk.
 #include "common/comm/nccl_process_group.h"
@@ -17,6 +18,9 @@
 
 #include "common/comm/device_for_rank.h"
 #include "common/comm/local_rank.h"
+#ifdef LLMP_CUDA_EMULATOR
+#include "kernels/cuda/emulator/api_counts.h"
+#endif
 
 namespace llmp {
 namespace {
@@ -162,18 +166,49 @@ TEST_F(NcclTest, NeighboursSendingFirstDoNotWaitForEachOther) {
 
 // Host tensors (a stage's loss) travel over the MPI twin, and a mixed pair (ZeRO-Offload's device
 // gradients into a host shard) over the twin with the device side staged; counted the same.
-TEST_F(NcclTest, HostAndMixedTensorsGoOverTheMpiTwin) {
+TEST_F(NcclTest, HostTensorsGoOverTheMpiTwin) {
   Tensor h = make(10, r), hm = make(10, r);
   nccl->all_reduce(h);
   mpi->all_reduce(hm);
   for (int64_t i = 0; i < 10; ++i) EXPECT_EQ(h.f32()[i], hm.f32()[i]);
+  expect_same_stats();
+}
+
+// ZeRO-Offload's pair: device gradients reduce-scattered into a host shard, even and uneven (a
+// unit's range: zero2's reduce_scatter_v, one rank's share empty). NCCL reduces on the devices,
+// then each rank's share is copied down: the MPI backend's result and bytes. On the emulator,
+// which counts its calls (kernels/cuda/emulator/api_counts.h), also that the reduction ran on
+// NCCL and only this rank's share came down (not the whole input staged through the twin).
+TEST_F(NcclTest, DeviceToHostReduceScatterReducesOnNcclAndCopiesTheShareDown) {
+  std::vector<int64_t> counts(N);
+  int64_t total = 0;
+  for (int i = 0; i < N; ++i) total += counts[i] = i == 1 ? 0 : 6 + i;
   const int64_t k = 6;
   Tensor in = make(N * k, r), out = Tensor::zeros({k}), din = on_device(in);
+  Tensor in_v = make(total, r), out_v = Tensor::zeros({counts[r]}), din_v = on_device(in_v);
   mpi->reduce_scatter(in, out);
-  Tensor host_out = Tensor::zeros({k});
+  mpi->reduce_scatter_v(in_v, out_v, counts);
+#ifdef LLMP_CUDA_EMULATOR
+  namespace emu = cuda::emu;
+  auto calls = [](emu::CallKind c, const char* name) { return emu::counted_calls(c, name); };
+  const double rs0 = calls(emu::CallKind::kNccl, "ncclReduceScatter"),
+               reduce0 = calls(emu::CallKind::kNccl, "ncclReduce"),
+               down0 = calls(emu::CallKind::kCopy, "cudaMemcpyAsync D2H");
+#endif
+  Tensor host_out = Tensor::zeros({k}), host_out_v = Tensor::zeros({counts[r]});
   nccl->reduce_scatter(din, host_out);
-  for (int64_t i = 0; i < k; ++i) EXPECT_EQ(host_out.f32()[i], out.f32()[i]);
+  nccl->reduce_scatter_v(din_v, host_out_v, counts);
+  for (int64_t i = 0; i < k; ++i) EXPECT_EQ(host_out.f32()[i], out.f32()[i]) << "element " << i;
+  for (int64_t i = 0; i < counts[r]; ++i)
+    EXPECT_EQ(host_out_v.f32()[i], out_v.f32()[i]) << "uneven, element " << i;
   expect_same_stats();
+#ifdef LLMP_CUDA_EMULATOR
+  EXPECT_EQ(calls(emu::CallKind::kNccl, "ncclReduceScatter") - rs0, 1);
+  EXPECT_EQ(calls(emu::CallKind::kNccl, "ncclReduce") - reduce0, N - 1)
+      << "one per non-empty share";
+  EXPECT_EQ(calls(emu::CallKind::kCopy, "cudaMemcpyAsync D2H") - down0, counts[r] > 0 ? 2 : 1)
+      << "each non-empty share copied down once";
+#endif
 }
 
 }  // namespace

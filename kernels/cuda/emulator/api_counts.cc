@@ -78,8 +78,9 @@ void write_counts() {
 }  // namespace
 
 void count_call(CallKind category, const std::string& name, double bytes, double flops) {
-  if (out_path().empty()) return;
-  static const bool registered = [] { return std::atexit(write_counts) == 0; }();
+  static const bool registered = [] {
+    return out_path().empty() || std::atexit(write_counts) == 0;
+  }();
   (void)registered;
   Counts& c = counts();
   std::lock_guard<std::mutex> lock(c.mu);
@@ -87,6 +88,13 @@ void count_call(CallKind category, const std::string& name, double bytes, double
   t.calls += 1;
   t.bytes += bytes;
   t.flops += flops;
+}
+
+double counted_calls(CallKind category, const std::string& name) {
+  Counts& c = counts();
+  std::lock_guard<std::mutex> lock(c.mu);
+  auto it = c.rows.find({category_name(category), name});
+  return it == c.rows.end() ? 0 : it->second.calls;
 }
 
 bool is_pinned_range(const void* p, size_t bytes) {

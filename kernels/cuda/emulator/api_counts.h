@@ -24,9 +24,12 @@ namespace llmp::cuda::emu {
 enum class CallKind { kLaunch, kSync, kGemm, kCopy, kAlloc, kNccl };
 
 /// Counts one call of `category` named `name` (a kernel, an API function, an operand type), with
-/// the bytes it moved or allocated and the FLOPs it ran (2 per multiply-add). Does nothing unless
-/// $LLMP_CUDA_EMULATOR_COUNTS is set. Thread-safe.
+/// the bytes it moved or allocated (a NCCL call: its send buffer's, ncclRecv its receive
+/// buffer's) and the FLOPs it ran (2 per multiply-add). Thread-safe.
 void count_call(CallKind category, const std::string& name, double bytes = 0, double flops = 0);
+/// The calls of `category` named `name` counted so far in this process (a test's probe of which
+/// path ran: common/comm/nccl_process_group_test.cc).
+double counted_calls(CallKind category, const std::string& name);
 
 /// Whether [p, p + bytes) is page-locked host memory from cudaMallocHost: a copy to or from it is
 /// asynchronous on a GPU; one to pageable memory makes the host wait (CUDA's "API

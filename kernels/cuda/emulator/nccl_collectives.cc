@@ -26,7 +26,6 @@ ncclResult_t check(const char* call, const ncclComm* comm, size_t n, ncclDataTyp
                 std::string(call) + ": unknown datatype " + std::to_string(static_cast<int>(t)));
   if (n > static_cast<size_t>(INT_MAX))
     return fail(ncclInvalidArgument, std::string(call) + ": counts above INT_MAX not emulated");
-  count_call(CallKind::kNccl, call, static_cast<double>(n * type_size(t)));
   return ncclSuccess;
 }
 
@@ -51,6 +50,12 @@ ncclResult_t check_rank(const char* call, const char* name, int rank, const nccl
   if (rank >= 0 && rank < comm->size) return ncclSuccess;
   return fail(ncclInvalidArgument, std::string(call) + ": " + name + " " + std::to_string(rank) +
                                        " of " + std::to_string(comm->size) + " ranks");
+}
+
+// The call counted (api_counts.h), once its checks passed, with its send buffer's bytes (the
+// receive buffer's for ncclRecv).
+void note(const char* call, size_t n, ncclDataType_t t) {
+  count_call(CallKind::kNccl, call, static_cast<double>(n * type_size(t)));
 }
 
 std::string describe(const char* call, size_t n, const ncclComm* comm) {
@@ -85,6 +90,7 @@ ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
   EMU_NCCL_TRY(check_op(call, op, datatype));
   EMU_NCCL_TRY(check_buffer(call, "sendbuff", sendbuff, bytes));
   EMU_NCCL_TRY(check_buffer(call, "recvbuff", recvbuff, bytes));
+  note(call, count, datatype);
   if (count == 0) return ncclSuccess;
   const MPI_Comm c = comm->mpi;
   const int N = comm->size;
@@ -111,6 +117,7 @@ ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recv
   EMU_NCCL_TRY(check_op(call, op, datatype));
   EMU_NCCL_TRY(check_buffer(call, "sendbuff", sendbuff, total * es));
   EMU_NCCL_TRY(check_buffer(call, "recvbuff", recvbuff, recvcount * es));
+  note(call, total, datatype);
   if (recvcount == 0) return ncclSuccess;
   const MPI_Comm c = comm->mpi;
   const int N = comm->size;
@@ -135,6 +142,7 @@ ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcoun
   const size_t es = type_size(datatype);
   EMU_NCCL_TRY(check_buffer(call, "sendbuff", sendbuff, sendcount * es));
   EMU_NCCL_TRY(check_buffer(call, "recvbuff", recvbuff, sendcount * comm->size * es));
+  note(call, sendcount, datatype);
   if (sendcount == 0) return ncclSuccess;
   const MPI_Comm c = comm->mpi;
   return submit(stream,
@@ -156,6 +164,7 @@ ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
   const size_t bytes = count * type_size(datatype);
   if (comm->rank == root) EMU_NCCL_TRY(check_buffer(call, "sendbuff", sendbuff, bytes));
   EMU_NCCL_TRY(check_buffer(call, "recvbuff", recvbuff, bytes));
+  note(call, count, datatype);
   if (count == 0) return ncclSuccess;
   const MPI_Comm c = comm->mpi;
   const bool is_root = comm->rank == root;
@@ -178,6 +187,7 @@ ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, nccl
   const bool is_root = comm->rank == root;
   EMU_NCCL_TRY(check_buffer(call, "sendbuff", sendbuff, bytes));
   if (is_root) EMU_NCCL_TRY(check_buffer(call, "recvbuff", recvbuff, bytes));  // root only
+  note(call, count, datatype);
   if (count == 0) return ncclSuccess;
   const MPI_Comm c = comm->mpi;
   const int N = comm->size;
@@ -202,6 +212,7 @@ ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatyp
   EMU_NCCL_TRY(check(call, comm, count, datatype));
   EMU_NCCL_TRY(check_rank(call, "peer", peer, comm));
   EMU_NCCL_TRY(check_buffer(call, "sendbuff", sendbuff, count * type_size(datatype)));
+  note(call, count, datatype);
   const MPI_Comm c = comm->mpi;
   return submit(stream,
                 {describe(call, count, comm) + " to rank " + std::to_string(peer), [=](MpiOp& o) {
@@ -217,6 +228,7 @@ ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int
   EMU_NCCL_TRY(check(call, comm, count, datatype));
   EMU_NCCL_TRY(check_rank(call, "peer", peer, comm));
   EMU_NCCL_TRY(check_buffer(call, "recvbuff", recvbuff, count * type_size(datatype)));
+  note(call, count, datatype);
   const MPI_Comm c = comm->mpi;
   return submit(stream,
                 {describe(call, count, comm) + " from rank " + std::to_string(peer), [=](MpiOp& o) {
