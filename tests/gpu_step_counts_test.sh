@@ -4,10 +4,11 @@
 # project claims of it. No GPU needed: these properties do not depend on the hardware, and on a
 # GPU they are what MFU rests on.
 #
-#   gpu_step_counts_test.sh COUNTS BASELINE DDP
-#     COUNTS    tools/gpu_step_counts.sh
-#     BASELINE  stages/baseline/train_emulated
-#     DDP       stages/ddp/train_emulated (2 ranks, 2 emulated GPUs, --backend nccl)
+#   gpu_step_counts_test.sh COUNTS BASELINE DDP ONE_F_ONE_B
+#     COUNTS       tools/gpu_step_counts.sh
+#     BASELINE     stages/baseline/train_emulated
+#     DDP          stages/ddp/train_emulated (2 ranks, 2 emulated GPUs, --backend nccl)
+#     ONE_F_ONE_B  stages/1f1b/train_emulated (the same)
 #
 # Claims checked (each from the counted calls, per step, tiny at L = 2 and L = 4):
 #  1. 16-bit products. Under --precision bf16 every cuBLAS FLOP has bf16 operands (README "Built
@@ -22,18 +23,19 @@
 #        executed − reported = 4 products · L · B · C · T(T − 1)
 #     (per head and product: 2·hs·(T² − T(T+1)/2) = hs·T(T − 1), and H·hs = C). A product
 #     counted but not run, or run but not counted, breaks the equality.
-#  3. Host waits do not grow with depth. A call that makes the host wait for the GPU drains its
-#     queue; one per layer (as Tensor::fill's device synchronise was under --attention flash)
-#     would show as more waits at L = 4 than at L = 2. Today's waiting calls per step, at most
-#     kMaxWaits: three uploads of the token ids (embedding forward, the head's targets, embedding
-#     backward: cudaMemcpy from pageable memory) and the loss read back (a cudaMemcpyAsync into
-#     pageable memory, then cudaStreamSynchronize: kernels/cuda/cross_entropy.cu).
+#  3. Host waits do not grow with depth or micro-batches. A call that makes the host wait for
+#     the GPU drains its queue; one per layer (as Tensor::fill's device synchronise was under
+#     --attention flash) shows as more waits at L = 4 than at L = 2, one per micro-batch (as the
+#     token ids' cudaMemcpy was on a pipeline's first stage) as more on 1F1B's rank 0 at 8
+#     micro-batches than at 4. Today's waiting calls per step, at most kMaxWaits: the loss read
+#     back (a cudaMemcpyAsync into pageable memory, then cudaStreamSynchronize:
+#     kernels/cuda/cross_entropy.cu). The ids go up through pinned memory (upload_ring.h).
 #  4. --attention flash launches no softmax over (B, H, T, T) scores: no P in memory.
 #  5. DDP over NCCL all-reduces each rank's whole gradient once per step: the bytes handed to
 #     ncclAllReduce equal the gradient bytes its report measures.
 set -u
-counts=$1 baseline=$2 ddp=$3
-readonly kMaxWaits=5
+counts=$1 baseline=$2 ddp=$3 one_f_one_b=$4
+readonly kMaxWaits=2
 export LLMP_CUDA_EMULATOR_DEVICES=2  # one per rank of the DDP run
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -115,6 +117,16 @@ if [ -f "$tmp/flash_L2.tsv" ] && [ -f "$tmp/flash_L4.tsv" ]; then
   w2=$(total flash_L2 sync . 3) w4=$(total flash_L4 sync . 3)
   [ "$w2" = "$w4" ] || fail "flash: $w2 host waits per step at L = 2, $w4 at L = 4"
   [ "$w4" -le "$kMaxWaits" ] || fail "flash: $w4 host waits per step (at most $kMaxWaits)"
+fi
+
+# ---- 3: a pipeline's first stage (rank 0 of 1F1B) ------------------------------------------
+for m in 4 8; do
+  step "1f1b_m$m" "$one_f_one_b" --layers 4 --world_size 2 --backend nccl --micro_batches "$m"
+done
+if [ -f "$tmp/1f1b_m4.tsv" ] && [ -f "$tmp/1f1b_m8.tsv" ]; then
+  w4=$(total 1f1b_m4 sync . 3) w8=$(total 1f1b_m8 sync . 3)
+  [ "$w4" = "$w8" ] || fail "1f1b rank 0: $w4 host waits per step at m = 4, $w8 at m = 8"
+  [ "$w8" -le "$kMaxWaits" ] || fail "1f1b rank 0: $w8 host waits per step (at most $kMaxWaits)"
 fi
 
 # ---- 5: DDP's gradient all-reduce over NCCL ------------------------------------------------

@@ -10,6 +10,7 @@
 #include "common/tensor/tensor.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/fill_kernel.h"
+#include "kernels/cuda/upload_ring.h"
 
 namespace llmp {
 namespace {
@@ -46,16 +47,22 @@ class CudaAllocator : public Allocator {
   // legacy stream), every later copy (cudaMemcpy waits for it) and every collective (the NCCL
   // lanes wait for the legacy stream: common/comm/nccl_process_group.cc), so neither makes the
   // host wait. (A device synchronise after each fill was one per layer per step under
-  // --attention flash, counted on the emulator: tests/gpu_step_counts_test.sh.) cudaMemcpy
-  // is synchronous for pageable host memory; device-to-device copies are ordered on the stream.
+  // --attention flash, counted on the emulator: tests/gpu_step_counts_test.sh.) A copy to the
+  // host (cudaMemcpy) waits for the device; device-to-device copies are ordered on the stream.
   void set_zero(void* p, int64_t bytes) override {
     CUDA_CHECK(cudaMemset(p, 0, static_cast<size_t>(bytes)));
   }
   void fill_f32(float* p, int64_t n, float value) override { cuda::fill(p, n, value); }
   // cudaMemcpyDefault: the direction comes from the pointers (unified virtual addressing, every
   // 64-bit CUDA platform), so one call serves host->device, device->host and device->device.
-  void copy(void* dst, Device, const void* src, Device, int64_t bytes) override {
-    CUDA_CHECK(cudaMemcpy(dst, src, static_cast<size_t>(bytes), cudaMemcpyDefault));
+  // A small upload (token ids, a shard of a few KiB) goes through the pinned ring, so that it does
+  // not make the host wait for the GPU (upload_ring.h); anything else is one cudaMemcpy.
+  void copy(void* dst, Device dst_device, const void* src, Device src_device,
+            int64_t bytes) override {
+    const size_t n = static_cast<size_t>(bytes);
+    if (dst_device == Device::kCUDA && src_device == Device::kCPU && cuda::UploadRing::fits(n))
+      return uploads_.copy(dst, src, n);
+    CUDA_CHECK(cudaMemcpy(dst, src, n, cudaMemcpyDefault));
   }
   int64_t in_use() const { return in_use_; }
 
@@ -74,6 +81,7 @@ class CudaAllocator : public Allocator {
 
   int64_t in_use_ = 0;
   std::unordered_set<int> configured_;  // the devices whose pool is configured
+  cuda::UploadRing uploads_;
 };
 
 CudaAllocator& the_allocator() {

@@ -15,6 +15,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_allocator.h"
 #include "kernels/cuda/fill_copy.h"
+#include "kernels/cuda/upload_ring.h"
 
 namespace llmp {
 namespace {
@@ -147,6 +148,34 @@ TEST_F(FillCopyGpu, TensorZerosFillAndCopyFromWorkOnTheDevice) {
   d.copy_from(h);  // host -> device
   Tensor back = cuda::copy_to_host(d);
   for (int64_t i = 0; i < 1000; ++i) ASSERT_EQ(back.f32()[i], static_cast<float>(i));
+}
+
+// Small uploads go through the pinned ring (upload_ring.h): copy_from returns before the GPU has
+// the bytes, and the host may rewrite its buffer at once. 3·kSlots uploads from ONE host buffer,
+// rewritten after each, into their own device tensors, queued behind a fill of kBig elements (on
+// a GPU the copies wait in the stream while the host moves on), then one larger than a slot
+// (cudaMemcpy): each tensor holds its own values. On a GPU, a ring that copied from the caller's
+// buffer would show later values, and so would one that reused a slot before its copy was done.
+// (The emulator copies at once, so there only the values and the slot cycling are checked.)
+TEST_F(FillCopyGpu, SmallUploadsKeepTheirOwnValuesWhileTheHostMovesOn) {
+  constexpr int kUploads = 3 * cuda::UploadRing::kSlots;
+  const int64_t n = 4096, large = cuda::UploadRing::kSlotBytes / 4 + 1;
+  Tensor ahead = Tensor::empty({kBig}, DType::kF32, MemCategory::kOther, Device::kCUDA);
+  cuda::fill(ahead, 1.0f);
+  Tensor host = Tensor::empty({large});
+  std::vector<Tensor> dev;
+  for (int u = 0; u <= kUploads; ++u) {
+    const int64_t m = u < kUploads ? n : large;
+    Tensor src = host.narrow(0, m);
+    for (int64_t i = 0; i < m; ++i) src.f32()[i] = static_cast<float>(u * n + i);
+    dev.push_back(Tensor::empty({m}, DType::kF32, MemCategory::kOther, Device::kCUDA));
+    dev.back().copy_from(src);
+  }
+  for (int u = 0; u <= kUploads; ++u) {
+    Tensor back = cuda::copy_to_host(dev[u]);
+    for (int64_t i = 0; i < back.numel(); ++i)
+      ASSERT_EQ(back.f32()[i], static_cast<float>(u * n + i)) << "upload " << u << ", at " << i;
+  }
 }
 
 }  // namespace
