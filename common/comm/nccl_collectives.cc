@@ -26,9 +26,10 @@ Tensor NcclProcessGroup::reduced_on_device(const Tensor& output) {
   return Tensor::empty(output.shape(), output.dtype(), MemCategory::kCommBuffers, Device::kCUDA);
 }
 
-// After the reduction on the same stream. Into pageable host memory the copy returns once it is
-// done (CUDA's "API synchronization behavior"), so the host waits for the reduction here, as it
-// waits in the twin's blocking reduce-scatter.
+// After the reduction on the same stream; the Work's event, recorded after it, completes once the
+// share is on the host. Into pageable host memory the copy may return only once it is done
+// (CUDA's "API synchronization behavior"): the host then waits for the reduction here, as in
+// the twin's blocking reduce-scatter.
 void NcclProcessGroup::copy_down(const Tensor& reduced, Tensor& output) {
   if (output.nbytes() == 0) return;
   CUDA_CHECK(cudaMemcpyAsync(output.raw(), reduced.raw(), static_cast<size_t>(output.nbytes()),
