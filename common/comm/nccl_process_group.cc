@@ -39,6 +39,7 @@ class NcclWork final : public Work {
       return true;
     }
     if (e != cudaErrorNotReady) CUDA_CHECK(e);
+    cudaGetLastError();  // "not ready" is not an error: clear it before a launch check sees it
     ncclResult_t async = ncclSuccess;  // a peer that failed or aborted: end here too
     NCCL_CHECK(ncclCommGetAsyncError(comm_, &async));
     if (async != ncclSuccess && async != ncclInProgress)

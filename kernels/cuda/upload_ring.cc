@@ -17,10 +17,12 @@ void UploadRing::copy(void* dst, const void* src, size_t bytes) {
     CUDA_CHECK(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming));
   } else {  // its copy of kSlots uploads ago: done by now, unless the GPU is that far behind
     const cudaError_t e = cudaEventQuery(s.done);
-    if (e == cudaErrorNotReady)
+    if (e == cudaErrorNotReady) {
+      cudaGetLastError();  // "not ready" is not an error: clear it before a launch check sees it
       CUDA_CHECK(cudaEventSynchronize(s.done));
-    else
+    } else {
       CUDA_CHECK(e);
+    }
   }
   std::memcpy(s.host, src, bytes);
   CUDA_CHECK(cudaMemcpyAsync(dst, s.host, bytes, cudaMemcpyHostToDevice, /*legacy default=*/0));

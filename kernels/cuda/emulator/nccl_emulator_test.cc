@@ -71,6 +71,9 @@ TEST(EmulatedNccl, SendQueuedAheadOfRecvWaitsForThePeerButAGroupCompletes) {
     EXPECT_EQ(cudaStreamQuery(s), cudaErrorNotReady) << "a send completed with no receiver";
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+  // "Not ready" stays the last error until cleared (note_not_ready: the stricter assumption).
+  EXPECT_EQ(cudaGetLastError(), cudaErrorNotReady);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
   MPI_Barrier(MPI_COMM_WORLD);
   // Unstick it by hand, under the emulation: take the peer's send, then send what its queued
   // receive waits for.

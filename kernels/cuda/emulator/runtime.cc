@@ -55,6 +55,8 @@ void set_launch_error(cudaError_t err, const std::string& why) {
   std::fprintf(stderr, "CUDA emulator: launch refused: %s\n", why.c_str());
 }
 
+void note_not_ready() { rt().last = cudaErrorNotReady; }
+
 cudaError_t set_func_attribute(const void* kernel, int attr, int value) {
   if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize || value < 0 ||
       static_cast<size_t>(value) > kMaxDynamicSmem)

@@ -162,7 +162,9 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
 }
 cudaError_t cudaStreamQuery(cudaStream_t stream) {
   llmp::cuda::emu::progress();
-  return resolve(stream)->queue.empty() ? cudaSuccess : cudaErrorNotReady;
+  if (resolve(stream)->queue.empty()) return cudaSuccess;
+  llmp::cuda::emu::note_not_ready();
+  return cudaErrorNotReady;
 }
 cudaError_t cudaDeviceSynchronize() {
   llmp::cuda::emu::count_call(llmp::cuda::emu::CallKind::kSync, "cudaDeviceSynchronize");
@@ -201,7 +203,9 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
 cudaError_t cudaEventQuery(cudaEvent_t event) {
   if (!event) return cudaErrorInvalidResourceHandle;
   llmp::cuda::emu::progress();
-  return llmp::cuda::emu::reached(event->stream_id, event->mark) ? cudaSuccess : cudaErrorNotReady;
+  if (llmp::cuda::emu::reached(event->stream_id, event->mark)) return cudaSuccess;
+  llmp::cuda::emu::note_not_ready();
+  return cudaErrorNotReady;
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   llmp::cuda::emu::count_call(llmp::cuda::emu::CallKind::kSync, "cudaEventSynchronize");

@@ -146,6 +146,11 @@ bool is_device_range(const void* p, size_t bytes);
 void wait_for_stream(cudaStream_t stream);
 /// A launch error the next cudaGetLastError returns (CUDA's "sticky" launch errors).
 void set_launch_error(cudaError_t err, const std::string& why);
+/// What cudaEventQuery and cudaStreamQuery leave when the work is not done: cudaErrorNotReady as
+/// the last error, until a cudaGetLastError clears it. Frameworks clear it after such a query
+/// (PyTorch's CUDAEvent::query); one that does not fails its next launch check. The emulator
+/// assumes the stricter behaviour, so that a missing clear fails here.
+void note_not_ready();
 
 template <typename T>
 bool host_pointer_arg(const T&) {
