@@ -33,6 +33,12 @@
 #  4. --attention flash launches no softmax over (B, H, T, T) scores: no P in memory.
 #  5. DDP over NCCL all-reduces each rank's whole gradient once per step: the bytes handed to
 #     ncclAllReduce equal the gradient bytes its report measures.
+#  6. The head's cross-entropy passes over the logits (the largest activation: 1.6 GB per pass at
+#     gpt2's vocabulary and batch 8 × 1024) on one rank holding the whole vocabulary: one launch
+#     of max_sums_kernel (the row max and Σ exp in one read) and one of loss_kernel (the gradient
+#     written, rounded to bf16 as it is written) per logits chunk; none of the split vocabulary's
+#     row_max_kernel and exp_sums_kernel, which read the logits once more (kernels/cuda/
+#     cross_entropy.h).
 set -u
 counts=$1 baseline=$2 ddp=$3 one_f_one_b=$4
 readonly kMaxWaits=2
@@ -90,6 +96,16 @@ for L in 2 4; do
     fail "bf16_L$L: cuBLAS ran $all FLOPs; the trainer reports $per_token FLOP/token × $B × $T" \
       "plus 4·L·B·C·T(T−1) masked (L=$Lm C=$C T=$T)"
 done
+# ---- 6: the head's passes over the logits -----------------------------------------------------
+if [ -f "$tmp/bf16_L2.tsv" ]; then
+  one_pass=$(total bf16_L2 launch '^max_sums_kernel$' 3)
+  loss=$(total bf16_L2 launch '^loss_kernel$' 3)
+  split=$(total bf16_L2 launch '^(row_max|exp_sums)_kernel$' 3)
+  echo "   cross-entropy per step: max_sums $one_pass, loss $loss, row_max + exp_sums $split"
+  [ "$one_pass" -gt 0 ] && [ "$one_pass" = "$loss" ] ||
+    fail "bf16_L2: $one_pass max_sums_kernel launches for $loss loss_kernel launches"
+  [ "$split" = 0 ] || fail "bf16_L2: $split launches of the split vocabulary's steps on one rank"
+fi
 if [ -f "$tmp/bf16_L2.tsv" ] && [ -f "$tmp/bf16_L4.tsv" ]; then
   w2=$(total bf16_L2 sync . 3) w4=$(total bf16_L4 sync . 3)
   [ "$w2" = "$w4" ] || fail "bf16: $w2 host waits per step at L = 2, $w4 at L = 4"

@@ -145,6 +145,12 @@ double GPT::head_forward_backward(const float* lnf_params, const float* wte, con
   if (backward) dh = activation({B, T, C}, dt, dev);
   F32Out dh32(dh);
 
+  // bf16 activations: the dlogits become bf16 values, as every activation gradient is
+  // (sublayer.h rounded_products), rounded by the loss step as it writes them, and the two
+  // backward products read 16-bit operands only; under the walk's bf16 declaration a GPU runs
+  // them on its 16-bit tensor cores. Else (f32: rd = f32) nothing is rounded.
+  const DType rd = rounded_products(dt);
+  const bool whole_vocab = Vr == cfg_.padded_vocab();  // no vocabulary split: nothing to reduce
   double total = 0.0;
   for (int r0 = 0; r0 < N; r0 += rows) {
     const int k = std::min(rows, N - r0);
@@ -152,21 +158,20 @@ double GPT::head_forward_backward(const float* lnf_params, const float* wte, con
     const int32_t* y = targets + r0;
     ops.matmul_nt_forward(logits.f32(), hc, wte, k, C, Vr);  // (k,C) @ (C,V/t) -> (k,V/t)
     if (pad > 0) ops.copy_columns(logits.f32() + (Vr - pad), Vr, neg_inf.f32(), pad, k, pad);
-    ops.cross_entropy_row_max(m.f32(), logits.f32(), k, Vr);
-    Tensor mk = m.narrow(0, k), sk = sums.narrow(0, 2 * k);
-    tp_->all_reduce_max(mk);  // the row maxima over the whole vocabulary
-    ops.cross_entropy_exp_sums(sums.f32(), logits.f32(), y, v0, k, Vr, m.f32());
-    tp_->all_reduce_sum(sk);  // Σ exp and the target logit over the whole vocabulary
+    if (whole_vocab) {  // the row maxima and Σ exp in one pass over the logits
+      ops.cross_entropy_max_sums(m.f32(), sums.f32(), logits.f32(), y, v0, k, Vr);
+    } else {
+      ops.cross_entropy_row_max(m.f32(), logits.f32(), k, Vr);
+      Tensor mk = m.narrow(0, k), sk = sums.narrow(0, 2 * k);
+      tp_->all_reduce_max(mk);  // the row maxima over the whole vocabulary
+      ops.cross_entropy_exp_sums(sums.f32(), logits.f32(), y, v0, k, Vr, m.f32());
+      tp_->all_reduce_sum(sk);  // Σ exp and the target logit over the whole vocabulary
+    }
     // Σ CE over the chunk; with backward the logits become loss_scale·(softmax - onehot).
     total += ops.cross_entropy_loss(logits.f32(), y, v0, k, Vr, m.f32(), sums.f32(), loss_scale,
-                                    backward);
+                                    backward, rd);
     if (backward) {  // dh (k,C) = dlogits @ wte_r (partial);  dwte_r (V/t,C) += dlogitsᵀ @ h
       if (pad > 0) ops.copy_columns(logits.f32() + (Vr - pad), Vr, zero.f32(), pad, k, pad);
-      // bf16 activations: the dlogits become bf16 values, as every activation gradient is
-      // (sublayer.h rounded_products), and the two products read 16-bit operands only; under
-      // the walk's bf16 declaration a GPU runs them on its 16-bit tensor cores. Else nothing.
-      const DType rd = rounded_products(dt);
-      ops.round_values(logits.f32(), rd, int64_t{k} * Vr);
       const MatmulOperands operands(ops, rd == DType::kF32 ? DType::kF32 : ops.matmul_operands());
       ops.matmul_nt_backward(dh32.get() + int64_t{r0} * C, wte_grads, logits.f32(), hc, wte, k, C,
                              Vr);

@@ -39,7 +39,8 @@ double tp_collective_calls_per_step(const TpModelDims& d, int64_t B, int64_t T, 
   const int64_t R = std::max<int64_t>(1, std::min<int64_t>(N, (int64_t{1} << 22) / Vr));
   const int64_t chunks = (N + R - 1) / R;  // ⌈BT/R⌉
   const double L = d.L;
-  double calls = sequence_parallel ? 10 * L + 5 + 2.0 * chunks : 4 * L + 2 + 2.0 * chunks;
+  const double ce = t > 1 ? 2.0 * chunks : 0.0;  // the vocab-parallel cross-entropy's reductions
+  double calls = sequence_parallel ? 10 * L + 5 + ce : 4 * L + 2 + ce;
   if (full_recompute) calls += sequence_parallel ? 4 * L : 2 * L;
   if (full_recompute && partition_checkpoints && !sequence_parallel && t > 1)
     calls += (d.L + recompute_every - 1) / recompute_every;  // ⌈L/k⌉

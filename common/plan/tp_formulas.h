@@ -37,7 +37,8 @@
 //
 // Collective calls per rank and step (latency: every call pays a start-up, whatever its size), read
 // off the walk (common/nn: attention.cc, mlp.cc, gpt_embed_head.cc; unit_runner.cc). A group of
-// one rank still counts each call (common/comm/process_group.cc), so these hold at t = 1 too:
+// one rank still counts each call (common/comm/process_group.cc), so these hold at t = 1 too,
+// except the cross-entropy's, which a rank holding the whole vocabulary does not make:
 //   per block  TP: g forward after attn.c_proj and mlp.c_proj, f backward before c_attn and c_fc:
 //              4 all_reduces (f forward, g backward: identity, no call). SP: f and g each become
 //              one collective both ways (all_gather / reduce_scatter): 8.
@@ -45,10 +46,11 @@
 //   head       f before the LM head: 1 (TP: backward all_reduce); SP: 2. The cross-entropy runs
 //              over the B·T rows in chunks of R = max(1, min(BT, ⌊2^22/(V/t)⌋)) rows (the logits
 //              chunk of gpt_embed_head.cc; the CPU kernels' 2^22, a GPU's is 2^28), each with
-//              2 all_reduces (row max, Σ exp and target logit): 2⌈BT/R⌉
-//   TP total   4L + 2 + 2⌈BT/R⌉
-//   SP total   8L + 4 + 2⌈BT/R⌉ on the tp group, + 2L re-gathers (ln_1, ln_2, backward) + 1
-//              all_reduce of the replicated gradients: 10L + 5 + 2⌈BT/R⌉
+//              2 all_reduces (row max, Σ exp and target logit) when t > 1: X = 2⌈BT/R⌉; at
+//              t = 1 the row max and Σ exp are one pass and nothing is reduced: X = 0
+//   TP total   4L + 2 + X
+//   SP total   8L + 4 + X on the tp group, + 2L re-gathers (ln_1, ln_2, backward) + 1
+//              all_reduce of the replicated gradients: 10L + 5 + X
 //   full recomputation: each block's forward runs once more: + 2L (TP), + 4L (SP); with ZeRO-R
 //              Pa (TP, t > 1) one all_gather per segment of k blocks: + ⌈L/k⌉.
 //
@@ -86,10 +88,10 @@ double tp_bytes_per_step(const TpModelDims& d, int64_t B, int64_t T, int t);
 double tp_recompute_bytes_per_step(const TpModelDims& d, int64_t B, int64_t T, int t);
 
 /// Collective calls a rank makes per training step, summed over its groups (tp, re-gather,
-/// replicated gradients, Pa's checkpoints), by the count above: 4L + 2 + 2⌈BT/R⌉ (TP) or
-/// 10L + 5 + 2⌈BT/R⌉ (SP), R = max(1, min(BT, ⌊2^22/(V/t)⌋)) rows per cross-entropy chunk; plus
-/// 2L (TP) or 4L (SP) under full recomputation, and ⌈L/k⌉ with Pa (TP, full, t > 1), k =
-/// recompute_every. A count, not bytes.
+/// replicated gradients, Pa's checkpoints), by the count above: 4L + 2 + X (TP) or
+/// 10L + 5 + X (SP), X = 2⌈BT/R⌉ for t > 1 (0 at t = 1), R = max(1, min(BT, ⌊2^22/(V/t)⌋))
+/// rows per cross-entropy chunk; plus 2L (TP) or 4L (SP) under full recomputation, and ⌈L/k⌉
+/// with Pa (TP, full, t > 1), k = recompute_every. A count, not bytes.
 double tp_collective_calls_per_step(const TpModelDims& d, int64_t B, int64_t T, int t,
                                     bool sequence_parallel, bool full_recompute = false,
                                     int recompute_every = 1, bool partition_checkpoints = false);

@@ -42,11 +42,12 @@ TEST(TpFormulas, CollectiveCallsByHand) {
   EXPECT_EQ(tp_collective_calls_per_step(kMini, 16, 64, 4, false, true, 1, false), 28);
   EXPECT_EQ(tp_collective_calls_per_step(kMini, 16, 64, 4, false, true, 3, true), 30);
   EXPECT_EQ(tp_collective_calls_per_step(kMini, 16, 64, 4, true, true, 1, false), 63);
-  // Pa does nothing on one rank (nothing to gather) and nothing under SP (already split).
-  EXPECT_EQ(tp_collective_calls_per_step(kMini, 16, 64, 1, false, true, 1, true), 28);
+  // Pa does nothing on one rank (nothing to gather) and nothing under SP (already split); one
+  // rank holds the whole vocabulary: no cross-entropy reductions (4L + 2 + 2L = 26).
+  EXPECT_EQ(tp_collective_calls_per_step(kMini, 16, 64, 1, false, true, 1, true), 26);
   EXPECT_EQ(tp_collective_calls_per_step(kMini, 16, 64, 4, true, true, 1, true), 63);
   const TpModelDims gpt2{50304, 1024, 12, 768, 12};
-  EXPECT_EQ(tp_collective_calls_per_step(gpt2, 8, 1024, 1, false), 248);
+  EXPECT_EQ(tp_collective_calls_per_step(gpt2, 8, 1024, 1, false), 50);  // 4L + 2
   EXPECT_EQ(tp_collective_calls_per_step(gpt2, 8, 1024, 4, false), 100);
 }
 

@@ -32,7 +32,8 @@ class FakeKernelOps {
 
   /// How often the entries that take a rounding dtype were called with it since construction:
   /// key "attention_forward bf16", "attention_probs f32", "attention_backward bf16",
-  /// "round_values f16", "note_source bf16", ... (the entry, a space, to_string of its dtype).
+  /// "cross_entropy_loss bf16" (its gradient's rounding), "note_source bf16", ... (the entry, a
+  /// space, to_string of its dtype).
   /// What the model asked for is what a GPU's kernels get, so a test sees which products the
   /// walk hands 16-bit values (common/nn/sublayer.h rounded_products). "source hit bf16": the
   /// operands of 16-bit matmul_* calls that lie inside a noted widening (a GPU reads those from

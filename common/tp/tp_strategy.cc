@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -187,7 +188,8 @@ std::vector<ReportRow> TensorParallelStrategy::report() const {
   ReportRow calls{"collective calls per step", double(calls_),
                   tp_collective_calls_per_step(d, last_B_, last_T_, t, sp_, full,
                                                c.recompute_every, pa),
-                  sp_ ? "10L+5+2⌈BT/R⌉, R rows per CE chunk" : "4L+2+2⌈BT/R⌉, R rows per CE chunk"};
+                  std::string(sp_ ? "10L+5" : "4L+2") +
+                      (t > 1 ? "+2⌈BT/R⌉, R rows per CE chunk" : " (t = 1: no CE reductions)")};
   if (full) calls.formula_text += sp_ ? " +4L (recompute)" : " +2L (recompute)";
   if (pa) calls.formula_text += " +⌈L/k⌉ (Pa)";
   calls.count = true;

@@ -15,7 +15,8 @@ double grid_cross_entropy(ProcessGroup& group, float* z, const int32_t* y, int v
   Tensor sums = Tensor::empty({2 * N}, DType::kF32, MemCategory::kCommBuffers, device);
   ops.cross_entropy_exp_sums(sums.f32(), z, y, v0, n, Vr, m.f32());
   group.all_reduce(sums, ReduceOp::kSum);  // Σ exp and the target logit over the vocabulary
-  return ops.cross_entropy_loss(z, y, v0, n, Vr, m.f32(), sums.f32(), dloss, backward);
+  return ops.cross_entropy_loss(z, y, v0, n, Vr, m.f32(), sums.f32(), dloss, backward,
+                                DType::kF32);
 }
 
 }  // namespace llmp

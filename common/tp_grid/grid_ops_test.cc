@@ -107,7 +107,7 @@ TEST(GridCrossEntropy, MatchesTheDenseKernelBlockByBlock) {
   cpu::cross_entropy_row_max(m.data(), zd.data(), kN, kV);
   cpu::cross_entropy_exp_sums(sums.data(), zd.data(), y.data(), 0, kN, kV, m.data());
   const double loss = cpu::cross_entropy_loss(zd.data(), y.data(), 0, kN, kV, m.data(),
-                                              sums.data(), dloss, true);
+                                              sums.data(), dloss, true, DType::kF32);
   std::vector<float> zl = cols(z, kN, kV, v0, Vr);
   const int64_t calls0 = calls(*g);
   const double got = grid_cross_entropy(*g, zl.data(), y.data(), v0, kN, Vr, dloss, true);

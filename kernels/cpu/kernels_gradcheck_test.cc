@@ -11,9 +11,12 @@
 #include <cmath>
 #include <algorithm>
 #include <cstdint>
+#include <stdexcept>
 #include <vector>
 
+#include "common/tensor/tensor.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/convert.h"
 #include "kernels/cpu/cross_entropy.h"
 #include "kernels/cpu/embedding.h"
 #include "kernels/cpu/gelu.h"
@@ -158,12 +161,13 @@ TEST(KernelGradCheck, Attention) {
     for (int c = 0; c < C; ++c) EXPECT_FLOAT_EQ(out[b * T * C + c], qkv[b * T * 3 * C + 2 * C + c]);
 }
 
-/// Σ loss through the three steps of cross_entropy.h on one shard (the whole vocabulary).
-double cross_entropy(float* z, const int32_t* y, int N, int V, float dloss, bool backward) {
+/// Σ loss through the steps of cross_entropy.h on one shard (the whole vocabulary: steps 1 and 2
+/// as cross_entropy_max_sums), the gradient rounded to values of grad_dtype.
+double cross_entropy(float* z, const int32_t* y, int N, int V, float dloss, bool backward,
+                     DType grad_dtype = DType::kF32) {
   Vec m(N), sums(2 * N);
-  cross_entropy_row_max(m.data(), z, N, V);
-  cross_entropy_exp_sums(sums.data(), z, y, 0, N, V, m.data());
-  return cross_entropy_loss(z, y, 0, N, V, m.data(), sums.data(), dloss, backward);
+  cross_entropy_max_sums(m.data(), sums.data(), z, y, 0, N, V);
+  return cross_entropy_loss(z, y, 0, N, V, m.data(), sums.data(), dloss, backward, grad_dtype);
 }
 
 TEST(KernelGradCheck, CrossEntropy) {
@@ -205,15 +209,47 @@ TEST(KernelGradCheck, CrossEntropyOverVocabularyShards) {
   cross_entropy_exp_sums(sa.data(), a.data(), y.data(), 0, N, V0, ma.data());
   cross_entropy_exp_sums(sb.data(), b.data(), y.data(), V0, N, V - V0, mb.data());
   for (int i = 0; i < 2 * N; ++i) sa[i] = sb[i] = sa[i] + sb[i];  // all_reduce sum
-  const double la = cross_entropy_loss(a.data(), y.data(), 0, N, V0, ma.data(), sa.data(), dloss, true);
-  const double lb =
-      cross_entropy_loss(b.data(), y.data(), V0, N, V - V0, mb.data(), sb.data(), dloss, true);
+  const double la = cross_entropy_loss(a.data(), y.data(), 0, N, V0, ma.data(), sa.data(), dloss,
+                                       true, DType::kF32);
+  const double lb = cross_entropy_loss(b.data(), y.data(), V0, N, V - V0, mb.data(), sb.data(),
+                                       dloss, true, DType::kF32);
   EXPECT_NEAR(la, l_full, 1e-6 * l_full);
   EXPECT_EQ(la, lb);  // every rank computes the whole loss
   for (int n = 0; n < N; ++n)
     for (int v = 0; v < V; ++v)
       EXPECT_NEAR(v < V0 ? a[n * V0 + v] : b[n * (V - V0) + v - V0], full[n * V + v], 1e-6)
           << "row " << n << " vocab " << v;
+}
+
+// Steps 1 and 2 as one (cross_entropy_max_sums) give the two steps' m and sums bit for bit and
+// leave the logits as they were; step 3 recomputes exp(z - m) from them. Under a 16-bit
+// declaration the gradient it writes is the f32 gradient rounded to bf16, element for element.
+TEST(KernelGradCheck, CrossEntropyStepsReadTheLogitsAndRoundTheGradientWhenAsked) {
+  const int N = 5, V = 37;
+  const Vec z = rand_vec(N * V, 31, -4, 4);
+  const std::vector<int32_t> y = {0, 36, 5, 5, 20};
+  Vec m1(N), s1(2 * N), m2(N), s2(2 * N), za = z, zb = z;
+  cross_entropy_row_max(m1.data(), za.data(), N, V);
+  cross_entropy_exp_sums(s1.data(), za.data(), y.data(), 0, N, V, m1.data());
+  cross_entropy_max_sums(m2.data(), s2.data(), zb.data(), y.data(), 0, N, V);
+  EXPECT_EQ(m1, m2);
+  EXPECT_EQ(s1, s2);
+  EXPECT_EQ(za, z) << "steps 1 and 2 wrote over the logits";
+  EXPECT_EQ(zb, z) << "cross_entropy_max_sums wrote over the logits";
+  for (int n = 0; n < N; ++n) EXPECT_EQ(s2[N + n], z[n * V + y[n]]) << "target logit, row " << n;
+
+  Vec g32 = z, g16 = z;
+  const double l32 = cross_entropy(g32.data(), y.data(), N, V, 0.25f, true, DType::kF32);
+  const double l16 = cross_entropy(g16.data(), y.data(), N, V, 0.25f, true, DType::kBF16);
+  EXPECT_EQ(l32, l16) << "the rounding is the gradient's, not the loss's";
+  int64_t changed = 0;
+  for (int i = 0; i < N * V; ++i) {
+    EXPECT_EQ(g16[i], round_trip(g32[i], DType::kBF16)) << "element " << i;
+    changed += g16[i] != g32[i];
+  }
+  EXPECT_GT(changed, N * V / 2) << "bf16 rounding left most fp32 gradients as they were";
+  EXPECT_THROW(cross_entropy(g16.data(), y.data(), N, V, 1.0f, true, DType::kU8),
+               std::invalid_argument);
 }
 
 TEST(KernelGradCheck, Embedding) {

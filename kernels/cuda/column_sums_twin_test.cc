@@ -10,10 +10,9 @@
 // integer sum exactly, and a row counted twice or dropped (a slice boundary off by one) or a
 // partial read from the wrong slot cannot hide inside a rounding bound.
 //
-// The head without backward and without dx (gpt_embed_head.cc: the evaluation's loss, the
-// vocab-parallel rank that needs no dh): cross_entropy_loss with backward false leaves the
-// logits as exp_sums left them; matmul_nt_backward with dx == nullptr accumulates dWt alone.
-// Bounds as kernels_twin_test's: GEMM 5e-5, rows 1e-5 (relative to max(1, max|ref|)).
+// The head without dx (gpt_embed_head.cc: the vocab-parallel rank that needs no dh):
+// matmul_nt_backward with dx == nullptr accumulates dWt alone (GEMM bound 5e-5, relative to
+// max(1, max|ref|), as kernels_twin_test's). Cross-entropy: cross_entropy_twin_test.cc.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -23,9 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cpu/cross_entropy.h"
 #include "kernels/cpu/matmul.h"
-#include "kernels/cuda/cross_entropy.h"
 #include "kernels/cuda/device_allocator.h"
 #include "kernels/cuda/layernorm.h"
 #include "kernels/cuda/matmul.h"
@@ -80,28 +77,6 @@ TEST_F(KernelsTwinColumns, ColumnSumsPastTheSliceCapAreExact) {
   EXPECT_EQ(db_d.get(), db_ref);
   EXPECT_EQ(db2_d.get(), db_ref);
   EXPECT_EQ(dw_d.get(), dw_ref);
-}
-
-TEST_F(KernelsTwinColumns, CrossEntropyLossWithoutBackwardLeavesTheLogits) {
-  const int CN = 9, Vr = 1000, v0 = 0;
-  std::vector<int32_t> y(CN);
-  for (int n = 0; n < CN; ++n) y[n] = n * 97 % Vr;
-  const Vec z0 = rnd(size_t{CN} * Vr, 3, -6.0f, 6.0f);
-  Vec z = z0, m(CN), sums(2 * CN);
-  Dev<int32_t> y_d(y);
-  DevF z_d(z0), m_d(CN), s_d(2 * CN);
-  cpu::cross_entropy_row_max(m.data(), z.data(), CN, Vr);
-  cpu::cross_entropy_exp_sums(sums.data(), z.data(), y.data(), v0, CN, Vr, m.data());
-  const double ref =
-      cpu::cross_entropy_loss(z.data(), y.data(), v0, CN, Vr, m.data(), sums.data(), 1.0f, false);
-  cuda::cross_entropy_row_max(m_d.p, z_d.p, CN, Vr);
-  cuda::cross_entropy_exp_sums(s_d.p, z_d.p, y_d.p, v0, CN, Vr, m_d.p);
-  const Vec exps = z_d.get();
-  const double got = cuda::cross_entropy_loss(z_d.p, y_d.p, v0, CN, Vr, m_d.p, s_d.p, 1.0f, false);
-  EXPECT_EQ(z_d.get(), exps);  // no backward: the exponentials stay as they were
-  EXPECT_LE(rel_err(exps, z, "cross_entropy exps"), 1e-5f);
-  std::printf("cross_entropy loss (no backward) %.9g, cpu %.9g\n", got, ref);
-  EXPECT_NEAR(got, ref, 1e-5 * std::fabs(ref));
 }
 
 TEST_F(KernelsTwinColumns, MatmulNtBackwardWithoutDxAccumulatesDWtAlone) {

@@ -283,18 +283,22 @@ class CudaKernelOps final : public KernelOps {
   void cross_entropy_row_max(float* m, const float* z, int N, int Vr) override {
     cuda::cross_entropy_row_max(m, z, N, Vr);
   }
-  void cross_entropy_exp_sums(float* sums, float* z, const int32_t* y, int v0, int N, int Vr,
+  void cross_entropy_exp_sums(float* sums, const float* z, const int32_t* y, int v0, int N, int Vr,
                               const float* m) override {
     cuda::cross_entropy_exp_sums(sums, z, y, v0, N, Vr, m);
   }
+  void cross_entropy_max_sums(float* m, float* sums, const float* z, const int32_t* y, int v0,
+                              int N, int Vr) override {
+    cuda::cross_entropy_max_sums(m, sums, z, y, v0, N, Vr);
+  }
   double cross_entropy_loss(float* z, const int32_t* y, int v0, int N, int Vr, const float* m,
-                            const float* sums, float dloss, bool backward) override {
-    return cuda::cross_entropy_loss(z, y, v0, N, Vr, m, sums, dloss, backward);
+                            const float* sums, float dloss, bool backward,
+                            DType grad_dtype) override {
+    return cuda::cross_entropy_loss(z, y, v0, N, Vr, m, sums, dloss, backward, grad_dtype);
   }
   void widen(const void* src, DType src_dtype, float* dst, int64_t n) override {
     cuda::widen(src, src_dtype, dst, n);
   }
-  void round_values(float* x, DType dtype, int64_t n) override { cuda::round_values(x, dtype, n); }
   void note_source(const float* f32, const void* src, DType dtype, int64_t n) override {
     cuda::sixteen_bit_sources().note(f32, src, dtype, n);
   }

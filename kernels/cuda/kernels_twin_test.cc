@@ -29,7 +29,6 @@
 #include "common/tensor/tensor.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/convert.h"
-#include "kernels/cpu/cross_entropy.h"
 #include "kernels/cpu/embedding.h"
 #include "kernels/cpu/gelu.h"
 #include "kernels/cpu/layernorm.h"
@@ -38,7 +37,6 @@
 #include "kernels/cuda/adamw.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/context.h"
-#include "kernels/cuda/cross_entropy.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/device_allocator.h"
 #include "kernels/cuda/embedding.h"
@@ -242,28 +240,6 @@ TEST_F(KernelsTwin, PositionEmbeddingForwardBackwardAndAt) {
   EXPECT_EQ(yat_d.get(), y_at);
   EXPECT_LE(rel_err(dwpe_d.get(), dwpe, "position dwpe"), kElem);
   EXPECT_LE(rel_err(dwpeat_d.get(), dwpe_at, "position_at dwpe"), kElem);
-}
-
-TEST_F(KernelsTwin, CrossEntropyShardThreeStepsWithBackward) {
-  const int CN = 9, Vr = 1000, v0 = 1000;  // the second shard of V = 3000
-  std::vector<int32_t> y(CN);
-  for (int n = 0; n < CN; ++n) y[n] = n * 331 % 3000;  // inside and outside [1000, 2000)
-  const Vec z0 = rnd(CN * Vr, 70, -6.0f, 6.0f);
-  Vec z = z0, m(CN), sums(2 * CN);
-  Dev<int32_t> y_d(y);
-  DevF z_d(z0), m_d(CN), s_d(2 * CN);
-  cpu::cross_entropy_row_max(m.data(), z.data(), CN, Vr);
-  cpu::cross_entropy_exp_sums(sums.data(), z.data(), y.data(), v0, CN, Vr, m.data());
-  const double ref =
-      cpu::cross_entropy_loss(z.data(), y.data(), v0, CN, Vr, m.data(), sums.data(), 0.5f, true);
-  cuda::cross_entropy_row_max(m_d.p, z_d.p, CN, Vr);
-  cuda::cross_entropy_exp_sums(s_d.p, z_d.p, y_d.p, v0, CN, Vr, m_d.p);
-  const double got = cuda::cross_entropy_loss(z_d.p, y_d.p, v0, CN, Vr, m_d.p, s_d.p, 0.5f, true);
-  EXPECT_EQ(m_d.get(), m);  // a max is exact
-  EXPECT_LE(rel_err(s_d.get(), sums, "cross_entropy sums"), kRow);
-  EXPECT_LE(rel_err(z_d.get(), z, "cross_entropy dz"), kRow);
-  std::printf("cross_entropy loss %.9g, cpu %.9g\n", got, ref);
-  EXPECT_NEAR(got, ref, 1e-5 * std::fabs(ref));
 }
 
 // AdamW on the device (its m, v on Device::kCUDA: one cuda::adamw_update launch per run of

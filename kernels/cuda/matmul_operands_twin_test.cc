@@ -22,7 +22,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -256,27 +255,6 @@ TEST_F(MatmulOperandsTwin, AttentionWithSixteenBitStoredProbs) {
     EXPECT_LE(rel_err(y_neg, y, (dt + " qkv noted with -qkv's source: -out").c_str()), kGemm);
     forward(gpu, out_d.p, att_d.p, qkv_d.p);
     EXPECT_LE(rel_err(out_d.get(), y, (dt + " forgotten: out again").c_str()), kGemm);
-  }
-}
-
-// The head's dlogits under a 16-bit declaration (gpt_embed_head.cc): the table's round_values
-// makes them 16-bit values in place, bit for bit as the CPU does; f32 leaves them alone.
-TEST_F(MatmulOperandsTwin, RoundValuesIsTheCpuRoundingBitForBit) {
-  Vec x = rnd(300007, 9, -70000.0f, 70000.0f);  // fp16's range is passed: inf
-  for (size_t i = 0; i < x.size(); i += 3) x[i] *= 1e-9f;  // fp16 subnormals and underflow
-  for (DType d : {DType::kBF16, DType::kF16, DType::kF32}) {
-    Vec ref = x;
-    kernel_ops(Device::kCPU).round_values(ref.data(), d, static_cast<int64_t>(ref.size()));
-    DevF xd(x);
-    kernel_ops(Device::kCUDA).round_values(xd.p, d, static_cast<int64_t>(x.size()));
-    const Vec got = xd.get();
-    int64_t wrong = 0;
-    for (size_t i = 0; i < x.size(); ++i)
-      wrong += std::memcmp(&got[i], &ref[i], sizeof(float)) != 0;
-    EXPECT_EQ(wrong, 0) << to_string(d);
-    if (d != DType::kF32) {
-      EXPECT_NE(got, x) << to_string(d) << ": nothing was rounded";
-    }
   }
 }
 

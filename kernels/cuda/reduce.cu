@@ -56,10 +56,6 @@ __global__ void round_kernel(void* dst, const float* src, int64_t n) {
   for (int64_t i = gs_begin(); i < n; i += gs_step()) store_rounded<F>(dst, i, src[i]);
 }
 
-__global__ void round_values_kernel(float* x, int64_t n, Round16 r) {
-  for (int64_t i = gs_begin(); i < n; i += gs_step()) x[i] = round16(x[i], r);
-}
-
 // dst = round(widen(dst) + src): one rounding per element, as kernels/cpu accumulate_to.
 template <Fmt F>
 __global__ void accumulate_kernel(void* dst, const float* src, int64_t n) {
@@ -92,13 +88,6 @@ void round_to(const float* src, void* dst, DType dst_dtype, int64_t n) {
   if (f == Fmt::kF32) round_kernel<Fmt::kF32><<<blocks, kThreads, 0, stream()>>>(dst, src, n);
   if (f == Fmt::kF16) round_kernel<Fmt::kF16><<<blocks, kThreads, 0, stream()>>>(dst, src, n);
   if (f == Fmt::kBF16) round_kernel<Fmt::kBF16><<<blocks, kThreads, 0, stream()>>>(dst, src, n);
-  LLMP_LAUNCH_CHECK();
-}
-
-void round_values(float* x, DType dtype, int64_t n) {
-  const Round16 r = round16_of(dtype, "cuda::round_values");
-  if (n <= 0 || r == Round16::kNone) return;
-  round_values_kernel<<<elementwise_blocks(n), kThreads, 0, stream()>>>(x, n, r);
   LLMP_LAUNCH_CHECK();
 }
 

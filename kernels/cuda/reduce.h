@@ -36,11 +36,6 @@ void widen(const void* src, DType src_dtype, float* dst, int64_t n);
 /// std::invalid_argument naming the dtype for any other.
 void round_to(const float* src, void* dst, DType dst_dtype, int64_t n);
 
-/// x[i] = round16(x[i]) in place (shared_math.h): 16-bit values (f16 or bf16, to nearest even)
-/// kept in fp32; f32: nothing. The twin of kernels/cpu/convert.h round_values. Throws
-/// std::invalid_argument naming the dtype for any other.
-void round_values(float* x, DType dtype, int64_t n);
-
 /// dst[i] = round(widen(dst[i]) + src[i]) in dtype f32, f16 or bf16: 16-bit gradient
 /// accumulation, rounding once per element with round_to's rounding (the twin of
 /// kernels/cpu/convert.h accumulate_to, without RoundStats). Throws std::invalid_argument naming

@@ -175,7 +175,8 @@ enum class Round16 { kNone, kF16, kBF16 };
 
 /// x after a round trip through f16 or bf16 (nearest even; kNone: x): a 16-bit value kept in
 /// fp32, the twin of kernels/cpu/convert.h round_trip. Attention's softmax kernels make P and dS
-/// such values when the walk declares 16-bit operands (attention.h); reduce.cu's round_values.
+/// such values when the walk declares 16-bit operands (attention.h); so does cross-entropy's
+/// gradient (cross_entropy.cu).
 LLMP_HD float round16(float x, Round16 r) {
   if (r == Round16::kBF16) return f32_from_bf16(bf16_from_f32(x));
   if (r == Round16::kF16) return f32_from_f16(f16_from_f32(x));

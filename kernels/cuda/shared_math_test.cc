@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -94,24 +95,32 @@ TEST(SharedMath, LayerNormRowStepsMatchTheCpu) {
 }
 
 // One rank's shard of a vocabulary (v0 = 8, Vr = 24 of V = 40): targets inside and outside it.
-// ce_grad repeats the CPU's two operations exactly (bit-identical); the row loss too.
+// The row loss repeats the CPU's operations exactly (bit-identical). The gradient from
+// softmax_exp and ce_grad: within 2⁻²² of the CPU's (the exp is libm's here and Eigen's
+// vectorised one there, a few ulps apart; the scale and the target's subtraction are the same
+// two operations).
 TEST(SharedMath, CrossEntropyGradientAndLossMatchTheCpu) {
   const int N = 6, Vr = 24, v0 = 8;
   const std::vector<int32_t> y = {3, 8, 20, 31, 32, 39};  // 3 and 32, 39 are another rank's
-  Vec z = rnd(N * Vr, 8, -4.0f, 4.0f), m(N), sums(2 * N);
+  const Vec z0 = rnd(N * Vr, 8, -4.0f, 4.0f);
+  Vec z = z0, m(N), sums(2 * N);
   cpu::cross_entropy_row_max(m.data(), z.data(), N, Vr);
   cpu::cross_entropy_exp_sums(sums.data(), z.data(), y.data(), v0, N, Vr, m.data());
-  const Vec e = z;  // exp(z - m), step 2's output
   const float dloss = 1.0f / N;
   const double ref = cpu::cross_entropy_loss(z.data(), y.data(), v0, N, Vr, m.data(), sums.data(),
-                                             dloss, true);
+                                             dloss, true, DType::kF32);
   double total = 0.0;
+  float worst = 0.0f;
   for (int n = 0; n < N; ++n) {
     total += ce_row_loss(m[n], sums[n], sums[N + n]);
-    for (int v = 0; v < Vr; ++v)
-      EXPECT_EQ(ce_grad(e[n * Vr + v], dloss / sums[n], v == y[n] - v0, dloss), z[n * Vr + v])
-          << "row " << n << " logit " << v;
+    for (int v = 0; v < Vr; ++v) {
+      const float e = softmax_exp(z0[n * Vr + v], m[n], 1.0f);
+      const float g = ce_grad(e, dloss / sums[n], v == y[n] - v0, dloss);
+      worst = std::max(worst, std::fabs(g - z[n * Vr + v]));
+    }
   }
+  std::printf("cross-entropy gradient: largest difference %.3g (dloss %.3g)\n", worst, dloss);
+  EXPECT_LE(worst, dloss * 2.4e-7f);  // 2^-22 of dloss, the gradient's scale
   EXPECT_EQ(total, ref);
 }
 
@@ -261,7 +270,7 @@ TEST(SharedMath, AccumulationMatchesTheCpuBitForBit) {
   }
 }
 
-// round16 (the softmax kernels' P and dS, reduce.cu's round_values) is cpu::round_trip, bit for
+// round16 (the softmax kernels' P and dS, cross-entropy's gradient) is cpu::round_trip, bit for
 // bit, on every binade; kNone is the identity.
 TEST(SharedMath, Round16IsTheCpuRoundTrip) {
   std::mt19937 gen(42);

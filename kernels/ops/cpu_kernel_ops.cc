@@ -247,18 +247,22 @@ class CpuKernelOps final : public KernelOps {
   void cross_entropy_row_max(float* m, const float* z, int N, int Vr) override {
     cpu::cross_entropy_row_max(m, z, N, Vr);
   }
-  void cross_entropy_exp_sums(float* sums, float* z, const int32_t* y, int v0, int N, int Vr,
+  void cross_entropy_exp_sums(float* sums, const float* z, const int32_t* y, int v0, int N, int Vr,
                               const float* m) override {
     cpu::cross_entropy_exp_sums(sums, z, y, v0, N, Vr, m);
   }
+  void cross_entropy_max_sums(float* m, float* sums, const float* z, const int32_t* y, int v0,
+                              int N, int Vr) override {
+    cpu::cross_entropy_max_sums(m, sums, z, y, v0, N, Vr);
+  }
   double cross_entropy_loss(float* z, const int32_t* y, int v0, int N, int Vr, const float* m,
-                            const float* sums, float dloss, bool backward) override {
-    return cpu::cross_entropy_loss(z, y, v0, N, Vr, m, sums, dloss, backward);
+                            const float* sums, float dloss, bool backward,
+                            DType grad_dtype) override {
+    return cpu::cross_entropy_loss(z, y, v0, N, Vr, m, sums, dloss, backward, grad_dtype);
   }
   void widen(const void* src, DType src_dtype, float* dst, int64_t n) override {
     cpu::widen(src, src_dtype, dst, n);
   }
-  void round_values(float* x, DType dtype, int64_t n) override { cpu::round_values(x, n, dtype); }
   void round_to(const float* src, void* dst, DType dst_dtype, int64_t n,
                 cpu::RoundStats* stats) override {
     cpu::round_to(src, dst, dst_dtype, n, stats);

@@ -157,13 +157,17 @@ class KernelOps {
   virtual void position_embedding_backward_at(float* dwpe, const float* dx, int B, int Tl,
                                               const int* positions, int C) = 0;
 
-  // ---- cross_entropy.h: the three passes of a (vocabulary-sharded) cross-entropy.
+  // ---- cross_entropy.h: the steps of a (vocabulary-sharded) cross-entropy; max_sums is steps 1
+  // and 2 in one pass where the rank holds the whole vocabulary.
   virtual void cross_entropy_row_max(float* m, const float* z, int N, int Vr) = 0;
-  virtual void cross_entropy_exp_sums(float* sums, float* z, const int32_t* y, int v0, int N,
-                                      int Vr, const float* m) = 0;
+  virtual void cross_entropy_exp_sums(float* sums, const float* z, const int32_t* y, int v0,
+                                      int N, int Vr, const float* m) = 0;
+  virtual void cross_entropy_max_sums(float* m, float* sums, const float* z, const int32_t* y,
+                                      int v0, int N, int Vr) = 0;
+  /// grad_dtype: the dtype whose values the gradient written over z is rounded to (f32: none).
   virtual double cross_entropy_loss(float* z, const int32_t* y, int v0, int N, int Vr,
                                     const float* m, const float* sums, float dloss,
-                                    bool backward) = 0;
+                                    bool backward, DType grad_dtype) = 0;
 
   // ---- convert.h: fp32 <-> 16-bit storage (mixed precision). RoundStats is a host result; a
   // table that cannot count (CUDA) throws std::invalid_argument when given one, so a count is
@@ -173,11 +177,6 @@ class KernelOps {
                         cpu::RoundStats* stats = nullptr) = 0;
   virtual void accumulate_to(const float* src, void* dst, DType dst_dtype, int64_t n,
                              cpu::RoundStats* stats = nullptr) = 0;
-  /// x[i] = the x[i] of a round trip through dtype (f32: nothing; f16/bf16: to nearest even),
-  /// in place: 16-bit values in an fp32 buffer, for a 16-bit product to read (the head's dlogits
-  /// under bf16, gpt_embed_head.cc). Throws std::invalid_argument naming a
-  /// dtype that is none of f32, f16, bf16.
-  virtual void round_values(float* x, DType dtype, int64_t n) = 0;
 
   // ---- adamw.h: the optimizer's element update of n elements with one weight decay.
   virtual void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, float lr,

@@ -32,6 +32,13 @@
 // wrong rounding, half a nat, still fails), fp16's stays 0.05. Since bf16 also rounds
 // attention's P and dS and the head's dlogits (common/nn/sublayer.h rounded_products), bf16 ends
 // at 2.7713 on that VM (+0.024; 3.3789 at step 50); fp32 and fp16 are unchanged.
+//
+// A third platform (2026-11-25, a VM with an AMD EPYC CPU, the same Debian packages): fp32 and
+// fp16 give the first platform's figures to the last digit (2.7484; 2.7841 and 3.2909), bf16
+// 3.3931 at step 50 (+0.020) and 2.8785 at step 200 (+0.130; train loss 2.8981, +0.125). The
+// code was not the cause: commit fb39e8f and the commit after it, whose CPU arithmetic is the
+// same, wrote bit-identical checkpoints after these 200 bf16 steps there. bf16's step-200 bounds
+// are 0.15 since (a skipped step, half a nat, still fails them); fp16's stay 0.05 and 0.1.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -71,14 +78,14 @@ TEST(MixedPrecisionMini, Bf16AndFp16EndNearFp32) {
   // Step 50: every run, skipped steps and all, tracks fp32.
   for (const End* e : {&bf16, &fp16, &fp16_default}) EXPECT_NEAR(e->val50, fp32.val50, 0.06);
   // Step 200: the runs that saw fp32's every batch.
-  EXPECT_NEAR(bf16.val, fp32.val, 0.10);  // +0.038 and +0.078 on two platforms (above)
+  EXPECT_NEAR(bf16.val, fp32.val, 0.15);  // +0.038, +0.078 and +0.130 on three platforms
   EXPECT_NEAR(fp16.val, fp32.val, 0.05);
   EXPECT_EQ(fp16.skipped, 0);
   // The default scaler's run skipped four early steps and went its own way on the plateau.
   EXPECT_EQ(fp16_default.skipped, 4);
   EXPECT_LT(fp16_default.val, 3.4);
   // The last step's train loss: one batch, noisier (±0.15 between neighbouring steps).
-  EXPECT_NEAR(bf16.train, fp32.train, 0.1);
+  EXPECT_NEAR(bf16.train, fp32.train, 0.15);  // +0.125 on the third platform
   EXPECT_NEAR(fp16.train, fp32.train, 0.1);
 }
 
