@@ -39,6 +39,9 @@
 #     written, rounded to bf16 as it is written) per logits chunk; none of the split vocabulary's
 #     row_max_kernel and exp_sums_kernel, which read the logits once more (kernels/cuda/
 #     cross_entropy.h).
+#  7. AdamW updates the whole model in one launch per step (kernels/cuda/adamw.h: the runs of
+#     constant weight decay in the kernel's parameters), at L = 2 as at L = 4; a launch per run
+#     was 8L + 2.
 set -u
 counts=$1 baseline=$2 ddp=$3 one_f_one_b=$4
 readonly kMaxWaits=2
@@ -96,6 +99,14 @@ for L in 2 4; do
     fail "bf16_L$L: cuBLAS ran $all FLOPs; the trainer reports $per_token FLOP/token × $B × $T" \
       "plus 4·L·B·C·T(T−1) masked (L=$Lm C=$C T=$T)"
 done
+# ---- 7: AdamW's launches ---------------------------------------------------------------------
+for L in 2 4; do
+  [ -f "$tmp/bf16_L$L.tsv" ] || continue
+  adamw=$(total "bf16_L$L" launch '^adamw' 3)
+  echo "   AdamW launches per step at L = $L: $adamw"
+  [ "$adamw" = 1 ] || fail "bf16_L$L: $adamw AdamW launches per step (one for the whole model)"
+done
+
 # ---- 6: the head's passes over the logits -----------------------------------------------------
 if [ -f "$tmp/bf16_L2.tsv" ]; then
   one_pass=$(total bf16_L2 launch '^max_sums_kernel$' 3)

@@ -32,14 +32,11 @@ class NcclWork final : public Work {
   }
   bool test() override {
     if (done_) return true;
-    const cudaError_t e = cudaEventQuery(event_);
-    if (e == cudaSuccess) {
+    if (cuda::event_done(event_)) {
       done_ = true;
       keep_alive_.clear();
       return true;
     }
-    if (e != cudaErrorNotReady) CUDA_CHECK(e);
-    cudaGetLastError();  // "not ready" is not an error: clear it before a launch check sees it
     ncclResult_t async = ncclSuccess;  // a peer that failed or aborted: end here too
     NCCL_CHECK(ncclCommGetAsyncError(comm_, &async));
     if (async != ncclSuccess && async != ncclInProgress)

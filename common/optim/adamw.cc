@@ -50,20 +50,12 @@ void AdamW::step_mixed(const Tensor& params16, const Tensor& grads16, float grad
     throw std::invalid_argument("AdamW::step_mixed: parameters " + params16.describe() +
                                 ", gradients " + grads16.describe() + " for " + std::to_string(n) +
                                 " elements of state on " + to_string(device_));
-  // One kernel per run of constant λ: widen and unscale the gradients, update the master copy,
-  // round it into the 16-bit parameters (KernelOps::adamw_update_mixed, on the state's device).
-  KernelOps& ops = kernel_ops(device_);
-  const float b1 = cfg_.beta1, b2 = cfg_.beta2;
-  const float c1 = 1.0f / (1.0f - static_cast<float>(std::pow(b1, t)));  // bias corrections
-  const float c2 = 1.0f / (1.0f - static_cast<float>(std::pow(b2, t)));
-  char* p16 = static_cast<char*>(params16.raw());
-  const char* g16 = static_cast<const char*>(grads16.raw());
-  const int64_t pb = dtype_size(params16.dtype()), gb = dtype_size(grads16.dtype());
-  for_each_decay_run(0, n, [&](int64_t e, int64_t stop, float wd) {
-    ops.adamw_update_mixed(p16 + e * pb, params16.dtype(), g16 + e * gb, grads16.dtype(),
-                           grad_scale, master_.f32() + e, m_.f32() + e, v_.f32() + e, stop - e,
-                           cfg_.lr, b1, b2, cfg_.eps, wd, c1, c2);
-  });
+  // One call for the span, in runs of constant λ: widen and unscale the gradients, update the
+  // master copy, round it into the 16-bit parameters (KernelOps::adamw_update_mixed, on the
+  // state's device: one kernel launch on a GPU).
+  kernel_ops(device_).adamw_update_mixed(params16.raw(), params16.dtype(), grads16.raw(),
+                                         grads16.dtype(), grad_scale, master_.f32(), m_.f32(),
+                                         v_.f32(), decay_runs(0, n), step_constants(t));
 }
 
 template <typename Fn>
@@ -81,17 +73,29 @@ void AdamW::for_each_decay_run(int64_t i0, int64_t count, Fn&& fn) const {
   }
 }
 
-void AdamW::update(float* params, const float* grads, int64_t i0, int64_t count, int64_t t) {
-  const float b1 = cfg_.beta1, b2 = cfg_.beta2;
-  const float c1 = 1.0f / (1.0f - static_cast<float>(std::pow(b1, t)));  // bias corrections
-  const float c2 = 1.0f / (1.0f - static_cast<float>(std::pow(b2, t)));
-  KernelOps& ops = kernel_ops(device_);
-  float* m = m_.f32();
-  float* v = v_.f32();
-  for_each_decay_run(i0, count, [&](int64_t e, int64_t stop, float wd) {
-    ops.adamw_update(params + (e - i0), grads + (e - i0), m + e, v + e, stop - e, cfg_.lr, b1, b2,
-                     cfg_.eps, wd, c1, c2);
+cpu::AdamWStep AdamW::step_constants(int64_t t) const {
+  cpu::AdamWStep s;
+  s.lr = cfg_.lr;
+  s.beta1 = cfg_.beta1;
+  s.beta2 = cfg_.beta2;
+  s.eps = cfg_.eps;
+  s.c1 = 1.0f / (1.0f - static_cast<float>(std::pow(s.beta1, t)));  // bias corrections
+  s.c2 = 1.0f / (1.0f - static_cast<float>(std::pow(s.beta2, t)));
+  return s;
+}
+
+std::vector<cpu::DecayRun> AdamW::decay_runs(int64_t i0, int64_t count) const {
+  std::vector<cpu::DecayRun> runs;
+  for_each_decay_run(i0, count, [&](int64_t, int64_t stop, float wd) {
+    runs.push_back({stop - i0, wd});
   });
+  return runs;
+}
+
+void AdamW::update(float* params, const float* grads, int64_t i0, int64_t count, int64_t t) {
+  // One call for the span [i0, i0 + count) of the state, in runs of constant λ.
+  kernel_ops(device_).adamw_update(params, grads, m_.f32() + i0, v_.f32() + i0,
+                                   decay_runs(i0, count), step_constants(t));
 }
 
 }  // namespace llmp

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "common/tensor/tensor.h"
+#include "kernels/cpu/adamw.h"
 
 namespace llmp {
 
@@ -61,9 +62,10 @@ class AdamW {
   /// and v), set by master() before the first step, and step_mixed() updates the master copy and
   /// rounds it into the 16-bit parameters. Throws std::invalid_argument for another dtype.
   /// `device`: where m, v (and the parameters and gradients step() is given) live; the update
-  /// runs through that device's kernels (kernels/ops/kernel_ops.h), one call per range of
-  /// constant λ. Mixed precision too: the master copy is on `device`, and step_mixed's
-  /// parameters and gradients must be there (KernelOps::adamw_update_mixed).
+  /// runs through that device's kernels (kernels/ops/kernel_ops.h), one call per step for the
+  /// whole span, in runs of constant λ (cpu::DecayRun). Mixed precision too: the master copy is
+  /// on `device`, and step_mixed's parameters and gradients must be there
+  /// (KernelOps::adamw_update_mixed).
   AdamW(int64_t n, AdamWConfig cfg, std::vector<ElementRange> decay,
         DType param_dtype = DType::kF32, Device device = Device::kCPU);
 
@@ -96,6 +98,10 @@ class AdamW {
   /// fn(e, stop, λ) for each run [e, stop) of constant λ inside [i0, i0 + count).
   template <typename Fn>
   void for_each_decay_run(int64_t i0, int64_t count, Fn&& fn) const;
+  /// Those runs as the kernels take them: ends relative to i0.
+  std::vector<cpu::DecayRun> decay_runs(int64_t i0, int64_t count) const;
+  /// Step t's constants: the config's lr, betas and ε, and the bias corrections.
+  cpu::AdamWStep step_constants(int64_t t) const;
 
   std::vector<ElementRange> decay_;
   Tensor m_, v_;

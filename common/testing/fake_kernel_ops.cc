@@ -240,19 +240,18 @@ class Table final : public KernelOps {
                      cpu::RoundStats* stats) override {
     run("accumulate_to", {src, dst}, [&] { cpu_.accumulate_to(src, dst, dst_dtype, n, stats); });
   }
-  void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1,
-                    float beta2, float eps, float weight_decay, float c1, float c2) override {
-    run("adamw_update", {p, g, m, v},
-        [&] { cpu_.adamw_update(p, g, m, v, n, lr, beta1, beta2, eps, weight_decay, c1, c2); });
+  void adamw_update(float* p, const float* g, float* m, float* v,
+                    const std::vector<cpu::DecayRun>& runs, const cpu::AdamWStep& s) override {
+    run("adamw_update", {p, g, m, v}, [&] { cpu_.adamw_update(p, g, m, v, runs, s); });
   }
   void adamw_update_mixed(void* params16, DType param_dtype, const void* grads16,
                           DType grad_dtype, float grad_scale, float* master, float* m, float* v,
-                          int64_t n, float lr, float beta1, float beta2, float eps,
-                          float weight_decay, float c1, float c2) override {
+                          const std::vector<cpu::DecayRun>& runs,
+                          const cpu::AdamWStep& s) override {
     on_device("adamw_update_mixed", {params16, grads16, master, m, v});
     FakeDevice::Access a(dev_);
     cpu_.adamw_update_mixed(params16, param_dtype, grads16, grad_dtype, grad_scale, master, m, v,
-                            n, lr, beta1, beta2, eps, weight_decay, c1, c2);
+                            runs, s);
   }
   int64_t count_nonfinite(const float* x, int64_t n) override {
     return run("count_nonfinite", {x}, [&] { return cpu_.count_nonfinite(x, n); });

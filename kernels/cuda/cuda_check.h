@@ -40,3 +40,24 @@ inline std::string cuda_error_message(cudaError_t err, const char* call, const c
     if (llmp_cuda_err_ != cudaSuccess)                                             \
       ::llmp::cuda_fail(llmp_cuda_err_, #call, __FILE__, __LINE__);                \
   } while (0)
+
+namespace llmp {
+namespace cuda {
+
+/// Whether the work recorded before `event` has finished (cudaEventQuery), without leaving the
+/// query's "not ready" behind: the runtime keeps cudaErrorNotReady as the thread's last error,
+/// and the next launch check (CUDA_CHECK(cudaGetLastError()) after a <<<...>>>) would report it
+/// as that launch's failure. Any other error ends the process through CUDA_CHECK. Polled by the
+/// NCCL backend's Work::test (common/comm/nccl_process_group.cc) and the upload ring.
+inline bool event_done(cudaEvent_t event) {
+  const cudaError_t e = cudaEventQuery(event);
+  if (e == cudaErrorNotReady) {
+    cudaGetLastError();  // clear it
+    return false;
+  }
+  CUDA_CHECK(e);
+  return true;
+}
+
+}  // namespace cuda
+}  // namespace llmp

@@ -317,16 +317,16 @@ class CudaKernelOps final : public KernelOps {
                                   "here (kernels/ops round_counted counts them by count_rounding)");
     cuda::accumulate_to(src, dst, dst_dtype, n);
   }
-  void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1,
-                    float beta2, float eps, float weight_decay, float c1, float c2) override {
-    cuda::adamw_update(p, g, m, v, n, lr, beta1, beta2, eps, weight_decay, c1, c2);
+  void adamw_update(float* p, const float* g, float* m, float* v,
+                    const std::vector<cpu::DecayRun>& runs, const cpu::AdamWStep& s) override {
+    cuda::adamw_update(p, g, m, v, runs, s);
   }
   void adamw_update_mixed(void* params16, DType param_dtype, const void* grads16,
                           DType grad_dtype, float grad_scale, float* master, float* m, float* v,
-                          int64_t n, float lr, float beta1, float beta2, float eps,
-                          float weight_decay, float c1, float c2) override {
+                          const std::vector<cpu::DecayRun>& runs,
+                          const cpu::AdamWStep& s) override {
     cuda::adamw_update_mixed(params16, param_dtype, grads16, grad_dtype, grad_scale, master, m, v,
-                             n, lr, beta1, beta2, eps, weight_decay, c1, c2);
+                             runs, s);
   }
   int64_t count_nonfinite(const float* x, int64_t n) override {
     return cuda::count_nonfinite(x, n);

@@ -242,8 +242,8 @@ TEST_F(KernelsTwin, PositionEmbeddingForwardBackwardAndAt) {
   EXPECT_LE(rel_err(dwpeat_d.get(), dwpe_at, "position_at dwpe"), kElem);
 }
 
-// AdamW on the device (its m, v on Device::kCUDA: one cuda::adamw_update launch per run of
-// constant λ, the runs split by common/optim/adamw.cc) against AdamW on the host.
+// AdamW on the device (its m, v on Device::kCUDA: one cuda::adamw_update launch for the span's
+// runs of constant λ, split by common/optim/adamw.cc) against AdamW on the host.
 TEST_F(KernelsTwin, AdamWFp32WithDecayRanges) {
   const int64_t n = 6000;
   AdamWConfig cfg;
@@ -365,7 +365,7 @@ TEST(KernelsHost, BadDtypesAreRejectedBeforeAnyDeviceWork) {
   EXPECT_THROW(cuda::widen(nullptr, DType::kF64, nullptr, 4), std::invalid_argument);
   try {  // n = 4: the dtype is checked before the launch (and before n = 0's early return)
     cuda::adamw_update_mixed(nullptr, DType::kU8, nullptr, DType::kF16, 1.0f, nullptr, nullptr,
-                             nullptr, 4, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.0f, 1.0f, 1.0f);
+                             nullptr, {{4, 0.0f}}, cpu::AdamWStep{});
     ADD_FAILURE() << "no exception";
   } catch (const std::invalid_argument& e) {
     EXPECT_STREQ(e.what(), "cuda::adamw_update_mixed parameters: dtype u8 is not f32, f16 or bf16");

@@ -106,6 +106,23 @@ LLMP_HD void adamw_element(float& p, float g, float& m, float& v, float lr, floa
   p -= lr * (m_hat / (sqrtf(v_hat) + eps) + wd * p);
 }
 
+/// The run k of element i: end[k-1] ≤ i < end[k] (end ascending, count ≥ 1, i < end[count-1],
+/// i at or after the first run's start). `hint`: a run at or before k (the run of an earlier
+/// element of the same thread, whose elements only increase), or -1: then a binary search.
+LLMP_HD int run_containing(const int64_t* end, int count, int64_t i, int hint) {
+  if (hint < 0) {
+    int lo = 0, hi = count - 1;  // the first run whose end is past i
+    while (lo < hi) {
+      const int mid = (lo + hi) / 2;
+      if (end[mid] > i) hi = mid;
+      else lo = mid + 1;
+    }
+    return lo;
+  }
+  while (end[hint] <= i) ++hint;
+  return hint;
+}
+
 // ---- fp32 <-> f16 / bf16 bits, round to nearest even (kernels/cpu/convert.h) -------------------
 
 LLMP_HD uint32_t f32_bits(float f) {

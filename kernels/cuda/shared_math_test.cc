@@ -124,6 +124,28 @@ TEST(SharedMath, CrossEntropyGradientAndLossMatchTheCpu) {
   EXPECT_EQ(total, ref);
 }
 
+// run_containing (the AdamW kernels' run of an element, adamw.cu): for runs of 1..5 elements and
+// every element, the binary search (no hint) and the forward walk from every earlier run agree
+// with a linear scan.
+TEST(SharedMath, RunContainingFindsEveryElementsRun) {
+  std::mt19937 gen(3);
+  std::uniform_int_distribution<int> len(1, 5);
+  for (int count : {1, 2, 7, 64}) {
+    std::vector<int64_t> end;
+    int64_t e = 10;  // the first run starts at 10 (a later launch's runs)
+    for (int k = 0; k < count; ++k) end.push_back(e += len(gen));
+    int wrong = 0;
+    for (int64_t i = 10; i < end.back(); ++i) {
+      int k = 0;
+      while (end[k] <= i) ++k;
+      wrong += run_containing(end.data(), count, i, -1) != k;
+      for (int hint = 0; hint <= k; ++hint)
+        wrong += run_containing(end.data(), count, i, hint) != k;
+    }
+    EXPECT_EQ(wrong, 0) << count << " runs";
+  }
+}
+
 // λ of element i by the definition: inside one of the decay ranges.
 bool decayed(const std::vector<ElementRange>& decay, int64_t i) {
   for (const ElementRange& r : decay)

@@ -15,14 +15,8 @@ void UploadRing::copy(void* dst, const void* src, size_t bytes) {
   if (s.host == nullptr) {
     CUDA_CHECK(cudaMallocHost(&s.host, kSlotBytes));
     CUDA_CHECK(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming));
-  } else {  // its copy of kSlots uploads ago: done by now, unless the GPU is that far behind
-    const cudaError_t e = cudaEventQuery(s.done);
-    if (e == cudaErrorNotReady) {
-      cudaGetLastError();  // "not ready" is not an error: clear it before a launch check sees it
-      CUDA_CHECK(cudaEventSynchronize(s.done));
-    } else {
-      CUDA_CHECK(e);
-    }
+  } else if (!event_done(s.done)) {  // its copy of kSlots uploads ago: done by now, unless
+    CUDA_CHECK(cudaEventSynchronize(s.done));  // the GPU is that far behind
   }
   std::memcpy(s.host, src, bytes);
   CUDA_CHECK(cudaMemcpyAsync(dst, s.host, bytes, cudaMemcpyHostToDevice, /*legacy default=*/0));

@@ -271,25 +271,22 @@ class CpuKernelOps final : public KernelOps {
                      cpu::RoundStats* stats) override {
     cpu::accumulate_to(src, dst, dst_dtype, n, stats);
   }
-  void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1,
-                    float beta2, float eps, float weight_decay, float c1, float c2) override {
-    cpu::adamw_update(p, g, m, v, n, lr, beta1, beta2, eps, weight_decay, c1, c2);
+  void adamw_update(float* p, const float* g, float* m, float* v,
+                    const std::vector<cpu::DecayRun>& runs, const cpu::AdamWStep& s) override {
+    cpu::adamw_update_runs(p, g, m, v, runs, s);
   }
   void adamw_update_mixed(void* params16, DType param_dtype, const void* grads16,
                           DType grad_dtype, float grad_scale, float* master, float* m, float* v,
-                          int64_t n, float lr, float beta1, float beta2, float eps,
-                          float weight_decay, float c1, float c2) override {
-    // Chunk by chunk: widen and unscale the gradients, update the master copy, round it back.
-    constexpr int64_t kChunk = 4096;
-    float g[kChunk];
+                          const std::vector<cpu::DecayRun>& runs,
+                          const cpu::AdamWStep& s) override {
+    cpu::span_of(runs);
     const int64_t pb = dtype_size(param_dtype), gb = dtype_size(grad_dtype);
-    for (int64_t i0 = 0; i0 < n; i0 += kChunk) {
-      const int64_t k = std::min(kChunk, n - i0);
-      cpu::widen(static_cast<const char*>(grads16) + i0 * gb, grad_dtype, g, k);
-      for (int64_t i = 0; i < k; ++i) g[i] *= grad_scale;
-      cpu::adamw_update(master + i0, g, m + i0, v + i0, k, lr, beta1, beta2, eps, weight_decay,
-                        c1, c2);
-      cpu::round_to(master + i0, static_cast<char*>(params16) + i0 * pb, param_dtype, k);
+    int64_t e = 0;
+    for (const cpu::DecayRun& r : runs) {
+      update_mixed(static_cast<char*>(params16) + e * pb, param_dtype,
+                   static_cast<const char*>(grads16) + e * gb, grad_dtype, grad_scale, master + e,
+                   m + e, v + e, r.end - e, r.weight_decay, s);
+      e = r.end;
     }
   }
   int64_t count_nonfinite(const float* x, int64_t n) override {
@@ -343,6 +340,25 @@ class CpuKernelOps final : public KernelOps {
       }
     }
     return st;
+  }
+
+ private:
+  // One run of adamw_update_mixed, chunk by chunk: widen and unscale the gradients, update the
+  // master copy, round it back.
+  static void update_mixed(void* params16, DType param_dtype, const void* grads16,
+                           DType grad_dtype, float grad_scale, float* master, float* m, float* v,
+                           int64_t n, float weight_decay, const cpu::AdamWStep& s) {
+    constexpr int64_t kChunk = 4096;
+    float g[kChunk];
+    const int64_t pb = dtype_size(param_dtype), gb = dtype_size(grad_dtype);
+    for (int64_t i0 = 0; i0 < n; i0 += kChunk) {
+      const int64_t k = std::min(kChunk, n - i0);
+      cpu::widen(static_cast<const char*>(grads16) + i0 * gb, grad_dtype, g, k);
+      for (int64_t i = 0; i < k; ++i) g[i] *= grad_scale;
+      cpu::adamw_update(master + i0, g, m + i0, v + i0, k, s.lr, s.beta1, s.beta2, s.eps,
+                        weight_decay, s.c1, s.c2);
+      cpu::round_to(master + i0, static_cast<char*>(params16) + i0 * pb, param_dtype, k);
+    }
   }
 };
 

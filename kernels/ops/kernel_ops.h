@@ -24,8 +24,10 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/tensor/tensor.h"
+#include "kernels/cpu/adamw.h"
 #include "kernels/cpu/attention_block.h"
 #include "kernels/cpu/convert.h"
 
@@ -178,19 +180,21 @@ class KernelOps {
   virtual void accumulate_to(const float* src, void* dst, DType dst_dtype, int64_t n,
                              cpu::RoundStats* stats = nullptr) = 0;
 
-  // ---- adamw.h: the optimizer's element update of n elements with one weight decay.
-  virtual void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, float lr,
-                            float beta1, float beta2, float eps, float weight_decay, float c1,
-                            float c2) = 0;
-  /// Mixed precision's update (Micikevicius et al. 2018 §3.1; common/optim/adamw.h step_mixed)
-  /// of n elements with one weight decay: g = widen(grads16[i])·grad_scale (grads in grad_dtype:
-  /// f32, f16 or bf16; grad_scale = 1/S), adamw_update's element update of the fp32 master[i]
-  /// with m[i], v[i], then params16[i] = round(master[i]) in param_dtype (to nearest even).
-  /// Throws std::invalid_argument naming a dtype that is none of f32, f16, bf16.
+  // ---- adamw.h: the optimizer's update of a span [0, span_of(runs)) in runs of constant λ
+  // (cpu::DecayRun), one call per step and span: a GPU launches once (or once per
+  // kMaxRunsPerLaunch runs, kernels/cuda/adamw.h). Both throw std::invalid_argument for runs whose
+  // ends do not increase (cpu::span_of).
+  virtual void adamw_update(float* p, const float* g, float* m, float* v,
+                            const std::vector<cpu::DecayRun>& runs, const cpu::AdamWStep& s) = 0;
+  /// Mixed precision's update (Micikevicius et al. 2018 §3.1; common/optim/adamw.h step_mixed):
+  /// g = widen(grads16[i])·grad_scale (grads in grad_dtype: f32, f16 or bf16; grad_scale = 1/S),
+  /// adamw_update's element update of the fp32 master[i] with m[i], v[i], then params16[i] =
+  /// round(master[i]) in param_dtype (to nearest even). Throws std::invalid_argument naming a
+  /// dtype that is none of f32, f16, bf16.
   virtual void adamw_update_mixed(void* params16, DType param_dtype, const void* grads16,
                                   DType grad_dtype, float grad_scale, float* master, float* m,
-                                  float* v, int64_t n, float lr, float beta1, float beta2,
-                                  float eps, float weight_decay, float c1, float c2) = 0;
+                                  float* v, const std::vector<cpu::DecayRun>& runs,
+                                  const cpu::AdamWStep& s) = 0;
 
   // ---- reduce: the loss scaler's overflow check (common/optim/loss_scaler.h).
   /// The number of infinite or NaN elements of x[0..n) (fp32), returned to the host.

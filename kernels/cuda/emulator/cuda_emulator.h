@@ -5,7 +5,8 @@
 //
 //   qualifiers     __global__, __device__, __host__ vanish; __forceinline__ is inline;
 //                  __shared__ is static (one copy, shared by the block's threads, which the
-//                  scheduler runs one block at a time); __launch_bounds__ vanishes
+//                  scheduler runs one block at a time); __launch_bounds__ and
+//                  __grid_constant__ vanish
 //   built-ins      threadIdx, blockIdx, blockDim, gridDim: the running thread's (block_runner.h)
 //   barriers       __syncthreads, __syncwarp: the scheduler's block and warp barriers
 //   shuffles       __shfl_sync, __shfl_xor_sync, __shfl_down_sync, __shfl_up_sync: each lane
@@ -30,6 +31,7 @@
 #define __host__
 #define __forceinline__ inline
 #define __launch_bounds__(...)
+#define __grid_constant__
 #define __shared__ static
 #define __align__(n) alignas(n)
 

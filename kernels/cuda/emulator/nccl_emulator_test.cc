@@ -15,6 +15,7 @@
 #include <string>
 #include <thread>
 
+#include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/emulator/nccl_internal.h"
 
 namespace {
@@ -74,6 +75,13 @@ TEST(EmulatedNccl, SendQueuedAheadOfRecvWaitsForThePeerButAGroupCompletes) {
   // "Not ready" stays the last error until cleared (note_not_ready: the stricter assumption).
   EXPECT_EQ(cudaGetLastError(), cudaErrorNotReady);
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  // cuda::event_done (cuda_check.h), as the NCCL backend's Work::test polls an operation: false
+  // while the exchange hangs, with no "not ready" left behind for a launch check to report.
+  cudaEvent_t ev;
+  ASSERT_EQ(cudaEventCreate(&ev), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(ev, s), cudaSuccess);
+  EXPECT_FALSE(llmp::cuda::event_done(ev));
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess) << "event_done left its not-ready behind";
   MPI_Barrier(MPI_COMM_WORLD);
   // Unstick it by hand, under the emulation: take the peer's send, then send what its queued
   // receive waits for.
@@ -81,6 +89,8 @@ TEST(EmulatedNccl, SendQueuedAheadOfRecvWaitsForThePeerButAGroupCompletes) {
   MPI_Recv(scratch, n, MPI_FLOAT, peer, 0, comm->mpi, MPI_STATUS_IGNORE);
   MPI_Send(scratch, n, MPI_FLOAT, peer, 0, comm->mpi);
   ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  EXPECT_TRUE(llmp::cuda::event_done(ev));
+  cudaEventDestroy(ev);
 
   // The same exchange in one group completes, with the peer's data.
   ASSERT_EQ(ncclGroupStart(), ncclSuccess);
