@@ -38,13 +38,7 @@ using test::rnd;
 using test::Vec;
 constexpr float kElem = 2e-6f;
 
-class AdamWTwin : public ::testing::Test {
- protected:
-  void SetUp() override {
-    std::string why;
-    if (!cuda_device_available(&why)) GTEST_SKIP() << "skipped: no CUDA device (" << why << ")";
-  }
-};
+using AdamWTwin = test::GpuTwin;
 
 /// 600 runs of 1..longest elements, λ 0.1 or 0 (mostly alternating, sometimes repeated).
 std::vector<cpu::DecayRun> many_runs(int longest) {

@@ -29,14 +29,7 @@ namespace {
 
 using namespace test;  // NOLINT: the sequences and bounds (attention_block_tc_reference.h)
 
-class KernelsTwinAttentionBlockTc : public ::testing::Test {
- protected:
-  void SetUp() override {
-    std::string why;
-    if (!cuda_device_available(&why)) GTEST_SKIP() << "skipped: no CUDA device (" << why << ")";
-    cuda::set_tf32(false);
-  }
-};
+using KernelsTwinAttentionBlockTc = test::GpuTwin;
 
 /// The case's calls on the GPU (inside a bf16 declaration) against cpu_reference's results.
 void run_sequence(const TcCase& c) {

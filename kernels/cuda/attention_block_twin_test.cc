@@ -42,14 +42,7 @@ constexpr cpu::ChunkPair S = cpu::ChunkPair::kSkip, Dg = cpu::ChunkPair::kDiagon
 constexpr BlockPairs kOwn{{{Dg, S}, {F, Dg}}}, kEarlier{{{F, F}, {F, F}}},
     kLater{{{S, S}, {F, Dg}}};
 
-class KernelsTwinAttentionBlock : public ::testing::Test {
- protected:
-  void SetUp() override {
-    std::string why;
-    if (!cuda_device_available(&why)) GTEST_SKIP() << "skipped: no CUDA device (" << why << ")";
-    cuda::set_tf32(false);
-  }
-};
+using KernelsTwinAttentionBlock = test::GpuTwin;
 
 TEST_F(KernelsTwinAttentionBlock, ForwardStepsFinalizeRowdotAndBackwardSteps) {
   const Vec qkv = rnd(B * Tl * 3 * A, 41), blk0 = rnd(B * Tl * 2 * A, 42),

@@ -38,13 +38,7 @@ using test::rel_err;
 using test::rnd;
 using test::Vec;
 
-class KernelsTwinColumns : public ::testing::Test {
- protected:
-  void SetUp() override {
-    std::string why;
-    if (!cuda_device_available(&why)) GTEST_SKIP() << "skipped: no CUDA device (" << why << ")";
-  }
-};
+using KernelsTwinColumns = test::GpuTwin;
 
 /// n integers in [-3, 3] as floats.
 Vec small_ints(size_t n, unsigned seed) {

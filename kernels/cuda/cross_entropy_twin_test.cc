@@ -42,13 +42,7 @@ using test::rnd;
 using test::Vec;
 constexpr float kRow = 1e-5f;
 
-class CrossEntropyTwin : public ::testing::Test {
- protected:
-  void SetUp() override {
-    std::string why;
-    if (!cuda_device_available(&why)) GTEST_SKIP() << "skipped: no CUDA device (" << why << ")";
-  }
-};
+using CrossEntropyTwin = test::GpuTwin;
 
 TEST_F(CrossEntropyTwin, VocabularyShardStepsWithBackward) {
   const int CN = 9, Vr = 1000, v0 = 1000;  // the second shard of V = 3000

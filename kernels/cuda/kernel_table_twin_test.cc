@@ -55,13 +55,8 @@ using test::Vec;
 constexpr float kRow = 1e-5f;
 constexpr int kN = 13, kC = 134, kShards = 2, kCl = kC / kShards;
 
-class KernelTableTwin : public ::testing::Test {
+class KernelTableTwin : public test::GpuTwin {
  protected:
-  void SetUp() override {
-    std::string why;
-    if (!cuda_device_available(&why)) GTEST_SKIP() << "skipped: no CUDA device (" << why << ")";
-    cuda::set_tf32(false);
-  }
   KernelOps& ops = kernel_ops(Device::kCUDA);
 };
 

@@ -57,14 +57,7 @@ using test::rnd;
 using test::Vec;
 constexpr float kGemm = 5e-5f, kRow = 1e-5f, kElem = 2e-6f;
 
-class KernelsTwin : public ::testing::Test {
- protected:
-  void SetUp() override {
-    std::string why;
-    if (!cuda_device_available(&why)) GTEST_SKIP() << "skipped: no CUDA device (" << why << ")";
-    cuda::set_tf32(false);
-  }
-};
+using KernelsTwin = test::GpuTwin;
 
 constexpr int N = 64, C = 48, OC = 80;
 

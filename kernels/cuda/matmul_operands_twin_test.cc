@@ -44,14 +44,7 @@ using test::Vec;
 constexpr float kGemm = 5e-5f;
 constexpr int N = 37, C = 48, OC = 80;
 
-class MatmulOperandsTwin : public ::testing::Test {
- protected:
-  void SetUp() override {
-    std::string why;
-    if (!cuda_device_available(&why)) GTEST_SKIP() << "skipped: no CUDA device (" << why << ")";
-    cuda::set_tf32(false);
-  }
-};
+using MatmulOperandsTwin = test::GpuTwin;
 
 /// v rounded to `d` (nearest even), element by element.
 Vec values_of(Vec v, DType d = DType::kBF16) {

@@ -43,14 +43,7 @@ constexpr float kBound = 5e-5f;
 constexpr int B = 2, Tl = 34, p = 3, r = 1, T = p * Tl, A = 48, H = 4, hs = A / H;
 constexpr int64_t kRows = int64_t(B) * H * Tl;
 
-class KernelsTwinRingSelfBlock : public ::testing::Test {
- protected:
-  void SetUp() override {
-    std::string why;
-    if (!cuda_device_available(&why)) GTEST_SKIP() << "skipped: no CUDA device (" << why << ")";
-    cuda::set_tf32(false);
-  }
-};
+using KernelsTwinRingSelfBlock = test::GpuTwin;
 
 /// The buffers of one run (host or device pointers): inputs, then what the kernels write.
 struct Bufs {

@@ -40,13 +40,7 @@ using test::Vec;
 using H16 = std::vector<uint16_t>;
 constexpr int N = 37, C = 100;
 
-class SixteenBitIoTwin : public ::testing::Test {
- protected:
-  void SetUp() override {
-    std::string why;
-    if (!cuda_device_available(&why)) GTEST_SKIP() << "skipped: no CUDA device (" << why << ")";
-  }
-};
+using SixteenBitIoTwin = test::GpuTwin;
 
 H16 to16(const Vec& v, DType d) {
   H16 h(v.size());
