@@ -1,7 +1,8 @@
 // AdamW on the GPU: one grid-stride launch per kMaxRunsPerLaunch runs (see adamw.h).
+#include "kernels/cuda/adamw.h"
+
 #include <algorithm>
 
-#include "kernels/cuda/adamw.h"
 #include "kernels/cuda/context.h"
 #include "kernels/cuda/device_util.h"
 #include "kernels/cuda/dtype_io.h"
@@ -29,8 +30,9 @@ struct Hyper {  // one step's constants
 // copy of it (CUDA 11.7+, compute capability 7.0+).
 __global__ void adamw_kernel(float* p, const float* __restrict__ g, float* m, float* v,
                              const __grid_constant__ Runs runs, Hyper h) {
+  const int64_t end = runs.end[runs.count - 1];
   int r = -1;  // the run of this thread's previous element
-  for (int64_t i = runs.begin + gs_begin(); i < runs.end[runs.count - 1]; i += gs_step()) {
+  for (int64_t i = runs.begin + gs_begin(); i < end; i += gs_step()) {
     r = run_containing(runs.end, runs.count, i, r);
     adamw_element(p[i], g[i], m[i], v[i], h.lr, h.b1, h.b2, h.c1, h.c2, h.eps, runs.wd[r]);
   }
@@ -39,8 +41,9 @@ __global__ void adamw_kernel(float* p, const float* __restrict__ g, float* m, fl
 template <Fmt P, Fmt G>
 __global__ void adamw_mixed_kernel(void* p16, const void* g16, float grad_scale, float* master,
                                    float* m, float* v, const __grid_constant__ Runs runs, Hyper h) {
+  const int64_t end = runs.end[runs.count - 1];
   int r = -1;
-  for (int64_t i = runs.begin + gs_begin(); i < runs.end[runs.count - 1]; i += gs_step()) {
+  for (int64_t i = runs.begin + gs_begin(); i < end; i += gs_step()) {
     r = run_containing(runs.end, runs.count, i, r);
     const float g = load_f32<G>(g16, i) * grad_scale;  // widen (exact), unscale by 1/S
     adamw_element(master[i], g, m[i], v[i], h.lr, h.b1, h.b2, h.c1, h.c2, h.eps, runs.wd[r]);
