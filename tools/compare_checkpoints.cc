@@ -1,8 +1,8 @@
 // compare_checkpoints: how far one run's final parameters are from another's, the equivalence
 // check of tests/equivalence.h on two checkpoints that train_main wrote (--save).
 //
-//   bazel run //tools:compare_checkpoints -- /tmp/zero2.safetensors /tmp/baseline.safetensors \
-//       --max_rel 1e-4
+//   bazel run //tools:compare_checkpoints -- /tmp/zero2.safetensors /tmp/baseline.safetensors
+//       --max_rel 1e-4                                    (one command line)
 //
 // The measure is llm.c's check_tensor style over all Ψ parameters, the second file the
 // reference:

@@ -74,8 +74,13 @@ int main(int argc, char** argv) {
     const size_t at = s.find(include);
     if (at == std::string::npos) continue;
     const int line = 1 + static_cast<int>(std::count(s.begin(), s.begin() + at, '\n'));
+    // Its "#pragma once" becomes an empty line (the line numbers stay): in the .cu's own text
+    // it would be a "#pragma once in main file" warning.
+    std::string header = read(argv[h]);
+    const std::string once = "#pragma once";
+    if (const size_t p = header.find(once); p != std::string::npos) header.erase(p, once.size());
     s.replace(at, include.size(),
-              std::string("#line 1 \"") + argv[h] + "\"\n" + read(argv[h]) + "\n#line " +
+              std::string("#line 1 \"") + argv[h] + "\"\n" + header + "\n#line " +
                   std::to_string(line + 1) + " \"" + argv[1] + "\"");
   }
   for (size_t open = s.find("<<<"); open != std::string::npos; open = s.find("<<<", open)) {

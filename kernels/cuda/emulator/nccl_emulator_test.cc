@@ -31,7 +31,9 @@ ncclResult_t make_comm(ncclComm_t* comm, int device = -1) {
   const int r = world_rank();
   EXPECT_EQ(cudaSetDevice(device < 0 ? r : device), cudaSuccess);
   ncclUniqueId id;
-  if (r == 0) EXPECT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  if (r == 0) {
+    EXPECT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  }
   MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD);
   return ncclCommInitRank(comm, 2, id, r);
 }
