@@ -36,9 +36,9 @@ AdamW::AdamW(int64_t n, AdamWConfig cfg, std::vector<ElementRange> decay, DType 
   }
 }
 
-void AdamW::step(float* params, const float* grads, int64_t t, int64_t n) {
+void AdamW::step(float* params, const float* grads, int64_t t, int64_t n, float grad_scale) {
   if (n < 0 || n > n_) n = n_;
-  update(params, grads, 0, n, t);
+  update(params, grads, 0, n, t, grad_scale);
 }
 
 void AdamW::step_mixed(const Tensor& params16, const Tensor& grads16, float grad_scale, int64_t t,
@@ -54,8 +54,8 @@ void AdamW::step_mixed(const Tensor& params16, const Tensor& grads16, float grad
   // master copy, round it into the 16-bit parameters (KernelOps::adamw_update_mixed, on the
   // state's device: one kernel launch on a GPU).
   kernel_ops(device_).adamw_update_mixed(params16.raw(), params16.dtype(), grads16.raw(),
-                                         grads16.dtype(), grad_scale, master_.f32(), m_.f32(),
-                                         v_.f32(), decay_runs(0, n), step_constants(t));
+                                         grads16.dtype(), master_.f32(), m_.f32(), v_.f32(),
+                                         decay_runs(0, n), step_constants(t, grad_scale));
 }
 
 template <typename Fn>
@@ -73,8 +73,9 @@ void AdamW::for_each_decay_run(int64_t i0, int64_t count, Fn&& fn) const {
   }
 }
 
-cpu::AdamWStep AdamW::step_constants(int64_t t) const {
+cpu::AdamWStep AdamW::step_constants(int64_t t, float grad_scale) const {
   cpu::AdamWStep s;
+  s.grad_scale = grad_scale;
   s.lr = cfg_.lr;
   s.beta1 = cfg_.beta1;
   s.beta2 = cfg_.beta2;
@@ -92,10 +93,11 @@ std::vector<cpu::DecayRun> AdamW::decay_runs(int64_t i0, int64_t count) const {
   return runs;
 }
 
-void AdamW::update(float* params, const float* grads, int64_t i0, int64_t count, int64_t t) {
+void AdamW::update(float* params, const float* grads, int64_t i0, int64_t count, int64_t t,
+                   float grad_scale) {
   // One call for the span [i0, i0 + count) of the state, in runs of constant λ.
   kernel_ops(device_).adamw_update(params, grads, m_.f32() + i0, v_.f32() + i0,
-                                   decay_runs(i0, count), step_constants(t));
+                                   decay_runs(i0, count), step_constants(t, grad_scale));
 }
 
 }  // namespace llmp

@@ -48,6 +48,11 @@ struct AdamWConfig {
   float eps = 1e-8f;
   float weight_decay = 0.0f;  ///< λ, applied (decoupled) to the elements of the decay ranges
   DecayRule decay = DecayRule::kMatrices;  ///< how a stage builds the ranges (decay_mask.h)
+  /// c of global gradient-norm clipping (--clip_grad; Megatron-Core's OptimizerConfig.clip_grad):
+  /// g ← g·min(1, c/(‖g‖ + 1e-6)) with ‖g‖ the whole model's norm; 0 = off. AdamW never sees the
+  /// whole gradient, so the stage computes ‖g‖ over its ranks and hands the coefficient to
+  /// step()/step_mixed() as their grad_scale (common/optim/grad_clip.h).
+  double clip_grad = 0.0;
 };
 
 class AdamW {
@@ -69,12 +74,16 @@ class AdamW {
   AdamW(int64_t n, AdamWConfig cfg, std::vector<ElementRange> decay,
         DType param_dtype = DType::kF32, Device device = Device::kCPU);
 
-  /// One update of params[0..n) from grads[0..n) at step t ≥ 1. n defaults to size(); a smaller
-  /// n updates only the valid part of a padded shard (ZeRO's last rank).
-  void step(float* params, const float* grads, int64_t t, int64_t n = -1);
+  /// One update of params[0..n) from grads[0..n)·grad_scale at step t ≥ 1. n defaults to size();
+  /// a smaller n updates only the valid part of a padded shard (ZeRO's last rank). grad_scale:
+  /// the clipping coefficient of --clip_grad (grad_clip.h), multiplied in as each gradient is
+  /// read (1: none, bit for bit the unscaled update).
+  void step(float* params, const float* grads, int64_t t, int64_t n = -1,
+            float grad_scale = 1.0f);
 
   /// Mixed precision: one update of the master copy from the 16-bit (or f32) gradients times
-  /// `grad_scale` (1/S: the loss scaler's unscaling, exact for S a power of two), then
+  /// `grad_scale` (1/S: the loss scaler's unscaling, exact for S a power of two; times the
+  /// clipping coefficient under --clip_grad), then
   /// params16[i] = round(master[i]). params16 and grads16: ≥ n elements, params16 in the
   /// constructor's param_dtype. Throws std::logic_error without master weights.
   void step_mixed(const Tensor& params16, const Tensor& grads16, float grad_scale, int64_t t,
@@ -94,14 +103,14 @@ class AdamW {
   int64_t n_;
   AdamWConfig cfg_;
   /// The update of elements [i0, i0 + count) of the buffer: p and g point at element i0.
-  void update(float* p, const float* g, int64_t i0, int64_t count, int64_t t);
+  void update(float* p, const float* g, int64_t i0, int64_t count, int64_t t, float grad_scale);
   /// fn(e, stop, λ) for each run [e, stop) of constant λ inside [i0, i0 + count).
   template <typename Fn>
   void for_each_decay_run(int64_t i0, int64_t count, Fn&& fn) const;
   /// Those runs as the kernels take them: ends relative to i0.
   std::vector<cpu::DecayRun> decay_runs(int64_t i0, int64_t count) const;
-  /// Step t's constants: the config's lr, betas and ε, and the bias corrections.
-  cpu::AdamWStep step_constants(int64_t t) const;
+  /// Step t's constants: the config's lr, betas and ε, the bias corrections, and grad_scale.
+  cpu::AdamWStep step_constants(int64_t t, float grad_scale) const;
 
   std::vector<ElementRange> decay_;
   Tensor m_, v_;

@@ -33,6 +33,49 @@ TEST(AdamW, MatchesTheAlgorithmForTwoSteps) {
   EXPECT_NEAR(p[1], rp[1], 1e-6);
 }
 
+TEST(AdamW, GradScaleIsTheUpdateOfTheScaledGradients) {
+  // --clip_grad's coefficient k rides in as grad_scale: the update from g with k must be the
+  // update from k·g, bit for bit, in fp32 and through the mixed-precision path (k·1/S there),
+  // and k = 1 must be the plain update. Over two steps with different k (Adam's m/√v is blind
+  // to one constant factor, not to a factor that changes between steps).
+  AdamWConfig cfg;
+  cfg.lr = 0.05f;
+  cfg.weight_decay = 0.01f;
+  const int n = 9;
+  std::vector<float> init(n), g1(n), g2(n);
+  for (int i = 0; i < n; ++i) init[i] = 0.1f * i - 0.3f, g1[i] = 0.5f - 0.11f * i, g2[i] = 0.07f * i;
+  const float k[2] = {0.375f, 0.8125f};  // exact products: k·g is what the update reads
+  AdamW scaled(n, cfg, {{0, 5}}), prescaled(n, cfg, {{0, 5}}), plain(n, cfg, {{0, 5}});
+  std::vector<float> p_scaled = init, p_pre = init, p_plain = init, p_one = init;
+  AdamW one(n, cfg, {{0, 5}});
+  for (int t = 1; t <= 2; ++t) {
+    const std::vector<float>& g = t == 1 ? g1 : g2;
+    std::vector<float> kg(n);
+    for (int i = 0; i < n; ++i) kg[i] = g[i] * k[t - 1];
+    scaled.step(p_scaled.data(), g.data(), t, -1, k[t - 1]);
+    prescaled.step(p_pre.data(), kg.data(), t);
+    plain.step(p_plain.data(), g.data(), t);
+    one.step(p_one.data(), g.data(), t, -1, 1.0f);
+  }
+  for (int i = 0; i < n; ++i) {
+    EXPECT_EQ(p_scaled[i], p_pre[i]) << i;
+    EXPECT_EQ(p_one[i], p_plain[i]) << i;
+  }
+  EXPECT_NE(p_scaled, p_plain) << "the scale must change the update";
+  for (int i = 0; i < n; ++i) EXPECT_EQ(scaled.exp_avg().f32()[i], prescaled.exp_avg().f32()[i]);
+
+  // Mixed precision: bf16 parameters, fp32 gradients times 1/S·k against fp32 gradients k·g/S.
+  AdamW mixed(n, cfg, {{0, 5}}, DType::kBF16), mixed_pre(n, cfg, {{0, 5}}, DType::kBF16);
+  Tensor p16 = Tensor::empty({n}, DType::kBF16, MemCategory::kParameters);
+  Tensor q16 = Tensor::empty({n}, DType::kBF16, MemCategory::kParameters);
+  for (int i = 0; i < n; ++i) mixed.master().f32()[i] = mixed_pre.master().f32()[i] = init[i];
+  Tensor g = Tensor::empty({n}), kg = Tensor::empty({n});
+  for (int i = 0; i < n; ++i) g.f32()[i] = 8.0f * g1[i], kg.f32()[i] = 8.0f * g1[i] * k[0];
+  mixed.step_mixed(p16, g, 0.125f * k[0], 1);
+  mixed_pre.step_mixed(q16, kg, 0.125f, 1);
+  for (int i = 0; i < n; ++i) EXPECT_EQ(mixed.master().f32()[i], mixed_pre.master().f32()[i]) << i;
+}
+
 TEST(AdamW, ShardUpdateEqualsSliceOfWholeUpdate) {
   // The property ZeRO relies on: updating [a, b) alone gives the same numbers as updating all.
   AdamWConfig cfg;

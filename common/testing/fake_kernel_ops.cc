@@ -245,16 +245,18 @@ class Table final : public KernelOps {
     run("adamw_update", {p, g, m, v}, [&] { cpu_.adamw_update(p, g, m, v, runs, s); });
   }
   void adamw_update_mixed(void* params16, DType param_dtype, const void* grads16,
-                          DType grad_dtype, float grad_scale, float* master, float* m, float* v,
+                          DType grad_dtype, float* master, float* m, float* v,
                           const std::vector<cpu::DecayRun>& runs,
                           const cpu::AdamWStep& s) override {
     on_device("adamw_update_mixed", {params16, grads16, master, m, v});
     FakeDevice::Access a(dev_);
-    cpu_.adamw_update_mixed(params16, param_dtype, grads16, grad_dtype, grad_scale, master, m, v,
-                            runs, s);
+    cpu_.adamw_update_mixed(params16, param_dtype, grads16, grad_dtype, master, m, v, runs, s);
   }
   int64_t count_nonfinite(const float* x, int64_t n) override {
     return run("count_nonfinite", {x}, [&] { return cpu_.count_nonfinite(x, n); });
+  }
+  double sum_of_squares(ActIn x, int64_t n) override {
+    return run("sum_of_squares", {x.p}, [&] { return cpu_.sum_of_squares(x, n); });
   }
   // ---- rounding statistics (kernel_ops.h count_rounding): read-only on both buffers.
   cpu::RoundStats count_rounding(const float* src, const void* dst, DType dst_dtype, int64_t n,

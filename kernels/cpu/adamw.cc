@@ -21,10 +21,12 @@ int64_t span_of(const std::vector<DecayRun>& runs) {
 }
 
 void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1,
-                  float beta2, float eps, float weight_decay, float c1, float c2) {
+                  float beta2, float eps, float weight_decay, float c1, float c2,
+                  float grad_scale) {
   for (int64_t i = 0; i < n; ++i) {
-    m[i] = beta1 * m[i] + (1.0f - beta1) * g[i];
-    v[i] = beta2 * v[i] + (1.0f - beta2) * g[i] * g[i];
+    const float gi = g[i] * grad_scale;  // unscaled (1/S) and clipped; ·1 changes no bit
+    m[i] = beta1 * m[i] + (1.0f - beta1) * gi;
+    v[i] = beta2 * v[i] + (1.0f - beta2) * gi * gi;
     const float m_hat = m[i] * c1, v_hat = v[i] * c2;
     p[i] -= lr * (m_hat / (std::sqrt(v_hat) + eps) + weight_decay * p[i]);
   }
@@ -36,7 +38,7 @@ void adamw_update_runs(float* p, const float* g, float* m, float* v,
   int64_t e = 0;
   for (const DecayRun& r : runs) {
     adamw_update(p + e, g + e, m + e, v + e, r.end - e, s.lr, s.beta1, s.beta2, s.eps,
-                 r.weight_decay, s.c1, s.c2);
+                 r.weight_decay, s.c1, s.c2, s.grad_scale);
     e = r.end;
   }
 }

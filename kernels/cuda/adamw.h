@@ -36,18 +36,18 @@ namespace cuda {
 constexpr int kMaxRunsPerLaunch = 256;
 
 /// p, m, v (span_of(runs) each, fp32) updated in place from g, each run with its λ, with the
-/// step's constants. The twin of cpu::adamw_update_runs. Throws std::invalid_argument for runs
-/// whose ends do not increase (cpu::span_of).
+/// step's constants (the gradients times s.grad_scale). The twin of cpu::adamw_update_runs.
+/// Throws std::invalid_argument for runs whose ends do not increase (cpu::span_of).
 void adamw_update(float* p, const float* g, float* m, float* v,
                   const std::vector<cpu::DecayRun>& runs, const cpu::AdamWStep& s);
 
-/// Mixed precision: g = widen(grads16[i])·grad_scale (grads in grad_dtype: f32, f16 or bf16),
+/// Mixed precision: g = widen(grads16[i])·s.grad_scale (grads in grad_dtype: f32, f16 or bf16),
 /// the update of master[i] with m[i], v[i], then params16[i] = round(master[i]) in param_dtype
 /// (f32, f16 or bf16). Throws std::invalid_argument naming a dtype that is none of these, or as
 /// adamw_update for the runs.
 void adamw_update_mixed(void* params16, DType param_dtype, const void* grads16, DType grad_dtype,
-                        float grad_scale, float* master, float* m, float* v,
-                        const std::vector<cpu::DecayRun>& runs, const cpu::AdamWStep& s);
+                        float* master, float* m, float* v, const std::vector<cpu::DecayRun>& runs,
+                        const cpu::AdamWStep& s);
 
 }  // namespace cuda
 }  // namespace llmp

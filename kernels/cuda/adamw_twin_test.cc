@@ -75,9 +75,11 @@ TEST_F(AdamWTwin, MoreRunsThanOneLaunchTakesFp32) {
   DevF p_d(p), m_d(m), v_d(v), g_d(n);
   for (int64_t t = 1; t <= 2; ++t) {
     const Vec g = rnd(n, 1 + t);
-    cpu::adamw_update_runs(p.data(), g.data(), m.data(), v.data(), runs, constants(t));
+    cpu::AdamWStep s = constants(t);
+    s.grad_scale = t == 1 ? 0.5f : 0.25f;  // a clipping coefficient: m and v see g·grad_scale
+    cpu::adamw_update_runs(p.data(), g.data(), m.data(), v.data(), runs, s);
     CUDA_CHECK(cudaMemcpy(g_d.p, g.data(), 4 * n, cudaMemcpyHostToDevice));
-    cuda::adamw_update(p_d.p, g_d.p, m_d.p, v_d.p, runs, constants(t));
+    cuda::adamw_update(p_d.p, g_d.p, m_d.p, v_d.p, runs, s);
   }
   EXPECT_LE(rel_err(p_d.get(), p, "adamw runs: params"), kElem);
   EXPECT_LE(rel_err(m_d.get(), m, "adamw runs: m"), kElem);
@@ -96,11 +98,13 @@ TEST_F(AdamWTwin, MoreRunsThanOneLaunchTakesMixed) {
   KernelOps& cpu_ops = kernel_ops(Device::kCPU);
   for (int64_t t = 1; t <= 2; ++t) {
     cpu::round_to(rnd(n, 11 + t, -8.0f, 8.0f).data(), g16.raw(), DType::kF16, n);
-    cpu_ops.adamw_update_mixed(p16.raw(), DType::kBF16, g16.raw(), DType::kF16, 0.125f,
-                               master.data(), m.data(), v.data(), runs, constants(t));
+    cpu::AdamWStep s = constants(t);
+    s.grad_scale = 0.125f;  // 1/S = 1/8
+    cpu_ops.adamw_update_mixed(p16.raw(), DType::kBF16, g16.raw(), DType::kF16, master.data(),
+                               m.data(), v.data(), runs, s);
     CUDA_CHECK(cudaMemcpy(g16_d.raw(), g16.raw(), 2 * n, cudaMemcpyHostToDevice));
-    cuda::adamw_update_mixed(p16_d.raw(), DType::kBF16, g16_d.raw(), DType::kF16, 0.125f,
-                             master_d.p, m_d.p, v_d.p, runs, constants(t));
+    cuda::adamw_update_mixed(p16_d.raw(), DType::kBF16, g16_d.raw(), DType::kF16, master_d.p,
+                             m_d.p, v_d.p, runs, s);
   }
   EXPECT_LE(rel_err(master_d.get(), master, "adamw runs: master"), kElem);
   EXPECT_LE(rel_err(m_d.get(), m, "adamw runs: m (mixed)"), kElem);

@@ -322,11 +322,13 @@ class CudaKernelOps final : public KernelOps {
     cuda::adamw_update(p, g, m, v, runs, s);
   }
   void adamw_update_mixed(void* params16, DType param_dtype, const void* grads16,
-                          DType grad_dtype, float grad_scale, float* master, float* m, float* v,
+                          DType grad_dtype, float* master, float* m, float* v,
                           const std::vector<cpu::DecayRun>& runs,
                           const cpu::AdamWStep& s) override {
-    cuda::adamw_update_mixed(params16, param_dtype, grads16, grad_dtype, grad_scale, master, m, v,
-                             runs, s);
+    cuda::adamw_update_mixed(params16, param_dtype, grads16, grad_dtype, master, m, v, runs, s);
+  }
+  double sum_of_squares(ActIn x, int64_t n) override {
+    return cuda::sum_of_squares(x.p, x.dtype, n);
   }
   int64_t count_nonfinite(const float* x, int64_t n) override {
     return cuda::count_nonfinite(x, n);

@@ -31,6 +31,7 @@
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/embedding.h"
 #include "kernels/cpu/gelu.h"
+#include "kernels/cpu/grad_norm.h"
 #include "kernels/cpu/layernorm.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/residual.h"
@@ -293,7 +294,22 @@ TEST_F(KernelsTwin, SumOfSquaresAndNonfiniteCount) {
   for (float v : x) ref += static_cast<double>(v) * v;
   DevF x_d(x);
   // x² is exact in double; the n double additions in another order: ≤ n·2⁻⁵³ ≈ 3e-10 relative.
-  EXPECT_NEAR(cuda::sum_of_squares(x_d.p, n), ref, 1e-9 * ref);
+  EXPECT_NEAR(cuda::sum_of_squares(x_d.p, DType::kF32, n), ref, 1e-9 * ref);
+  EXPECT_NEAR(cpu::sum_of_squares(x.data(), DType::kF32, n), ref, 1e-9 * ref);
+  // 16-bit gradients (--clip_grad under bf16): widened exactly as they are read, so the sum is
+  // that of the bf16 values themselves, on both devices.
+  Tensor h = Tensor::empty({n}, DType::kBF16, MemCategory::kGradients);
+  cpu::round_to(x.data(), h.raw(), DType::kBF16, n);
+  Vec hw(n);
+  cpu::widen(h.raw(), DType::kBF16, hw.data(), n);
+  double ref16 = 0.0;
+  for (float v : hw) ref16 += static_cast<double>(v) * v;
+  ASSERT_GT(std::abs(ref16 - ref), 1e-6 * ref) << "the bf16 values are other values";
+  Tensor h_d = Tensor::empty({n}, DType::kBF16, MemCategory::kGradients, Device::kCUDA);
+  CUDA_CHECK(cudaMemcpy(h_d.raw(), h.raw(), 2 * n, cudaMemcpyHostToDevice));
+  EXPECT_NEAR(cuda::sum_of_squares(h_d.raw(), DType::kBF16, n), ref16, 1e-9 * ref16);
+  EXPECT_NEAR(cpu::sum_of_squares(h.raw(), DType::kBF16, n), ref16, 1e-9 * ref16);
+  EXPECT_THROW(cuda::sum_of_squares(nullptr, DType::kU8, 4), std::invalid_argument);
   EXPECT_EQ(cuda::count_nonfinite(x_d.p, n), 0);
   x[7] = INFINITY;
   x[n - 1] = NAN;
@@ -357,8 +373,8 @@ TEST(KernelsHost, BadDtypesAreRejectedBeforeAnyDeviceWork) {
   EXPECT_THROW(cuda::accumulate_to(nullptr, nullptr, DType::kU8, 4), std::invalid_argument);
   EXPECT_THROW(cuda::widen(nullptr, DType::kF64, nullptr, 4), std::invalid_argument);
   try {  // n = 4: the dtype is checked before the launch (and before n = 0's early return)
-    cuda::adamw_update_mixed(nullptr, DType::kU8, nullptr, DType::kF16, 1.0f, nullptr, nullptr,
-                             nullptr, {{4, 0.0f}}, cpu::AdamWStep{});
+    cuda::adamw_update_mixed(nullptr, DType::kU8, nullptr, DType::kF16, nullptr, nullptr, nullptr,
+                             {{4, 0.0f}}, cpu::AdamWStep{});
     ADD_FAILURE() << "no exception";
   } catch (const std::invalid_argument& e) {
     EXPECT_STREQ(e.what(), "cuda::adamw_update_mixed parameters: dtype u8 is not f32, f16 or bf16");

@@ -9,12 +9,13 @@ namespace llmp {
 namespace cuda {
 namespace {
 
-// Pass 1: partial[block] = Σ over the block's grid-stride share of f(x_i), in V.
-template <typename V, bool kSquares>
-__global__ void partial_kernel(V* partial, const float* __restrict__ x, int64_t n) {
+// Pass 1: partial[block] = Σ over the block's grid-stride share of f(x_i), in V; x of format F
+// (widened exactly as it is read).
+template <typename V, bool kSquares, Fmt F>
+__global__ void partial_kernel(V* partial, const void* __restrict__ x, int64_t n) {
   V s = 0;
   for (int64_t i = gs_begin(); i < n; i += gs_step()) {
-    const float xi = x[i];
+    const float xi = load_f32<F>(x, i);
     if constexpr (kSquares) s += static_cast<V>(xi) * static_cast<V>(xi);
     else s += isfinite(xi) ? 0 : 1;
   }
@@ -31,12 +32,12 @@ __global__ void total_kernel(V* out, const V* __restrict__ partial, int k) {
   if (threadIdx.x == 0) *out = s;
 }
 
-template <typename V, bool kSquares>
-V reduce(const float* x, int64_t n) {
+template <typename V, bool kSquares, Fmt F = Fmt::kF32>
+V reduce(const void* x, int64_t n) {
   if (n <= 0) return 0;
   const int k = reduce_blocks(n);
   V* ws = static_cast<V*>(workspace(sizeof(V) * (k + 1)));  // k partials, then the total
-  partial_kernel<V, kSquares><<<k, kThreads, 0, stream()>>>(ws, x, n);
+  partial_kernel<V, kSquares, F><<<k, kThreads, 0, stream()>>>(ws, x, n);
   LLMP_LAUNCH_CHECK();
   total_kernel<V><<<1, kThreads, 0, stream()>>>(ws + k, ws, k);
   LLMP_LAUNCH_CHECK();
@@ -65,7 +66,12 @@ __global__ void accumulate_kernel(void* dst, const float* src, int64_t n) {
 
 }  // namespace
 
-double sum_of_squares(const float* x, int64_t n) { return reduce<double, true>(x, n); }
+double sum_of_squares(const void* x, DType dtype, int64_t n) {
+  const Fmt f = fmt_of(dtype, "cuda::sum_of_squares");
+  if (f == Fmt::kF16) return reduce<double, true, Fmt::kF16>(x, n);
+  if (f == Fmt::kBF16) return reduce<double, true, Fmt::kBF16>(x, n);
+  return reduce<double, true, Fmt::kF32>(x, n);
+}
 
 int64_t count_nonfinite(const float* x, int64_t n) {
   return static_cast<int64_t>(reduce<unsigned long long, false>(x, n));

@@ -3,7 +3,8 @@
 // the fp32 <-> f16/bf16 conversions of mixed precision (the twins of kernels/cpu/convert.h's
 // widen, round_to and accumulate_to, without RoundStats).
 //
-//   sum_of_squares = Σ_i x_i² (in double; the gradient norm is its square root)
+//   sum_of_squares = Σ_i x_i² (in double; the gradient norm of --clip_grad is its square root,
+//                    common/optim/grad_clip.h; the twin of kernels/cpu/grad_norm.h)
 //   count_nonfinite = #{ i : x_i is inf or NaN }
 //   round_to: round to nearest, ties to even (IEEE 754's default, as Eigen::half/bfloat16 and
 //   __float2half_rn), through shared_math.h's bit conversions, checked against the CPU on the host.
@@ -22,8 +23,10 @@
 namespace llmp {
 namespace cuda {
 
-/// Σ_i x_i² over x[0..n) (fp32 device buffer), accumulated in double. Synchronises stream().
-double sum_of_squares(const float* x, int64_t n);
+/// Σ_i x_i² over x[0..n) (a device buffer of dtype f32, f16 or bf16, widened exactly),
+/// accumulated in double. Synchronises stream(). Throws std::invalid_argument naming any other
+/// dtype (before any device work).
+double sum_of_squares(const void* x, DType dtype, int64_t n);
 
 /// The number of infinite or NaN elements of x[0..n). Synchronises stream().
 int64_t count_nonfinite(const float* x, int64_t n);

@@ -14,6 +14,7 @@
 #include "kernels/cpu/cross_entropy.h"
 #include "kernels/cpu/embedding.h"
 #include "kernels/cpu/gelu.h"
+#include "kernels/cpu/grad_norm.h"
 #include "kernels/cpu/layernorm.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/residual.h"
@@ -276,7 +277,7 @@ class CpuKernelOps final : public KernelOps {
     cpu::adamw_update_runs(p, g, m, v, runs, s);
   }
   void adamw_update_mixed(void* params16, DType param_dtype, const void* grads16,
-                          DType grad_dtype, float grad_scale, float* master, float* m, float* v,
+                          DType grad_dtype, float* master, float* m, float* v,
                           const std::vector<cpu::DecayRun>& runs,
                           const cpu::AdamWStep& s) override {
     cpu::span_of(runs);
@@ -284,7 +285,7 @@ class CpuKernelOps final : public KernelOps {
     int64_t e = 0;
     for (const cpu::DecayRun& r : runs) {
       update_mixed(static_cast<char*>(params16) + e * pb, param_dtype,
-                   static_cast<const char*>(grads16) + e * gb, grad_dtype, grad_scale, master + e,
+                   static_cast<const char*>(grads16) + e * gb, grad_dtype, master + e,
                    m + e, v + e, r.end - e, r.weight_decay, s);
       e = r.end;
     }
@@ -293,6 +294,9 @@ class CpuKernelOps final : public KernelOps {
     int64_t count = 0;
     for (int64_t i = 0; i < n; ++i) count += std::isfinite(x[i]) ? 0 : 1;
     return count;
+  }
+  double sum_of_squares(ActIn x, int64_t n) override {
+    return cpu::sum_of_squares(x.p, x.dtype, n);
   }
   // ---- 2D / 2.5D tensor parallelism (kernels/cpu/tp_grid.h).
   void add_to(float* y, const float* x, int64_t n) override { cpu::add_to(y, x, n); }
@@ -343,10 +347,10 @@ class CpuKernelOps final : public KernelOps {
   }
 
  private:
-  // One run of adamw_update_mixed, chunk by chunk: widen and unscale the gradients, update the
-  // master copy, round it back.
+  // One run of adamw_update_mixed, chunk by chunk: widen the gradients, update the master copy
+  // from them times s.grad_scale (1/S, clipped), round it back.
   static void update_mixed(void* params16, DType param_dtype, const void* grads16,
-                           DType grad_dtype, float grad_scale, float* master, float* m, float* v,
+                           DType grad_dtype, float* master, float* m, float* v,
                            int64_t n, float weight_decay, const cpu::AdamWStep& s) {
     constexpr int64_t kChunk = 4096;
     float g[kChunk];
@@ -354,7 +358,7 @@ class CpuKernelOps final : public KernelOps {
     for (int64_t i0 = 0; i0 < n; i0 += kChunk) {
       const int64_t k = std::min(kChunk, n - i0);
       cpu::widen(static_cast<const char*>(grads16) + i0 * gb, grad_dtype, g, k);
-      for (int64_t i = 0; i < k; ++i) g[i] *= grad_scale;
+      for (int64_t i = 0; i < k; ++i) g[i] *= s.grad_scale;
       cpu::adamw_update(master + i0, g, m + i0, v + i0, k, s.lr, s.beta1, s.beta2, s.eps,
                         weight_decay, s.c1, s.c2);
       cpu::round_to(master + i0, static_cast<char*>(params16) + i0 * pb, param_dtype, k);

@@ -183,22 +183,28 @@ class KernelOps {
   // ---- adamw.h: the optimizer's update of a span [0, span_of(runs)) in runs of constant λ
   // (cpu::DecayRun), one call per step and span: a GPU launches once (or once per
   // kMaxRunsPerLaunch runs, kernels/cuda/adamw.h). Both throw std::invalid_argument for runs whose
-  // ends do not increase (cpu::span_of).
+  // ends do not increase (cpu::span_of). Each gradient is multiplied by s.grad_scale as it is
+  // read (1/S and the clipping coefficient; 1: as it is).
   virtual void adamw_update(float* p, const float* g, float* m, float* v,
                             const std::vector<cpu::DecayRun>& runs, const cpu::AdamWStep& s) = 0;
   /// Mixed precision's update (Micikevicius et al. 2018 §3.1; common/optim/adamw.h step_mixed):
-  /// g = widen(grads16[i])·grad_scale (grads in grad_dtype: f32, f16 or bf16; grad_scale = 1/S),
-  /// adamw_update's element update of the fp32 master[i] with m[i], v[i], then params16[i] =
-  /// round(master[i]) in param_dtype (to nearest even). Throws std::invalid_argument naming a
-  /// dtype that is none of f32, f16, bf16.
+  /// g = widen(grads16[i])·s.grad_scale (grads in grad_dtype: f32, f16 or bf16; grad_scale: 1/S
+  /// times the clipping coefficient), adamw_update's element update of the fp32 master[i] with
+  /// m[i], v[i], then params16[i] = round(master[i]) in param_dtype (to nearest even). Throws
+  /// std::invalid_argument naming a dtype that is none of f32, f16, bf16.
   virtual void adamw_update_mixed(void* params16, DType param_dtype, const void* grads16,
-                                  DType grad_dtype, float grad_scale, float* master, float* m,
-                                  float* v, const std::vector<cpu::DecayRun>& runs,
+                                  DType grad_dtype, float* master, float* m, float* v,
+                                  const std::vector<cpu::DecayRun>& runs,
                                   const cpu::AdamWStep& s) = 0;
 
-  // ---- reduce: the loss scaler's overflow check (common/optim/loss_scaler.h).
+  // ---- reduce: the loss scaler's overflow check (common/optim/loss_scaler.h) and the gradient
+  // norm of --clip_grad (common/optim/grad_clip.h).
   /// The number of infinite or NaN elements of x[0..n) (fp32), returned to the host.
   virtual int64_t count_nonfinite(const float* x, int64_t n) = 0;
+  /// Σ_i x_i² over x[0..n) (f32, f16 or bf16, widened exactly), accumulated in double, returned
+  /// to the host (kernels/cpu/grad_norm.h; a GPU synchronises its stream to return it). Throws
+  /// std::invalid_argument naming any other dtype.
+  virtual double sum_of_squares(ActIn x, int64_t n) = 0;
 
   // ---- 2D / 2.5D tensor parallelism (kernels/cpu/tp_grid.h): SUMMA's accumulation, a bias on
   // a product's rows, and the LayerNorm of rows split over a group, in the passes between which
