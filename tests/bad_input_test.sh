@@ -50,6 +50,9 @@ expect_exit_2 negative_loss_scale "loss scale -1" -- \
 expect_exit_2 loss_scale_without_fp16 "--loss_scale 128" -- \
   "$bin" --precision bf16 --loss_scale 128
 expect_exit_2 precision_refused "--precision bf16" -- "$bin" --precision bf16
+# Gradient clipping (common/optim/grad_clip.h): a norm bound is a finite number >= 0, on every
+# stage (the stages that do not clip refuse a valid one: tests/clip_grad_test.sh).
+expect_exit_2 negative_clip_grad "--clip_grad -1" -- "$bin" --clip_grad -1
 # Activation recomputation (common/nn/recompute.h): the policy, k, and ZeRO-R's Pa, which only a
 # stage with a tensor-parallel group takes (those skip partition_refused).
 expect_exit_2 unknown_recompute "unknown recompute 'partial'" -- "$bin" --recompute partial

@@ -10,7 +10,8 @@
 #                mpiexec work here) then cuda: every stage with --device cuda against the GPU
 #                baseline, the GPU baseline against the CPU's
 #             4. tests/device_flag_test.sh: --device cuda trains where a GPU is, refused by name
-#                where the stage cannot
+#                where the stage cannot; tests/clip_grad_test.sh: --clip_grad on every stage that
+#                takes it (CPU), then the baseline and zero2 with ZeRO-Offload on the GPU
 #             5. the command: zero2 --device cuda, its report in GPU bytes
 #     bench   tools/gpu_bench.sh on the kit's trainers: gpt2 bf16 tokens/s and MFU, fp32 (TF32 on
 #             and off), --attention flash, the data-parallel stages at world size 1
@@ -104,6 +105,9 @@ if [ "$mode" = tests ] || [ "$mode" = all ]; then
   check device_flag 300 bash "$kit/scripts/device_flag_test.sh" "$kit/stages/baseline/train" \
     "$kit/bin/cpu_only_stage" "$kit/stages/gpipe/train" "$kit/scripts/expect_error.sh" \
     "$kit/stages/zero3/train"
+  # The third argument names the GPU run's binary: the kit's trainer itself, on the real GPU.
+  check clip_grad 300 bash "$kit/scripts/clip_grad_test.sh" "$kit/bin/compare_checkpoints" \
+    "$kit/stages/baseline/train" "$kit/stages/baseline/train"
   check zero2_device_cuda 300 "$kit/stages/zero2/train" --device cuda --world_size 1 \
     --steps 50 --eval_every 25
 fi

@@ -42,6 +42,8 @@ StageSpec pipeline_stage_spec(const PipelineStageOptions& o) {
   spec.default_world_size = o.default_world_size;
   spec.default_layers = o.default_layers;
   spec.supports_trace = true;  // finish() writes --trace (pipeline_strategy.h)
+  // --clip_grad: the norm over pp of each rank's owned stages (PipelineStrategy::train_step).
+  spec.supports_clip_grad = true;
   // p = world size: one pipeline stage per rank, each seeing all B sequences (as micro-batches).
   spec.grid = [](const TrainConfig& cfg) { return GridShape{1, cfg.world_size, 1}; };
   spec.add_flags = [opts](CLI::App& app) {

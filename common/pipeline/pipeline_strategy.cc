@@ -84,6 +84,11 @@ PipelineStrategy::PipelineStrategy(const GPT& model, ProcessGroup& pp, AdamWConf
     replicas_ = pp.split(std::min(r, p - 1 - r), r);  // collective over pp
   }
   book_ = pp.duplicate();                    // collective over pp: bookkeeping, not counted
+  clip_ = GradClip(opt.clip_grad, &pp);      // collective over pp when clipping
+}
+
+bool PipelineStrategy::owns(const ParamSegment& s) const {
+  return !s.wte_copy && (schedule_.pipelines != 2 || s.chunk == 0);
 }
 
 double PipelineStrategy::train_step(const int32_t* tokens, const int32_t* targets,
@@ -104,8 +109,15 @@ double PipelineStrategy::train_step(const int32_t* tokens, const int32_t* target
   // 3'. Chimera: each stage ran half the micro-batches on each of its two replicas.
   if (replicas_ && replicas_->size() > 1)
     replicas_->all_reduce(grads_, ReduceOp::kSum);  // sends 2(N-1)/N·4Ψ_r = 4Ψ_r, N = 2
+  // 3''. --clip_grad: ‖g‖² = Σ over pp of the squares of each rank's OWNED gradient (owns():
+  //     the wte copy's gradient, now equal to wte's, and Chimera's replicas count once), one
+  //     all_reduce of 8 bytes; the coefficient goes into AdamW's gradient scale.
+  std::vector<Tensor> owned;
+  for (const ParamSegment& s : part_->segments(pp_.rank()))
+    if (owns(s)) owned.push_back(grads_.narrow(s.local_offset, s.numel));
+  const float clip = clip_.coefficient(owned);
   // 4. AdamW on this rank's parameters (and, on the last rank, its copy of wte).
-  opt_->step(params_.f32(), grads_.f32(), step);
+  opt_->step(params_.f32(), grads_.f32(), step, -1, clip);
 
   std::vector<Span> spans = exec_->stats().spans;
   spans.push_back(Span{pp_.rank(), t_opt - t0, wall_seconds() - t0, "opt", "optimizer"});
@@ -162,8 +174,7 @@ void PipelineStrategy::gather_stages(
   // Every rank contributes its own segments (not the wte copy, and for Chimera only its down
   // pipeline's stage: the up chunks are replicas); together they tile [0, Ψ).
   const int p = pp_.size();
-  const bool chimera = schedule_.pipelines == 2;
-  auto owned = [chimera](const ParamSegment& s) { return !s.wte_copy && (!chimera || s.chunk == 0); };
+  auto owned = [this](const ParamSegment& s) { return owns(s); };
   std::vector<int64_t> counts(p, 0);
   for (int q = 0; q < p; ++q)
     for (const ParamSegment& s : part_->segments(q))

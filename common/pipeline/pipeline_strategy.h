@@ -46,6 +46,7 @@
 #include "common/comm/process_group.h"
 #include "common/nn/gpt.h"
 #include "common/optim/adamw.h"
+#include "common/optim/grad_clip.h"
 #include "common/pipeline/executor.h"
 #include "common/pipeline/gpt_partition.h"
 #include "common/pipeline/schedule.h"
@@ -78,6 +79,8 @@ class PipelineStrategy : public Strategy {
   /// Memory (parameters, gradients, optimizer state, activations per micro-batch) and bytes
   /// sent, next to their closed forms.
   std::vector<ReportRow> report() const override;
+  /// --clip_grad: the last step's global gradient norm (grad_clip.h), "" without clipping.
+  std::string step_note() const override { return clip_.step_note(); }
   /// Rank 0 prints the last step's executed (logical) timeline and bubble next to the formula,
   /// then the wall-clock timeline and its activation peak, and writes the trace when a trace
   /// path was given.
@@ -120,6 +123,11 @@ class PipelineStrategy : public Strategy {
   double expected_activation_bytes(int global_batch, int T) const;
 
  protected:  // PipeDream-2BW (stages/pipedream_2bw) runs its own step on the same state
+  /// Whether this rank's segment `s` is the one copy of its elements that counts: not the last
+  /// stage's wte copy, and under Chimera only the down pipeline's chunk (the up chunks are the
+  /// pair's replicas). Over all ranks the owned segments tile [0, Ψ) once: the state a
+  /// checkpoint gathers, and the squares --clip_grad's norm sums.
+  bool owns(const ParamSegment& s) const;
   /// Step 3: the tied wte's gradient in `grads` (this rank's layout) summed over the embedding
   /// group {first rank, last rank}; nothing elsewhere. Collective over that group.
   void all_reduce_tied_wte(Tensor& grads);
@@ -153,6 +161,7 @@ class PipelineStrategy : public Strategy {
   SimResult sim_;
   Tensor params_, grads_;  // Ψ_r each, local layout (gpt_partition.h)
   std::unique_ptr<AdamW> opt_;
+  GradClip clip_{0, nullptr};  // --clip_grad: ‖g‖² summed over pp from each rank's owned segments
   std::unique_ptr<PipelineExecutor> exec_;
   std::shared_ptr<ProcessGroup> emb_;  // {first rank, last rank}; a 1-rank group elsewhere
   bool in_emb_ = false;

@@ -147,6 +147,9 @@ void add_train_flags(CLI::App& app, TrainConfig& cfg) {
       ->capture_default_str();
   app.add_flag("--decay_all", cfg.decay_all,
                "decay every tensor (default: only those with >= 2 dims, as GPT-2/nanoGPT)");
+  app.add_option("--clip_grad", cfg.clip_grad,
+                 "clip the gradients to this global L2 norm (GPT-2/3: 1.0; 0: no clipping)")
+      ->capture_default_str();
   app.add_option("--eval_every", cfg.eval_every, "validation loss every this many steps (0: never)")
       ->capture_default_str();
   app.add_option("--eval_batches", cfg.eval_batches, "global batches per validation loss")
@@ -206,6 +209,9 @@ std::string validation_error(const TrainConfig& cfg, int dp_size) {
     return "learning rate " + format_double(cfg.lr) + " must be positive";
   if (!(cfg.weight_decay >= 0) || !std::isfinite(cfg.weight_decay))
     return "weight decay " + format_double(cfg.weight_decay) + " must not be negative";
+  if (!(cfg.clip_grad >= 0) || !std::isfinite(cfg.clip_grad))
+    return "--clip_grad " + format_double(cfg.clip_grad) +
+           " must be a finite gradient norm >= 0 (0: no clipping)";
   if (cfg.eval_every < 0) return "eval_every " + std::to_string(cfg.eval_every) + " must not be negative";
   if (cfg.eval_batches < 1) return "eval_batches " + std::to_string(cfg.eval_batches) + " must be at least 1";
   if (cfg.layers < 0) return "layers " + std::to_string(cfg.layers) + " must not be negative";

@@ -74,6 +74,10 @@ struct TrainConfig {
   /// default only tensors with ≥ 2 dimensions are decayed, as GPT-2/nanoGPT do
   /// (common/optim/decay_mask.h).
   bool decay_all = false;
+  /// --clip_grad c: clip the gradients by the whole model's norm, g ← g·min(1, c/(‖g‖ + 1e-6))
+  /// (Megatron-LM's --clip-grad; GPT-2/3 train with 1.0); 0 (the default) = no clipping.
+  /// Taken by the stages with StageSpec::supports_clip_grad (common/optim/grad_clip.h).
+  double clip_grad = 0;
   int eval_every = 50;         ///< --eval_every: validation loss every this many steps; 0 = never
   int eval_batches = 4;        ///< --eval_batches: global batches averaged per validation loss
   std::string save;            ///< --save: write a safetensors checkpoint here at the end ("" = no)
@@ -163,6 +167,7 @@ void parse_flags_or_exit(CLI::App& app, int argc, char** argv);
 /// The first thing wrong with `cfg`, as one line without the "error: " prefix, or "" if it is
 /// fine. Checks: world_size ≥ 1, dp_size divides global_batch ("global batch 30 is not
 /// divisible by data-parallel size 4"), steps ≥ 0, lr > 0 and finite, weight_decay ≥ 0,
+/// clip_grad ≥ 0 and finite,
 /// eval_every ≥ 0, eval_batches ≥ 1, log_every ≥ 1, timeout ≥ 0 and finite, model is a known
 /// preset, data and (if set) load exist, precision is fp32/bf16/fp16, the loss-scale flags are
 /// positive (loss_scale ≥ 0) and set only with fp16 ("--loss_scale 128 applies to --precision

@@ -33,6 +33,8 @@ StageSpec tp_stage_spec(const TpStageOptions& o) {
   spec.summary = o.summary;
   spec.default_world_size = o.default_world_size;
   spec.supports_device = o.supports_device;
+  // --clip_grad: the norm over tp of the split slices, the replicated tensors from tp rank 0.
+  spec.supports_clip_grad = true;
   // dp 1 × pp 1 × tp t: every rank reads the whole batch; train_main checks t == world size.
   spec.grid = [tp](const TrainConfig& cfg) {
     return GridShape{1, 1, *tp > 0 ? *tp : cfg.world_size};

@@ -47,6 +47,22 @@ TensorParallelStrategy::TensorParallelStrategy(const GPTConfig& cfg, ProcessGrou
   std::vector<float> init(n);
   model_->init_params(init.data(), seed);
   from_host(params_, init.data());
+  clip_ = GradClip(opt.clip_grad, &tp);  // collective over tp when clipping
+}
+
+std::vector<Tensor> TensorParallelStrategy::owned_grads() const {
+  std::vector<Tensor> runs;
+  int64_t begin = 0, end = 0;  // the current run of owned elements [begin, end)
+  for (const ParamSpec& p : model_->layout().params()) {
+    if (p.split == Split::kReplicated && tp_.rank() != 0) continue;  // tp rank 0 counts it
+    if (p.offset != end) {
+      if (end > begin) runs.push_back(grads_.narrow(begin, end - begin));
+      begin = p.offset;
+    }
+    end = p.offset + p.numel;
+  }
+  if (end > begin) runs.push_back(grads_.narrow(begin, end - begin));
+  return runs;
 }
 
 void TensorParallelStrategy::all_reduce_replicated_grads() {
@@ -86,8 +102,11 @@ double TensorParallelStrategy::train_step(const int32_t* tokens, const int32_t* 
   block_bytes_ = static_cast<double>(runner.stats().forward_stored_bytes) / model_->config().layers;
   // 2. Sequence parallelism: the replicated parameters saw only this rank's rows.
   if (sp_) all_reduce_replicated_grads();
-  // 3. AdamW on the slice.
-  opt_->step(params_.f32(), grads_.f32(), step);
+  // 3. --clip_grad: ‖g‖² = Σ over tp of owned_grads()' squares (Megatron's clip_grad_norm_fp32:
+  //    the split tensors' slices on every rank, the replicated ones once), one 8-byte all_reduce.
+  const float clip = clip_.coefficient(owned_grads());
+  // 4. AdamW on the slice, the gradients times the clipping coefficient.
+  opt_->step(params_.f32(), grads_.f32(), step, -1, clip);
 
   tp_bytes_ = tp_.stats().total_bytes() - tp0;
   regather_bytes_ = regather_group_->stats().total_bytes() - rg0;

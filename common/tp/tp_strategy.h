@@ -39,6 +39,7 @@
 #include "common/comm/process_group.h"
 #include "common/nn/gpt.h"
 #include "common/optim/adamw.h"
+#include "common/optim/grad_clip.h"
 #include "common/tp/tensor_parallel_comm.h"
 #include "common/train/strategy.h"
 
@@ -73,6 +74,8 @@ class TensorParallelStrategy : public Strategy {
   /// sequence parallelism, the re-gather and the replicated gradients' all_reduce); collective
   /// calls of the last step, over every group, against tp_collective_calls_per_step.
   std::vector<ReportRow> report() const override;
+  /// --clip_grad: the last step's global gradient norm (grad_clip.h), "" without clipping.
+  std::string step_note() const override { return clip_.step_note(); }
 
   const GPT& model() const { return *model_; }
   /// This rank's Ψ_r parameters (model().layout()), on model().device().
@@ -94,6 +97,11 @@ class TensorParallelStrategy : public Strategy {
   /// Sums the replicated tensors' gradients over the group (sequence parallelism), packed into
   /// one buffer on the gradients' device: sends 2(t-1)/t·4·Ψ_repl.
   void all_reduce_replicated_grads();
+  /// The gradient elements this rank counts in ‖g‖ (--clip_grad), as views of grads_ merged into
+  /// runs: its slices of the split tensors, and the replicated ones on tp rank 0 only (on every
+  /// rank they are equal after step 2's all_reduce, or by construction without sequence
+  /// parallelism: counted t times, ‖g‖ would grow by their share).
+  std::vector<Tensor> owned_grads() const;
 
   ProcessGroup& tp_;
   bool sp_;
@@ -103,6 +111,7 @@ class TensorParallelStrategy : public Strategy {
   std::unique_ptr<GPT> model_;  // this rank's slice
   Tensor params_, grads_;       // Ψ_r each
   std::unique_ptr<AdamW> opt_;  // m, v: Ψ_r each
+  GradClip clip_{0, nullptr};   // --clip_grad: ‖g‖² summed over tp from owned_grads()
   double tp_bytes_ = 0, regather_bytes_ = 0, grad_sync_bytes_ = 0, checkpoint_bytes_ = 0;
   double block_bytes_ = 0;  // kept per block, averaged over the blocks
   int64_t calls_ = 0;       // collective calls in the last step, every group

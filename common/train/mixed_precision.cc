@@ -96,22 +96,29 @@ double MixedPrecision::unscale_loss(double walk_loss, float mean_scale, int64_t 
 }
 
 bool MixedPrecision::optimizer_step(AdamW& opt, const Tensor& params, const Tensor& grads,
-                                    int64_t t, int64_t n) {
+                                    int64_t t, int64_t n, GradClip* clip) {
+  const Tensor owned = n < 0 ? grads : grads.narrow(0, n);  // this rank's part of the gradient
   if (!mixed()) {
-    opt.step(params.f32(), grads.f32(), t, n);
+    const float k = clip ? clip->coefficient({owned}) : 1.0f;  // --clip_grad: min(1, c/‖g‖)
+    opt.step(params.f32(), grads.f32(), t, n, k);
     return true;
   }
   const float inv_scale = 1.0f / loss_scale();  // the S this step's walk used
   if (scaler_) {
-    bool found_inf = has_nonfinite(n < 0 ? grads : grads.narrow(0, n));
+    bool found_inf = has_nonfinite(owned);
     if (agree_) found_inf = agree_->any(found_inf);  // every rank skips the same step
-    if (!scaler_->update(found_inf)) return false;
+    if (!scaler_->update(found_inf)) {
+      if (clip) clip->skip();  // no norm this step
+      return false;
+    }
   }
+  // ‖g‖ of the unscaled gradients (‖S·g‖/S), then one factor for AdamW: 1/S times min(1, c/‖g‖).
+  const float k = clip ? clip->coefficient({owned}, inv_scale) : 1.0f;
   // AdamW's bias corrections count the updates applied, not the steps run: a skipped step never
   // reached the optimizer (torch's GradScaler, Megatron and DeepSpeed skip optimizer.step()
   // itself). Counting it would shrink every later update: the first real one at t = 5 after four
   // skips would move by m̂/√v̂ ≈ 0.5 instead of 1.
-  opt.step_mixed(params, grads, inv_scale, t - skipped_steps(), n);
+  opt.step_mixed(params, grads, inv_scale * k, t - skipped_steps(), n);
   return true;
 }
 

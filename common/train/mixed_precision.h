@@ -34,6 +34,7 @@
 #include "common/comm/process_group.h"
 #include "common/nn/gpt.h"
 #include "common/optim/adamw.h"
+#include "common/optim/grad_clip.h"
 #include "common/optim/loss_scaler.h"
 #include "common/plan/memory_planner.h"
 #include "common/runtime/flags.h"
@@ -104,9 +105,11 @@ class MixedPrecision {
   /// step and S backs off, else AdamW updates elements [0, n) (fp32: in place; mixed: the master
   /// copy, rounded into `params`). Returns whether the step was applied. AdamW's step number is
   /// t less the steps skipped so far (its bias corrections count applied updates). Collective
-  /// over dp for fp16.
+  /// over dp for fp16. `clip` (when on): the gradients are clipped by the global norm first,
+  /// grads[0, n) being this rank's owned part (grad_clip.h; collective over its group), the
+  /// coefficient folded into AdamW's grad_scale with 1/S.
   bool optimizer_step(AdamW& opt, const Tensor& params, const Tensor& grads, int64_t t,
-                      int64_t n = -1);
+                      int64_t n = -1, GradClip* clip = nullptr);
 
   /// What rounding the gradients to 16 bits did this step (FlatGrads counts into it; reset by
   /// begin_step). Null for fp32: nothing is rounded. With the model on a device, null unless
@@ -161,7 +164,8 @@ class MixedPrecision {
 /// single-rank trainer derive from it instead of Strategy.
 class MixedPrecisionStrategy : public Strategy {
  public:
-  std::string step_note() const override { return mp_.step_note(); }
+  /// The loss scale (fp16) and the gradient norm (--clip_grad), as the progress line shows them.
+  std::string step_note() const override { return mp_.step_note() + clip_.step_note(); }
   std::map<std::string, std::string> extra_state() const override {
     return mp_.checkpoint_state();
   }
@@ -172,11 +176,15 @@ class MixedPrecisionStrategy : public Strategy {
   const MixedPrecision& mixed_precision() const { return mp_; }
 
  protected:
-  /// Collective over `dp` (nullptr: one rank), as MixedPrecision's constructor.
-  MixedPrecisionStrategy(const GPT& model, MixedPrecisionConfig mp, ProcessGroup* dp)
-      : mp_(model, mp, dp) {}
+  /// Collective over `dp` (nullptr: one rank), as MixedPrecision's constructor. `clip`: the
+  /// stage's gradient clipping, off by default (the stage says which group splits its gradient:
+  /// GradClip(opt.clip_grad, nullptr) for a replica, (opt.clip_grad, &dp) for ZeRO's shards).
+  MixedPrecisionStrategy(const GPT& model, MixedPrecisionConfig mp, ProcessGroup* dp,
+                         GradClip clip = GradClip(0, nullptr))
+      : mp_(model, mp, dp), clip_(std::move(clip)) {}
 
   MixedPrecision mp_;
+  GradClip clip_;  ///< handed to mp_.optimizer_step by the stage
 };
 
 }  // namespace llmp

@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "common/optim/decay_mask.h"
+#include "common/optim/grad_clip.h"
+#include "kernels/cpu/convert.h"
 
 namespace llmp {
 namespace {
@@ -75,6 +77,35 @@ TEST(MixedPrecisionStep, Fp32IsThePlainAdamWStep) {
   ref.step(p.data(), g.data(), 1);
   EXPECT_TRUE(s.mp.optimizer_step(s.opt, s.params, s.grads, 1));
   for (int64_t i = 0; i < s.psi; ++i) ASSERT_EQ(s.params.f32()[i], p[i]) << i;
+}
+
+// --clip_grad through the optimizer step: fp16's gradients are S·g, so the norm must be taken of
+// the unscaled values (‖S·g‖/S) and the update must read g·(1/S)·k, k = min(1, c/‖g‖); fp32 reads
+// g·k. Checked against AdamW given that one factor directly, with c a quarter of ‖g‖ (clipped).
+TEST(MixedPrecisionStep, ClippingTakesTheUnscaledNormAndOneFactorWithOneOverS) {
+  for (TrainPrecision p : {TrainPrecision::kFP16, TrainPrecision::kBF16, TrainPrecision::kFP32}) {
+    Trainer s(p), ref(p);
+    const float S = p == TrainPrecision::kFP16 ? 1024.0f : 1.0f;
+    s.set_grads(S);
+    ref.set_grads(S);
+    std::vector<float> g(s.psi);  // the 16-bit (or fp32) gradients as stored, unscaled
+    cpu::widen(s.grads.raw(), s.grads.dtype(), g.data(), s.psi);
+    double sq = 0;
+    for (float x : g) sq += double(x / S) * double(x / S);
+    const double norm = std::sqrt(sq), c = norm / 4;
+    GradClip clip(c, nullptr);
+    EXPECT_TRUE(s.mp.optimizer_step(s.opt, s.params, s.grads, 1, -1, &clip));
+    EXPECT_NEAR(clip.last_norm(), norm, 1e-12 * norm) << to_string(storage_dtype(p));
+    const float k = clip_coefficient(norm, c);
+    ASSERT_LT(k, 0.3f);
+    if (p == TrainPrecision::kFP32) {
+      ref.opt.step(ref.params.f32(), ref.grads.f32(), 1, -1, k);
+      for (int64_t i = 0; i < s.psi; ++i) ASSERT_EQ(s.params.f32()[i], ref.params.f32()[i]) << i;
+    } else {
+      ref.opt.step_mixed(ref.params, ref.grads, (1.0f / S) * k, 1);
+      EXPECT_EQ(s.master(), ref.master()) << to_string(storage_dtype(p));
+    }
+  }
 }
 
 }  // namespace

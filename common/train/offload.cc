@@ -25,18 +25,19 @@ void OffloadedShard::refresh() {
   master_.narrow(0, device_shard_.numel()).copy_from(device_shard_);  // 4·count bytes down
 }
 
-bool OffloadedShard::step(MixedPrecision& mp, AdamW& opt, const Tensor& grad_shard, int64_t t) {
+bool OffloadedShard::step(MixedPrecision& mp, AdamW& opt, const Tensor& grad_shard, int64_t t,
+                          GradClip* clip) {
   const int64_t count = device_shard_.numel();
   if (master_.defined()) {  // fp32: the update in place on the master copy, then all of it up
     Tensor master = master_.narrow(0, count);
-    mp.optimizer_step(opt, master, grad_shard, t, count);  // on the CPU
+    mp.optimizer_step(opt, master, grad_shard, t, count, clip);  // on the CPU
     device_shard_.copy_from(master);                        // 4·count bytes up
     return true;
   }
   // 16-bit: AdamW's master (host) updated from the 16-bit host gradient shard, widened and
   // unscaled inside the kernel, then rounded to nearest even on the host into the scratch.
   Tensor rounded = Tensor::empty({count}, device_shard_.dtype(), MemCategory::kOther);
-  if (!mp.optimizer_step(opt, rounded, grad_shard, t, count)) return false;  // skipped (fp16)
+  if (!mp.optimizer_step(opt, rounded, grad_shard, t, count, clip)) return false;  // skipped
   device_shard_.copy_from(rounded);  // 2·count bytes up
   return true;
 }

@@ -64,8 +64,10 @@ class OffloadedShard {
   /// f32, the master copy (4·count bytes); 16-bit, the master rounded on the host into a 16-bit
   /// scratch (kOther, freed here) and that copied up (2·count bytes). fp16's overflow check is
   /// MixedPrecision::optimizer_step's on the host shard, agreed over the group: a skipped step
-  /// copies nothing. Returns whether the step was applied.
-  bool step(MixedPrecision& mp, AdamW& opt, const Tensor& grad_shard, int64_t t);
+  /// copies nothing. `clip`: --clip_grad's, its norm taken on the host shard. Returns whether the
+  /// step was applied.
+  bool step(MixedPrecision& mp, AdamW& opt, const Tensor& grad_shard, int64_t t,
+            GradClip* clip = nullptr);
   /// After set_state overwrote the device shard. f32: the master copy from it again (4·count
   /// bytes down). 16-bit: nothing: set_state wrote the fp32 master (AdamW's) on the host and
   /// rounded the device shard from it; refreshing from the 16-bit values would drop the

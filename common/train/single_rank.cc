@@ -12,7 +12,7 @@ namespace llmp {
 
 SingleRankStrategy::SingleRankStrategy(const GPT& model, AdamWConfig opt, uint64_t seed,
                                        MixedPrecisionConfig mp)
-    : MixedPrecisionStrategy(model, mp, /*dp=*/nullptr),
+    : MixedPrecisionStrategy(model, mp, /*dp=*/nullptr, GradClip(opt.clip_grad, nullptr)),
       model_(model),
       params_(mp_.new_buffer(model.layout().num_params(), MemCategory::kParameters)),
       grads_(mp_.new_buffer(model.layout().num_params(), MemCategory::kGradients)),
@@ -34,7 +34,7 @@ double SingleRankStrategy::train_step(const int32_t* tokens, const int32_t* targ
                           .forward_backward(tokens, targets, global_batch, T,
                                             mp_.walk_loss_scale(mean, step));
   const double mean_loss = mp_.unscale_loss(loss, mean, step);  // with the S this walk used
-  mp_.optimizer_step(opt_, params_, grads_, step);  // fp16: skipped on an overflow
+  mp_.optimizer_step(opt_, params_, grads_, step, -1, &clip_);  // fp16: skipped on an overflow
   if (MoeContext* moe = model_.moe()) last_routing_ = moe->stats(), last_T_ = T;
   return mean_loss;
 }

@@ -83,6 +83,15 @@ void device_error_or_none(const TrainConfig& cfg, const StageSpec& spec, Fail fa
   if (!why.empty()) return fail("--device " + cfg.device + ": " + why);
 }
 
+/// --clip_grad c > 0 on a stage that does not clip: one line naming both, or "".
+std::string clip_grad_error(const TrainConfig& cfg, const StageSpec& spec) {
+  if (cfg.clip_grad == 0 || spec.supports_clip_grad) return "";
+  return fmt::format("--clip_grad {}: {} does not clip gradients (global-norm clipping: "
+                     "baseline, naive_dp, ddp, zero1, zero2, zero3, mixed_precision, the pipeline "
+                     "stages but pipedream_2bw, tensor_parallel, sequence_parallel)",
+                     cfg.clip_grad, spec.name);
+}
+
 /// Everything that can be checked before any rank starts: one clear line, exit 2.
 void validate_before_launch(const TrainConfig& cfg, const StageSpec& spec) {
   if (cfg.world_size >= 1) {  // else validate() names the world size itself
@@ -100,6 +109,7 @@ void validate_before_launch(const TrainConfig& cfg, const StageSpec& spec) {
   if (cfg.device != "cpu")
     device_error_or_none(
         cfg, spec, [](const std::string& why) { user_error(why); }, /*check_available=*/false);
+  if (const std::string err = clip_grad_error(cfg, spec); !err.empty()) user_error(err);
   {
     GPTConfig m;
     try {
@@ -224,6 +234,8 @@ int run(int argc, char** argv, const StageSpec& spec) {
   // Again inside the ranks (mpiexec may have started them directly, skipping the launcher).
   const std::string path_err = output_paths_error(cfg);
   all_ranks_ok(path_err.empty(), path_err);
+  const std::string clip_err = clip_grad_error(cfg, spec);  // never ignored, however started
+  all_ranks_ok(clip_err.empty(), clip_err);
   auto world = ProcessGroup::world();
 
   // The memory check again on every rank, for ranks mpiexec started directly (they skipped
@@ -268,6 +280,7 @@ int run(int argc, char** argv, const StageSpec& spec) {
   opt.lr = static_cast<float>(cfg.lr);
   opt.weight_decay = static_cast<float>(cfg.weight_decay);
   opt.decay = cfg.decay_all ? DecayRule::kAll : DecayRule::kMatrices;
+  opt.clip_grad = cfg.clip_grad;  // 0 unless the stage clips (clip_grad_error above)
   std::unique_ptr<Strategy> strategy =
       spec.make(StageContext{model, *world, *grid, cfg, opt, mixed_precision_config(cfg)});
 

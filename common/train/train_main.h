@@ -97,6 +97,10 @@ struct StageSpec {
   /// A stage with both this and supports_precision trains bf16/fp16 on the device too (the
   /// master weights, loss scaler and rounding through kernels/ops).
   bool supports_device = false;
+  /// Whether the stage clips gradients by the global norm (--clip_grad; common/optim/grad_clip.h:
+  /// the stage knows which ranks own which part of the gradient). Stages that don't refuse a
+  /// non-zero --clip_grad by name, before launch.
+  bool supports_clip_grad = false;
   /// The dp × pp × tp grid for a parsed config; dp·pp·tp must equal cfg.world_size. Pipeline
   /// stages ask for pp = world_size (pipeline_stage_spec). The global batch must divide by dp
   /// (the data-parallel ranks split it; pipeline ranks all see the whole batch). A mismatch ends

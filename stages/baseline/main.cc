@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
   spec.summary = "the single-rank reference trainer every stage is checked against";
   spec.default_world_size = 1;
   spec.supports_precision = true;
+  spec.supports_clip_grad = true;  // --clip_grad (common/optim/grad_clip.h)
   spec.supports_moe = true;
   spec.supports_device = true;  // --device cuda: kernels/ops, GPT::with_device
   spec.validate = [](const llmp::TrainConfig& cfg) {

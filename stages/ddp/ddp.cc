@@ -47,7 +47,8 @@ double widened_sum(const Tensor& t) {
 
 DDPStrategy::DDPStrategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt, uint64_t seed,
                          DDPOptions options, MixedPrecisionConfig mp)
-    : MixedPrecisionStrategy(model, mp, &dp),
+    : MixedPrecisionStrategy(model, mp, &dp,
+                             GradClip(opt.clip_grad, nullptr)),  // a replica owns the whole g
       model_(model),
       dp_(dp),
       options_(checked(options)),
@@ -187,7 +188,7 @@ double DDPStrategy::train_step(const int32_t* tokens, const int32_t* targets, in
 
   // The same update on every rank; fp16 skips it on every rank when any summed gradient is inf
   // or nan (agreed over dp_).
-  mp_.optimizer_step(opt_, params_, grads_, step);
+  mp_.optimizer_step(opt_, params_, grads_, step, -1, &clip_);  // --clip_grad: ‖g‖ local
 
   last_step_bytes_ = 0;
   for (double b : micro_bytes_) last_step_bytes_ += b;

@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
                  "gradient accumulation without communication (no_sync)";
   spec.default_world_size = 4;
   spec.supports_precision = true;  // --precision fp32|bf16|fp16
+  spec.supports_clip_grad = true;  // --clip_grad (common/optim/grad_clip.h)
   // --device cuda: parameters, gradients (the buckets are views of them), m and v on the GPU;
   // each bucket's all_reduce_async as on the CPU. Not with --constant_buffer_mb (host).
   spec.supports_device = true;

@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
       "(one rank each; without --summary_json the binary runs all four and prints the table)";
   spec.default_world_size = 1;
   spec.supports_precision = true;
+  spec.supports_clip_grad = true;  // --clip_grad (common/optim/grad_clip.h)
   // --device cuda: the single-rank trainer on the GPU in each precision, the rounding counts
   // taken there (KernelOps::count_rounding), so the table's underflow column is the CPU's.
   spec.supports_device = true;

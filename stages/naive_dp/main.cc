@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
                  "backward";
   spec.default_world_size = 4;
   spec.supports_precision = true;  // --precision fp32|bf16|fp16
+  spec.supports_clip_grad = true;  // --clip_grad (common/optim/grad_clip.h)
   spec.supports_device = true;     // --device cuda: gradients all-reduced through the group
   spec.make = [](const llmp::StageContext& ctx) -> std::unique_ptr<llmp::Strategy> {
     return std::make_unique<llmp::NaiveDPStrategy>(ctx.model, ctx.grid.dp_group(), ctx.opt,

@@ -10,7 +10,8 @@ namespace llmp {
 
 NaiveDPStrategy::NaiveDPStrategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt,
                                  uint64_t seed, MixedPrecisionConfig mp)
-    : MixedPrecisionStrategy(model, mp, &dp),
+    : MixedPrecisionStrategy(model, mp, &dp,
+                             GradClip(opt.clip_grad, nullptr)),  // a replica owns the whole g
       model_(model),
       dp_(dp),
       params_(mp_.new_buffer(model.layout().num_params(), MemCategory::kParameters)),
@@ -55,7 +56,7 @@ double NaiveDPStrategy::train_step(const int32_t* tokens, const int32_t* targets
 
   // 3. The same AdamW update on every rank (same params, same summed grads: same result);
   //    fp16 skips it on every rank when any summed gradient is inf or nan (agreed over dp_).
-  mp_.optimizer_step(opt_, params_, grads_, step);
+  mp_.optimizer_step(opt_, params_, grads_, step, -1, &clip_);  // --clip_grad: ‖g‖ local
 
   last_step_bytes_ = dp_.stats().total_bytes() - bytes_before;
   // Σ_r of the local parts of the global mean (fp16: divided by the S the walk used).

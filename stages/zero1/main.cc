@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   spec.summary = "ZeRO stage 1: optimizer state sharded over data-parallel ranks";
   spec.default_world_size = 4;
   spec.supports_precision = true;
+  spec.supports_clip_grad = true;  // --clip_grad (common/optim/grad_clip.h)
   // --device cuda: parameters, gradients, the gradient shard and the sharded m and v on the GPU;
   // the reduce-scatter and the in-place all_gather as on the CPU. Not with --constant_buffer_mb
   // (a host buffer).

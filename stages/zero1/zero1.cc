@@ -11,7 +11,8 @@ namespace llmp {
 
 Zero1Strategy::Zero1Strategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt, uint64_t seed,
                              MixedPrecisionConfig mp, double constant_buffer_mb)
-    : MixedPrecisionStrategy(model, mp, &dp),
+    : MixedPrecisionStrategy(model, mp, &dp,
+                             GradClip(opt.clip_grad, &dp)),  // ‖g‖² = Σ over dp of the shards'
       model_(model),
       dp_(dp),
       shards_(model.layout().num_params(), dp.size()),
@@ -81,7 +82,8 @@ double Zero1Strategy::train_step(const int32_t* tokens, const int32_t* targets, 
   // 3. AdamW on this rank's shard only: params[begin, begin + count) with m, v of size S
   //    (mixed: the master shard, rounded into the 16-bit slice; fp16 skips an overflowed step on
   //    every rank together).
-  mp_.optimizer_step(opt_, params_.narrow(begin, count), grad_shard, step, count);
+  //    --clip_grad: ‖g‖² is Σ over dp of each shard's valid part's Σ g² (one 8-byte all_reduce).
+  mp_.optimizer_step(opt_, params_.narrow(begin, count), grad_shard, step, count, &clip_);
   grad_shard = Tensor();
 
   // 4. All-gather the updated shards into the full parameters on every rank.

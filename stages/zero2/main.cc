@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   spec.summary = "ZeRO stage 2: gradients and optimizer state sharded over data-parallel ranks";
   spec.default_world_size = 4;
   spec.supports_precision = true;
+  spec.supports_clip_grad = true;  // --clip_grad (common/optim/grad_clip.h)
   spec.supports_device = true;  // --device cuda (without --constant_buffer_mb)
   spec.add_flags = [&](CLI::App& app) {
     constant_buffer.add(app);

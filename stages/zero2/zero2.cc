@@ -13,7 +13,8 @@ namespace llmp {
 Zero2Strategy::Zero2Strategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt, uint64_t seed,
                              MixedPrecisionConfig mp, double constant_buffer_mb,
                              bool offload_optimizer)
-    : MixedPrecisionStrategy(model, mp, &dp),
+    : MixedPrecisionStrategy(model, mp, &dp,
+                             GradClip(opt.clip_grad, &dp)),  // ‖g‖² = Σ over dp of the shards'
       model_(model),
       dp_(dp),
       shards_(model.layout().num_params(), dp.size()),
@@ -90,9 +91,9 @@ double Zero2Strategy::train_step(const int32_t* tokens, const int32_t* targets, 
   const int64_t begin = shards_.begin[r], count = shards_.count[r];
   //    Offloaded: on the host's master shard, then copied up into the device parameters.
   if (offload_)
-    offloaded_->step(mp_, opt_, grad_shard_, step);  // b·count bytes up after the update
-  else
-    mp_.optimizer_step(opt_, params_.narrow(begin, count), grad_shard_, step, count);
+    offloaded_->step(mp_, opt_, grad_shard_, step, &clip_);  // b·count bytes up after the update
+  else  // --clip_grad: ‖g‖² is Σ over dp of each shard's valid part's Σ g² (8-byte all_reduce)
+    mp_.optimizer_step(opt_, params_.narrow(begin, count), grad_shard_, step, count, &clip_);
 
   // 4. All-gather the updated shards into the full parameters on every rank.
   //    sends (N-1)/N · b·Ψ (b = 4, or 2 for 16-bit). The input is this rank's slice of the

@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
   spec.summary = "ZeRO stage 3 (FSDP): parameters, gradients and optimizer state sharded";
   spec.default_world_size = 4;
   spec.supports_precision = true;
+  spec.supports_clip_grad = true;  // --clip_grad (common/optim/grad_clip.h)
   // --device cuda: the parameter, gradient and optimizer shards and every gathered unit on the
   // GPU; the per-unit all_gather and reduce_scatter as on the CPU. Not with
   // --constant_buffer_mb or --tile_factor > 1 (host buffers; the tiled layers run on the CPU).

@@ -53,7 +53,8 @@ double zero3_tiled_peak_param_bytes(const GPTLayout& layout, int N, int k, doubl
 Zero3Strategy::Zero3Strategy(const GPT& model, ProcessGroup& dp, AdamWConfig opt, uint64_t seed,
                              MixedPrecisionConfig mp, double constant_buffer_mb, int tile_factor,
                              bool offload_optimizer)
-    : MixedPrecisionStrategy(model, mp, &dp),
+    : MixedPrecisionStrategy(model, mp, &dp,
+                             GradClip(opt.clip_grad, &dp)),  // ‖g‖² = Σ over dp of the shards'
       model_(model),
       dp_(dp),
       shards_(model.layout().num_params(), dp.size()),
@@ -167,9 +168,9 @@ double Zero3Strategy::train_step(const int32_t* tokens, const int32_t* targets, 
   //    every rank together.
   //    Offloaded: on the host's master shard, then copied up into the device shard.
   if (offload_)
-    offloaded_->step(mp_, opt_, grad_shard_, step);
-  else
-    mp_.optimizer_step(opt_, param_shard_, grad_shard_, step, shards_.count[dp_.rank()]);
+    offloaded_->step(mp_, opt_, grad_shard_, step, &clip_);
+  else  // --clip_grad: ‖g‖² is Σ over dp of each shard's valid part's Σ g² (8-byte all_reduce)
+    mp_.optimizer_step(opt_, param_shard_, grad_shard_, step, shards_.count[dp_.rank()], &clip_);
 
   last_step_bytes_ = dp_.stats().total_bytes() - bytes_before;
   return metrics_.sum(mp_.mixed() ? mp_.unscale_loss(local_loss, scale, step) : local_loss);

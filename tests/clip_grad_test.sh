@@ -1,0 +1,179 @@
+#!/usr/bin/env bash
+# --clip_grad on every stage that takes it, run as a user runs it: the global gradient norm each
+# stage prints per step is the baseline's, and it trains to the baseline's parameters with
+# clipping active. Each stage owns its gradient differently (common/optim/grad_clip.h), so each
+# has its own way to get the norm wrong:
+#   ZeRO at 3 ranks          shards (the last one padded) summed over dp; a missing all_reduce
+#                            leaves each rank with ~1/√3 of the norm
+#   pipelines                stages summed over pp; wte's copy on the last stage counted once
+#                            (4 stages: ranks 0 and 3 hold it), Chimera's replicas counted once
+#   tensor parallel          slices summed over tp; the replicated LayerNorms, biases and wpe
+#                            counted once, not t times
+#
+#   clip_grad_test.sh COMPARE BASELINE [EMULATED]
+#     COMPARE    tools/compare_checkpoints
+#     BASELINE   stages/baseline/train; every other stage's binary is at ../<stage>/train
+#     EMULATED   stages/baseline/train_emulated (stages/trainer.bzl): with it, the GPU path on the
+#                CUDA emulator too: the baseline with --device cuda (the norm's Σ g² a device
+#                reduction, kernels/cuda/reduce.cu) against the CPU's, and zero2 --device cuda
+#                --offload optimizer at 2 ranks (the norm of host shards of device gradients)
+#                against that device baseline
+#
+# Each run: tiny (L = 4, H = 4), global batch 12 (3 divides it), 5 steps, --clip_grad 0.5, which
+# clips every step here (the norms are 0.9 to 1.7), with a coefficient that changes from step to
+# step: AdamW's m/√v is blind to a constant factor, not to one that changes. Checks:
+#   norms      the 5 per-step norms of rank 0's progress lines ("grad norm X", 6 significant
+#              digits) within kNorm of the baseline's
+#   params     max |a − b| / max |b| ≤ kSameDevice against the clipping baseline
+#   control    the baseline without clipping differs from the clipping baseline by more than
+#              kSameDevice (else the params check could not see a stage that ignores the
+#              coefficient), and the norms the unclipped run prints are other norms
+#   refusals   the stages that do not clip refuse --clip_grad by name, exit 2
+# Bounds: kSameDevice = 1e-4, as tests/stage_equivalence_test.sh; kNorm = 2e-5 relative: the
+# printed norms carry 6 digits (5e-6 relative rounding) and the stages sum their products in
+# another order (the tensor-parallel stages' parameters differ by 8e-6 at step 5 without
+# clipping). A rank that skips the all_reduce is off by 40% (ZeRO at 3 ranks); the wte copy
+# counted twice moves tiny's norm by > 1e-3.
+set -u
+compare=$1 stages=$(dirname "$(dirname "$2")") emulated=${3:-}
+readonly kSameDevice=1e-4 kCrossDevice=1e-3 kNorm=2e-5 kClip=0.5
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+common=(--layers 4 --heads 4 --global_batch 12 --eval_every 0 --log_every 1 --timeout 120
+        --steps 5)
+failures=()
+
+# train NAME STAGE WORLD [FLAGS...]: saved to $tmp/NAME.safetensors, the per-step norms to
+# $tmp/NAME.norms; 1 on failure. $trainer: the binary's name (train, or train_emulated).
+trainer=train
+train() {
+  local name=$1 stage=$2 world=$3
+  shift 3
+  if ! "$stages/$stage/$trainer" "${common[@]}" --model tiny --world_size "$world" "$@" \
+       --save "$tmp/$name.safetensors" </dev/null >"$tmp/$name.log" 2>&1; then
+    echo "FAIL $name: $stage --world_size $world $* exited non-zero:"
+    tail -5 "$tmp/$name.log"
+    failures+=("$name")
+    return 1
+  fi
+  sed -n 's/^step [0-9]*\/[0-9]* |.*| grad norm \([0-9.e+-]*\).*/\1/p' "$tmp/$name.log" \
+    >"$tmp/$name.norms"
+}
+
+# norms_match NAME REF: the same number of norms, each within kNorm (relative) of REF's.
+norms_match() {
+  local verdict
+  verdict=$(paste "$tmp/$1.norms" "$tmp/$2.norms" | awk -v bound="$kNorm" '
+    { n++; d = $1 - $2; if (d < 0) d = -d; r = d / $2; if (r > worst) worst = r }
+    END { if (n != 5) { print "bad " n " norms"; exit }
+          printf "%s %.2e\n", (worst <= bound ? "ok" : "bad"), worst }')
+  if [ "${verdict%% *}" = ok ]; then
+    echo "ok   $1 norms vs $2: largest relative difference ${verdict#* } (bound $kNorm):" \
+         "$(tr '\n' ' ' <"$tmp/$1.norms")"
+  else
+    echo "FAIL $1 norms vs $2 ($verdict; bound $kNorm): $(tr '\n' ' ' <"$tmp/$1.norms") vs" \
+         "$(tr '\n' ' ' <"$tmp/$2.norms")"
+    failures+=("$1 (norms)")
+  fi
+}
+
+# params_match NAME REF [BOUND] [differ]: NAME's parameters within BOUND (kSameDevice) of REF's;
+# with "differ", beyond it (the control).
+params_match() {
+  local line bound=${3:-$kSameDevice}
+  line=$("$compare" "$tmp/$1.safetensors" "$tmp/$2.safetensors" --max_rel "$bound" 2>&1)
+  local rc=$?
+  if [ "${4:-}" = differ ]; then
+    if [ $rc -eq 1 ]; then echo "ok   $1 differs from $2 beyond $bound: ${line%%$'\n'*}"
+    else echo "FAIL $1 vs $2: expected a difference beyond $bound: $line"; failures+=("$1"); fi
+  elif [ $rc -eq 0 ]; then
+    echo "ok   $1 vs $2: ${line%%$'\n'*} (bound $bound)"
+  else
+    echo "FAIL $1 vs $2 (bound $bound): $line"
+    failures+=("$1")
+  fi
+}
+
+train base baseline 1 --clip_grad "$kClip" || exit 1
+if [ "$(wc -l <"$tmp/base.norms")" -ne 5 ] || [ "$(grep -c '(clipped)' "$tmp/base.log")" -ne 5 ]; then
+  echo "FAIL the baseline printed $(wc -l <"$tmp/base.norms") norms, $(grep -c '(clipped)' \
+    "$tmp/base.log") clipped, of 5 steps (--clip_grad $kClip must clip every step):"
+  grep '^step' "$tmp/base.log"
+  exit 1
+fi
+echo "ok   baseline --clip_grad $kClip: norms $(tr '\n' ' ' <"$tmp/base.norms")(every step clipped)"
+
+# The control: clipping changes training beyond the bound, and no norm is printed without it.
+if train unclipped baseline 1; then
+  params_match unclipped base "$kSameDevice" differ
+  if [ -s "$tmp/unclipped.norms" ]; then
+    echo "FAIL the baseline without --clip_grad printed norms"
+    failures+=(unclipped)
+  fi
+fi
+
+while read -r stage world flags; do
+  [ -z "$stage" ] && continue
+  name=$stage${flags:+_$(tr -c 'a-z0-9' '_' <<<"$flags" | sed 's/^_*//; s/_*$//; s/__*/_/g')}_$world
+  # shellcheck disable=SC2086  # flags are words
+  if train "$name" "$stage" "$world" --clip_grad "$kClip" $flags; then
+    norms_match "$name" base
+    params_match "$name" base
+  fi
+done <<'EOF'
+naive_dp 2
+ddp 3
+zero1 3
+zero2 3
+zero3 3
+naive_pp 2
+gpipe 2 --micro_batches 4
+1f1b 4 --micro_batches 4
+interleaved_1f1b 2 --chunks 2 --micro_batches 4
+zero_bubble 2 --micro_batches 4
+chimera 2 --micro_batches 4
+tensor_parallel 2
+sequence_parallel 2
+EOF
+
+# The GPU path on the CUDA emulator: the norm's sums on the device (and, offloaded, on the host).
+if [ -n "$emulated" ]; then
+  trainer=$(basename "$emulated")
+  if train base_cuda baseline 1 --device cuda --clip_grad "$kClip"; then
+    norms_match base_cuda base
+    params_match base_cuda base "$kCrossDevice"
+    if train zero2_offload_cuda zero2 2 --device cuda --offload optimizer --clip_grad "$kClip"; then
+      norms_match zero2_offload_cuda base_cuda
+      params_match zero2_offload_cuda base_cuda
+    fi
+  fi
+  trainer=train
+fi
+
+# The stages that do not clip say so, before any rank starts.
+while read -r stage world flags; do
+  # shellcheck disable=SC2086
+  "$stages/$stage/train" "${common[@]}" --world_size "$world" --clip_grad 1 $flags \
+    </dev/null >"$tmp/refused.log" 2>&1
+  rc=$?
+  if [ $rc -eq 2 ] && grep -q "^error: --clip_grad 1: $stage does not clip gradients" \
+       "$tmp/refused.log"; then
+    echo "ok   $stage refuses --clip_grad: $(grep -m1 '^error' "$tmp/refused.log" | cut -c1-80)..."
+  else
+    echo "FAIL $stage --clip_grad 1: exit $rc, expected 2 and one line naming the stage:"
+    head -3 "$tmp/refused.log"
+    failures+=("refused_$stage")
+  fi
+done <<'EOF'
+pipedream_2bw 2 --model tiny
+tp_2d 4 --model tiny
+hybrid_3d 8 --model tiny
+moe 2 --model moe-tiny
+ulysses 2 --model tiny
+EOF
+
+if [ ${#failures[@]} -gt 0 ]; then
+  echo "${#failures[@]} failed: ${failures[*]}"
+  exit 1
+fi
+echo "every check passed"
