@@ -36,8 +36,10 @@
 // coefficient of 0 or NaN, as torch's does: the loss then diverges and the run ends there.
 //
 // Cost per step: one pass over the rank's owned gradient elements (read only) and, on a GPU, one
-// synchronising 8-byte copy to the host; one all_reduce of 8 bytes (2(N-1)/N·8 sent) on a
-// bookkeeping duplicate of the group, so the stage's byte counts stay the paper's formulas.
+// synchronising 8-byte copy to the host per owned part (coefficient()'s list: one for a replica
+// or a shard, 2L + 1 runs on a tensor-parallel rank other than 0); one all_reduce of 8 bytes
+// (2(N-1)/N·8 sent) on a bookkeeping duplicate of the group, so the stage's byte counts stay the
+// paper's formulas.
 //
 // Glossary: g gradient, c --clip_grad, N ranks of the group, S fp16's loss scale.
 #pragma once
