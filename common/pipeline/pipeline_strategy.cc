@@ -174,11 +174,10 @@ void PipelineStrategy::gather_stages(
   // Every rank contributes its own segments (not the wte copy, and for Chimera only its down
   // pipeline's stage: the up chunks are replicas); together they tile [0, Ψ).
   const int p = pp_.size();
-  auto owned = [this](const ParamSegment& s) { return owns(s); };
   std::vector<int64_t> counts(p, 0);
   for (int q = 0; q < p; ++q)
     for (const ParamSegment& s : part_->segments(q))
-      if (owned(s)) counts[q] += s.numel;
+      if (owns(s)) counts[q] += s.numel;
   const int64_t psi = model_.layout().num_params();
   // Host buffers: each owned segment comes down once (to_host: a memcpy on the CPU, 4 bytes per
   // owned element from a device), and the gather runs on the host, with nothing to stage.
@@ -187,12 +186,12 @@ void PipelineStrategy::gather_stages(
   for (auto [src, dst] : states) {
     int64_t at = 0;
     for (const ParamSegment& s : part_->segments(pp_.rank()))
-      if (owned(s)) to_host(mine.f32() + at, src->narrow(s.local_offset, s.numel)), at += s.numel;
+      if (owns(s)) to_host(mine.f32() + at, src->narrow(s.local_offset, s.numel)), at += s.numel;
     pp_.all_gather_v(mine, all, counts);
     at = 0;
     for (int q = 0; q < p; ++q)
       for (const ParamSegment& s : part_->segments(q))
-        if (owned(s))
+        if (owns(s))
           std::memcpy(dst + s.global_offset, all.f32() + at, s.numel * sizeof(float)),
               at += s.numel;
   }

@@ -11,9 +11,8 @@
 //     report) vs the RoundStats of kernels/cpu/convert.h's round_to / accumulate_to (f32, f16,
 //     bf16; both modes) on inputs that underflow, overflow and are non-finite;
 //   - paths the first file leaves out: layernorm_backward without dw/db; the f32 instantiations
-//     of round_to / accumulate_to / widen (in the rounding test, through round_counted);
-//   - sum_of_squares on f32/f16/bf16 gradients, and --clip_grad's norm over device tensors
-//     (common/optim/grad_clip.h) against kernels/cpu/grad_norm.h.
+//     of round_to / accumulate_to / widen (in the rounding test, through round_counted).
+// sum_of_squares (--clip_grad's norm) is checked in grad_norm_twin_test.cc, in this binary.
 // Bounds (relative to max(1, max|ref|), printed): row sums of ≤ 134 fp32 terms in another order
 // (a warp butterfly vs Eigen's blocked sum; FMA contraction) differ by ≲ k·2⁻²⁴·Σ|terms|, inside
 // kRow = 1e-5 for inputs of magnitude ≤ 3 (kernels_twin_test's row bound); the split passes vs
@@ -38,7 +37,6 @@
 #include <string>
 #include <vector>
 
-#include "common/optim/grad_clip.h"
 #include "common/tensor/tensor.h"
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/layernorm.h"
@@ -376,31 +374,6 @@ TEST_F(KernelTableTwin, CountRoundingAndRoundCountedMatchTheCpuCounts) {
 }
 
 // ---- A null path kernels_twin_test leaves out ------------------------------------------------
-// sum_of_squares through the table, on f32, f16 and bf16 gradients (the 16-bit ones widened as
-// they are read), against kernels/cpu/grad_norm.h; and --clip_grad's GradClip on device tensors,
-// which asks kernel_ops(t.device()) for each part's sum. Both sums are in double in another
-// order: within 1e-9 relative for n = 300007 (n·2⁻⁵³ ≈ 3e-11).
-TEST_F(KernelTableTwin, SumOfSquaresAndTheClipNormOnTheDevice) {
-  KernelOps& gpu = kernel_ops(Device::kCUDA);
-  KernelOps& cpu_ops = kernel_ops(Device::kCPU);
-  for (int64_t n : kSizes)
-    for (DType dt : kDtypes) {
-      const Vec v = rnd(n, 31, -3.0f, 3.0f);
-      Tensor h = Tensor::empty({n}, dt, MemCategory::kGradients);
-      cpu::round_to(v.data(), h.raw(), dt, n);
-      Tensor d = Tensor::empty({n}, dt, MemCategory::kGradients, Device::kCUDA);
-      CUDA_CHECK(cudaMemcpy(d.raw(), h.raw(), h.nbytes(), cudaMemcpyHostToDevice));
-      const double ref = cpu_ops.sum_of_squares(as_stored(h), n);
-      EXPECT_GT(ref, 0.5 * n) << "nontrivial";
-      EXPECT_NEAR(gpu.sum_of_squares(as_stored(d), n), ref, 1e-9 * ref) << to_string(dt) << n;
-      // A gradient half on the device, half on the host: one norm over both parts.
-      GradClip clip(1.0, nullptr);
-      const int64_t k = n / 2;
-      clip.coefficient({d.narrow(0, k), h.narrow(k, n - k)});
-      EXPECT_NEAR(clip.last_norm(), std::sqrt(ref), 1e-9 * std::sqrt(ref)) << to_string(dt) << n;
-    }
-}
-
 TEST_F(KernelTableTwin, LayerNormBackwardWithoutWeightGradients) {
   const SplitLn r = split_ln_reference();
   Vec dx = r.dx0;
