@@ -32,7 +32,9 @@ if [ ! -x "$(command -v nvcc || true)" ]; then
   echo "error: no nvcc on PATH: the kit needs the CUDA targets built (a CUDA toolkit)" >&2
   exit 2
 fi
-stages=$(sed -n 's#^ *"//stages/\([a-z0-9_]*\):train",#\1#p' tests/BUILD | sort -u)
+# every stage the cross-stage tests train, and the two table tools (run.sh runs them on the GPU)
+stages=$( (sed -n 's#^ *"//stages/\([a-z0-9_]*\):train",#\1#p' tests/BUILD
+           echo recompute; echo long_sequences) | sort -u)
 gpu_tests=$(bazel query 'kind(cc_test, //kernels/cuda/...)' 2>/dev/null)
 gpu_tests+=" //common/tensor:tensor_device_test //common/comm:nccl_process_group_test_np2"
 targets=(//tools:compare_checkpoints //tests:cpu_only_stage $gpu_tests)

@@ -13,6 +13,7 @@
 #                where the stage cannot; tests/clip_grad_test.sh: --clip_grad on every stage that
 #                takes it (CPU), then the baseline and zero2 with ZeRO-Offload on the GPU
 #             5. the command: zero2 --device cuda, its report in GPU bytes
+#             6. the recompute and long_sequences tables with --device cuda
 #     bench   tools/gpu_bench.sh on the kit's trainers: gpt2 bf16 tokens/s and MFU, fp32 (TF32 on
 #             and off), --attention flash, the data-parallel stages at world size 1
 #     profile tools/gpu_profile.sh: ncu's time per kernel of a gpt2 step, TF32 and bf16
@@ -110,6 +111,11 @@ if [ "$mode" = tests ] || [ "$mode" = all ]; then
     "$kit/stages/baseline/train" "$kit/stages/baseline/train"
   check zero2_device_cuda 300 "$kit/stages/zero2/train" --device cuda --world_size 1 \
     --steps 50 --eval_every 25
+  # The two table tools on the GPU: recomputation's peaks in device bytes with the Pa+cpu row,
+  # and the long-sequence methods at 2 ranks sharing the GPU (stages/*/README.md).
+  check recompute_table_cuda 120 "$kit/stages/recompute/train" --device cuda --timed 11
+  check long_sequences_cuda 240 "$kit/stages/long_sequences/train" --device cuda \
+    --world_size 2 --ctx 1024 --timed 2
 fi
 if [ "$mode" = bench ] || [ "$mode" = all ]; then
   export GPU_BENCH_BIN=$kit/stages  # prebuilt trainers: no Bazel there

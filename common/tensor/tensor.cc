@@ -116,6 +116,12 @@ const int32_t* ids_on(Device device, const int32_t* host, int64_t n, Tensor& kee
   return static_cast<const int32_t*>(keep.raw());
 }
 
+void wait_for_device(Device device) {
+  if (device == Device::kCPU) return;
+  const Tensor on_device = Tensor::zeros({1}, DType::kF32, MemCategory::kOther, device);
+  Tensor::empty({1}, DType::kF32, MemCategory::kOther).copy_from(on_device);
+}
+
 int64_t shape_numel(const std::vector<int64_t>& shape) {
   int64_t n = 1;
   for (int64_t d : shape) {

@@ -162,6 +162,12 @@ class Tensor {
 /// counted under kActivations: ids are moved, never added) as long as the kernels need it.
 const int32_t* ids_on(Device device, const int32_t* host, int64_t n, Tensor& keep);
 
+/// Returns once `device` has finished every operation issued to it so far (4 bytes copied from a
+/// buffer of that device to the host: such a copy is ordered after all of them, Allocator). What
+/// a wall clock around device work reads last. Nothing on the CPU, whose operations are done when
+/// they return.
+void wait_for_device(Device device);
+
 /// Product of the dimensions (1 for a scalar shape {}).
 int64_t shape_numel(const std::vector<int64_t>& shape);
 std::string shape_str(const std::vector<int64_t>& shape);

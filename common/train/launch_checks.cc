@@ -31,12 +31,7 @@ std::string device_error(const TrainConfig& cfg, const StageSpec& spec, bool che
            " runs on the CPU only so far (README.md, \"On a GPU\", lists the stages that run on "
            "one)";
   if (!check_available) return "";
-  std::string why;
-  try {
-    why = kernel_ops(Device::kCUDA).unavailable_reason();
-  } catch (const std::exception& e) {
-    why = e.what();
-  }
+  const std::string why = device_unavailable_reason(Device::kCUDA);
   return why.empty() ? "" : "--device " + cfg.device + ": " + why;
 }
 

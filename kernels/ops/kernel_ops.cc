@@ -75,6 +75,14 @@ KernelOps& kernel_ops(Device d) {
 
 void register_kernel_ops(Device d, KernelOps* ops) { slot(d) = ops; }
 
+std::string device_unavailable_reason(Device d) {
+  try {
+    return kernel_ops(d).unavailable_reason();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+}
+
 // ---- rounding statistics on any device (kernel_ops.h, round_counted).
 void round_counted(KernelOps& ops, const float* src, void* dst, DType dst_dtype, int64_t n,
                    bool accumulate, cpu::RoundStats* stats) {

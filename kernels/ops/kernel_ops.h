@@ -363,6 +363,11 @@ class Fp32Copy {
 /// when none was.
 KernelOps& kernel_ops(Device d);
 
+/// Why tensors on `d` cannot be computed on in this process, as one line: no kernels registered
+/// (kernel_ops' message), or the table's unavailable_reason() (no GPU, no driver: the runtime's
+/// words); "" when they can. What a tool's --device check prints after "--device cuda: ".
+std::string device_unavailable_reason(Device d);
+
 /// round_to (accumulate false) or accumulate_to (true) of src[0..n) into dst on ops' device,
 /// with `stats` (nullable) counted on any device: the CPU counts while it rounds; another device
 /// first counts (ops.count_rounding: one more read of src and dst and a 32-byte result copied to

@@ -6,6 +6,8 @@
 // derive the closed forms the stages' own reports check them against.
 //
 //   bazel run //stages/long_sequences:train -- --ctx 1024 2048 --batch 2 --timed 2
+// --device cuda runs every row on the GPU(s): a rank per GPU, or the ranks sharing one with their
+// collectives staged through host buffers (common/train/device_setup.h); peaks in device bytes.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -17,37 +19,48 @@
 #include "common/comm/process_group.h"
 #include "common/cp/ring_waits.h"
 #include "common/runtime/flags.h"
+#include "common/runtime/check.h"
 #include "common/runtime/launch.h"
 #include "common/tensor/memory.h"
+#include "common/train/device_setup.h"
+#include "kernels/ops/kernel_ops.h"
 #include "stages/long_sequences/table.h"
 
 int main(int argc, char** argv) {
   using namespace llmp;
   int world_size = 4, batch = 2, timed = 2;
   std::vector<int> ctx = {1024, 2048};
+  TrainConfig dev_cfg;  // --device, and what setup_device reads of it
   CLI::App app{"long_sequences: ring self-attention, ring attention and Ulysses against the "
                "baseline at long T, measured"};
   app.add_option("--world_size", world_size, "p ranks")->check(CLI::Range(1, 64))->capture_default_str();
   app.add_option("--ctx", ctx, "the sequence lengths T of the rows")->check(CLI::Range(8, 65536))->capture_default_str();
   app.add_option("--batch", batch, "sequences per step (B)")->check(CLI::Range(1, 4096))->capture_default_str();
   app.add_option("--timed", timed, "timed steps per row (after one warm-up step)")->check(CLI::Range(1, 100))->capture_default_str();
+  app.add_option("--device", dev_cfg.device, "where the walks run: cpu, or cuda (peaks in GPU bytes)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
   parse_flags_or_exit(app, argc, argv);
+  const Device device = dev_cfg.device == "cuda" ? Device::kCUDA : Device::kCPU;
+  if (const std::string why = device_unavailable_reason(device); !why.empty())
+    user_error("--device " + dev_cfg.device + ": " + why);  // before any rank starts
   launch_or_init(argc, argv, world_size);
   auto world = ProcessGroup::world();
+  if (device != Device::kCPU) world = setup_device(dev_cfg, world);
   const bool root = world->rank() == 0;
   if (root)
-    std::printf("tiny widths (L = 2, C = 32, H = 4), B = %d, p = %d ranks; peaks and sends are the "
-                "largest over the ranks, tokens/s over %d timed steps\n\n"
+    std::printf("tiny widths (L = 2, C = 32, H = 4), B = %d, p = %d ranks on %s; peaks and sends "
+                "are the largest over the ranks, tokens/s over %d timed steps\n\n"
                 "| T | method | attention-score peak per rank | attention sent per step | calls "
                 "per step | activations kept per block | tokens/s |\n|---|---|---|---|---|---|---|\n",
-                batch, world->size(), timed);
+                batch, world->size(), dev_cfg.device.c_str(), timed);
   for (int T : ctx) {
     const GPTConfig c = table_model(T);
     for (AttentionMethod a : {AttentionMethod::kMaterialized, AttentionMethod::kFlash}) {
       if (!root) break;  // whole sequences on one rank: the baseline, then --attention flash
       GPTConfig one = c;
       one.attention = a;
-      const Row b = measure_baseline(one, batch, timed);
+      const Row b = measure_baseline(one, batch, timed, device);
       std::printf("| %d | %s | %s | - | - | %s | %.0f |\n", T, b.method.c_str(),
                   format_bytes(b.score_peak).c_str(), format_bytes(b.kept).c_str(), b.tokens_per_s);
       std::fflush(stdout);
@@ -59,7 +72,7 @@ int main(int argc, char** argv) {
         if (root) std::printf("| %d | %s | (%s) | | | | |\n", T, me.label.c_str(), err.c_str());
         continue;
       }
-      const Row r = measure_method(me, c, batch, timed, *world);
+      const Row r = measure_method(me, c, batch, timed, *world, device);
       if (root)
         std::printf("| %d | %s | %s | %s | %lld | %s | %.0f |\n", T, r.method.c_str(),
                     format_bytes(r.score_peak).c_str(), format_bytes(r.sent).c_str(),
@@ -78,7 +91,7 @@ int main(int argc, char** argv) {
     if (!me.ring || !me.split_error(T, 4, world->size()).empty()) continue;
     for (bool overlap : {false, true}) {
       RingWaits::instance().overlap = overlap;
-      const Row r = measure_method(me, table_model(T), batch, timed, *world);
+      const Row r = measure_method(me, table_model(T), batch, timed, *world, device);
       if (root)
         std::printf("| %s | %s | %.1f | %.0f |\n", r.method.c_str(),
                     overlap ? "after the block's computation" : "before it (no overlap)",

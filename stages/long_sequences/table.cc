@@ -49,11 +49,14 @@ GPTConfig table_model(int T) {
 }
 
 /// The baseline on rank 0 alone: whole sequences, one walk per step.
-Row measure_baseline(const GPTConfig& c, int B, int timed) {
-  const GPT m(c);
+Row measure_baseline(const GPTConfig& c, int B, int timed, Device device) {
+  const GPT m = GPT(c).with_device(device);
   const int64_t psi = m.layout().num_params();
-  std::vector<float> params(psi), grads(psi);
-  m.init_params(params.data(), 1);
+  Tensor init = Tensor::empty({psi}, DType::kF32, MemCategory::kOther);
+  m.init_params(init.f32(), 1);
+  Tensor params = Tensor::empty({psi}, DType::kF32, MemCategory::kParameters, device);
+  params.copy_from(init);
+  Tensor grads = Tensor::zeros({psi}, DType::kF32, MemCategory::kGradients, device);
   const Corpus corpus = Corpus::load(kCorpus, c.ctx);
   const int T = c.ctx;
   std::vector<int32_t> tok(B * T), tgt(B * T);
@@ -63,8 +66,9 @@ Row measure_baseline(const GPTConfig& c, int B, int timed) {
     sample(corpus.train(), 7, s + 1, 0, B, T, tok.data(), tgt.data());
     if (s == 1) t0 = wall_seconds();  // step 0 warms up
     MemoryTracker::instance().reset_peak();
-    forward_backward(m, params.data(), grads.data(), tok.data(), tgt.data(), B, T,
+    forward_backward(m, params.f32(), grads.f32(), tok.data(), tgt.data(), B, T,
                      1.0f / (B * T));
+    wait_for_device(device);
     r.score_peak = MemoryTracker::instance().peak(MemTag::kAttentionScores);
     r.kept = RecomputeMeter::instance().bytes_per_block();
   }
@@ -73,8 +77,9 @@ Row measure_baseline(const GPTConfig& c, int B, int timed) {
 }
 
 /// One method on every rank of `world`: the largest figure over the ranks.
-Row measure_method(const Method& me, const GPTConfig& c, int B, int timed, ProcessGroup& world) {
-  const GPT m(c);
+Row measure_method(const Method& me, const GPTConfig& c, int B, int timed, ProcessGroup& world,
+                   Device device) {
+  const GPT m = GPT(c).with_device(device);
   ContextParallelStrategy s(m, world, me.make, AdamWConfig{}, 1);
   const Corpus corpus = Corpus::load(kCorpus, c.ctx);
   const int T = c.ctx;
@@ -88,6 +93,7 @@ Row measure_method(const Method& me, const GPTConfig& c, int B, int timed, Proce
     }
     s.train_step(tok.data(), tgt.data(), B, T, step + 1);
   }
+  wait_for_device(device);
   const double dt = wall_seconds() - t0;
   Row r{me.label};
   for (const ReportRow& row : s.report()) {

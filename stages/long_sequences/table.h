@@ -1,7 +1,9 @@
 // The long-sequence table (main.cc): the methods it compares, each an AttentionCore for the
 // shared ContextParallelStrategy (common/cp) with the one line that says when it cannot split,
 // and the measurement of one row: the baseline on whole sequences, or a method on p ranks.
-// Every figure comes from the run (MemoryTracker, CommStats, the wall clock).
+// Every figure comes from the run (MemoryTracker, CommStats, the wall clock). On a device
+// (--device cuda) the walks run there (GPT::with_device): the peaks are device bytes and each
+// timed stretch ends when the device has finished (wait_for_device).
 //
 // Glossary: B sequences, T positions, p ranks, H heads.
 #pragma once
@@ -36,9 +38,12 @@ struct Row {
   int64_t calls = 0;
 };
 
-/// The baseline on this rank alone: whole sequences, one warm-up step then `timed` steps of B.
-Row measure_baseline(const GPTConfig& c, int B, int timed);
-/// `me` on every rank of `world` (collective), the same steps.
-Row measure_method(const Method& me, const GPTConfig& c, int B, int timed, ProcessGroup& world);
+/// The baseline on this rank alone: whole sequences, one warm-up step then `timed` steps of B,
+/// on `device` (parameters, gradients and activations there).
+Row measure_baseline(const GPTConfig& c, int B, int timed, Device device = Device::kCPU);
+/// `me` on every rank of `world` (collective), the same steps, on `device` (world then carries
+/// device tensors: common/train/device_setup.h).
+Row measure_method(const Method& me, const GPTConfig& c, int B, int timed, ProcessGroup& world,
+                   Device device = Device::kCPU);
 
 }  // namespace llmp

@@ -3,6 +3,8 @@
 // baseline on whole sequences, ring attention the fewest (no scores kept, two (T/p)² blocks);
 // Ulysses sends the fewest bytes; every method sends something and takes time. Flash attention on
 // one rank (--attention flash) keeps no scores either: its peak is the backward's two T×T blocks.
+// With --device cuda's placement (a guarded FakeDevice with kernels/cpu as its kernels, the
+// collectives of device tensors staged by the MPI backend) every row measures what the CPU's did.
 //
 // Glossary: p ranks, B sequences, T positions.
 #include "stages/long_sequences/table.h"
@@ -12,6 +14,9 @@
 #include <algorithm>
 #include <string>
 
+#include "common/tensor/memory.h"
+#include "common/testing/fake_device.h"
+#include "common/testing/fake_kernel_ops.h"
 #include "tests/stage_test_util.h"
 
 namespace llmp {
@@ -48,6 +53,44 @@ TEST(LongSequenceTable, TheMethodsRankAsTheReadmeSays) {
   EXPECT_EQ(f.score_peak, 8.0 * T * T);
   EXPECT_LT(f.kept, base.kept);
   EXPECT_GT(f.score_peak, ring_peak);
+}
+
+// The rows on a device: the same attention-score peaks, bytes sent, calls and activations kept as
+// on the CPU (a buffer left on the host, or a collective that skipped its staging, would change
+// one of them or fail the guarded FakeDevice's host-read check), and the walks took time.
+TEST(LongSequenceTable, OnADeviceEveryRowMeasuresWhatTheCpuDid) {
+  const int T = 32, B = 2;
+  for (AttentionMethod a : {AttentionMethod::kMaterialized, AttentionMethod::kFlash}) {
+    GPTConfig c = table_model(T);
+    c.attention = a;
+    const Row cpu = measure_baseline(c, B, /*timed=*/1);
+    testing::FakeDevice dev(/*guarded=*/true);
+    testing::FakeKernelOps ops(dev);
+    const Row gpu = measure_baseline(c, B, /*timed=*/1, Device::kCUDA);
+    EXPECT_GE(MemoryTracker::instance().peak(Device::kCUDA, MemCategory::kActivations),
+              gpu.score_peak)
+        << gpu.method << ": the scores were not device memory";
+    EXPECT_EQ(gpu.method, cpu.method);
+    EXPECT_EQ(gpu.score_peak, cpu.score_peak) << gpu.method;
+    EXPECT_EQ(gpu.kept, cpu.kept) << gpu.method;
+    EXPECT_GT(gpu.tokens_per_s, 0) << gpu.method;
+  }
+  const GPTConfig c = table_model(T);
+  for (const Method& me : methods()) {
+    const Row cpu = measure_method(me, c, B, /*timed=*/1, test_world());
+    testing::FakeDevice dev(/*guarded=*/true);
+    testing::FakeKernelOps ops(dev);
+    MemoryTracker::instance().reset_peak();
+    const Row gpu = measure_method(me, c, B, /*timed=*/1, test_world(), Device::kCUDA);
+    EXPECT_GE(MemoryTracker::instance().peak(Device::kCUDA, MemCategory::kActivations),
+              gpu.score_peak)
+        << me.label << ": the scores were not device memory";
+    EXPECT_EQ(gpu.score_peak, cpu.score_peak) << me.label;
+    EXPECT_EQ(gpu.sent, cpu.sent) << me.label;
+    EXPECT_EQ(gpu.calls, cpu.calls) << me.label;
+    EXPECT_EQ(gpu.kept, cpu.kept) << me.label;
+    EXPECT_GT(gpu.tokens_per_s, 0) << me.label;
+  }
 }
 
 }  // namespace

@@ -1,17 +1,22 @@
 // bazel run //stages/recompute:train  — the activation-memory table of recomputation, measured on
 // one rank: L = 4, 9 and 16 blocks of the tiny widths with --recompute none, full every √L, full
-// and selective (table.h). Training any stage with recomputation is a flag of that stage:
+// and selective (table.h); with --device cuda on the GPU, its device bytes, and ZeRO-R's Pa+cpu
+// as one more row. Training any stage with recomputation is a flag of that stage:
 //   bazel run //stages/zero2:train -- --recompute full --recompute_every 2
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <string>
 #include <vector>
 
+#include "common/runtime/check.h"
 #include "common/runtime/flags.h"
+#include "kernels/ops/kernel_ops.h"
 #include "stages/recompute/table.h"
 
 int main(int argc, char** argv) {
   int batch = 16, timed = 5;
+  std::string device = "cpu";
   std::vector<int> layers = {4, 9, 16};
   CLI::App app{"recompute: activation peak, bytes kept per block, recomputed FLOPs and step time "
                "of --recompute none, full every √L, full and selective, for L = 4, 9, 16"};
@@ -24,9 +29,17 @@ int main(int argc, char** argv) {
   app.add_option("--layers", layers, "the L of the rows")
       ->check(CLI::Range(1, 256))
       ->capture_default_str();
+  app.add_option("--device", device, "where the walks run: cpu, or cuda (the peaks are then the "
+                 "GPU's bytes; one more row: full with Pa+cpu)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
   llmp::parse_flags_or_exit(app, argc, argv);
-  std::printf("tiny widths (C = 32, H = 2, T = 16), B = %d, one rank; times are the median of %d "
-              "walks (forward + backward)\n\n%s",
-              batch, timed, llmp::recompute_markdown(llmp::recompute_table(layers, batch, timed)).c_str());
+  const llmp::Device d = device == "cuda" ? llmp::Device::kCUDA : llmp::Device::kCPU;
+  if (const std::string why = llmp::device_unavailable_reason(d); !why.empty())
+    llmp::user_error("--device " + device + ": " + why);
+  const std::string table = llmp::recompute_markdown(llmp::recompute_table(layers, batch, timed, d));
+  std::printf("tiny widths (C = 32, H = 2, T = 16), B = %d, one rank on %s; times are the median "
+              "of %d walks (forward + backward)\n\n%s",
+              batch, device.c_str(), timed, table.c_str());
   return 0;
 }

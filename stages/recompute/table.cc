@@ -15,39 +15,49 @@
 
 namespace llmp {
 
-RecomputeRun measure_recompute(int L, Recompute policy, int every, int B, int timed) {
+RecomputeRun measure_recompute(int L, Recompute policy, int every, int B, int timed,
+                               Device device, bool cpu_checkpoints) {
   GPTConfig cfg = GPTConfig::preset("tiny");
   cfg.layers = L;
   cfg.name = "tiny-L" + std::to_string(L);
   cfg.recompute = policy;
   cfg.recompute_every = every;
-  const GPT model(cfg);
+  cfg.cpu_checkpoints = cpu_checkpoints;
+  const GPT model = GPT(cfg).with_device(device);
   const int T = cfg.ctx;
   const int64_t n = model.layout().num_params();
-  Tensor params = Tensor::empty({n}, DType::kF32, MemCategory::kParameters);
-  Tensor grads = Tensor::zeros({n}, DType::kF32, MemCategory::kGradients);
-  model.init_params(params.f32(), 1337);
+  // Initialised on the host, then copied to the device (a copy on the CPU).
+  Tensor init = Tensor::empty({n}, DType::kF32, MemCategory::kOther);
+  model.init_params(init.f32(), 1337);
+  Tensor params = Tensor::empty({n}, DType::kF32, MemCategory::kParameters, device);
+  params.copy_from(init);
+  init = Tensor();
+  Tensor grads = Tensor::zeros({n}, DType::kF32, MemCategory::kGradients, device);
   std::mt19937 rng(7);
   std::vector<int32_t> tok(B * T), tgt(B * T);
   for (auto* v : {&tok, &tgt})
     for (int32_t& x : *v) x = static_cast<int32_t>(rng() % cfg.vocab);
 
-  RecomputeRun run{L, policy, every};
+  RecomputeRun run{L, policy, every, cpu_checkpoints, device};
   MemoryTracker& mt = MemoryTracker::instance();
   RecomputeMeter& meter = RecomputeMeter::instance();
   const float scale = 1.0f / (static_cast<float>(B) * T);
+  // A device runs the walk's kernels after the host has issued them: the clock stops when the
+  // last of them has finished.
   auto walk = [&] {
-    return forward_backward(model, params.f32(), grads.f32(), tok.data(), tgt.data(), B, T, scale);
+    forward_backward(model, params.f32(), grads.f32(), tok.data(), tgt.data(), B, T, scale);
+    wait_for_device(device);
   };
-  const int64_t live = mt.current(MemCategory::kActivations);
+  const int64_t live = mt.current(device, MemCategory::kActivations);
   mt.reset_peak();
   meter.reset();
   const int64_t flops0 = cpu::flops_done();
   walk();
   run.walk_flops = cpu::flops_done() - flops0;
-  run.peak_bytes = mt.peak(MemCategory::kActivations) - live;
+  run.peak_bytes = mt.peak(device, MemCategory::kActivations) - live;
   run.kept_per_block = meter.bytes_per_block();
   run.recomputed_flops = meter.recomputed_flops;
+  run.checkpoint_bytes_down = meter.checkpoint_bytes_down;
   run.formula_flops = recomputed_flops_per_walk({B, T, cfg.d, cfg.heads, L}, policy);
   std::vector<double> ms;
   for (int i = 0; i < timed; ++i) {
@@ -63,14 +73,17 @@ RecomputeRun measure_recompute(int L, Recompute policy, int every, int B, int ti
   return run;
 }
 
-std::vector<RecomputeRun> recompute_table(const std::vector<int>& layers, int B, int timed) {
+std::vector<RecomputeRun> recompute_table(const std::vector<int>& layers, int B, int timed,
+                                          Device device) {
   std::vector<RecomputeRun> runs;
   for (int L : layers) {
     const int k = std::max(1, static_cast<int>(std::lround(std::sqrt(L))));
-    runs.push_back(measure_recompute(L, Recompute::kNone, 1, B, timed));
-    runs.push_back(measure_recompute(L, Recompute::kFull, k, B, timed));
-    runs.push_back(measure_recompute(L, Recompute::kFull, 1, B, timed));
-    runs.push_back(measure_recompute(L, Recompute::kSelective, 1, B, timed));
+    runs.push_back(measure_recompute(L, Recompute::kNone, 1, B, timed, device));
+    runs.push_back(measure_recompute(L, Recompute::kFull, k, B, timed, device));
+    runs.push_back(measure_recompute(L, Recompute::kFull, 1, B, timed, device));
+    runs.push_back(measure_recompute(L, Recompute::kSelective, 1, B, timed, device));
+    if (device != Device::kCPU)  // ZeRO-R's Pa+cpu: the checkpoints on the host
+      runs.push_back(measure_recompute(L, Recompute::kFull, 1, B, timed, device, true));
   }
   return runs;
 }
@@ -86,7 +99,7 @@ std::string recompute_markdown(const std::vector<RecomputeRun>& runs) {
     const std::string policy =
         r.policy == Recompute::kFull && r.every > 1
             ? "full, every " + std::to_string(r.every) + " (√L)"
-            : std::string(to_string(r.policy));
+            : std::string(to_string(r.policy)) + (r.cpu_checkpoints ? ", Pa+cpu" : "");
     const double of_none = none && none->L == r.L ? 100.0 * r.peak_bytes / none->peak_bytes : 0;
     const double slower = none && none->L == r.L && none->ms > 0 ? r.ms / none->ms : 0;
     const double more = none && none->L == r.L ? double(r.walk_flops) / none->walk_flops : 0;
