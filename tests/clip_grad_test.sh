@@ -9,6 +9,12 @@
 #                            (4 stages: ranks 0 and 3 hold it), Chimera's replicas counted once
 #   tensor parallel          slices summed over tp; the replicated LayerNorms, biases and wpe
 #                            counted once, not t times
+#   context parallel         (Ulysses, ring attention, ring self-attention) the whole gradient
+#                            on every rank after its all_reduce: clipped like a replica's; a
+#                            norm taken before the all_reduce would be one rank's tokens' only
+# (PipeDream-2BW clips too, but its stale weights keep it from the baseline's parameters: its
+# norms and parameters are checked against the delayed-update reference in
+# stages/pipedream_2bw:pipedream_2bw_test.)
 #
 #   clip_grad_test.sh COMPARE BASELINE [EMULATED]
 #     COMPARE    tools/compare_checkpoints
@@ -134,6 +140,9 @@ zero_bubble 2 --micro_batches 4
 chimera 2 --micro_batches 4
 tensor_parallel 2
 sequence_parallel 2
+ulysses 2
+ring_attention 2
+ring_self_attention 2
 EOF
 
 # The GPU path on the CUDA emulator: the norm's sums on the device (and, offloaded, on the host).
@@ -165,11 +174,9 @@ while read -r stage world flags; do
     failures+=("refused_$stage")
   fi
 done <<'EOF'
-pipedream_2bw 2 --model tiny
 tp_2d 4 --model tiny
 hybrid_3d 8 --model tiny
 moe 2 --model moe-tiny
-ulysses 2 --model tiny
 EOF
 
 if [ ${#failures[@]} -gt 0 ]; then

@@ -40,6 +40,7 @@ StageSpec cp_stage_spec(const CpStageOptions& o) {
   // The strategy places its states and buffers on the model's device, and every core runs there
   // (AttentionCore::supports_device()).
   spec.supports_device = true;
+  spec.supports_clip_grad = true;  // --clip_grad: each rank holds the whole summed gradient
   spec.validate = [opts](const TrainConfig& cfg) {
     const std::string err = cp_config_error(cfg, *opts);
     if (!err.empty()) user_error(err);

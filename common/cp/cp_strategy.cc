@@ -80,6 +80,7 @@ ContextParallelStrategy::ContextParallelStrategy(const GPT& model, ProcessGroup&
                            model.device())),
       opt_(model.layout().num_params(), opt, decay_ranges(model.layout(), opt.decay), DType::kF32,
            model.device()),
+      clip_(opt.clip_grad, nullptr),
       metrics_(group) {
   if (model.activation_dtype() != DType::kF32)
     throw std::invalid_argument("context parallelism trains in fp32 only (activations in " +
@@ -114,8 +115,9 @@ double ContextParallelStrategy::train_step(const int32_t* tokens, const int32_t*
   //    sequences with the same weights.                                  sends 2(p-1)/p·4Ψ
   //    (on a device the MPI backend stages the buffer: 4Ψ down, 4Ψ up)
   group_.all_reduce(grads_, ReduceOp::kSum);
-  // 3. The same update everywhere.
-  opt_.step(params_.f32(), grads_.f32(), step);
+  // 3. The same update everywhere (--clip_grad: scaled by min(1, c/‖g‖), ‖g‖ of this rank's
+  //    copy of the whole summed gradient, the same on every rank).
+  opt_.step(params_.f32(), grads_.f32(), step, -1, clip_.coefficient({grads_}));
   last_grad_bytes_ = group_.stats().total_bytes() - grad_bytes;
   last_attn_bytes_ = attn_group_->stats().total_bytes() - attn_bytes;
   last_attn_calls_ = call_count(attn_group_->stats()) - attn_calls;

@@ -34,6 +34,7 @@
 #include "common/nn/attention_core.h"
 #include "common/nn/gpt.h"
 #include "common/optim/adamw.h"
+#include "common/optim/grad_clip.h"
 #include "common/train/dp_util.h"
 #include "common/train/strategy.h"
 
@@ -69,6 +70,8 @@ class ContextParallelStrategy : public Strategy {
   std::vector<ReportRow> report() const override;
   /// Prints the core's calls per step (measured, and the closed form) and the ring overlap note.
   void finish() override;
+  /// The gradient norm under --clip_grad (grad_clip.h).
+  std::string step_note() const override { return clip_.step_note(); }
 
   const AttentionCore& core() const { return *core_; }
   /// The attention group's CommStats (the core's traffic only).
@@ -84,6 +87,9 @@ class ContextParallelStrategy : public Strategy {
   GPT model_;  // base_ with core_
   Tensor params_, grads_;
   AdamW opt_;
+  // --clip_grad: after the all_reduce every rank holds the whole gradient, so each clips by its
+  // own copy's norm, as a data-parallel replica does (no collective).
+  GradClip clip_;
   MetricsReducer metrics_;
   int last_B_ = 0, last_T_ = 0;
   double last_grad_bytes_ = 0, last_attn_bytes_ = 0;

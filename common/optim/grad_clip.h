@@ -14,12 +14,14 @@
 //   stage                       what a rank owns                      sum over
 //   baseline, naive DP, DDP     the whole (reduced) gradient          nothing: each rank alone
 //   ZeRO-1, -2, -3              its shard, the valid part of the last all_reduce over dp
-//   pipelines                   its stages' units; wte's copy on the  all_reduce over pp
-//                               last stage and Chimera's replicated
+//   pipelines (PipeDream-2BW:   its stages' units; wte's copy on the  all_reduce over pp
+//   per update)                 last stage and Chimera's replicated
 //                               stages by the lowest rank holding them
 //   tensor parallel             its slices of split tensors, and the  all_reduce over tp
 //                               replicated ones (LayerNorms, row-
 //                               parallel biases, wpe) on tp rank 0
+//   context parallel            the whole gradient, after the         nothing: each rank alone
+//                               all_reduce over the sequence's ranks
 //
 // This is Megatron-LM's clip_grad_norm_fp32 (parameters that are not "tensor-parallel duplicates"
 // nor the shared embedding's second copy, all-reduced over the model-parallel group) and

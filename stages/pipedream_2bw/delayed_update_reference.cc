@@ -2,6 +2,7 @@
 #include "stages/pipedream_2bw/delayed_update_reference.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "common/nn/unit_runner.h"
 #include "common/optim/decay_mask.h"
@@ -14,7 +15,8 @@ DelayedUpdateReference::DelayedUpdateReference(const GPT& model, AdamWConfig opt
       older_(model.layout().num_params()),
       newest_(model.layout().num_params()),
       grads_(model.layout().num_params()),
-      opt_(model.layout().num_params(), opt, decay_ranges(model.layout(), opt.decay)) {
+      opt_(model.layout().num_params(), opt, decay_ranges(model.layout(), opt.decay)),
+      clip_(opt.clip_grad) {
   model.init_params(newest_.data(), seed);  // W(0)
   older_ = newest_;                         // W(-1) = W(0)
 }
@@ -25,9 +27,18 @@ double DelayedUpdateReference::train_step(const int32_t* tokens, const int32_t* 
   std::fill(grads_.begin(), grads_.end(), 0.0f);
   const double loss = forward_backward(model_, older_.data(), grads_.data(), tokens, targets, B,
                                        T, 1.0f / (static_cast<float>(B) * T));
+  // --clip_grad c (opt.clip_grad > 0): g(t) ← g(t)·min(1, c/(‖g(t)‖ + 1e-6)), the whole model's
+  // norm (Pascanu et al. 2013; torch's clip_grad_norm_), applied as AdamW's gradient scale.
+  float scale = 1.0f;
+  if (clip_ > 0) {
+    double sq = 0;
+    for (float g : grads_) sq += static_cast<double>(g) * g;
+    last_norm_ = std::sqrt(sq);
+    scale = static_cast<float>(std::min(1.0, clip_ / (last_norm_ + 1e-6)));
+  }
   // W(t+1) = AdamW(W(t), g(t)); W(t) becomes the older version.
   older_ = newest_;
-  opt_.step(newest_.data(), grads_.data(), step);
+  opt_.step(newest_.data(), grads_.data(), step, -1, scale);
   return loss;
 }
 

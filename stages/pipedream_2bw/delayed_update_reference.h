@@ -21,6 +21,7 @@
 // g(t) gradient of batch t, B global batch, T sequence length, Ψ parameters.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -33,7 +34,8 @@ namespace testing {
 class DelayedUpdateReference {
  public:
   /// W(0) = W(-1) = model.init_params(seed); AdamW over all Ψ with decay_ranges(layout,
-  /// opt.decay), as the baseline builds it. `model` must outlive the reference.
+  /// opt.decay), as the baseline builds it; opt.clip_grad c > 0: each g(t) is clipped to the
+  /// global norm c first. `model` must outlive the reference.
   DelayedUpdateReference(const GPT& model, AdamWConfig opt, uint64_t seed);
 
   /// Batch t = the number of earlier calls: tokens/targets (B,T). Computes the mean loss and
@@ -44,11 +46,15 @@ class DelayedUpdateReference {
   const std::vector<float>& newest() const { return newest_; }
   /// The version before it: W(t) after t+1 calls (W(-1) = W(0) before any).
   const std::vector<float>& older() const { return older_; }
+  /// ‖g(t)‖ of the last call under clipping (NaN without).
+  double last_norm() const { return last_norm_; }
 
  private:
   const GPT& model_;
   std::vector<float> older_, newest_, grads_;  // W(t-1), W(t), g(t): Ψ each
   AdamW opt_;
+  double clip_ = 0;                           // opt.clip_grad
+  double last_norm_ = std::nan("");
 };
 
 }  // namespace testing

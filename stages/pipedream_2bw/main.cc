@@ -20,8 +20,7 @@ int main(int argc, char** argv) {
                                     ctx.cfg.steps, ctx.cfg.trace);
   };
   llmp::StageSpec spec = llmp::pipeline_stage_spec(o);
-  // Its own step (delayed weights, pipedream_2bw.cc) does not clip: --clip_grad is refused.
-  spec.supports_clip_grad = false;
+  // --clip_grad: each update clips by the norm of the gradient it applies, g(t) (taken at W(t-1)).
   spec.supports_device = true;  // --device cuda (fp32): activations and gradients staged p2p
   return llmp::train_main(argc, argv, spec);
 }

@@ -72,9 +72,15 @@ double PipeDream2BWStrategy::run(size_t begin, size_t end, int B, int T, double 
 void PipeDream2BWStrategy::apply_update(int batch) {
   Tensor& g = batch % 2 ? grads2_ : grads_;
   all_reduce_tied_wte(g);  // the tied wte: embedding part + head part
+  // --clip_grad: ‖g(batch)‖ over pp from each rank's owned segments (wte's copy counted once),
+  // as PipelineStrategy::train_step takes it; every rank comes here once per batch, in order.
+  std::vector<Tensor> owned;
+  for (const ParamSegment& s : part_->segments(pp_.rank()))
+    if (owns(s)) owned.push_back(g.narrow(s.local_offset, s.numel));
+  const float clip = clip_.coefficient(owned);
   // W(batch+1) = AdamW(W(batch), g(batch)): the newest version becomes the older one.
   older_.copy_from(params_);
-  opt_->step(params_.f32(), g.f32(), step_of_.at(batch));
+  opt_->step(params_.f32(), g.f32(), step_of_.at(batch), -1, clip);
   g.fill(0.0f);
 }
 

@@ -76,6 +76,45 @@ TEST(PipeDream2BW, MatchesDelayedUpdateReference) {
   }
 }
 
+// --clip_grad: each update clips g(t), taken at W(t-1), by its own global norm. Over pp that
+// norm is the sum of each rank's owned segments' squares (the last stage's wte copy not counted
+// twice), so a rank that skipped the all_reduce or counted the copy would clip by another norm;
+// the stage must end where the clipping reference does, and the unclipped reference elsewhere.
+TEST(PipeDream2BW, ClipsEachUpdateByTheGlobalNormOfItsGradient) {
+  Fixture f;
+  const int p = pipeline_world().size();
+  const int64_t psi = f.model.layout().num_params();
+  AdamWConfig opt = f.cfg.opt;
+  opt.clip_grad = 0.2;  // below every step's norm here: the coefficient changes each step
+  testing::DelayedUpdateReference ref(f.model, opt, f.cfg.seed);
+  testing::DelayedUpdateReference unclipped(f.model, f.cfg.opt, f.cfg.seed);
+  std::unique_ptr<PipeDream2BWStrategy> s =
+      make_pipedream_2bw(f.model, pipeline_world(), opt, f.cfg.seed, p, /*steps=*/6);
+  for (int step = 1; step <= 6; ++step) {
+    f.batch(step);
+    const double want = ref.train_step(f.tok.data(), f.tgt.data(), f.B, f.T, step);
+    unclipped.train_step(f.tok.data(), f.tgt.data(), f.B, f.T, step);
+    const double got = s->train_step(f.tok.data(), f.tgt.data(), f.B, f.T, step);
+    EXPECT_LE(rel(got, want), 1e-5) << "p=" << p << " step " << step;
+    EXPECT_GT(ref.last_norm(), opt.clip_grad) << "step " << step << " did not clip";
+  }
+  std::vector<float> params(psi), mo(psi), v(psi);
+  s->get_state(params.data(), mo.data(), v.data());
+  const double worst = max_rel_diff(params.data(), ref.newest().data(), psi);
+  const double control = max_rel_diff(unclipped.newest().data(), ref.newest().data(), psi);
+  if (pipeline_world().rank() == 0)
+    std::printf("pipedream_2bw p=%d --clip_grad %.1f, 6 steps: parameters %.2e from the clipping "
+                "reference (the unclipped reference: %.2e); last norm %.5f, stage's note '%s'\n",
+                p, opt.clip_grad, worst, control, ref.last_norm(), s->step_note().c_str());
+  EXPECT_LE(worst, 1e-5);
+  EXPECT_GT(control, 1e-4) << "clipping must change the run beyond the bound";
+  // The progress line's norm (every rank's: the all-reduced one) is the last update's ‖g(5)‖.
+  const std::string note = s->step_note();
+  const size_t at = note.find("grad norm ");
+  ASSERT_NE(at, std::string::npos) << "no norm in the progress note '" << note << "'";
+  EXPECT_LE(rel(std::stod(note.substr(at + 10)), ref.last_norm()), 1e-5) << note;
+}
+
 TEST(PipeDream2BW, StaleByOneStep) {
   // Step 1 uses W(0) in both; step 2 uses W(0) again here, W(1) in the baseline.
   Fixture f;
