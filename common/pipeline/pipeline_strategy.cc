@@ -91,6 +91,13 @@ bool PipelineStrategy::owns(const ParamSegment& s) const {
   return !s.wte_copy && (schedule_.pipelines != 2 || s.chunk == 0);
 }
 
+float PipelineStrategy::owned_clip_coefficient(const Tensor& grads) {
+  std::vector<Tensor> owned;
+  for (const ParamSegment& s : part_->segments(pp_.rank()))
+    if (owns(s)) owned.push_back(grads.narrow(s.local_offset, s.numel));
+  return clip_.coefficient(owned);
+}
+
 double PipelineStrategy::train_step(const int32_t* tokens, const int32_t* targets,
                                     int global_batch, int T, int64_t step) {
   const double bytes_before = pp_.stats().total_bytes() + emb_->stats().total_bytes() +
@@ -112,10 +119,7 @@ double PipelineStrategy::train_step(const int32_t* tokens, const int32_t* target
   // 3''. --clip_grad: ‖g‖² = Σ over pp of the squares of each rank's OWNED gradient (owns():
   //     the wte copy's gradient, now equal to wte's, and Chimera's replicas count once), one
   //     all_reduce of 8 bytes; the coefficient goes into AdamW's gradient scale.
-  std::vector<Tensor> owned;
-  for (const ParamSegment& s : part_->segments(pp_.rank()))
-    if (owns(s)) owned.push_back(grads_.narrow(s.local_offset, s.numel));
-  const float clip = clip_.coefficient(owned);
+  const float clip = owned_clip_coefficient(grads_);
   // 4. AdamW on this rank's parameters (and, on the last rank, its copy of wte).
   opt_->step(params_.f32(), grads_.f32(), step, -1, clip);
 

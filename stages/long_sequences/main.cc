@@ -18,8 +18,8 @@
 
 #include "common/comm/process_group.h"
 #include "common/cp/ring_waits.h"
-#include "common/runtime/flags.h"
 #include "common/runtime/check.h"
+#include "common/runtime/flags.h"
 #include "common/runtime/launch.h"
 #include "common/tensor/memory.h"
 #include "common/train/device_setup.h"

@@ -74,10 +74,7 @@ void PipeDream2BWStrategy::apply_update(int batch) {
   all_reduce_tied_wte(g);  // the tied wte: embedding part + head part
   // --clip_grad: ‖g(batch)‖ over pp from each rank's owned segments (wte's copy counted once),
   // as PipelineStrategy::train_step takes it; every rank comes here once per batch, in order.
-  std::vector<Tensor> owned;
-  for (const ParamSegment& s : part_->segments(pp_.rank()))
-    if (owns(s)) owned.push_back(g.narrow(s.local_offset, s.numel));
-  const float clip = clip_.coefficient(owned);
+  const float clip = owned_clip_coefficient(g);
   // W(batch+1) = AdamW(W(batch), g(batch)): the newest version becomes the older one.
   older_.copy_from(params_);
   opt_->step(params_.f32(), g.f32(), step_of_.at(batch), -1, clip);
