@@ -2,6 +2,7 @@
 // of the partial sum, the coefficient.
 #include "common/optim/grad_clip.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -16,6 +17,30 @@ float clip_coefficient(double norm, double max_norm) {
   if (max_norm <= 0) return 1.0f;
   const double k = max_norm / (norm + 1e-6);  // torch's clip_coef; NaN for a NaN norm
   return k < 1.0 ? static_cast<float>(k) : (std::isnan(k) ? NAN : 1.0f);
+}
+
+void OwnedRanges::add(int64_t offset, int64_t numel) {
+  if (numel <= 0) return;
+  if (!ranges_.empty() && ranges_.back().second == offset)
+    ranges_.back().second += numel;  // continues the last range: one view, one read-back
+  else
+    ranges_.push_back({offset, offset + numel});
+}
+
+std::vector<Tensor> OwnedRanges::views(const Tensor& t, int64_t from) const {
+  std::vector<Tensor> out;
+  const int64_t to = from + t.numel();
+  for (auto [begin, end] : ranges_) {
+    const int64_t a = std::max(begin, from), b = std::min(end, to);
+    if (a < b) out.push_back(t.narrow(a - from, b - a));
+  }
+  return out;
+}
+
+std::vector<std::pair<int64_t, int64_t>> OwnedRanges::ranges() const {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  for (auto [begin, end] : ranges_) out.push_back({begin, end - begin});
+  return out;
 }
 
 GradClip::GradClip(double max_norm, ProcessGroup* split_over)

@@ -22,6 +22,15 @@
 //                               parallel biases, wpe) on tp rank 0
 //   context parallel            the whole gradient, after the         nothing: each rank alone
 //                               all_reduce over the sequence's ranks
+//   2D / 2.5D tensor parallel   its matrix blocks on depth layer 0,   all_reduce over all ranks
+//                               its vector blocks there on row 0
+//   3D tensor parallel          its weight pieces; a vector held by   all_reduce over the cube
+//                               a plane on the plane's first rank
+//   mixture of experts          the dense tensors on rank 0, the      all_reduce over all ranks
+//                               experts on the first rank holding them
+//   hybrid (dp × pp × tp)       the owned elements of the pipeline    all_reduce over all ranks
+//                               and tensor-parallel rules that fall
+//                               in its ZeRO shard
 //
 // This is Megatron-LM's clip_grad_norm_fp32 (parameters that are not "tensor-parallel duplicates"
 // nor the shared embedding's second copy, all-reduced over the model-parallel group) and
@@ -46,9 +55,11 @@
 // Glossary: g gradient, c --clip_grad, N ranks of the group, S fp16's loss scale.
 #pragma once
 
+#include <cstdint>
 #include <limits>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/comm/process_group.h"
@@ -58,6 +69,24 @@ namespace llmp {
 
 /// min(1, c / (norm + 1e-6)) as a float: what the gradients are multiplied by (1 when c = 0).
 float clip_coefficient(double norm, double max_norm);
+
+/// The elements of a flat gradient buffer that a rank owns, as ranges [offset, offset + numel),
+/// cut into the views GradClip::coefficient takes (on a GPU one 8-byte read-back per view, so
+/// adjacent ranges are merged into one).
+class OwnedRanges {
+ public:
+  /// Adds [offset, offset + numel): merged into the last range when it starts where that one
+  /// ends; numel = 0 adds nothing. Ranges must not overlap (not checked).
+  void add(int64_t offset, int64_t numel);
+  /// Views of `t`, which holds the buffer's elements [from, from + t.numel()) (the whole buffer,
+  /// or a ZeRO shard of it), over each range's overlap with them, in the order added.
+  std::vector<Tensor> views(const Tensor& t, int64_t from = 0) const;
+  /// The merged ranges as (offset, numel).
+  std::vector<std::pair<int64_t, int64_t>> ranges() const;
+
+ private:
+  std::vector<std::pair<int64_t, int64_t>> ranges_;  // [begin, end)
+};
 
 /// One stage's clipping: the owned parts' squares, their sum over the group, the coefficient.
 class GradClip {

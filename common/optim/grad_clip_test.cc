@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "common/comm/process_group.h"
@@ -99,6 +100,34 @@ TEST(GradClip, WithoutAGroupEachRankCountsItsOwnPartAlone) {
   const Tensor g = full(r + 1, 2.0f);  // ‖g‖ = 2·√(r + 1)
   clip.coefficient({g});
   EXPECT_DOUBLE_EQ(clip.last_norm(), 2.0 * std::sqrt(r + 1.0));
+}
+
+// The owned ranges of a flat buffer: adjacent ones merge into one view (one read-back on a GPU),
+// and a ZeRO shard holding elements [from, from + n) gets only their overlap with it, at the
+// shard's own offsets.
+TEST(OwnedRanges, MergesAdjacentRangesAndCutsThemToAShard) {
+  OwnedRanges owned;
+  owned.add(0, 4);
+  owned.add(4, 2);   // continues [0, 4): merged
+  owned.add(10, 0);  // empty: nothing
+  owned.add(10, 5);
+  ASSERT_EQ(owned.ranges(), (std::vector<std::pair<int64_t, int64_t>>{{0, 6}, {10, 5}}));
+  Tensor whole = Tensor::empty({16}, DType::kF32);
+  for (int i = 0; i < 16; ++i) whole.f32()[i] = static_cast<float>(i);
+  const std::vector<Tensor> all = owned.views(whole);
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].numel(), 6);
+  EXPECT_EQ(all[1].f32()[0], 10.0f);
+  // A shard holding elements [5, 12): the overlaps [5, 6) and [10, 12), at shard offsets 0 and 5.
+  Tensor shard = whole.narrow(5, 7);
+  const std::vector<Tensor> cut = owned.views(shard, 5);
+  ASSERT_EQ(cut.size(), 2u);
+  EXPECT_EQ(cut[0].numel(), 1);
+  EXPECT_EQ(cut[0].f32()[0], 5.0f);
+  EXPECT_EQ(cut[1].numel(), 2);
+  EXPECT_EQ(cut[1].f32()[0], 10.0f);
+  EXPECT_EQ(cut[1].f32()[1], 11.0f);
+  EXPECT_TRUE(owned.views(whole.narrow(6, 4), 6).empty());  // [6, 10): nothing owned there
 }
 
 }  // namespace

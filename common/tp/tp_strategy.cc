@@ -51,18 +51,10 @@ TensorParallelStrategy::TensorParallelStrategy(const GPTConfig& cfg, ProcessGrou
 }
 
 std::vector<Tensor> TensorParallelStrategy::owned_grads() const {
-  std::vector<Tensor> runs;
-  int64_t begin = 0, end = 0;  // the current run of owned elements [begin, end)
-  for (const ParamSpec& p : model_->layout().params()) {
-    if (p.split == Split::kReplicated && tp_.rank() != 0) continue;  // tp rank 0 counts it
-    if (p.offset != end) {
-      if (end > begin) runs.push_back(grads_.narrow(begin, end - begin));
-      begin = p.offset;
-    }
-    end = p.offset + p.numel;
-  }
-  if (end > begin) runs.push_back(grads_.narrow(begin, end - begin));
-  return runs;
+  OwnedRanges owned;
+  for (const ParamSpec& p : model_->layout().params())
+    if (p.split != Split::kReplicated || tp_.rank() == 0) owned.add(p.offset, p.numel);  // tp 0
+  return owned.views(grads_);
 }
 
 void TensorParallelStrategy::all_reduce_replicated_grads() {

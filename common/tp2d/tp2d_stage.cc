@@ -47,6 +47,8 @@ StageSpec tp2d_stage_spec(const Tp2dStageOptions& o) {
   spec.summary = o.summary;
   spec.default_world_size = o.default_world_size;
   spec.supports_device = o.supports_device;
+  // --clip_grad: the norm over all P ranks, each tensor block counted on one of them.
+  spec.supports_clip_grad = true;
   // dp 1 × pp 1 × tp P: the tp group is every rank; the strategy cuts it into its grid.
   spec.grid = [](const TrainConfig& cfg) { return GridShape{1, 1, cfg.world_size}; };
   if (o.depth_flag)

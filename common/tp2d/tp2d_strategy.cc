@@ -37,6 +37,14 @@ Tp2p5dStrategy::Tp2p5dStrategy(const GPTConfig& cfg, ProcessGroup& all, int dept
   whole.init_params(full.data(), seed);
   lay.copy_from_full(full.data(), local.data());
   from_host(params_, local.data());  // copied up once on a device: 4Ψ_local
+  clip_ = GradClip(opt.clip_grad, &all);  // collective over all P ranks when clipping
+}
+
+std::vector<Tensor> Tp2p5dStrategy::owned_grads() const {
+  if (grid_->h() != 0) return {};  // depth layers > 0: replicas of layer 0
+  const int64_t vec = model_->layout().num_vector_params();  // vectors first in the buffer
+  if (grid_->i() == 0) return {grads_};                       // its vector blocks and matrices
+  return {grads_.narrow(vec, grads_.numel() - vec)};          // its matrix blocks only
 }
 
 BatchSlice Tp2p5dStrategy::batch_slice(int global_batch) const {
@@ -68,8 +76,11 @@ double Tp2p5dStrategy::train_step(const int32_t* tokens, const int32_t* targets,
   Tensor vec = grads_.narrow(0, lay.num_vector_params());
   col.all_reduce(vec);     // 2(q-1)/q·4Ψ_vec
   dep.all_reduce(grads_);  // 2(d-1)/d·4Ψ_local
-  // 3. AdamW on this rank's blocks (replicas take the same step).
-  opt_->step(params_.f32(), grads_.f32(), step);
+  // 3. --clip_grad: ‖g‖² = Σ over all P ranks of owned_grads()' squares (one 8-byte all_reduce
+  //    on its own duplicate of the group: the row, column and depth counts stay the formulas').
+  const float clip = clip_.coefficient(owned_grads());
+  // 4. AdamW on this rank's blocks (replicas take the same step), times the coefficient.
+  opt_->step(params_.f32(), grads_.f32(), step, -1, clip);
   row_bytes_ = row.stats().total_bytes() - r0;
   col_bytes_ = col.stats().total_bytes() - c0;
   depth_bytes_ = dep.stats().total_bytes() - d0;

@@ -10,7 +10,10 @@
 //      row i) all_reduced over the column group, then every gradient all_reduced over the depth
 //      group (Tesseract's replicas); none over rows/columns for the matrices (SUMMA's reduce
 //      already summed them);
-//   3. AdamW on this rank's Ψ_local parameters.
+//   3. --clip_grad: ‖g‖² summed over all P ranks from the elements each owns (the matrix blocks on
+//      depth layer 0, the vector blocks on its row 0: the same elements get_state writes), one
+//      8-byte all_reduce (common/optim/grad_clip.h);
+//   4. AdamW on this rank's Ψ_local parameters, the gradients times the clipping coefficient.
 // The loss is summed over the row group (grid_cross_entropy), the column group and depth, so every
 // rank returns the global mean. get_state/set_state use the whole model's GPT-2 order.
 //
@@ -27,10 +30,12 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "common/comm/process_group.h"
 #include "common/optim/adamw.h"
+#include "common/optim/grad_clip.h"
 #include "common/tp2d/gpt_2p5d.h"
 #include "common/tp2d/grid_2p5d.h"
 #include "common/train/strategy.h"
@@ -57,6 +62,8 @@ class Tp2p5dStrategy : public Strategy {
   /// Memory against Ψ_local, activations per block, bytes per group and collective calls in the
   /// last step against tp2d_formulas.h.
   std::vector<ReportRow> report() const override;
+  /// --clip_grad: the last step's global gradient norm (grad_clip.h), "" without clipping.
+  std::string step_note() const override { return clip_.step_note(); }
 
   const Grid2p5d& grid() const { return *grid_; }
   const Layout2p5d& layout() const { return model_->layout(); }
@@ -70,12 +77,17 @@ class Tp2p5dStrategy : public Strategy {
 
  private:
   void all_to_full(const float* local, float* full);  // get_state's gather
+  /// The gradient elements this rank counts in ‖g‖ (--clip_grad): every tensor once over the
+  /// P ranks. Depth layers are replicas (none on h > 0); a vector block is held by every row i
+  /// of its column (row 0's); a matrix block by one rank of the layer.
+  std::vector<Tensor> owned_grads() const;
 
   std::unique_ptr<Grid2p5d> grid_;
   std::shared_ptr<ProcessGroup> state_group_;  // get_state only: own CommStats
   std::unique_ptr<Gpt2p5d> model_;
   Tensor params_, grads_;       // Ψ_local each
   std::unique_ptr<AdamW> opt_;  // m, v: Ψ_local each
+  GradClip clip_{0, nullptr};   // --clip_grad: ‖g‖² summed over all P ranks from owned_grads()
   double row_bytes_ = 0, col_bytes_ = 0, depth_bytes_ = 0, calls_ = 0;
   int last_B_ = 0, last_T_ = 0;
 };

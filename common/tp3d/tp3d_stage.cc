@@ -40,6 +40,7 @@ StageSpec tp3d_stage_spec() {
                  "q×q×q cube of ranks";
   spec.default_world_size = 8;
   spec.supports_device = true;  // --device cuda (fp32): the walk, its buffers and AdamW on it
+  spec.supports_clip_grad = true;  // the norm over the cube, a replicated vector counted once
   spec.grid = [](const TrainConfig& cfg) { return GridShape{1, 1, cfg.world_size}; };
   spec.validate = [](const TrainConfig& cfg) {
     const std::string err = tp3d_config_error(cfg);

@@ -44,6 +44,17 @@ Tp3dStrategy::Tp3dStrategy(const GPTConfig& cfg, ProcessGroup& all, AdamWConfig 
   whole.init_params(full.data(), seed);
   lay.copy_from_full(full.data(), local.data());
   from_host(params_, local.data());  // copied up once on a device: 4Ψ_r
+  clip_ = GradClip(opt.clip_grad, &all);  // collective over the cube when clipping
+}
+
+std::vector<Tensor> Tp3dStrategy::owned_grads() const {
+  OwnedRanges owned;
+  for (const Param3d& p : model_->layout().params())
+    if (p.replication == Replication::kNone ||
+        (p.replication == Replication::kPlaneL && cube_.i == 0 && cube_.j == 0) ||
+        (p.replication == Replication::kPlaneJ && cube_.i == 0 && cube_.l == 0))
+      owned.add(p.offset, p.numel);
+  return owned.views(grads_);
 }
 
 double Tp3dStrategy::train_step(const int32_t* tokens, const int32_t* targets, int global_batch,
@@ -58,7 +69,10 @@ double Tp3dStrategy::train_step(const int32_t* tokens, const int32_t* targets, i
   }
   grads_.fill(0.0f);
   const double loss = model_->forward_backward(params_, &grads_, tokens, targets, global_batch, T);
-  opt_->step(params_.f32(), grads_.f32(), step);
+  // --clip_grad: ‖g‖² = Σ over the cube of owned_grads()' squares (8 bytes, its own duplicate of
+  // all_: the five groups' bytes and calls stay the formulas'), then AdamW times the coefficient.
+  const float clip = clip_.coefficient(owned_grads());
+  opt_->step(params_.f32(), grads_.f32(), step, -1, clip);
   calls_ = -calls0;
   for (int k = 0; k < 5; ++k) {
     bytes_[k] = groups[k]->stats().total_bytes() - before[k];

@@ -4,7 +4,10 @@
 //   1. forward and backward over the cube (every rank reads the whole global batch: the
 //      embedding looks up all tokens in its vocabulary piece; the loss picks its rows' targets);
 //   2. the replicated vectors' gradients all-reduced over their planes (inside the walk);
-//   3. AdamW on this rank's Ψ_r parameters.
+//   3. --clip_grad: ‖g‖² summed over the cube from the elements each rank owns (every weight
+//      piece is one rank's; a vector replicated over a plane is counted by the plane's first
+//      rank), one 8-byte all_reduce (common/optim/grad_clip.h);
+//   4. AdamW on this rank's Ψ_r parameters, the gradients times the clipping coefficient.
 // get_state/set_state map the blocks to the whole model's GPT-2 names (GPTLayout(cfg) order), so
 // checkpoints are interchangeable with every other stage.
 //
@@ -20,9 +23,11 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "common/optim/adamw.h"
+#include "common/optim/grad_clip.h"
 #include "common/tp3d/cube.h"
 #include "common/tp3d/gpt_3d.h"
 #include "common/train/strategy.h"
@@ -50,6 +55,8 @@ class Tp3dStrategy : public Strategy {
   /// Memory rows against 4Ψ_r, 4Ψ_r, 8Ψ_r; activations per block; bytes sent in the last step
   /// per group of the cube; collective calls in the last step (tp3d_formulas.h).
   std::vector<ReportRow> report() const override;
+  /// --clip_grad: the last step's global gradient norm (grad_clip.h), "" without clipping.
+  std::string step_note() const override { return clip_.step_note(); }
 
   const Cube& cube() const { return cube_; }
   /// This rank's Ψ_r parameters (layout() order), on the strategy's device.
@@ -58,12 +65,17 @@ class Tp3dStrategy : public Strategy {
  private:
   /// every rank's `local` buffer → the whole model's `full` (Ψ floats). Collective over all_.
   void to_full(const float* local, float* full);
+  /// The gradient elements this rank counts in ‖g‖ (--clip_grad), runs of grads_: its weight
+  /// pieces (no other rank holds them), the vectors replicated over the plane of its l (layout A)
+  /// only at i = j = 0, those over the plane of its j (layout B) only at i = l = 0.
+  std::vector<Tensor> owned_grads() const;
 
   ProcessGroup& all_;
   Cube cube_;
   std::unique_ptr<Gpt3d> model_;
   Tensor params_, grads_;
   std::unique_ptr<AdamW> opt_;
+  GradClip clip_{0, nullptr};  // --clip_grad: ‖g‖² summed over all_ from owned_grads()
   double bytes_[5] = {0, 0, 0, 0, 0};  // i, j, l, plane(l), plane(j) in the last step
   int64_t calls_ = 0;
   int last_B_ = 0, last_T_ = 0;
