@@ -37,9 +37,8 @@ std::string device_error(const TrainConfig& cfg, const StageSpec& spec, bool che
 
 std::string clip_grad_error(const TrainConfig& cfg, const StageSpec& spec) {
   if (cfg.clip_grad == 0 || spec.supports_clip_grad) return "";
-  return fmt::format("--clip_grad {}: {} does not clip gradients (global-norm clipping: "
-                     "baseline, naive_dp, ddp, zero1, zero2, zero3, mixed_precision, the pipeline "
-                     "stages but pipedream_2bw, tensor_parallel, sequence_parallel)",
+  return fmt::format("--clip_grad {}: {} does not clip gradients (every stage in stages/ does; "
+                     "a stage that clips sets StageSpec::supports_clip_grad)",
                      cfg.clip_grad, spec.name);
 }
 

@@ -98,8 +98,10 @@ struct StageSpec {
   /// master weights, loss scaler and rounding through kernels/ops).
   bool supports_device = false;
   /// Whether the stage clips gradients by the global norm (--clip_grad; common/optim/grad_clip.h:
-  /// the stage knows which ranks own which part of the gradient). Stages that don't refuse a
-  /// non-zero --clip_grad by name, before launch.
+  /// the stage knows which ranks own which part of the gradient; tests/clip_grad_test.sh checks
+  /// each stage's norm). Every stage in stages/ does; one that doesn't (a new stage, until its
+  /// ownership is written) refuses a non-zero --clip_grad by name, before launch, rather than
+  /// train unclipped.
   bool supports_clip_grad = false;
   /// The dp × pp × tp grid for a parsed config; dp·pp·tp must equal cfg.world_size. Pipeline
   /// stages ask for pp = world_size (pipeline_stage_spec). The global batch must divide by dp

@@ -100,6 +100,19 @@ HybridStrategy::HybridStrategy(const GPTConfig& cfg, ProcessGrid& grid, AdamWCon
       if (a < b) repl_.push_back({s.local_offset + (a - s.global_offset), b - a});
     }
   }
+  // --clip_grad: the elements this rank counts in ‖g‖, summed over the world: the pipeline's
+  // owned segments (not the wte copy), less the tensors replicated over tp on tp ranks > 0;
+  // the step then takes the part of them in its ZeRO shard.
+  clip_ = GradClip(opt.clip_grad, &grid.world());  // collective over the world when clipping
+  for (const ParamSegment& s : part_->segments(r)) {
+    if (!owns(s)) continue;
+    for (const ParamSpec& p : model_.layout().params()) {
+      if (p.split == Split::kReplicated && grid.tp_rank() != 0) continue;  // tp rank 0's
+      const int64_t a = std::max(p.offset, s.global_offset);
+      const int64_t b = std::min(p.offset + p.numel, s.global_offset + s.numel);
+      if (a < b) clip_owned_.add(s.local_offset + (a - s.global_offset), b - a);
+    }
+  }
   if (o.zero == 2) {  // the whole gradient never exists: a shard of it for the step
     grads_ = Tensor();
     grad_shard_ = Tensor::zeros({shards_.padded}, DType::kF32, MemCategory::kGradients,
@@ -121,13 +134,16 @@ void HybridStrategy::zero1_step(int64_t step) {
   const int d = dp.rank();
   const int64_t begin = shards_.begin[d], count = shards_.count[d];
   if (dp.size() == 1) {  // one replica: its gradient is the sum, its shard is everything
-    opt_->step(params_.f32(), grads_.f32(), step, count);
+    const float clip = clip_.coefficient(clip_owned_.views(grads_));  // --clip_grad
+    opt_->step(params_.f32(), grads_.f32(), step, count, clip);
     return;
   }
   // reduce_scatter: this rank receives Σ_replicas grads[begin, begin + count). (dp-1)/dp·4Ψ_r
   Tensor shard = Tensor::empty({count}, DType::kF32, MemCategory::kCommBuffers, grads_.device());
   dp.reduce_scatter_v(grads_, shard, shards_.count, ReduceOp::kSum);
-  opt_->step(params_.f32() + begin, shard.f32(), step, count);  // AdamW on the shard only
+  // --clip_grad: ‖g‖² from the owned elements in the shard, over the world (8 bytes).
+  const float clip = clip_.coefficient(clip_owned_.views(shard, begin));
+  opt_->step(params_.f32() + begin, shard.f32(), step, count, clip);  // AdamW on the shard only
   shard = Tensor();
   // all_gather: every replica again holds all Ψ_r parameters. (dp-1)/dp·4Ψ_r
   dp.all_gather_v(params_.narrow(begin, count), params_, shards_.count);

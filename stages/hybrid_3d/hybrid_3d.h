@@ -31,7 +31,9 @@
 //   1. the pipeline schedule over this replica's B/dp sequences in m micro-batches;
 //   2. the tied wte's gradient all-reduced over {first stage, last stage} (V/t rows here);
 //   3. sequence parallelism: the replicated parameters' gradients all-reduced over tp;
-//   4. ZeRO-1 over dp: reduce_scatter, AdamW on the shard, all_gather;
+//   4. ZeRO-1 over dp: reduce_scatter, AdamW on the shard, all_gather; with --clip_grad the
+//      global norm first, summed over the world from the elements each rank owns (its pipeline
+//      stage's, wte once; a tensor replicated over tp on tp rank 0) that fall in its shard;
 //   5. the loss: summed from the last stage over pp, then over dp.
 // On a GPU (HybridOptions::device, fp32): the slice, its gradients, m and v and every buffer on
 // the device; packs by copy_from of views; the state crosses by to_host / from_host only.
@@ -155,6 +157,7 @@ class HybridStrategy : private hybrid_detail::TpModel, public PipelineStrategy {
   Tensor grad_shard_;                         // ZeRO-2: ⌈Ψ_r/dp⌉ gradients (grads_ is freed)
   MetricsReducer dp_metrics_;                 // the loss over dp (bookkeeping)
   std::vector<std::pair<int64_t, int64_t>> repl_;  // local (offset, numel) of replicated tensors
+  OwnedRanges clip_owned_;  // --clip_grad: local ranges this rank counts (before the shard cut)
   HybridMeasured measured_;
   int last_global_B_ = 0;
 };

@@ -43,6 +43,7 @@ StageSpec hybrid_stage_spec() {
   spec.default_world_size = 8;
   spec.supports_trace = true;
   spec.supports_device = true;  // --device cuda (fp32): every state and buffer on the GPU
+  spec.supports_clip_grad = true;  // the owned elements of each ZeRO shard, over the world
   spec.grid = [f](const TrainConfig&) { return GridShape{f->dp, f->pp, f->tp}; };
   spec.add_flags = [f](CLI::App& app) {
     app.add_option("--dp", f->dp, "data-parallel size (ZeRO-1 over it)")->capture_default_str();

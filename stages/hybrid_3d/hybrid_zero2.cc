@@ -7,7 +7,8 @@
 //   3. sequence parallelism: the replicated tensors' gradients all-reduced over tp ON THE SHARD
 //      (every tp rank of a stage has the same layout, hence the same shard boundaries):
 //      2(t-1)/t·4·|Ψ_repl,r ∩ shard| instead of 2(t-1)/t·4·Ψ_repl,r;
-//   4. AdamW on the shard, all_gather of the parameters over dp: (dp-1)/dp·4Ψ_r.
+//   4. --clip_grad's norm from the shard (over the world: hybrid_3d.h), AdamW on the shard,
+//      all_gather of the parameters over dp: (dp-1)/dp·4Ψ_r.
 #include <algorithm>
 #include <utility>
 
@@ -71,7 +72,9 @@ void HybridStrategy::zero2_step(int64_t step) {
   ProcessGroup& dp = grid_.dp_group();
   const int d = dp.rank();
   const int64_t begin = shards_.begin[d], count = shards_.count[d];
-  opt_->step(params_.f32() + begin, grad_shard_.f32(), step, count);  // the shard's valid part
+  // --clip_grad: ‖g‖² from the owned elements in the shard's valid part, over the world.
+  const float clip = clip_.coefficient(clip_owned_.views(grad_shard_.narrow(0, count), begin));
+  opt_->step(params_.f32() + begin, grad_shard_.f32(), step, count, clip);  // the valid part
   // all_gather: every replica again holds all Ψ_r parameters. (dp-1)/dp·4Ψ_r
   dp.all_gather_v(params_.narrow(begin, count), params_, shards_.count);
 }

@@ -47,6 +47,7 @@ int main(int argc, char** argv) {
                  "the rest replicated (data parallel over all ranks)";
   spec.supports_moe = true;
   spec.supports_device = true;  // --device cuda (fp32): the routing on the host (common/nn/moe.h)
+  spec.supports_clip_grad = true;  // each dense tensor and each expert counted once in ‖g‖
   spec.default_model = "moe-mini";
   spec.add_flags = [](CLI::App& app) {
     app.add_option("--ep", ep_flag,

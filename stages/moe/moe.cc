@@ -53,6 +53,10 @@ ExpertParallelStrategy::ExpertParallelStrategy(const GPT& model, ProcessGrid& gr
     throw std::invalid_argument("expert parallelism trains in fp32 only");
   // The buffer's runs of dense and of expert tensors (each MoE unit: dense prefix, experts).
   for (const ParamSpec& p : model_.layout().params()) {
+    // --clip_grad: a dense tensor is counted by world rank 0, an expert by the first rank of
+    // the ranks holding it (expert-data-parallel rank 0), so each counts once in ‖g‖.
+    if ((p.split == Split::kExpert ? edp_.rank() : world_.rank()) == 0)
+      clip_owned_.add(p.offset, p.numel);
     auto& runs = p.split == Split::kExpert ? expert_ : dense_;
     (p.split == Split::kExpert ? expert_numel_ : dense_numel_) += p.numel;
     if (!runs.empty() && runs.back().first + runs.back().second == p.offset)
@@ -60,6 +64,7 @@ ExpertParallelStrategy::ExpertParallelStrategy(const GPT& model, ProcessGrid& gr
     else
       runs.push_back({p.offset, p.numel});
   }
+  clip_ = GradClip(opt.clip_grad, &world_);  // collective over the world when clipping
   // Each rank: its part of the whole model's init, on the host, then up once (4Ψ_r bytes).
   std::vector<float> init(model_.layout().num_params());
   model_.init_params(init.data(), seed);
@@ -100,8 +105,11 @@ double ExpertParallelStrategy::train_step(const int32_t* tokens, const int32_t* 
   // 3. Expert gradients: complete on their rank when ep = W; else Σ over the ranks holding the
   //    same experts.                                                   sends 2(D-1)/D·4Ψ_x
   if (edp_.size() > 1) all_reduce_runs(edp_, grads_, expert_, expert_numel_);
-  // 4. AdamW on this rank's parameters.
-  opt_.step(params_.f32(), grads_.f32(), step);
+  // 4. --clip_grad: ‖g‖² = Σ over all W ranks of the owned elements' squares (one 8-byte
+  //    all_reduce on a duplicate of the world: the dense row's bytes stay the formula's).
+  const float clip = clip_.coefficient(clip_owned_.views(grads_));
+  // 5. AdamW on this rank's parameters, the gradients times the clipping coefficient.
+  opt_.step(params_.f32(), grads_.f32(), step, -1, clip);
   last_a2a_ = ep_->stats().total_bytes() - a2a;
   last_dense_ = world_.stats().total_bytes() - dense;
   last_expert_ = edp_.stats().total_bytes() - expert;

@@ -16,7 +16,9 @@
 //      that is the whole global batch: no reduction at all. With ep < W the W/ep groups (the
 //      expert-data-parallel group: the ranks holding the same experts) each saw B·ep/W
 //      sequences, so they all_reduce (sum) over it:                   sends 2(D-1)/D·4Ψ_x
-//   4. AdamW on this rank's Ψ_d + Ψ_x parameters.
+//   4. --clip_grad: the global norm, each dense tensor counted by rank 0 and each expert by the
+//      first rank holding it, summed over all W ranks (common/optim/grad_clip.h);
+//   5. AdamW on this rank's Ψ_d + Ψ_x parameters.
 //
 // Grid: dp × pp × tp = W/ep × 1 × ep, the expert-parallel group in the tensor-parallel slot (ranks
 // r·ep .. r·ep+ep-1) and the expert-data-parallel group in the data-parallel slot. W = 4, ep = 2:
@@ -30,12 +32,14 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "common/comm/grid.h"
 #include "common/comm/process_group.h"
 #include "common/nn/gpt.h"
 #include "common/optim/adamw.h"
+#include "common/optim/grad_clip.h"
 #include "common/train/dp_util.h"
 #include "common/train/strategy.h"
 #include "stages/moe/expert_parallel_comm.h"
@@ -72,6 +76,8 @@ class ExpertParallelStrategy : public Strategy {
   std::vector<ReportRow> report() const override;
   /// Prints the last step's routing over the global batch (moe_report.h).
   void finish() override;
+  /// --clip_grad: the last step's global gradient norm (grad_clip.h), "" without clipping.
+  std::string step_note() const override { return clip_.step_note(); }
 
   /// The last training step's routing statistics summed over the global batch (every rank).
   const MoeStats& last_routing() const { return last_routing_; }
@@ -88,6 +94,8 @@ class ExpertParallelStrategy : public Strategy {
   int64_t dense_numel_ = 0, expert_numel_ = 0;
   Tensor params_, grads_;
   AdamW opt_;
+  OwnedRanges clip_owned_;      // --clip_grad: the elements this rank counts in ‖g‖
+  GradClip clip_{0, nullptr};   // their squares summed over the world
   MetricsReducer metrics_;
   std::shared_ptr<ProcessGroup> book_;  // state gathering, not counted as training traffic
   MoeStats last_routing_;
