@@ -89,28 +89,24 @@ HybridStrategy::HybridStrategy(const GPTConfig& cfg, ProcessGrid& grid, AdamWCon
   opt_ = std::make_unique<AdamW>(shards_.padded, opt,
                                  slice_ranges(local, shards_.begin[d], shards_.count[d]),
                                  DType::kF32, model_.device());  // m, v beside the parameters
-  // Where the replicated tensors (wpe, LayerNorms, row-parallel biases) lie in the local buffer:
-  // under sequence parallelism each rank computes their gradients from its own rows only.
-  for (const ParamSegment& s : part_->segments(r)) {
-    if (s.wte_copy) continue;  // wte is split by rows, never replicated under t > 1
-    for (const ParamSpec& p : model_.layout().params()) {
-      if (p.split != Split::kReplicated) continue;
-      const int64_t a = std::max(p.offset, s.global_offset);
-      const int64_t b = std::min(p.offset + p.numel, s.global_offset + s.numel);
-      if (a < b) repl_.push_back({s.local_offset + (a - s.global_offset), b - a});
-    }
-  }
-  // --clip_grad: the elements this rank counts in ‖g‖, summed over the world: the pipeline's
-  // owned segments (not the wte copy), less the tensors replicated over tp on tp ranks > 0;
-  // the step then takes the part of them in its ZeRO shard.
+  // One walk over this rank's segments and the tensors in them:
+  // - where the replicated tensors (wpe, LayerNorms, row-parallel biases) lie in the local
+  //   buffer (repl_): under sequence parallelism each rank computes their gradients from its own
+  //   rows only;
+  // - --clip_grad: the elements this rank counts in ‖g‖, summed over the world: the pipeline's
+  //   owned segments (not the wte copy), the replicated tensors on tp rank 0 only; the step then
+  //   takes the part of them in its ZeRO shard.
   clip_ = GradClip(opt.clip_grad, &grid.world());  // collective over the world when clipping
   for (const ParamSegment& s : part_->segments(r)) {
-    if (!owns(s)) continue;
     for (const ParamSpec& p : model_.layout().params()) {
-      if (p.split == Split::kReplicated && grid.tp_rank() != 0) continue;  // tp rank 0's
       const int64_t a = std::max(p.offset, s.global_offset);
       const int64_t b = std::min(p.offset + p.numel, s.global_offset + s.numel);
-      if (a < b) clip_owned_.add(s.local_offset + (a - s.global_offset), b - a);
+      if (a >= b) continue;
+      const int64_t at = s.local_offset + (a - s.global_offset);
+      const bool replicated = p.split == Split::kReplicated;
+      // wte is split by rows, never replicated under t > 1: its copy holds no replicated part.
+      if (replicated && !s.wte_copy) repl_.push_back({at, b - a});
+      if (owns(s) && (!replicated || grid.tp_rank() == 0)) clip_owned_.add(at, b - a);
     }
   }
   if (o.zero == 2) {  // the whole gradient never exists: a shard of it for the step
