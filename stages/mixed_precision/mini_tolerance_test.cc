@@ -40,9 +40,12 @@
 // same, wrote bit-identical checkpoints after these 200 bf16 steps there. bf16's step-200 bounds
 // are 0.15 since (a skipped step, half a nat, still fails them); fp16's stay 0.05 and 0.1.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
+#include <vector>
 
 #include "stages/mixed_precision/precision_test_util.h"
 
@@ -69,11 +72,48 @@ End run(TrainConfig cfg) {
   return e;
 }
 
+// The four runs share nothing, so each trains in its own forked process and hands its End back
+// through a pipe: on CI's 2 cores the test takes half the wall time of running them one after the
+// other (~70 s instead of ~145 s). A child that fails (or dies) fails the test with its status.
+std::vector<End> run_in_parallel(const std::vector<TrainConfig>& cfgs) {
+  std::vector<pid_t> pids;
+  std::vector<int> fds;
+  for (const TrainConfig& cfg : cfgs) {
+    int fd[2];
+    if (pipe(fd) != 0) ADD_FAILURE() << "pipe failed";
+    std::fflush(stdout);
+    const pid_t pid = fork();
+    if (pid == 0) {
+      close(fd[0]);
+      const End e = run(cfg);
+      std::fflush(stdout);
+      const bool ok = write(fd[1], &e, sizeof e) == static_cast<ssize_t>(sizeof e);
+      _exit(ok ? 0 : 1);
+    }
+    close(fd[1]);
+    pids.push_back(pid);
+    fds.push_back(fd[0]);
+  }
+  std::vector<End> ends(cfgs.size());
+  for (size_t i = 0; i < cfgs.size(); ++i) {
+    const ssize_t n = read(fds[i], &ends[i], sizeof ends[i]);
+    close(fds[i]);
+    int status = 0;
+    waitpid(pids[i], &status, 0);
+    EXPECT_TRUE(n == static_cast<ssize_t>(sizeof ends[i]) && WIFEXITED(status) &&
+                WEXITSTATUS(status) == 0)
+        << cfgs[i].precision << " (S0 " << cfgs[i].initial_loss_scale
+        << "): the run's process failed, status " << status;
+  }
+  return ends;
+}
+
 TEST(MixedPrecisionMini, Bf16AndFp16EndNearFp32) {
   TrainConfig fp16_4096 = precision_config("fp16");
   fp16_4096.initial_loss_scale = 4096;
-  const End fp32 = run(precision_config("fp32")), bf16 = run(precision_config("bf16")),
-            fp16 = run(fp16_4096), fp16_default = run(precision_config("fp16"));
+  const std::vector<End> ends = run_in_parallel(
+      {precision_config("fp32"), precision_config("bf16"), fp16_4096, precision_config("fp16")});
+  const End &fp32 = ends[0], &bf16 = ends[1], &fp16 = ends[2], &fp16_default = ends[3];
   EXPECT_LT(fp32.val, 2.8);  // it learned: ln 256 = 5.545 at initialisation
   // Step 50: every run, skipped steps and all, tracks fp32.
   for (const End* e : {&bf16, &fp16, &fp16_default}) EXPECT_NEAR(e->val50, fp32.val50, 0.06);
