@@ -23,7 +23,7 @@ std::string tp2d_model_error(const GPTConfig& cfg, int q) {
   return "";
 }
 
-Layout2p5d::Layout2p5d(const GPTConfig& cfg, int q, int i, int j) {
+Layout2p5d::Layout2p5d(const GPTConfig& cfg, int q, int i, int j) : i_(i) {
   const std::string err = tp2d_model_error(cfg, q);
   if (!err.empty()) throw std::invalid_argument(err);
   const GPTLayout whole(cfg);

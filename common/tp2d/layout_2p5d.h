@@ -63,11 +63,17 @@ class Layout2p5d {
   void copy_to_full(const float* local, float* full) const;
   /// The elements of the local buffer that `rule` decays (for AdamW).
   std::vector<ElementRange> decay_ranges(DecayRule rule) const;
+  /// Whether this rank counts `p` (one of parts()) in a sum over one depth layer's q×q grid that
+  /// must see every element of the model once, as --clip_grad's ‖g‖² does: a matrix block (held
+  /// by this rank alone in the layer) always, a vector block (held by the column group, every i
+  /// of one j) on row i = 0 only. The depth layers are replicas: the caller counts layer 0.
+  bool counts_once(const Part2p5d& p) const { return p.matrix || i_ == 0; }
 
  private:
   std::vector<Part2p5d> parts_;
   std::map<std::string, size_t> index_;
   int64_t vec_ = 0, mat_ = 0;
+  int i_ = 0;
 };
 
 /// "" when q = √(P/d) fits cfg's model, else one line naming the values.

@@ -42,9 +42,13 @@ Tp2p5dStrategy::Tp2p5dStrategy(const GPTConfig& cfg, ProcessGroup& all, int dept
 
 std::vector<Tensor> Tp2p5dStrategy::owned_grads() const {
   if (grid_->h() != 0) return {};  // depth layers > 0: replicas of layer 0
-  const int64_t vec = model_->layout().num_vector_params();  // vectors first in the buffer
-  if (grid_->i() == 0) return {grads_};                       // its vector blocks and matrices
-  return {grads_.narrow(vec, grads_.numel() - vec)};          // its matrix blocks only
+  // Row i = 0: its vector blocks and matrices (the whole buffer, one view); other rows: the
+  // matrix blocks after the vectors.
+  OwnedRanges owned;
+  const Layout2p5d& lay = model_->layout();
+  for (const Part2p5d& p : lay.parts())
+    if (lay.counts_once(p)) owned.add(p.offset, p.numel());
+  return owned.views(grads_);
 }
 
 BatchSlice Tp2p5dStrategy::batch_slice(int global_batch) const {

@@ -30,7 +30,7 @@ std::string layout3d_error(const GPTConfig& cfg, int q) {
   return "";
 }
 
-Layout3d::Layout3d(const GPTConfig& cfg, int q, int i, int j, int l) {
+Layout3d::Layout3d(const GPTConfig& cfg, int q, int i, int j, int l) : i_(i), j_(j), l_(l) {
   const std::string err = layout3d_error(cfg, q);
   if (!err.empty()) throw std::invalid_argument(err);
   const int64_t C = cfg.d, V = cfg.vocab, Cq = C / q;
@@ -73,6 +73,15 @@ Layout3d::Layout3d(const GPTConfig& cfg, int q, int i, int j, int l) {
     total_ += p.numel;
     params_.push_back(std::move(p));
   }
+}
+
+bool Layout3d::counts_once(const Param3d& p) const {
+  switch (p.replication) {
+    case Replication::kNone: return true;
+    case Replication::kPlaneL: return i_ == 0 && j_ == 0;
+    case Replication::kPlaneJ: return i_ == 0 && l_ == 0;
+  }
+  return false;
 }
 
 int64_t Layout3d::offset(const std::string& name) const {

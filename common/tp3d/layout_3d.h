@@ -65,10 +65,16 @@ class Layout3d {
   void copy_from_full(const float* full, float* local) const;
   /// full ← this rank's blocks (replicated ones are written whole by each holder).
   void copy_to_full(const float* local, float* full) const;
+  /// Whether this rank counts `p` (one of params()) in a sum over the cube that must see every
+  /// element of the model once, as --clip_grad's ‖g‖² does: a weight piece (held by this rank
+  /// alone) always, a replicated vector block on its plane's first rank only: kPlaneL (every i,j
+  /// of one l) at i = j = 0, kPlaneJ (every i,l of one j) at i = l = 0.
+  bool counts_once(const Param3d& p) const;
 
  private:
   std::vector<Param3d> params_;
   int64_t total_ = 0;
+  int i_ = 0, j_ = 0, l_ = 0;
 };
 
 /// The first problem with `cfg` on a q-cube as one line ("" when fine): q | H, q² | C, q² | V.

@@ -49,11 +49,9 @@ Tp3dStrategy::Tp3dStrategy(const GPTConfig& cfg, ProcessGroup& all, AdamWConfig 
 
 std::vector<Tensor> Tp3dStrategy::owned_grads() const {
   OwnedRanges owned;
-  for (const Param3d& p : model_->layout().params())
-    if (p.replication == Replication::kNone ||
-        (p.replication == Replication::kPlaneL && cube_.i == 0 && cube_.j == 0) ||
-        (p.replication == Replication::kPlaneJ && cube_.i == 0 && cube_.l == 0))
-      owned.add(p.offset, p.numel);
+  const Layout3d& lay = model_->layout();
+  for (const Param3d& p : lay.params())
+    if (lay.counts_once(p)) owned.add(p.offset, p.numel);
   return owned.views(grads_);
 }
 
