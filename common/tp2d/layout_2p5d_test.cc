@@ -8,19 +8,11 @@
 #include <string>
 #include <vector>
 
+#include "common/testing/ownership_tally.h"
 #include "common/tp2d/layout_2p5d.h"
 
 namespace llmp {
 namespace {
-
-// The GPT-2 tensor holding element e of the whole model's flat buffer.
-std::string tensor_of(const GPTConfig& cfg, int64_t e) {
-  const GPTLayout whole(cfg);
-  for (const ParamSpec& s : whole.params())
-    if (e >= s.global_offset && e < s.global_offset + s.numel)
-      return s.name + " element " + std::to_string(e - s.global_offset);
-  return "no tensor";
-}
 
 GPTConfig model(int q) {
   GPTConfig cfg = GPTConfig::preset("tiny");  // C = 64, V = 256
@@ -33,31 +25,20 @@ GPTConfig model(int q) {
 TEST(Layout2p5d, EveryElementHeldAndCountedOnce) {
   for (int q : {1, 2, 3}) {
     const GPTConfig cfg = model(q);
-    const int64_t psi = GPTLayout(cfg).num_params();
-    std::vector<int> held(psi, 0), counted(psi, 0);
+    testing::OwnershipTally tally(cfg);
     for (int i = 0; i < q; ++i)
       for (int j = 0; j < q; ++j) {
         const Layout2p5d lay(cfg, q, i, j);
-        std::vector<float> ones(lay.num_params(), 1.f), mine(lay.num_params(), 0.f);
+        std::vector<std::pair<int64_t, int64_t>> counted;
         for (const Part2p5d& p : lay.parts())
-          if (lay.counts_once(p)) std::fill_n(mine.begin() + p.offset, p.numel(), 1.f);
-        std::vector<float> h(psi, 0.f), c(psi, 0.f);
-        lay.copy_to_full(ones.data(), h.data());
-        lay.copy_to_full(mine.data(), c.data());
-        for (int64_t e = 0; e < psi; ++e) held[e] += h[e] != 0, counted[e] += c[e] != 0;
+          if (lay.counts_once(p)) counted.emplace_back(p.offset, p.numel());
+        tally.add_rank(lay.num_params(), counted,
+                       [&](const float* local, float* full) { lay.copy_to_full(local, full); });
       }
-    int64_t wrong = 0, replicated = 0;
-    for (int64_t e = 0; e < psi; ++e) {
-      if (held[e] == 0) ADD_FAILURE() << "q=" << q << ": " << tensor_of(cfg, e) << " held by no rank";
-      if (counted[e] != 1 && wrong++ < 5)
-        ADD_FAILURE() << "q=" << q << ": " << tensor_of(cfg, e) << " counted " << counted[e]
-                      << " times over the grid";
-      replicated += held[e] > 1;
-    }
-    EXPECT_EQ(wrong, 0) << "q=" << q;
+    const int64_t replicated = tally.expect_each_counted_once("q=" + std::to_string(q));
     if (q > 1) EXPECT_GT(replicated, 0);  // the vectors, held by q ranks each
     std::printf("q=%d: %lld elements, %lld held by more than one rank, each counted once\n", q,
-                static_cast<long long>(psi), static_cast<long long>(replicated));
+                static_cast<long long>(tally.numel()), static_cast<long long>(replicated));
   }
 }
 

@@ -9,38 +9,11 @@
 #include <string>
 #include <vector>
 
+#include "common/testing/ownership_tally.h"
 #include "common/tp3d/layout_3d.h"
 
 namespace llmp {
 namespace {
-
-// The GPT-2 tensor holding element e of the whole model's flat buffer.
-std::string tensor_of(const GPTConfig& cfg, int64_t e) {
-  const GPTLayout whole(cfg);
-  for (const ParamSpec& s : whole.params())
-    if (e >= s.global_offset && e < s.global_offset + s.numel)
-      return s.name + " element " + std::to_string(e - s.global_offset);
-  return "no tensor";
-}
-
-// For each element of the whole model: how many ranks of the q-cube hold it (`held`) and how many
-// count it (`counted`, Layout3d::counts_once).
-void tally(const GPTConfig& cfg, int q, std::vector<int>* held, std::vector<int>* counted) {
-  const int64_t psi = GPTLayout(cfg).num_params();
-  held->assign(psi, 0), counted->assign(psi, 0);
-  for (int i = 0; i < q; ++i)
-    for (int j = 0; j < q; ++j)
-      for (int l = 0; l < q; ++l) {
-        const Layout3d lay(cfg, q, i, j, l);
-        std::vector<float> ones(lay.num_params(), 1.f), mine(lay.num_params(), 0.f);
-        for (const Param3d& p : lay.params())
-          if (lay.counts_once(p)) std::fill_n(mine.begin() + p.offset, p.numel, 1.f);
-        std::vector<float> h(psi, 0.f), c(psi, 0.f);
-        lay.copy_to_full(ones.data(), h.data());
-        lay.copy_to_full(mine.data(), c.data());
-        for (int64_t e = 0; e < psi; ++e) (*held)[e] += h[e] != 0, (*counted)[e] += c[e] != 0;
-      }
-}
 
 GPTConfig model(int q) {
   GPTConfig cfg = GPTConfig::preset("tiny");  // C = 64, V = 256
@@ -53,21 +26,21 @@ GPTConfig model(int q) {
 TEST(Layout3d, EveryElementHeldAndCountedOnce) {
   for (int q : {1, 2, 3}) {
     const GPTConfig cfg = model(q);
-    std::vector<int> held, counted;
-    tally(cfg, q, &held, &counted);
-    int64_t wrong = 0, replicated = 0;
-    for (size_t e = 0; e < held.size(); ++e) {
-      if (held[e] == 0) ADD_FAILURE() << "q=" << q << ": " << tensor_of(cfg, e) << " held by no rank";
-      if (counted[e] != 1 && wrong++ < 5)
-        ADD_FAILURE() << "q=" << q << ": " << tensor_of(cfg, e) << " counted " << counted[e]
-                      << " times over the cube";
-      replicated += held[e] > 1;
-    }
-    EXPECT_EQ(wrong, 0) << "q=" << q;
-    // The check has something to choose from: at q > 1 every vector is held by q² ranks.
-    if (q > 1) EXPECT_GT(replicated, 0);
-    std::printf("q=%d: %zu elements, %lld held by more than one rank, each counted once\n", q,
-                held.size(), static_cast<long long>(replicated));
+    testing::OwnershipTally tally(cfg);
+    for (int i = 0; i < q; ++i)
+      for (int j = 0; j < q; ++j)
+        for (int l = 0; l < q; ++l) {
+          const Layout3d lay(cfg, q, i, j, l);
+          std::vector<std::pair<int64_t, int64_t>> counted;
+          for (const Param3d& p : lay.params())
+            if (lay.counts_once(p)) counted.emplace_back(p.offset, p.numel);
+          tally.add_rank(lay.num_params(), counted,
+                         [&](const float* local, float* full) { lay.copy_to_full(local, full); });
+        }
+    const int64_t replicated = tally.expect_each_counted_once("q=" + std::to_string(q));
+    if (q > 1) EXPECT_GT(replicated, 0);  // the rule had replicas to choose among: the vectors
+    std::printf("q=%d: %lld elements, %lld held by more than one rank, each counted once\n", q,
+                static_cast<long long>(tally.numel()), static_cast<long long>(replicated));
   }
 }
 
