@@ -1,0 +1,122 @@
+// This project's GPT-2 against GPT-2 as Hugging Face transformers computes it
+// (tools/make_gpt2_reference.py wrote testdata/gpt2_reference once: a small random GPT-2 saved
+// by save_pretrained, and transformers' losses and gradient norms on fixed tokens).
+//
+// Every other check of the model compares the project with itself: each stage against the
+// baseline, the backward against finite differences of the forward (gpt_gradcheck_test). A
+// forward that is wrong in a self-consistent way (attention scaled by 1/d instead of 1/√d,
+// LayerNorm's ε, GELU's constant, a position embedding off by one) passes all of those. Here the
+// same weights, read through --load's reader as a foreign file, must give transformers' numbers:
+//   - the mean cross-entropy of every prefix t = 1..T of every sequence (prefix_losses[b][t-1]),
+//     each a forward of its own with T = t (a causal model's first t outputs do not depend on
+//     what follows; a leak from the future changes them);
+//   - the mean over all B·T positions, and the L2 norm of each parameter's gradient of it.
+// Bounds (fp32 on both sides, sums in other orders): losses within 2e-5 nats, gradient norms
+// within 2e-5 relative; measured 3.9e-7 and 4.6e-7 (2026-11-29, torch 1.13, transformers
+// 4.39.3). Planted, each fails it: attention scaled by 1/d (0.31 nats) and wpe row t+1 for
+// position t (1.5 nats), both of which gpt_gradcheck_test passes; LayerNorm's ε at 1e-6 where
+// it is added (9.9e-4 nats; the constant itself must equal config.json's, a static_assert in
+// gpt2_config.cc); GELU's erf form for its tanh form (1.4e-4 nats, gradients 1.6e-4).
+//
+// Glossary: B sequences, T positions, V vocab.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/nn/unit_runner.h"
+#include "common/train/checkpoint_io.h"
+
+namespace llmp {
+namespace {
+
+const std::string kDir = "common/train/testdata/gpt2_reference/";  // runfiles-relative
+constexpr double kLossBound = 2e-5, kGradRelBound = 2e-5;
+
+struct Reference {
+  nlohmann::json j;
+  ModelCheckpoint ck = read_checkpoint(kDir + "model.safetensors");
+  GPT model{ck.config};
+  std::vector<float> params;
+  int B = 0, T = 0;
+  std::vector<int32_t> tokens, targets;
+
+  Reference() {
+    std::ifstream f(kDir + "reference.json");
+    j = nlohmann::json::parse(f);
+    B = j["B"], T = j["T"];
+    tokens = j["tokens"].get<std::vector<int32_t>>();
+    targets = j["targets"].get<std::vector<int32_t>>();
+    params.resize(model.layout().num_params());
+    for (const ParamSpec& p : model.layout().params())
+      std::copy(ck.param(p.name), ck.param(p.name) + p.numel, params.begin() + p.offset);
+  }
+};
+
+TEST(Gpt2Reference, TheFileIsReadAsTransformersWroteIt) {
+  const Reference r;
+  EXPECT_EQ(r.ck.origin, "foreign");
+  EXPECT_EQ(r.ck.prefix, "transformer.");
+  const GPTConfig& c = r.ck.config;
+  EXPECT_EQ(c.vocab, 256);
+  EXPECT_EQ(c.ctx, 16);
+  EXPECT_EQ(c.layers, 2);
+  EXPECT_EQ(c.d, 32);
+  EXPECT_EQ(c.heads, 4);  // from config.json beside the file: the shapes cannot tell it
+  EXPECT_EQ(r.T, c.ctx);
+  EXPECT_EQ(r.tokens.size(), size_t(r.B) * r.T);
+}
+
+TEST(Gpt2Reference, EveryPrefixLossIsTransformers) {
+  const Reference r;
+  double worst = 0;
+  for (int b = 0; b < r.B; ++b)
+    for (int t = 1; t <= r.T; ++t) {
+      const double ours = forward_loss(r.model, r.params.data(), &r.tokens[size_t(b) * r.T],
+                                       &r.targets[size_t(b) * r.T], 1, t);
+      const double theirs = r.j["prefix_losses"][b][t - 1];
+      EXPECT_NEAR(ours, theirs, kLossBound) << "sequence " << b << ", first " << t << " positions";
+      worst = std::max(worst, std::abs(ours - theirs));
+    }
+  const double ours = forward_loss(r.model, r.params.data(), r.tokens.data(), r.targets.data(),
+                                   r.B, r.T);
+  const double theirs = r.j["loss"];
+  EXPECT_NEAR(ours, theirs, kLossBound) << "all " << r.B << " x " << r.T << " positions";
+  worst = std::max(worst, std::abs(ours - theirs));
+  std::printf("loss %.7f here, %.7f in transformers; largest difference over %d prefixes and the "
+              "whole batch %.2e nats (bound %g)\n",
+              ours, theirs, r.B * r.T, worst, kLossBound);
+}
+
+TEST(Gpt2Reference, EveryGradientNormIsTransformers) {
+  const Reference r;
+  std::vector<float> grads(r.params.size(), 0.f);
+  // Gradients of the mean: loss_scale 1/(B·T) on Σ loss.
+  const double mean = forward_backward(r.model, r.params.data(), grads.data(), r.tokens.data(),
+                                       r.targets.data(), r.B, r.T, 1.0f / (r.B * r.T));
+  EXPECT_NEAR(mean, double(r.j["loss"]), kLossBound);
+  double worst = 0;
+  int n = 0;
+  for (const ParamSpec& p : r.model.layout().params()) {
+    double ss = 0;
+    for (int64_t i = 0; i < p.numel; ++i) ss += double(grads[p.offset + i]) * grads[p.offset + i];
+    ASSERT_TRUE(r.j["grad_norms"].contains(p.name)) << p.name;
+    const double theirs = r.j["grad_norms"][p.name], ours = std::sqrt(ss);
+    const double rel = std::abs(ours - theirs) / theirs;
+    EXPECT_LE(rel, kGradRelBound) << p.name << ": " << ours << " here, " << theirs
+                                  << " in transformers";
+    worst = std::max(worst, rel);
+    ++n;
+  }
+  EXPECT_EQ(n, int(r.j["grad_norms"].size())) << "every tensor transformers has";
+  std::printf("%d gradient norms, largest relative difference %.2e (bound %g)\n", n, worst,
+              kGradRelBound);
+}
+
+}  // namespace
+}  // namespace llmp
