@@ -11,7 +11,10 @@ not this project's code), a small GPT-2 and what transformers computes with it:
                                      and prefix length t the mean cross-entropy of its first t
                                      positions (prefix_losses[b][t-1], nats); the mean over all
                                      B·T positions (loss); the L2 norm of every parameter's
-                                     gradient of that mean (grad_norms, GPT-2 names); versions
+                                     gradient of that mean (grad_norms, GPT-2 names); the
+                                     losses of 4 training steps on that batch with
+                                     torch.optim.AdamW and clip_grad_norm_ (train: its
+                                     hyper-parameters and losses); versions
 
 common/train:gpt2_reference_test loads the folder through --load's reader (read_checkpoint, a
 "foreign" file) and wants this project's forward and backward to give the same numbers. Every
@@ -39,6 +42,10 @@ import transformers
 from transformers import GPT2Config, GPT2LMHeadModel
 
 B, T = 3, 16  # T = n_positions: the whole context
+# The training steps: nanoGPT's optimizer (AdamW, weight decay on the tensors of >= 2 dimensions
+# only) and clipping by the global norm; lr large enough that 3 updates move the loss by ~1 nat.
+TRAIN = {"steps": 4, "lr": 1e-2, "beta1": 0.9, "beta2": 0.95, "eps": 1e-8, "weight_decay": 0.1,
+         "clip_grad": 1.0}
 
 
 def main():
@@ -77,7 +84,26 @@ def main():
                   for name, p in model.transformer.named_parameters()}
 
     os.makedirs(out, exist_ok=True)
-    model.save_pretrained(out, safe_serialization=True)
+    model.save_pretrained(out, safe_serialization=True)  # the weights before any step
+
+    # Training: loss and ‖g‖ (before clipping) at each step t = 1..steps, then the update.
+    params = dict(model.transformer.named_parameters())
+    decay = [p for n, p in params.items() if p.dim() >= 2]
+    no_decay = [p for n, p in params.items() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": TRAIN["weight_decay"]},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=TRAIN["lr"], betas=(TRAIN["beta1"], TRAIN["beta2"]),
+                            eps=TRAIN["eps"])
+    train_losses, train_norms = [], []
+    for _ in range(TRAIN["steps"]):
+        opt.zero_grad()
+        logits = model(tokens).logits
+        step_loss = F.cross_entropy(logits.reshape(-1, cfg.vocab_size), targets.reshape(-1))
+        step_loss.backward()
+        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), TRAIN["clip_grad"])
+        train_losses.append(step_loss.item())
+        train_norms.append(norm.item())
+        opt.step()
     gen = os.path.join(out, "generation_config.json")
     if os.path.exists(gen):
         os.remove(gen)
@@ -89,6 +115,7 @@ def main():
         "loss": loss.item(),
         "prefix_losses": prefix.tolist(),
         "grad_norms": grad_norms,
+        "train": dict(TRAIN, losses=train_losses, grad_norms=train_norms),
     }
     with open(os.path.join(out, "reference.json"), "w") as f:
         json.dump(ref, f, indent=1)
