@@ -38,7 +38,9 @@ TEST(Layout3d, EveryElementHeldAndCountedOnce) {
                          [&](const float* local, float* full) { lay.copy_to_full(local, full); });
         }
     const int64_t replicated = tally.expect_each_counted_once("q=" + std::to_string(q));
-    if (q > 1) EXPECT_GT(replicated, 0);  // the rule had replicas to choose among: the vectors
+    if (q > 1) {
+      EXPECT_GT(replicated, 0);  // the rule had replicas to choose among: the vectors
+    }
     std::printf("q=%d: %lld elements, %lld held by more than one rank, each counted once\n", q,
                 static_cast<long long>(tally.numel()), static_cast<long long>(replicated));
   }
