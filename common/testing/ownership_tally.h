@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -16,6 +17,17 @@
 #include "common/nn/gpt.h"
 
 namespace llmp::testing {
+
+/// The model both grid layout tests split at side q = 1, 2, 3: tiny with L = 2, H = 4 (C = 32,
+/// V = 256); at q = 3 C = 72, H = 6, V = 261, which every layout's divisibility admits
+/// (2D/2.5D: q | H, C, 4C, V; 3D: q | H, q² | C, q² | V).
+inline GPTConfig grid_test_model(int q) {
+  GPTConfig cfg = GPTConfig::preset("tiny");
+  cfg.layers = 2;
+  cfg.heads = 4;
+  if (q == 3) cfg.d = 72, cfg.heads = 6, cfg.vocab = 261;
+  return cfg;
+}
 
 class OwnershipTally {
  public:
@@ -34,8 +46,9 @@ class OwnershipTally {
     for (int64_t e = 0; e < psi_; ++e) held_[e] += h[e] != 0, counted_[e] += c[e] != 0;
   }
 
-  /// Fails (naming up to 5 elements) unless every element is held and counted exactly once;
-  /// returns how many elements more than one rank holds (the replicas the rule chose among).
+  /// Fails (naming up to 5 elements) unless every element is held and counted exactly once,
+  /// else prints one line; returns how many elements more than one rank holds (the replicas the
+  /// rule chose among).
   int64_t expect_each_counted_once(const std::string& what) const {
     int64_t wrong = 0, replicated = 0;
     for (int64_t e = 0; e < psi_; ++e) {
@@ -45,10 +58,11 @@ class OwnershipTally {
       replicated += held_[e] > 1;
     }
     EXPECT_EQ(wrong, 0) << what;
+    if (wrong == 0)
+      std::printf("%s: %lld elements, %lld held by more than one rank, each counted once\n",
+                  what.c_str(), static_cast<long long>(psi_), static_cast<long long>(replicated));
     return replicated;
   }
-
-  int64_t numel() const { return psi_; }
 
  private:
   // The GPT-2 tensor holding element e of the whole model's flat buffer.

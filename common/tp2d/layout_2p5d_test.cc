@@ -14,17 +14,9 @@
 namespace llmp {
 namespace {
 
-GPTConfig model(int q) {
-  GPTConfig cfg = GPTConfig::preset("tiny");  // C = 64, V = 256
-  cfg.layers = 2;
-  cfg.heads = 4;
-  if (q == 3) cfg.d = 72, cfg.heads = 6, cfg.vocab = 261;  // q | H, C, 4C, V
-  return cfg;
-}
-
 TEST(Layout2p5d, EveryElementHeldAndCountedOnce) {
   for (int q : {1, 2, 3}) {
-    const GPTConfig cfg = model(q);
+    const GPTConfig cfg = testing::grid_test_model(q);
     testing::OwnershipTally tally(cfg);
     for (int i = 0; i < q; ++i)
       for (int j = 0; j < q; ++j) {
@@ -39,14 +31,12 @@ TEST(Layout2p5d, EveryElementHeldAndCountedOnce) {
     if (q > 1) {
       EXPECT_GT(replicated, 0);  // the vectors, held by q ranks each
     }
-    std::printf("q=%d: %lld elements, %lld held by more than one rank, each counted once\n", q,
-                static_cast<long long>(tally.numel()), static_cast<long long>(replicated));
   }
 }
 
 TEST(Layout2p5d, CopyToFullInvertsCopyFromFull) {
   const int q = 2;
-  const GPTConfig cfg = model(q);
+  const GPTConfig cfg = testing::grid_test_model(q);
   const int64_t psi = GPTLayout(cfg).num_params();
   std::vector<float> full(psi), back(psi, -1.f);
   for (int64_t e = 0; e < psi; ++e) full[e] = static_cast<float>(e);

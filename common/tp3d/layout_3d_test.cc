@@ -15,17 +15,9 @@
 namespace llmp {
 namespace {
 
-GPTConfig model(int q) {
-  GPTConfig cfg = GPTConfig::preset("tiny");  // C = 64, V = 256
-  cfg.layers = 2;
-  cfg.heads = 4;
-  if (q == 3) cfg.d = 72, cfg.heads = 6, cfg.vocab = 261;  // q | H, q² | C, q² | V
-  return cfg;
-}
-
 TEST(Layout3d, EveryElementHeldAndCountedOnce) {
   for (int q : {1, 2, 3}) {
-    const GPTConfig cfg = model(q);
+    const GPTConfig cfg = testing::grid_test_model(q);
     testing::OwnershipTally tally(cfg);
     for (int i = 0; i < q; ++i)
       for (int j = 0; j < q; ++j)
@@ -41,14 +33,12 @@ TEST(Layout3d, EveryElementHeldAndCountedOnce) {
     if (q > 1) {
       EXPECT_GT(replicated, 0);  // the rule had replicas to choose among: the vectors
     }
-    std::printf("q=%d: %lld elements, %lld held by more than one rank, each counted once\n", q,
-                static_cast<long long>(tally.numel()), static_cast<long long>(replicated));
   }
 }
 
 TEST(Layout3d, CopyToFullInvertsCopyFromFull) {
   const int q = 2;
-  const GPTConfig cfg = model(q);
+  const GPTConfig cfg = testing::grid_test_model(q);
   const int64_t psi = GPTLayout(cfg).num_params();
   std::vector<float> full(psi), back(psi, -1.f);
   for (int64_t e = 0; e < psi; ++e) full[e] = static_cast<float>(e);
