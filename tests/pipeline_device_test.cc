@@ -24,6 +24,11 @@
 //   rank holds: tokens 4bT or a recv 4bTC up; targets 4bT up on the last, or a send 4bTC down.
 //   set_state into a fresh device stage: its init 4Ψ_r and 3·4Ψ_r up; its get_state as above.
 //
+// Under --precision bf16 (1F1B and Chimera): the messages are 2bTC, the parameters go up as the
+// fp32 master copy and the 16-bit working copy (4Ψ_r + 2Ψ_r, at init and at set_state), get_state
+// brings the master copy down; the gradients and so the optimizer step's all_reduce stay fp32
+// (pipeline_strategy.h).
+//
 // Glossary: p = 2 pipeline stages, m micro-batches, v chunks, B global batch, b = B/m, T
 // sequence, C channels, V vocab, Ψ_r parameters held by rank r (wte copy included).
 #include <gtest/gtest.h>
@@ -113,11 +118,14 @@ struct Expected {
 
 /// `stream`: the schedule holds the whole run (PipeDream-2BW), else one step's actions, run
 /// kSteps times.
-Expected expected_bytes(const PipelineStrategy& s, const GPTConfig& c, int m_step, bool stream) {
+/// `mixed`: bf16 (2-byte messages, the 16-bit working copy beside the fp32 master copy).
+Expected expected_bytes(const PipelineStrategy& s, const GPTConfig& c, int m_step, bool stream,
+                        bool mixed) {
   const Schedule& sch = s.schedule();
   const GPTPartition& part = s.partition();
   const int rank = test_world().rank(), p = sch.p, T = c.ctx;
-  const int64_t b = kB / m_step, act = 4 * b * T * c.d, ids = 4 * b * T;
+  const int64_t e_act = mixed ? 2 : 4;
+  const int64_t b = kB / m_step, act = e_act * b * T * c.d, ids = 4 * b * T;
   const int64_t psi_r = part.local_numel(rank);
   int64_t owned = 0;
   for (const ParamSegment& seg : part.segments(rank))
@@ -142,17 +150,19 @@ Expected expected_bytes(const PipelineStrategy& s, const GPTConfig& c, int m_ste
   const bool chimera = sch.pipelines == 2;
   const bool emb_rank = p > 1 && (rank == 0 || rank == p - 1);
   const int64_t grad_ar = chimera ? 4 * psi_r : emb_rank ? int64_t{4} * c.vocab * c.d : 0;
-  e.up += 4 * psi_r + e.staged_up + kSteps * grad_ar;
+  const int64_t params_up = (mixed ? 6 : 4) * psi_r;  // the master (fp32) and the 16-bit copy
+  e.up += params_up + e.staged_up + kSteps * grad_ar;
   e.down += e.staged_down + kSteps * grad_ar + 12 * owned;
-  e.reload_up = 4 * psi_r + 12 * psi_r;
+  e.reload_up = params_up + params_up + 8 * psi_r;  // init, then set_state: params, m, v
   e.reload_down = 12 * owned;
   return e;
 }
 
 /// The CPU run, then the device run, on fresh duplicates of the world; gtest EXPECTs.
 void expect_device_run_equals_cpu(const Factory& make, int m_step, bool stream = false,
-                                  Recompute recompute = Recompute::kNone) {
-  const GPT model(model_config(recompute));
+                                  Recompute recompute = Recompute::kNone,
+                                  DType storage = DType::kF32) {
+  const GPT model(model_config(recompute), TpComm::none(), storage);
   auto cpu_pp = test_world().duplicate();
   const Run cpu = train(make, model, *cpu_pp, nullptr);
 
@@ -175,9 +185,10 @@ void expect_device_run_equals_cpu(const Factory& make, int m_step, bool stream =
   // A CPU strategy only to read the schedule and partition (no steps, nothing on the device).
   AdamWConfig opt;
   const std::unique_ptr<PipelineStrategy> probe = make(model, *cpu_pp, opt, 1);
-  const Expected e = expected_bytes(*probe, model.config(), m_step, stream);
-  EXPECT_EQ(gpu.staging.to_device_bytes, e.staged_up) << "recvs staged up, 4bTC each";
-  EXPECT_EQ(gpu.staging.to_host_bytes, e.staged_down) << "sends staged down, 4bTC each";
+  const Expected e =
+      expected_bytes(*probe, model.config(), m_step, stream, storage != DType::kF32);
+  EXPECT_EQ(gpu.staging.to_device_bytes, e.staged_up) << "recvs staged up, e·bTC each";
+  EXPECT_EQ(gpu.staging.to_host_bytes, e.staged_down) << "sends staged down, e·bTC each";
   EXPECT_EQ(gpu.h2d, e.up) << "host -> device bytes, rank " << test_world().rank();
   EXPECT_EQ(gpu.d2h, e.down) << "device -> host bytes, rank " << test_world().rank();
   EXPECT_EQ(dev.h2d_bytes() - gpu.h2d, e.reload_up) << "a fresh stage's init and set_state";
@@ -239,6 +250,29 @@ TEST(PipelineOnDevice, Chimera) {
         return make_chimera(model, pp, opt, seed, 2);
       },
       2);
+}
+
+/// A PipelineStrategy over make_schedule(name, 2, m, v) training in bf16.
+Factory bf16_pipeline(const std::string& name, int m, int v) {
+  return [name, m, v](const GPT& model, ProcessGroup& pp, AdamWConfig opt, uint64_t seed) {
+    MixedPrecisionConfig mp;
+    mp.precision = TrainPrecision::kBF16;
+    return std::make_unique<PipelineStrategy>(model, pp, opt, seed,
+                                              make_schedule(name, pp.size(), m, v), "",
+                                              LogicalCosts{}, mp);
+  };
+}
+
+TEST(PipelineOnDevice, OneFOneBInBf16) {
+  // 16-bit parameters widened per unit on the device, 2-byte messages, AdamW's master copy.
+  expect_device_run_equals_cpu(bf16_pipeline("1f1b", 2, 1), 2, /*stream=*/false,
+                               Recompute::kNone, DType::kBF16);
+}
+
+TEST(PipelineOnDevice, ChimeraInBf16) {
+  // The replicas' whole-buffer all_reduce of fp32 gradients beside the 16-bit parameters.
+  expect_device_run_equals_cpu(bf16_pipeline("chimera", 2, 2), 2, /*stream=*/false,
+                               Recompute::kNone, DType::kBF16);
 }
 
 TEST(PipelineOnDevice, PipeDream2BW) {

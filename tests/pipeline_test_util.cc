@@ -23,16 +23,25 @@ ProcessGroup& pipeline_world() {
   return *w;
 }
 
-EquivalenceConfig pipeline_equivalence_config() {
+EquivalenceConfig pipeline_equivalence_config(TrainPrecision precision) {
   EquivalenceConfig cfg;
   cfg.layers = 8;
   cfg.global_batch = 16;
   cfg.T = 16;
   cfg.steps = 10;
+  cfg.mp.precision = precision;
   return cfg;
 }
 
-EquivalenceResult pipeline_equivalence(const PipelineFactory& make, int m) {
+namespace {
+/// The harness's model in the config's precision (16-bit activations under bf16 / fp16).
+GPT pipeline_model(const EquivalenceConfig& cfg) {
+  return GPT(equivalence_model(cfg), TpComm::none(), storage_dtype(cfg.mp.precision));
+}
+}  // namespace
+
+EquivalenceResult pipeline_equivalence(const PipelineFactory& make, int m,
+                                       TrainPrecision precision) {
   ProcessGroup& pp = pipeline_world();
   if (pp.rank() == 0)
     std::printf("---- p = %d, m = %d: 10 steps against the baseline ----\n", pp.size(), m);
@@ -40,7 +49,7 @@ EquivalenceResult pipeline_equivalence(const PipelineFactory& make, int m) {
       [&](const GPT& model, AdamWConfig opt, uint64_t seed) -> std::unique_ptr<Strategy> {
         return make(model, pp, opt, seed, m);
       },
-      pp, pipeline_equivalence_config());
+      pp, pipeline_equivalence_config(precision));
 }
 
 void expect_matches_baseline(const PipelineFactory& make, std::initializer_list<int> ms,
@@ -93,9 +102,9 @@ double state_and_eval_check(const PipelineFactory& make, int m, int steps) {
   return worst;
 }
 
-ProbeResult probe(const PipelineFactory& make, int m, int steps) {
-  const EquivalenceConfig cfg = pipeline_equivalence_config();
-  const GPT model(equivalence_model(cfg));
+ProbeResult probe(const PipelineFactory& make, int m, int steps, TrainPrecision precision) {
+  const EquivalenceConfig cfg = pipeline_equivalence_config(precision);
+  const GPT model = pipeline_model(cfg);
   const Corpus corpus = Corpus::load(cfg.data, cfg.T);
   ProcessGroup& pp = pipeline_world();
   std::unique_ptr<PipelineStrategy> s = make(model, pp, cfg.opt, cfg.seed, m);
@@ -135,9 +144,9 @@ ProbeResult expect_executed_bubble(const PipelineFactory& make, const std::strin
 }
 
 void expect_memory_rows_match_partition(const PipelineFactory& make, const std::string& stage,
-                                        int m) {
-  const EquivalenceConfig cfg = pipeline_equivalence_config();
-  const GPT model(equivalence_model(cfg));
+                                        int m, TrainPrecision precision) {
+  const EquivalenceConfig cfg = pipeline_equivalence_config(precision);
+  const GPT model = pipeline_model(cfg);
   const Corpus corpus = Corpus::load(cfg.data, cfg.T);
   ProcessGroup& pp = pipeline_world();
   std::unique_ptr<PipelineStrategy> s = make(model, pp, cfg.opt, cfg.seed, m);
@@ -173,8 +182,12 @@ void expect_memory_rows_match_partition(const PipelineFactory& make, const std::
       if (r != 0) psi_r += layout.find("wte.weight").numel;  // the tied head's copy of wte
     }
   }
+  // Mixed precision: 16-bit parameters, fp32 gradients, the master copy beside m and v.
+  const bool mixed = precision != TrainPrecision::kFP32;
   const std::vector<std::pair<std::string, double>> want = {
-      {"parameters", 4.0 * psi_r}, {"gradients", 4.0 * psi_r}, {"optimizer state", 8.0 * psi_r}};
+      {"parameters", (mixed ? 2.0 : 4.0) * psi_r},
+      {"gradients", 4.0 * psi_r},
+      {"optimizer state", (mixed ? 12.0 : 8.0) * psi_r}};
   const std::vector<ReportRow> rows = s->report();
   for (const auto& [what, bytes] : want) {
     const ReportRow* row = &report_row(rows, what);  // throws (the test fails) when missing

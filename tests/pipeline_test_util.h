@@ -31,11 +31,14 @@ ProcessGroup& pipeline_world();
 using PipelineFactory = std::function<std::unique_ptr<PipelineStrategy>(
     const GPT& model, ProcessGroup& pp, AdamWConfig opt, uint64_t seed, int m)>;
 
-/// tiny, L = 8, B = 16, T = 16, 10 steps.
-EquivalenceConfig pipeline_equivalence_config();
+/// tiny, L = 8, B = 16, T = 16, 10 steps, in `precision` (the model stores its activations in
+/// that precision's dtype; a factory must then build its stage in the same precision).
+EquivalenceConfig pipeline_equivalence_config(TrainPrecision precision = TrainPrecision::kFP32);
 
-/// Collective. run_against_baseline for the stage with m micro-batches (prints a header line).
-EquivalenceResult pipeline_equivalence(const PipelineFactory& make, int m);
+/// Collective. run_against_baseline for the stage with m micro-batches (prints a header line),
+/// both in `precision`.
+EquivalenceResult pipeline_equivalence(const PipelineFactory& make, int m,
+                                       TrainPrecision precision = TrainPrecision::kFP32);
 
 /// Collective. pipeline_equivalence for each m of `ms`; expects the largest relative difference
 /// of the losses and of the parameters to be at most `max_rel` (failures name m, and the worst
@@ -63,9 +66,11 @@ struct ProbeResult {
 /// largest relative difference of the three checks (0 when exact).
 double state_and_eval_check(const PipelineFactory& make, int m, int steps = 3);
 
-/// Collective. Trains `steps` steps of a fresh strategy (the pipeline_equivalence_config model)
-/// and returns the last one's figures; rank 0 prints the measured timeline (finish()).
-ProbeResult probe(const PipelineFactory& make, int m, int steps = 2);
+/// Collective. Trains `steps` steps of a fresh strategy (the pipeline_equivalence_config model,
+/// in `precision`) and returns the last one's figures; rank 0 prints the measured timeline
+/// (finish()).
+ProbeResult probe(const PipelineFactory& make, int m, int steps = 2,
+                  TrainPrecision precision = TrainPrecision::kFP32);
 
 /// Collective. probe(make, m); rank 0 prints the executed bubble fraction and makespan (the
 /// logical clock over the executor's real messages, logical_clock.h) next to the paper's
@@ -77,13 +82,15 @@ ProbeResult expect_executed_bubble(const PipelineFactory& make, const std::strin
 
 /// Collective. One step of a fresh strategy, then its report(): every rank prints its memory
 /// rows and expects parameters = 4Ψ_r, gradients = 4Ψ_r and optimizer state = 8Ψ_r bytes
+/// (in bf16/fp16 `precision`: 2Ψ_r, 4Ψ_r (fp32 accumulation), 12Ψ_r (master, m, v))
 /// (measured and formula columns), with Ψ_r counted here from the partition's virtual stages
 /// (embeddings on virtual stage 0, k blocks each, final LayerNorm on the last, plus the wte copy
 /// when the last virtual stage is not on rank 0) and the layout's unit sizes; for Chimera (two
 /// pipelines) from p and r alone: stages r and p-1-r, L/p blocks each, embeddings with stage 0,
 /// ln_f with stage p-1, no wte copy. A rank that allocates a full-model buffer fails.
 void expect_memory_rows_match_partition(const PipelineFactory& make, const std::string& stage,
-                                        int m);
+                                        int m,
+                                        TrainPrecision precision = TrainPrecision::kFP32);
 
 /// Collective. probe(make, m); every rank prints "<stage> rank r sent X bytes in one step,
 /// formula Y" and expects the bytes it sent in the last step to equal

@@ -44,28 +44,47 @@ int64_t Tape::stored_bytes() const {
   return n;
 }
 
-FlatParams::FlatParams(const GPTLayout& layout, const Tensor& flat) : layout_(layout) {
+namespace {
+UnitSpans layout_spans(const GPTLayout& layout) {
+  return [&layout](int u) { return UnitSpan{layout.unit_offset(u), layout.unit_numel(u)}; };
+}
+}  // namespace
+
+FlatParams::FlatParams(const GPTLayout& layout, const float* base)
+    : FlatParams(layout.num_units(), layout_spans(layout), base) {}
+
+FlatParams::FlatParams(const GPTLayout& layout, const Tensor& flat)
+    : FlatParams(layout.num_units(), layout_spans(layout), flat) {
   if (flat.numel() != layout.num_params())
     throw std::invalid_argument("FlatParams: " + flat.describe() + " for " +
                                 std::to_string(layout.num_params()) + " parameters");
+}
+
+FlatParams::FlatParams(int num_units, UnitSpans spans, const float* base)
+    : spans_(std::move(spans)), base_(base) {
+  (void)num_units;
+}
+
+FlatParams::FlatParams(int num_units, UnitSpans spans, const Tensor& flat)
+    : spans_(std::move(spans)) {
   if (flat.dtype() == DType::kF32) {
     base_ = flat.f32();
   } else {
     flat16_ = flat;
-    widened_.resize(layout.num_units());
+    widened_.resize(num_units);
   }
 }
 
 const float* FlatParams::get(int u) {
-  if (base_) return base_ + layout_.unit_offset(u);
+  const UnitSpan at = spans_(u);
+  if (base_) return base_ + at.offset;
   Tensor& w = widened_.at(u);
   if (!w.defined()) {  // exact: every 16-bit value is an fp32 value
-    const int64_t n = layout_.unit_numel(u);
-    w = Tensor::empty({n}, DType::kF32, MemCategory::kOther, flat16_.device());
+    w = Tensor::empty({at.numel}, DType::kF32, MemCategory::kOther, flat16_.device());
     KernelOps& ops = kernel_ops(flat16_.device());
-    const void* src = flat16_.narrow(layout_.unit_offset(u), n).raw();
-    ops.widen(src, flat16_.dtype(), w.f32(), n);
-    ops.note_source(w.f32(), src, flat16_.dtype(), n);  // a GPU's 16-bit products read src
+    const void* src = flat16_.narrow(at.offset, at.numel).raw();
+    ops.widen(src, flat16_.dtype(), w.f32(), at.numel);
+    ops.note_source(w.f32(), src, flat16_.dtype(), at.numel);  // a GPU's 16-bit products read src
   }
   return w.f32();
 }

@@ -92,15 +92,29 @@ class GradSink {
   virtual void ready(int unit) { (void)unit; }
 };
 
-/// The parameters in one flat buffer of the layout: f32, or the 16-bit working copy of mixed
-/// precision. A 16-bit unit is widened to an fp32 copy when a walk step reads it (exact), and the
-/// copies are freed after the step (MemCategory::kOther, "conversion scratch": where a GPU's
-/// tensor cores widen 16-bit tiles in registers; f32_view.h).
+/// Where unit u's parameters lie in a flat buffer: its first element and how many. A rank's local
+/// layout may hold less of a unit than the model has: a pipeline's last stage holds of unit 0
+/// only its copy of wte (common/pipeline/gpt_partition.h unit_local_numel).
+struct UnitSpan {
+  int64_t offset = 0;  ///< elements into the flat buffer
+  int64_t numel = 0;   ///< elements of the unit held there
+};
+using UnitSpans = std::function<UnitSpan(int unit)>;
+
+/// The parameters in one flat buffer: f32, or the 16-bit working copy of mixed precision. A
+/// 16-bit unit is widened to an fp32 copy when a walk step reads it (exact), and the copies are
+/// freed after the step (MemCategory::kOther, "conversion scratch": where a GPU's tensor cores
+/// widen 16-bit tiles in registers; f32_view.h). The buffer is the whole model's (the layout's
+/// offsets) or a rank's own layout (`spans`).
 class FlatParams : public ParamSource {
  public:
-  FlatParams(const GPTLayout& layout, const float* base) : layout_(layout), base_(base) {}
+  FlatParams(const GPTLayout& layout, const float* base);
   /// `flat`: layout.num_params() elements of f32, f16 or bf16. Must outlive the source.
   FlatParams(const GPTLayout& layout, const Tensor& flat);
+  /// A rank's own layout: unit u at spans(u) of `base` (f32) or `flat` (f32, f16 or bf16),
+  /// units [0, num_units).
+  FlatParams(int num_units, UnitSpans spans, const float* base);
+  FlatParams(int num_units, UnitSpans spans, const Tensor& flat);
   ~FlatParams() override;
   FlatParams(const FlatParams&) = delete;
   FlatParams& operator=(const FlatParams&) = delete;
@@ -109,7 +123,7 @@ class FlatParams : public ParamSource {
   void after_step(const std::vector<WalkStep>& steps, size_t k) override;
 
  private:
-  const GPTLayout& layout_;
+  UnitSpans spans_;
   const float* base_ = nullptr;  // f32
   Tensor flat16_;                // 16-bit
   std::vector<Tensor> widened_;  // per unit, while a step reads it

@@ -12,40 +12,32 @@
 namespace llmp {
 namespace {
 
-/// A received activation or gradient (b,T,C), where the walk runs (GPT::device()): a recv into
-/// a device tensor is staged by the backend (4·b·T·C bytes up, process_group_staging.h).
-Tensor activation(int b, int T, int C, Device device) {
-  return Tensor::empty({b, T, C}, DType::kF32, MemCategory::kActivations, device);
+/// A received activation or gradient (b,T,C) in the walk's activation dtype (f32, or 16 bits
+/// under mixed precision: 2·b·T·C bytes on the wire), where the walk runs (GPT::device()): a
+/// recv into a device tensor is staged by the backend (process_group_staging.h).
+Tensor activation(const GPT& model, int b, int T) {
+  return Tensor::empty({b, T / model.seq_shards(), model.config().d}, model.activation_dtype(),
+                       MemCategory::kActivations, model.device());
 }
 
-/// Unit u of a pipeline rank's local buffer (parameters or gradients, same layout).
-int64_t local_offset(const GPTPartition& part, int rank, int u) {
-  const int64_t at = part.unit_local_offset(rank, u);
-  LLMP_CHECK(at >= 0, "rank " + std::to_string(rank) + " does not hold unit " + std::to_string(u));
-  return at;
+/// Where unit u lies in a pipeline rank's local buffer (parameters or gradients, same layout).
+UnitSpans local_spans(const GPTPartition& part, int rank) {
+  return [&part, rank](int u) {
+    const int64_t at = part.unit_local_offset(rank, u);
+    LLMP_CHECK(at >= 0,
+               "rank " + std::to_string(rank) + " does not hold unit " + std::to_string(u));
+    return UnitSpan{at, part.unit_local_numel(rank, u)};
+  };
 }
-
-class LocalParams : public ParamSource {
- public:
-  LocalParams(const GPTPartition& part, int rank, const float* base)
-      : part_(part), rank_(rank), base_(base) {}
-  const float* get(int u) override { return base_ + local_offset(part_, rank_, u); }
-
- private:
-  const GPTPartition& part_;
-  int rank_;
-  const float* base_;
-};
 
 class LocalGrads : public GradSink {
  public:
   LocalGrads(const GPTPartition& part, int rank, float* base)
-      : part_(part), rank_(rank), base_(base) {}
-  float* get(int u) override { return base_ + local_offset(part_, rank_, u); }
+      : spans_(local_spans(part, rank)), base_(base) {}
+  float* get(int u) override { return base_ + spans_(u).offset; }
 
  private:
-  const GPTPartition& part_;
-  int rank_;
+  UnitSpans spans_;
   float* base_;
 };
 
@@ -72,19 +64,19 @@ UnitRange PipelineExecutor::range(int chunk) const {
   return {vs.first_block, vs.num_blocks, vs.first, vs.last};
 }
 
-double PipelineExecutor::run(const float* params, float* grads, const int32_t* tokens,
+double PipelineExecutor::run(const Tensor& params, float* grads, const int32_t* tokens,
                              const int32_t* targets, int B, int T, double t0) {
   LocalGrads sink(part_, rank_, grads);
   return run(params, sink, tokens, targets, B, T, t0);
 }
 
-double PipelineExecutor::run(const float* params, GradSink& sink, const int32_t* tokens,
+double PipelineExecutor::run(const Tensor& params, GradSink& sink, const int32_t* tokens,
                              const int32_t* targets, int B, int T, double t0) {
   const int m = schedule_.m;
   LLMP_CHECK(B % m == 0, "global batch " + std::to_string(B) + " is not divisible by " +
                              std::to_string(m) + " micro-batches");
   begin_run(B / m, B, T, static_cast<size_t>(m) * v_, /*reset_clock=*/true);
-  LocalParams source(part_, rank_, params);
+  FlatParams source(model_.layout().num_units(), local_spans(part_, rank_), params);
   UnitRunner runner(model_, source, &sink);
   double loss = 0;
   for (const Action& a : schedule_.ranks.at(rank_))
@@ -98,7 +90,8 @@ double PipelineExecutor::run(const float* params, GradSink& sink, const int32_t*
 void PipelineExecutor::begin_run(int b, int B, int T, size_t num_tapes, bool reset_clock) {
   b_ = b, T_ = T;
   // Every micro-batch's loss counts toward the mean over B (or the set loss batch) sequences.
-  scale_ = 1.0f / (static_cast<float>(loss_batch_ > 0 ? loss_batch_ : B) * T);
+  // Times fp16's loss scale S (set_loss_multiplier; 1 otherwise).
+  scale_ = loss_multiplier_ / (static_cast<float>(loss_batch_ > 0 ? loss_batch_ : B) * T);
   if (num_tapes > 0) tapes_.assign(num_tapes, Tape());
   const int64_t stored = stats_.stored_per_forward;
   stats_ = ExecutorStats();
@@ -116,7 +109,6 @@ void PipelineExecutor::end_run() {
 
 void PipelineExecutor::execute(const Action& a, UnitRunner& runner, const int32_t* tokens,
                                const int32_t* targets, double t0, double* loss) {
-  const int C = model_.config().d;
   const double start = wall_seconds();
   Tape& tp = tape(a);
   // The op's logical interval (logical_clock.h): compute ops take their cost, a send happens
@@ -124,7 +116,7 @@ void PipelineExecutor::execute(const Action& a, UnitRunner& runner, const int32_
   LogicalInterval logical = is_compute(a.op) ? clock_.compute(a.op) : clock_.send();
   switch (a.op) {
     case Op::kRecvForward:
-      tp.x.assign(1, activation(b_, T_ / model_.seq_shards(), C, model_.device()));
+      tp.x.assign(1, activation(model_, b_, T_));
       logical = clock_.receive(recv_forward(link_, a, tp.x[0]));
       break;
     case Op::kForward: {
@@ -141,7 +133,7 @@ void PipelineExecutor::execute(const Action& a, UnitRunner& runner, const int32_
       tp.x.back() = Tensor();  // the output is not needed here any more; pending_ holds it
       break;
     case Op::kRecvBackward:
-      tp.dy = activation(b_, T_ / model_.seq_shards(), C, model_.device());
+      tp.dy = activation(model_, b_, T_);
       logical = clock_.receive(recv_backward(link_, a, tp.dy));
       break;
     case Op::kBackward:  // dx_j from dx_{j+1} through the blocks in reverse; grads += ...
@@ -182,7 +174,7 @@ double PipelineExecutor::run_segment(const std::vector<Action>& actions, size_t 
     const int batch = a.microbatch / m_batch;
     const int64_t at = static_cast<int64_t>(a.microbatch % m_batch) * b_ * T_;
     // The weight version and the gradient buffer of the micro-batch's own batch.
-    LocalParams source(part_, rank_, io.params(batch));
+    FlatParams source(model_.layout().num_units(), local_spans(part_, rank_), io.params(batch));
     LocalGrads sink(part_, rank_, io.grads(batch));
     UnitRunner runner(model_, source, &sink);
     execute(a, runner, io.tokens(batch) + at, io.targets(batch) + at, t0, &loss);
@@ -196,12 +188,12 @@ void PipelineExecutor::finish_stream() {
   tapes_.clear();
 }
 
-double PipelineExecutor::forward_only(const float* params, const int32_t* tokens,
+double PipelineExecutor::forward_only(const Tensor& params, const int32_t* tokens,
                                       const int32_t* targets, int B, int T, int micro_batches) {
-  const int m = micro_batches > 0 ? micro_batches : schedule_.m, C = model_.config().d;
+  const int m = micro_batches > 0 ? micro_batches : schedule_.m;
   b_ = B / m, T_ = T;
   const float scale = 1.0f / (static_cast<float>(loss_batch_ > 0 ? loss_batch_ : B) * T);
-  LocalParams source(part_, rank_, params);
+  FlatParams source(model_.layout().num_units(), local_spans(part_, rank_), params);
   UnitRunner runner(model_, source);
   PendingSends sends;
   double loss = 0;
@@ -215,7 +207,7 @@ double PipelineExecutor::forward_only(const float* params, const int32_t* tokens
       const int64_t at = static_cast<int64_t>(i) * b_ * T_;
       Tape tp;
       if (!r.embed) {
-        tp.x.assign(1, activation(b_, T_ / model_.seq_shards(), C, model_.device()));
+        tp.x.assign(1, activation(model_, b_, T_));
         recv_forward(link_, {Op::kRecvForward, i, chunk}, tp.x[0]);  // no timeline: time unused
       }
       loss += runner.forward(r, tokens + at, targets + at, b_, T_, scale, /*train=*/false, &tp);

@@ -78,22 +78,23 @@ class PipelineExecutor {
 
   /// One step's forwards and backwards over the global batch of B sequences, cut into m
   /// micro-batches of b = B/m. params/grads: this rank's local buffers (GPTPartition layout);
-  /// grads += the gradient of the global mean loss. tokens/targets (B,T): the whole batch (only
+  /// params f32, or the 16-bit working copy of mixed precision (each unit widened as a step
+  /// reads it, unit_runner.h FlatParams); grads (fp32) += the gradient of the global mean loss. tokens/targets (B,T): the whole batch (only
   /// virtual stage 0 reads tokens, only the last reads targets). t0: the wall_seconds() that spans
   /// count from. Returns Σ_i loss_i·b·T/(B·T) over micro-batches on the last stage's rank, else 0.
-  double run(const float* params, float* grads, const int32_t* tokens, const int32_t* targets,
+  double run(const Tensor& params, float* grads, const int32_t* tokens, const int32_t* targets,
              int B, int T, double t0);
   /// The same with the gradients going to `grads` instead of a local buffer: the walk calls
   /// grads.get(u) for unit u's buffer (unit 0 on a rank holding only the wte copy: that copy,
   /// V·C/t elements) and grads.ready(u) when a micro-batch's backward has made it final
   /// (stages/hybrid_3d's ZeRO-2 reduce-scatters it there, every micro-batch).
-  double run(const float* params, GradSink& grads, const int32_t* tokens, const int32_t* targets,
-             int B, int T, double t0);
+  double run(const Tensor& params, GradSink& grads, const int32_t* tokens,
+             const int32_t* targets, int B, int T, double t0);
 
   /// Forward only (validation), micro-batch by micro-batch through the virtual stages of
   /// pipeline 0 in order, in `micro_batches` micro-batches (0: the schedule's m). Same return
   /// convention as run().
-  double forward_only(const float* params, const int32_t* tokens, const int32_t* targets, int B,
+  double forward_only(const Tensor& params, const int32_t* tokens, const int32_t* targets, int B,
                       int T, int micro_batches = 0);
 
   /// What each batch of a flush-free stream reads (PipeDream-2BW, stages/pipedream_2bw): the
@@ -126,6 +127,11 @@ class PipelineExecutor {
   /// pipeline runs its share B/dp of a global batch B and passes B here, so that summing the
   /// replicas' gradients gives the gradient of the global mean loss (stages/hybrid_3d).
   void set_loss_batch(int B_loss) { loss_batch_ = B_loss; }
+  /// Mixed precision's loss scale S (fp16's, common/optim/loss_scaler.h; 1 otherwise): the next
+  /// runs scale every micro-batch's loss by S/(B·T) before its backward (Micikevicius et al.
+  /// 2018 §3.2), so the gradients and the returned loss come out S times too; the caller
+  /// unscales both. forward_only is not scaled.
+  void set_loss_multiplier(float S) { loss_multiplier_ = S; }
 
  private:
   /// One action of the rank's list; tokens/targets point at its micro-batch's rows.
@@ -151,6 +157,7 @@ class PipelineExecutor {
   // Per run:
   int b_ = 0, T_ = 0;
   int loss_batch_ = 0;  // set_loss_batch (0: the run's B)
+  float loss_multiplier_ = 1;  // set_loss_multiplier
   float scale_ = 0;
   std::vector<Tape> tapes_;  // [microbatch·v + chunk]
   PendingSends pending_;

@@ -104,6 +104,14 @@ int64_t GPTPartition::unit_local_offset(int rank, int unit) const {
   return unit == 0 ? wte_local_offset(rank) : -1;
 }
 
+int64_t GPTPartition::unit_local_numel(int rank, int unit) const {
+  for (int c = 0; c < v_; ++c) {
+    const int s = pl_.stage(rank, c);
+    if (unit >= unit_begin(s) && unit < unit_end(s)) return layout_.unit_numel(unit);
+  }
+  return unit == 0 && wte_local_offset(rank) >= 0 ? layout_.find("wte.weight").numel : 0;
+}
+
 std::vector<int> GPTPartition::embedding_ranks() const {
   const int first = rank_of(0), last = rank_of(pl_.num_stages() - 1);
   if (first == last) return {first};

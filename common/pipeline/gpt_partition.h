@@ -103,6 +103,10 @@ class GPTPartition {
   /// (common/nn/unit_runner.h): the chunk holding u, or, for unit 0 on a rank that holds only
   /// the wte copy, that copy (which is what the tied head reads of unit 0). -1 when not held.
   int64_t unit_local_offset(int rank, int unit) const;
+  /// Elements of unit u in rank r's local buffer from unit_local_offset on: the unit's numel
+  /// when a chunk of r holds it, wte's (V·C) for unit 0 on a rank holding only the wte copy,
+  /// 0 when not held.
+  int64_t unit_local_numel(int rank, int unit) const;
   /// Ranks holding wte: {0, p-1} (one rank when p = 1). Their wte gradients are summed.
   std::vector<int> embedding_ranks() const;
   /// True when `rank` holds virtual stage s (of any pipeline) in one of its chunks.

@@ -39,6 +39,12 @@ TEST(GPTPartition, WorkedExampleL8P2V2) {
   EXPECT_EQ(part.unit_local_offset(1, 0), part.wte_local_offset(1));
   EXPECT_EQ(part.unit_local_offset(0, 5), lay.unit_numel(0) + 2 * blk);
   EXPECT_EQ(part.unit_local_offset(0, 3), -1);
+  // How much of each unit is there: all of it in a chunk, wte alone for rank 1's unit 0.
+  EXPECT_EQ(part.unit_local_numel(1, 7), blk);
+  EXPECT_EQ(part.unit_local_numel(1, 9), lay.unit_numel(9));
+  EXPECT_EQ(part.unit_local_numel(1, 0), wte);
+  EXPECT_EQ(part.unit_local_numel(0, 0), lay.unit_numel(0));
+  EXPECT_EQ(part.unit_local_numel(0, 3), 0);
   // Owned segments (without the copy) tile [0, Ψ) exactly.
   int64_t owned = 0;
   for (int r = 0; r < 2; ++r)

@@ -44,6 +44,9 @@ StageSpec pipeline_stage_spec(const PipelineStageOptions& o) {
   spec.supports_trace = true;  // finish() writes --trace (pipeline_strategy.h)
   // --clip_grad: the norm over pp of each rank's owned stages (PipelineStrategy::train_step).
   spec.supports_clip_grad = true;
+  // --precision bf16 / fp16: 16-bit parameters and messages, fp32 gradients (pipeline_strategy.h).
+  // PipeDream-2BW's own step (make_strategy) trains in fp32 only.
+  spec.supports_precision = !o.make_strategy;
   // p = world size: one pipeline stage per rank, each seeing all B sequences (as micro-batches).
   spec.grid = [](const TrainConfig& cfg) { return GridShape{1, cfg.world_size, 1}; };
   spec.add_flags = [opts](CLI::App& app) {
@@ -73,7 +76,7 @@ StageSpec pipeline_stage_spec(const PipelineStageOptions& o) {
     Schedule s = make_schedule(opts->schedule, pp.size(), opts->micro_batches, opts->chunks);
     auto strategy = std::make_unique<PipelineStrategy>(ctx.model, pp, ctx.opt, ctx.cfg.seed,
                                                        std::move(s), ctx.cfg.trace,
-                                                       opts->clock_costs);
+                                                       opts->clock_costs, ctx.mp);
     if (opts->bubble_formula) {
       const double f = opts->bubble_formula(pp.size(), opts->micro_batches, opts->chunks);
       if (f >= 0) strategy->set_bubble_formula(f, opts->bubble_formula_text);

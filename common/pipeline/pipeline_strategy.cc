@@ -40,8 +40,9 @@ std::string check_setup(const GPT& model, const ProcessGroup& pp, const Schedule
 
 PipelineStrategy::PipelineStrategy(const GPT& model, ProcessGroup& pp, AdamWConfig opt,
                                    uint64_t seed, Schedule schedule, std::string trace_path,
-                                   LogicalCosts clock_costs)
-    : model_(model),
+                                   LogicalCosts clock_costs, MixedPrecisionConfig mp)
+    : MixedPrecisionStrategy(model, mp, &pp, GradClip(opt.clip_grad, &pp)),  // collective over pp
+      model_(model),
       pp_(pp),
       schedule_(std::move(schedule)),
       trace_path_(std::move(trace_path)),
@@ -57,8 +58,9 @@ PipelineStrategy::PipelineStrategy(const GPT& model, ProcessGroup& pp, AdamWConf
   const int64_t n = part_->local_numel(r);
   // --device cuda: the parameters, gradients and AdamW's m and v on the model's device; the walk
   // (unit_runner.h) then reads and accumulates there, and only messages cross (staged, p2p.h).
+  // Mixed precision: 16-bit parameters, the fp32 gradient buffer the micro-batches accumulate in.
   const Device dev = model.device();
-  params_ = Tensor::empty({n}, DType::kF32, MemCategory::kParameters, dev);
+  params_ = Tensor::empty({n}, mp_.dtype(), MemCategory::kParameters, dev);
   grads_ = Tensor::zeros({n}, DType::kF32, MemCategory::kGradients, dev);
   {  // the whole model's decay ranges, segment by segment (the wte copy decays as wte does)
     const std::vector<ElementRange> whole = decay_ranges(model.layout(), opt.decay);
@@ -66,13 +68,13 @@ PipelineStrategy::PipelineStrategy(const GPT& model, ProcessGroup& pp, AdamWConf
     for (const ParamSegment& s : part_->segments(r))
       for (const ElementRange& e : slice_ranges(whole, s.global_offset, s.numel, s.local_offset))
         mine.push_back(e);
-    opt_ = std::make_unique<AdamW>(n, opt, std::move(mine), DType::kF32, dev);
+    opt_ = std::make_unique<AdamW>(n, opt, std::move(mine), mp_.dtype(), dev);  // + master
   }
   {  // the same full initialisation on every rank (same seed), then keep this rank's segments:
-     // on a device, 4Ψ_r bytes up once (the wte copy included)
+     // on a device, 4Ψ_r bytes up once (the wte copy included; mixed: and 2Ψ_r)
     std::vector<float> full(model.layout().num_params());
     model.init_params(full.data(), seed);
-    scatter_stages({{full.data(), &params_}});
+    set_params(full.data());
   }
   exec_ = std::make_unique<PipelineExecutor>(model, *part_, pp, schedule_, clock_costs_);
   const std::vector<int> emb = part_->embedding_ranks();
@@ -84,18 +86,21 @@ PipelineStrategy::PipelineStrategy(const GPT& model, ProcessGroup& pp, AdamWConf
     replicas_ = pp.split(std::min(r, p - 1 - r), r);  // collective over pp
   }
   book_ = pp.duplicate();                    // collective over pp: bookkeeping, not counted
-  clip_ = GradClip(opt.clip_grad, &pp);      // collective over pp when clipping
 }
 
 bool PipelineStrategy::owns(const ParamSegment& s) const {
   return !s.wte_copy && (schedule_.pipelines != 2 || s.chunk == 0);
 }
 
-float PipelineStrategy::owned_clip_coefficient(const Tensor& grads) {
+std::vector<Tensor> PipelineStrategy::owned_parts(const Tensor& grads) const {
   std::vector<Tensor> owned;
   for (const ParamSegment& s : part_->segments(pp_.rank()))
     if (owns(s)) owned.push_back(grads.narrow(s.local_offset, s.numel));
-  return clip_.coefficient(owned);
+  return owned;
+}
+
+float PipelineStrategy::owned_clip_coefficient(const Tensor& grads) {
+  return clip_.coefficient(owned_parts(grads));
 }
 
 double PipelineStrategy::train_step(const int32_t* tokens, const int32_t* targets,
@@ -105,10 +110,12 @@ double PipelineStrategy::train_step(const int32_t* tokens, const int32_t* target
   book_->barrier();  // 1. line the ranks up so that their spans share one time axis
   const double t0 = wall_seconds();
 
-  // 2. The schedule: forwards and backwards of all micro-batches, gradients accumulated.
+  // 2. The schedule: forwards and backwards of all micro-batches, gradients accumulated (fp32).
+  //    fp16: every micro-batch's loss times S, the loss unscaled here, the gradients by AdamW.
   grads_.fill(0.0f);
-  const double local_loss = exec_->run(params_.f32(), grads_.f32(), tokens, targets,
-                                       global_batch, T, t0);
+  exec_->set_loss_multiplier(mp_.walk_loss_scale(1.0f, step));
+  const double local_loss = mp_.unscale_loss(
+      exec_->run(params_, grads_.f32(), tokens, targets, global_batch, T, t0), 1.0f, step);
   const double t_opt = wall_seconds();
 
   // 3. Tied embedding: wte's gradient = embedding part (first rank) + head part (last rank).
@@ -119,9 +126,10 @@ double PipelineStrategy::train_step(const int32_t* tokens, const int32_t* target
   // 3''. --clip_grad: ‖g‖² = Σ over pp of the squares of each rank's OWNED gradient (owns():
   //     the wte copy's gradient, now equal to wte's, and Chimera's replicas count once), one
   //     all_reduce of 8 bytes; the coefficient goes into AdamW's gradient scale.
-  const float clip = owned_clip_coefficient(grads_);
-  // 4. AdamW on this rank's parameters (and, on the last rank, its copy of wte).
-  opt_->step(params_.f32(), grads_.f32(), step, -1, clip);
+  // 4. AdamW on this rank's parameters (and, on the last rank, its copy of wte); mixed: on the
+  //    master copy, rounded into the 16-bit parameters; fp16: skipped on every stage when one
+  //    stage's owned gradient holds an inf or nan (agreed over pp).
+  mp_.optimizer_step(*opt_, params_, grads_, step, -1, &clip_, owned_parts(grads_));
 
   std::vector<Span> spans = exec_->stats().spans;
   spans.push_back(Span{pp_.rank(), t_opt - t0, wall_seconds() - t0, "opt", "optimizer"});
@@ -165,12 +173,13 @@ void PipelineStrategy::write_trace_if_asked() const {
 
 double PipelineStrategy::eval_loss(const int32_t* tokens, const int32_t* targets,
                                    int global_batch, int T) {
-  return metrics_.sum(exec_->forward_only(params_.f32(), tokens, targets, global_batch, T));
+  return metrics_.sum(exec_->forward_only(params_, tokens, targets, global_batch, T));
 }
 
 void PipelineStrategy::get_state(float* params, float* exp_avg, float* exp_avg_sq) {
-  gather_stages(
-      {{&params_, params}, {&opt_->exp_avg(), exp_avg}, {&opt_->exp_avg_sq(), exp_avg_sq}});
+  // Mixed precision: the fp32 master copy is the full-precision state a checkpoint keeps.
+  const Tensor& p = opt_->has_master_weights() ? opt_->master() : params_;
+  gather_stages({{&p, params}, {&opt_->exp_avg(), exp_avg}, {&opt_->exp_avg_sq(), exp_avg_sq}});
 }
 
 void PipelineStrategy::gather_stages(
@@ -203,8 +212,15 @@ void PipelineStrategy::gather_stages(
 
 void PipelineStrategy::set_state(const float* params, const float* exp_avg,
                                  const float* exp_avg_sq) {
-  scatter_stages({{params, &params_}, {exp_avg, &opt_->exp_avg()},
-                  {exp_avg_sq, &opt_->exp_avg_sq()}});
+  set_params(params);
+  scatter_stages({{exp_avg, &opt_->exp_avg()}, {exp_avg_sq, &opt_->exp_avg_sq()}});
+}
+
+void PipelineStrategy::set_params(const float* full) {
+  if (!opt_->has_master_weights()) return scatter_stages({{full, &params_}});
+  scatter_stages({{full, &opt_->master()}});
+  for (const ParamSegment& s : part_->segments(pp_.rank()))  // the 16-bit working copy
+    round_from_host(params_.narrow(s.local_offset, s.numel), full + s.global_offset);
 }
 
 void PipelineStrategy::scatter_stages(
@@ -246,7 +262,8 @@ double PipelineStrategy::sent_bytes(std::vector<Action>::const_iterator begin,
   const GPTConfig& c = model_.config();
   int sends = 0;
   for (auto a = begin; a != end; ++a) sends += a->op == Op::kSendForward || a->op == Op::kSendBackward;
-  const double act = 4.0 * (global_batch / step_micro_batches_) * T * c.d;  // 4·b·T·C
+  const double e = static_cast<double>(dtype_size(model_.activation_dtype()));
+  const double act = e * (global_batch / step_micro_batches_) * T * c.d;  // e·b·T·C
   const double emb = (in_emb_ && emb_->size() > 1) ? 4.0 * c.padded_vocab() * c.d : 0.0;
   return sends * act + wte_all_reduces * emb;
 }
@@ -258,31 +275,43 @@ double PipelineStrategy::expected_activation_bytes(int global_batch, int T) cons
   // none 4bT(16C + HT + 4) each.
   RecomputeDims dims{b, T, c.d, c.heads, k};
   dims.flash = c.attention == AttentionMethod::kFlash;  // lse kept, not P
-  return static_cast<double>(k) *
-         activation_bytes_per_block(dims, c.recompute, c.recompute_every, 4);
+  const int e = static_cast<int>(dtype_size(model_.activation_dtype()));
+  return static_cast<double>(k) * activation_bytes_per_block(dims, c.recompute, c.recompute_every, e);
 }
 
 std::vector<ReportRow> PipelineStrategy::report() const {
   const MemoryTracker& mt = MemoryTracker::instance();
   const double n = static_cast<double>(part_->local_numel(pp_.rank()));
   const char* k_text = replicas_ ? "k=L/p" : "k=L/(pv)";
+  // Mixed precision: 2-byte parameters and activations, fp32 gradients (the micro-batches'
+  // accumulator), AdamW's master copy with m and v (12 bytes per parameter).
+  const bool mixed = mp_.mixed();
+  const int e = static_cast<int>(dtype_size(model_.activation_dtype()));
+  const std::string p_text = mixed ? "2Ψ_r" : "4Ψ_r";
+  const Recompute policy = model_.config().recompute;
+  const bool flash = model_.config().attention == AttentionMethod::kFlash;
+  std::string act_text;
+  if (policy == Recompute::kNone && e == 4)
+    act_text = flash ? "4bTk(16C+H+4), "  // flash: lse (H per token), not P
+                     : "4bTk(16C+HT+4), ";
+  else if (policy == Recompute::kNone)
+    act_text = flash ? "bTk(32C+4H+16), " : "bTk(32C+2HT+16), ";
+  else
+    act_text = std::string("k·(") +
+               activation_formula_text(policy, model_.config().recompute_every, e, flash) + "), ";
+  const std::string e_text = std::to_string(e);
   std::vector<ReportRow> rows = {
-      {"parameters", double(mt.current(MemCategory::kParameters)), 4 * n,
-       replicas_ ? "4Ψ_r (two stages, one per pipeline)" : "4Ψ_r (own units+wte copy)"},
-      {"gradients", double(mt.current(MemCategory::kGradients)), 4 * n, "4Ψ_r"},
-      {"optimizer state", double(mt.current(MemCategory::kOptimizerState)), 8 * n, "8Ψ_r"},
+      {"parameters", double(mt.current(MemCategory::kParameters)), (mixed ? 2 : 4) * n,
+       p_text + (replicas_ ? " (two stages, one per pipeline)" : " (own units+wte copy)")},
+      {"gradients", double(mt.current(MemCategory::kGradients)), 4 * n,
+       mixed ? "4Ψ_r (fp32: m micro-batches add)" : "4Ψ_r"},
+      {"optimizer state", double(mt.current(MemCategory::kOptimizerState)), (mixed ? 12 : 8) * n,
+       mixed ? "12Ψ_r (master, m, v)" : "8Ψ_r"},
       {"activations per micro-batch", double(exec_->stats().stored_per_forward),
-       expected_activation_bytes(last_B_, last_T_),
-       model_.config().recompute == Recompute::kNone
-           ? std::string(model_.config().attention == AttentionMethod::kFlash
-                             ? "4bTk(16C+H+4), "  // flash: lse (H per token), not P
-                             : "4bTk(16C+HT+4), ") +
-                 k_text
-           : std::string("k·(") + activation_formula_text(model_.config().recompute,
-                                                         model_.config().recompute_every, 4) +
-                 "), " + k_text},
+       expected_activation_bytes(last_B_, last_T_), act_text + k_text},
       {"sent per step", last_step_bytes_, expected_bytes_per_step(last_B_, last_T_),
-       replicas_ ? "sends·4bTC + 4Ψ_r (replica all_reduce)" : "sends·4bTC + 4VC (wte ranks)"}};
+       replicas_ ? "sends·" + e_text + "bTC + 4Ψ_r (replica all_reduce)"
+                 : "sends·" + e_text + "bTC + 4VC (wte ranks)"}};
   return rows;
 }
 

@@ -23,8 +23,19 @@
 //      and 5 are bookkeeping: they run on duplicate() groups of pp, so pp's CommStats show the
 //      schedule's bytes only.
 //
-// Traffic per rank and step: 4·b·T·C bytes per send_forward and per send_backward of its
-// schedule (m·v of each, minus the ends of the pipe), plus 4VC on the two embedding ranks.
+// Traffic per rank and step: e·b·T·C bytes per send_forward and per send_backward of its
+// schedule (m·v of each, minus the ends of the pipe; e = 4, or 2 under mixed precision), plus
+// 4VC on the two embedding ranks.
+//
+// Mixed precision (--precision bf16 / fp16, common/train/mixed_precision.h): the parameters are
+// the 16-bit working copy (2Ψ_r), the activations and the p2p messages 16-bit, AdamW keeps the
+// fp32 master copy with m and v (12Ψ_r). The gradients are NOT 16-bit: every micro-batch adds
+// into the buffer, and a 16-bit sum rounds at each of the m additions (bf16 keeps 8 bits of
+// mantissa: a micro-batch's contribution under 2^-9 of the running sum is lost outright), so the
+// buffer is fp32 (4Ψ_r) and the tied wte's all_reduce stays fp32 — Megatron-LM's "main_grad"
+// (its bf16 runs accumulate and all-reduce gradients in fp32), 2 + 4 + 12 = 18 bytes per
+// parameter. fp16 scales the loss by S (the executor's loss multiplier) and agrees over pp
+// whether any stage's owned gradient overflowed: every stage skips the same step.
 //
 // At the end of training (finish(), which train_main calls once, after the report table), rank 0
 // prints the headline: the ASCII timeline of the last step as EXECUTED on the logical clock
@@ -52,21 +63,23 @@
 #include "common/pipeline/schedule.h"
 #include "common/pipeline/simulator.h"
 #include "common/train/dp_util.h"
+#include "common/train/mixed_precision.h"
 #include "common/train/strategy.h"
 
 namespace llmp {
 
-class PipelineStrategy : public Strategy {
+class PipelineStrategy : public MixedPrecisionStrategy {
  public:
   /// Collective over `pp` (keeps a reference: `pp` must outlive it). Fails on every rank with one line (all_ranks_ok, exit 2) when the
   /// schedule's p differs from pp.size(), the layers do not divide into p·v virtual stages, or
   /// the simulator rejects the schedule. Every rank initialises the full model from `seed` and
   /// keeps its part. trace_path: where finish() writes the Chrome trace ("" = none).
   /// clock_costs: the executor's logical clock (F = 1, B = 2 unless a stage's paper counts
-  /// otherwise; Chimera's F = B = 1).
+  /// otherwise; Chimera's F = B = 1). mp: the run's precision (fp32 by default; 16-bit needs a
+  /// model storing its activations in that dtype, else std::invalid_argument).
   PipelineStrategy(const GPT& model, ProcessGroup& pp, AdamWConfig opt, uint64_t seed,
                    Schedule schedule, std::string trace_path = "",
-                   LogicalCosts clock_costs = LogicalCosts{});
+                   LogicalCosts clock_costs = LogicalCosts{}, MixedPrecisionConfig mp = {});
 
   /// The whole batch on every rank (pipeline ranks split layers, not data).
   BatchSlice batch_slice(int global_batch) const override { return {0, global_batch}; }
@@ -79,8 +92,6 @@ class PipelineStrategy : public Strategy {
   /// Memory (parameters, gradients, optimizer state, activations per micro-batch) and bytes
   /// sent, next to their closed forms.
   std::vector<ReportRow> report() const override;
-  /// --clip_grad: the last step's global gradient norm (grad_clip.h), "" without clipping.
-  std::string step_note() const override { return clip_.step_note(); }
   /// Rank 0 prints the last step's executed (logical) timeline and bubble next to the formula,
   /// then the wall-clock timeline and its activation peak, and writes the trace when a trace
   /// path was given.
@@ -113,13 +124,14 @@ class PipelineStrategy : public Strategy {
   double executed_makespan() const;
   /// Bytes this rank sent in the last step (pipeline and embedding groups).
   double last_step_bytes() const { return last_step_bytes_; }
-  /// Closed form of last_step_bytes(): this rank's sends in the schedule · 4bTC + 4VC on the
-  /// embedding ranks.
+  /// Closed form of last_step_bytes(): this rank's sends in the schedule · e·bTC + 4VC on the
+  /// embedding ranks (e: bytes per activation element).
   double expected_bytes_per_step(int global_batch, int T) const;
   /// Closed form of ExecutorStats::stored_per_forward, the activations one (micro-batch, chunk)
   /// keeps for its backward: per block a BlockCache of b·T·(15C + H·T + 4) floats (ln1 C, qkv
   /// 3C, att H·T, atty C, res1 C, ln2 C, fch 4C, fch_gelu 4C, four LayerNorm statistics) plus
-  /// its input x_j (C):  4·b·T·k·(16C + H·T + 4) bytes, k = L/(p·v) blocks per chunk.
+  /// its input x_j (C):  4·b·T·k·(16C + H·T + 4) bytes, k = L/(p·v) blocks per chunk, in fp32;
+  /// b·T·k·(2(16C + H·T) + 16) with 16-bit activations (the statistics stay fp32).
   double expected_activation_bytes(int global_batch, int T) const;
 
  protected:  // PipeDream-2BW (stages/pipedream_2bw) runs its own step on the same state
@@ -150,9 +162,15 @@ class PipelineStrategy : public Strategy {
   /// of the whole model's host buffer into its local tensor (any device: from_host). Local, no
   /// communication.
   void scatter_stages(std::initializer_list<std::pair<const float*, const Tensor*>> states) const;
+  /// The parameters from the whole model's host buffer `full` (Ψ fp32): this rank's segments
+  /// into params_, and under mixed precision into AdamW's master copy, params_ rounded from it.
+  void set_params(const float* full);
+  /// This rank's owned segments (owns()) of `grads` (local layout): the gradient the norm and
+  /// fp16's overflow check read.
+  std::vector<Tensor> owned_parts(const Tensor& grads) const;
   /// Closed form of the bytes a range of this rank's actions sends, with `wte_all_reduces` tied
-  /// embedding all_reduces: sends·4bTC + wte_all_reduces·4VC on the embedding ranks, b = B over
-  /// one step's micro-batches.
+  /// embedding all_reduces: sends·e·bTC + wte_all_reduces·4VC on the embedding ranks, b = B over
+  /// one step's micro-batches, e bytes per activation element.
   double sent_bytes(std::vector<Action>::const_iterator begin,
                     std::vector<Action>::const_iterator end, int wte_all_reduces,
                     int global_batch, int T) const;
@@ -163,9 +181,10 @@ class PipelineStrategy : public Strategy {
   std::string trace_path_;
   std::unique_ptr<GPTPartition> part_;
   SimResult sim_;
-  Tensor params_, grads_;  // Ψ_r each, local layout (gpt_partition.h)
+  Tensor params_, grads_;  // Ψ_r each, local layout (gpt_partition.h); params 16-bit when mixed
   std::unique_ptr<AdamW> opt_;
-  GradClip clip_{0, nullptr};  // --clip_grad: ‖g‖² summed over pp from each rank's owned segments
+  // --clip_grad (MixedPrecisionStrategy::clip_): ‖g‖² summed over pp from each rank's owned
+  // segments.
   std::unique_ptr<PipelineExecutor> exec_;
   std::shared_ptr<ProcessGroup> emb_;  // {first rank, last rank}; a 1-rank group elsewhere
   bool in_emb_ = false;

@@ -54,7 +54,8 @@ void validate_before_launch(const TrainConfig& cfg, const StageSpec& spec) {
   if (cfg.precision != "fp32" && !spec.supports_precision)  // on every device alike
     user_error("--precision " + cfg.precision + ": " + spec.name +
                " trains in fp32 only (mixed precision: baseline, naive_dp, ddp, zero1, zero2, "
-               "zero3, mixed_precision)");
+               "zero3, mixed_precision, naive_pp, gpipe, 1f1b, interleaved_1f1b, zero_bubble, "
+               "chimera)");
   if (cfg.device != "cpu")
     if (const std::string err = device_error(cfg, spec, /*check_available=*/false); !err.empty())
       user_error(err);

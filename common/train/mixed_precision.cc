@@ -96,16 +96,20 @@ double MixedPrecision::unscale_loss(double walk_loss, float mean_scale, int64_t 
 }
 
 bool MixedPrecision::optimizer_step(AdamW& opt, const Tensor& params, const Tensor& grads,
-                                    int64_t t, int64_t n, GradClip* clip) {
-  const Tensor owned = n < 0 ? grads : grads.narrow(0, n);  // this rank's part of the gradient
+                                    int64_t t, int64_t n, GradClip* clip,
+                                    const std::vector<Tensor>& owned_parts) {
+  // This rank's part of the gradient: the first n elements, or the parts the caller names.
+  const std::vector<Tensor> owned =
+      !owned_parts.empty() ? owned_parts : std::vector<Tensor>{n < 0 ? grads : grads.narrow(0, n)};
   if (!mixed()) {
-    const float k = clip ? clip->coefficient({owned}) : 1.0f;  // --clip_grad: min(1, c/‖g‖)
+    const float k = clip ? clip->coefficient(owned) : 1.0f;  // --clip_grad: min(1, c/‖g‖)
     opt.step(params.f32(), grads.f32(), t, n, k);
     return true;
   }
   const float inv_scale = 1.0f / loss_scale();  // the S this step's walk used
   if (scaler_) {
-    bool found_inf = has_nonfinite(owned);
+    bool found_inf = false;
+    for (const Tensor& part : owned) found_inf = found_inf || has_nonfinite(part);
     if (agree_) found_inf = agree_->any(found_inf);  // every rank skips the same step
     if (!scaler_->update(found_inf)) {
       if (clip) clip->skip();  // no norm this step
@@ -113,7 +117,7 @@ bool MixedPrecision::optimizer_step(AdamW& opt, const Tensor& params, const Tens
     }
   }
   // ‖g‖ of the unscaled gradients (‖S·g‖/S), then one factor for AdamW: 1/S times min(1, c/‖g‖).
-  const float k = clip ? clip->coefficient({owned}, inv_scale) : 1.0f;
+  const float k = clip ? clip->coefficient(owned, inv_scale) : 1.0f;
   // AdamW's bias corrections count the updates applied, not the steps run: a skipped step never
   // reached the optimizer (torch's GradScaler, Megatron and DeepSpeed skip optimizer.step()
   // itself). Counting it would shrink every later update: the first real one at t = 5 after four

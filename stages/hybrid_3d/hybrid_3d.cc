@@ -163,7 +163,7 @@ double HybridStrategy::train_step(const int32_t* tokens, const int32_t* targets,
     // 1. The schedule over this replica's B/dp sequences; losses scaled by 1/(B·T), B global.
     grads_.fill(0.0f);
     exec_->set_loss_batch(global_batch);
-    local_loss = exec_->run(params_.f32(), grads_.f32(), tokens, targets,
+    local_loss = exec_->run(params_, grads_.f32(), tokens, targets,
                             global_batch / shape_.dp, T, t0);
     t_opt = wall_seconds();
     all_reduce_tied_wte(grads_);                   // 2. over {first stage, last stage}
@@ -199,7 +199,7 @@ double HybridStrategy::train_step(const int32_t* tokens, const int32_t* targets,
 double HybridStrategy::eval_loss(const int32_t* tokens, const int32_t* targets,
                                  int global_batch, int T) {
   exec_->set_loss_batch(global_batch);  // each replica's part of the global mean
-  const double local = exec_->forward_only(params_.f32(), tokens, targets,
+  const double local = exec_->forward_only(params_, tokens, targets,
                                            global_batch / shape_.dp, T);
   return dp_metrics_.sum(metrics_.sum(local));
 }

@@ -49,7 +49,7 @@ double HybridStrategy::zero2_backward(const int32_t* tokens, const int32_t* targ
   // 1. The schedule; losses scaled by 1/(B·T), B global; the sink reduce-scatters as it goes.
   exec_->set_loss_batch(global_batch);
   const double loss =
-      exec_->run(params_.f32(), sink, tokens, targets, global_batch / shape_.dp, T, t0);
+      exec_->run(params_, sink, tokens, targets, global_batch / shape_.dp, T, t0);
   *t_opt = wall_seconds();
   // 2. The tied wte: both copies' whole gradients summed over the pair (sends 4VC/t), then the
   //    one reduce_scatter of the deferred unit: (dp-1)/dp·4·D_r.

@@ -149,7 +149,7 @@ void PipeDream2BWStrategy::set_state(const float* params, const float* exp_avg,
 
 double PipeDream2BWStrategy::eval_loss(const int32_t* tokens, const int32_t* targets,
                                        int global_batch, int T) {
-  return metrics_.sum(exec_->forward_only(params_.f32(), tokens, targets, global_batch, T, m_));
+  return metrics_.sum(exec_->forward_only(params_, tokens, targets, global_batch, T, m_));
 }
 
 int64_t PipeDream2BWStrategy::weight_version_bytes() const {
