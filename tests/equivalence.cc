@@ -6,6 +6,7 @@
 
 #include "common/data/corpus.h"
 #include "common/data/sampler.h"
+#include "common/testing/max_or_nan.h"
 #include "stages/baseline/baseline.h"
 
 namespace llmp {
@@ -21,8 +22,9 @@ struct Diff {
 Diff diff_of(const float* a, const float* b, int64_t n) {
   Diff d;
   for (int64_t i = 0; i < n; ++i) {
-    d.diff = std::max(d.diff, std::fabs(static_cast<double>(a[i]) - b[i]));
-    d.scale = std::max(d.scale, std::fabs(static_cast<double>(b[i])));
+    // A NaN on either side stays NaN (max_or_nan.h): a diverged stage never reads as a match.
+    d.diff = testing::max_or_nan(d.diff, std::fabs(static_cast<double>(a[i]) - b[i]));
+    d.scale = testing::max_or_nan(d.scale, std::fabs(static_cast<double>(b[i])));
   }
   return d;
 }
@@ -81,7 +83,7 @@ EquivalenceResult run_against_baseline(const StrategyFactory& make, ProcessGroup
     res.losses.push_back(stage->train_step(ltok.data(), ltgt.data(), B, T, s));
     const double rel = std::fabs(res.losses.back() - res.baseline_losses[s - 1]) /
                        std::fabs(res.baseline_losses[s - 1]);
-    res.max_loss_rel = std::max(res.max_loss_rel, rel);
+    res.max_loss_rel = testing::max_or_nan(res.max_loss_rel, rel);
     if (print)
       std::printf("step %2d  baseline loss %.6f  stage loss %.6f  rel diff %.2e\n", s,
                   res.baseline_losses[s - 1], res.losses.back(), rel);
@@ -98,9 +100,11 @@ EquivalenceResult run_against_baseline(const StrategyFactory& make, ProcessGroup
   Diff all{-1, 0};  // over every tensor: the tensors cover the Ψ parameters
   for (const ParamSpec& p : model.layout().params()) {
     const Diff d = diff_of(params.data() + p.offset, base_params.data() + p.offset, p.numel);
-    if (d.diff > all.diff) all.diff = d.diff, res.worst_param = p.name;
-    all.scale = std::max(all.scale, d.scale);
-    if (d.rel() >= res.max_tensor_rel) res.max_tensor_rel = d.rel(), res.worst_tensor = p.name;
+    // A NaN wins, and the first tensor holding one is named.
+    if (!std::isnan(all.diff) && !(d.diff <= all.diff)) all.diff = d.diff, res.worst_param = p.name;
+    all.scale = testing::max_or_nan(all.scale, d.scale);
+    if (!std::isnan(res.max_tensor_rel) && !(d.rel() < res.max_tensor_rel))
+      res.max_tensor_rel = d.rel(), res.worst_tensor = p.name;
   }
   res.max_param_rel = all.rel();
   if (print)

@@ -10,6 +10,7 @@
 
 #include "common/data/corpus.h"
 #include "common/data/sampler.h"
+#include "common/testing/max_or_nan.h"
 #include "common/train/single_rank.h"
 #include "tests/stage_test_util.h"
 
@@ -77,7 +78,7 @@ MoeEquivalence run_moe_against_baseline(const GPTConfig& config, int ep, int ste
     res.losses.push_back(stage->train_step(ltok.data(), ltgt.data(), B, T, s));
     const double b = res.baseline_losses[s - 1];
     const double rel = std::fabs(res.losses.back() - b) / std::fabs(b);
-    res.max_loss_rel = std::max(res.max_loss_rel, rel);
+    res.max_loss_rel = testing::max_or_nan(res.max_loss_rel, rel);
     if (print)
       std::printf("step %d  baseline loss %.6f  moe (ep %d) loss %.6f  rel diff %.2e\n", s, b, ep,
                   res.losses.back(), rel);
@@ -92,7 +93,7 @@ MoeEquivalence run_moe_against_baseline(const GPTConfig& config, int ep, int ste
   for (const ParamSpec& p : model.layout().params())
     for (int64_t i = p.offset; i < p.offset + p.numel; ++i) {
       const double d = std::fabs(static_cast<double>(out.state[i]) - out.base_state[i]);
-      if (d > worst) worst = d, res.worst_param = p.name;
+      if (!std::isnan(worst) && !(d <= worst)) worst = d, res.worst_param = p.name;
     }
   if (print)
     std::printf("W %d, ep %d, E %d, k %d, c %g, moe_every %d: largest relative difference: losses "

@@ -12,6 +12,7 @@
 #include "common/data/corpus.h"
 #include "common/data/sampler.h"
 #include "common/nn/unit_runner.h"
+#include "common/testing/max_or_nan.h"
 #include "stages/baseline/baseline.h"
 #include "tests/stage_test_util.h"
 
@@ -81,20 +82,20 @@ double state_and_eval_check(const PipelineFactory& make, int m, int steps) {
   std::unique_ptr<PipelineStrategy> b = make(model, pp, cfg.opt, cfg.seed + 99, m);
   b->set_state(p.data(), mo.data(), v.data());
   b->get_state(p2.data(), mo2.data(), v2.data());
-  double worst = std::max({max_rel_diff(p2.data(), p.data(), psi),
-                           max_rel_diff(mo2.data(), mo.data(), psi),
-                           max_rel_diff(v2.data(), v.data(), psi)});
+  double worst = max_or_nan(max_rel_diff(p2.data(), p.data(), psi),
+                            max_or_nan(max_rel_diff(mo2.data(), mo.data(), psi),
+                                       max_rel_diff(v2.data(), v.data(), psi)));
   // (2) the next step from the same state.
   sample(corpus.train(), cfg.seed, steps + 1, 0, B, T, tok.data(), tgt.data());
   const double la = a->train_step(tok.data(), tgt.data(), B, T, steps + 1);
   const double lb = b->train_step(tok.data(), tgt.data(), B, T, steps + 1);
-  worst = std::max(worst, std::fabs(la - lb) / std::fabs(la));
+  worst = max_or_nan(worst, std::fabs(la - lb) / std::fabs(la));
   // (3) validation loss against the baseline's forward with the same parameters.
   a->get_state(p.data(), mo.data(), v.data());
   sample(corpus.val(), cfg.seed, 0, 0, B, T, tok.data(), tgt.data());
   const double eval = a->eval_loss(tok.data(), tgt.data(), B, T);
   const double ref = forward_loss(model, p.data(), tok.data(), tgt.data(), B, T);
-  worst = std::max(worst, std::fabs(eval - ref) / std::fabs(ref));
+  worst = max_or_nan(worst, std::fabs(eval - ref) / std::fabs(ref));
   if (pp.rank() == 0)
     std::printf("p=%d m=%d: state round trip, next-step losses %.6f / %.6f, eval %.6f vs "
                 "baseline forward %.6f: largest relative difference %.2e\n",

@@ -25,6 +25,7 @@
 #include "common/nn/unit_runner.h"
 #include "common/plan/recompute_formulas.h"
 #include "common/tensor/memory.h"
+#include "common/testing/max_or_nan.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/convert.h"
 #include "kernels/ops/kernel_ops.h"
@@ -52,8 +53,8 @@ double rel_err(const float* a, const float* b, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const double d = std::fabs(double(a[i]) - b[i]);
     if (!std::isfinite(d)) return INFINITY;
-    diff = std::max(diff, d);
-    scale = std::max(scale, std::fabs(double(b[i])));
+    diff = testing::max_or_nan(diff, d);
+    scale = testing::max_or_nan(scale, std::fabs(double(b[i])));
   }
   return diff / scale;
 }
@@ -98,7 +99,7 @@ TEST(FlashAttention, FunctionsEqualTheMaterializedKernels) {
             sum += std::exp(s / std::sqrt(double(hs)));
           }
           const double got = lse.f32()[(int64_t{b} * H + h) * T + i];
-          e_lse = std::max(e_lse, std::fabs(got - std::log(sum)) / std::max(1.0, std::log(sum)));
+          e_lse = testing::max_or_nan(e_lse, std::fabs(got - std::log(sum)) / std::max(1.0, std::log(sum)));
         }
     std::printf("T=%2d: out %.2e, dqkv %.2e, lse %.2e (max |err| / max(1, max |ref|))\n", T,
                 e_out, e_dqkv, e_lse);

@@ -20,6 +20,7 @@
 
 #include "common/nn/unit_runner.h"
 #include "common/tensor/memory.h"
+#include "common/testing/max_or_nan.h"
 
 namespace llmp {
 namespace {
@@ -28,8 +29,8 @@ namespace {
 double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
   double d = 0, s = 0;
   for (size_t i = 0; i < a.size(); ++i) {
-    d = std::max(d, std::fabs(static_cast<double>(a[i]) - b[i]));
-    s = std::max(s, std::fabs(static_cast<double>(b[i])));
+    d = testing::max_or_nan(d, std::fabs(static_cast<double>(a[i]) - b[i]));
+    s = testing::max_or_nan(s, std::fabs(static_cast<double>(b[i])));
   }
   return d / s;
 }

@@ -17,6 +17,7 @@
 #include "common/nn/gpt.h"
 #include "common/nn/random_ids.h"
 #include "common/nn/unit_runner.h"
+#include "common/testing/max_or_nan.h"
 
 namespace llmp {
 namespace {
@@ -41,8 +42,8 @@ std::vector<float> strip_pad_rows(const std::vector<float>& padded, int C) {
 double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
   double d = 0, s = 0;
   for (size_t i = 0; i < a.size(); ++i) {
-    d = std::max(d, std::fabs(double(a[i]) - b[i]));
-    s = std::max(s, std::fabs(double(b[i])));
+    d = testing::max_or_nan(d, std::fabs(double(a[i]) - b[i]));
+    s = testing::max_or_nan(s, std::fabs(double(b[i])));
   }
   return d / s;
 }

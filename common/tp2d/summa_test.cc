@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/tp2d/grid_2p5d.h"
+#include "common/testing/max_or_nan.h"
 #include "common/tp2d/summa.h"
 #include "kernels/cpu/grad_check.h"
 #include "kernels/cpu/matmul.h"
@@ -34,7 +35,7 @@ std::vector<float> block(const std::vector<float>& x, int Cw, int bi, int bj, in
 
 double max_diff(const std::vector<float>& a, const std::vector<float>& b) {
   double d = 0;
-  for (size_t e = 0; e < a.size(); ++e) d = std::max(d, std::fabs(double(a[e]) - double(b[e])));
+  for (size_t e = 0; e < a.size(); ++e) d = testing::max_or_nan(d, std::fabs(double(a[e]) - double(b[e])));
   return d;
 }
 

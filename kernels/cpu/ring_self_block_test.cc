@@ -26,6 +26,7 @@
 #include <random>
 #include <vector>
 
+#include "common/testing/max_or_nan.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/flops.h"
 
@@ -49,8 +50,8 @@ Vec rnd(size_t n, unsigned seed) {
 double rel(const Vec& got, const std::vector<double>& want) {
   double d = 0, s = 1;
   for (size_t i = 0; i < want.size(); ++i) {
-    d = std::max(d, std::fabs(got[i] - want[i]));
-    s = std::max(s, std::fabs(want[i]));
+    d = testing::max_or_nan(d, std::fabs(got[i] - want[i]));
+    s = testing::max_or_nan(s, std::fabs(want[i]));
   }
   return d / s;
 }

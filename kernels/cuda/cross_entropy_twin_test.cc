@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "common/tensor/tensor.h"
+#include "common/testing/max_or_nan.h"
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/cross_entropy.h"
 #include "kernels/cuda/cross_entropy.h"
@@ -104,8 +105,8 @@ TEST_F(CrossEntropyTwin, WholeVocabularyInOnePassWithABf16Gradient) {
     }
     ++finite;
     differ += dz[i] != z[i];
-    worst = std::max(worst, std::fabs(dz[i] - z[i]));
-    scale = std::max(scale, std::fabs(z[i]));
+    worst = testing::max_or_nan(worst, std::fabs(dz[i] - z[i]));
+    scale = testing::max_or_nan(scale, std::fabs(z[i]));
   }
   std::printf("bf16 dz: %d of %d finite logits' gradients differ from the CPU's, by at most %.3g"
               " of the largest\n", differ, finite, worst / scale);

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "common/testing/max_or_nan.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/ring_self_block.h"
@@ -46,7 +47,7 @@ Vec rnd(size_t n, unsigned seed) {
 
 float max_diff(const Vec& a, const Vec& b) {
   float d = 0.0f;
-  for (size_t i = 0; i < a.size(); ++i) d = std::max(d, std::fabs(a[i] - b[i]));
+  for (size_t i = 0; i < a.size(); ++i) d = testing::max_or_nan(d, std::fabs(a[i] - b[i]));
   return d;
 }
 

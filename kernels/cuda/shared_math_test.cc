@@ -18,6 +18,7 @@
 
 #include "common/optim/adamw.h"
 #include "common/tensor/tensor.h"
+#include "common/testing/max_or_nan.h"
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/cross_entropy.h"
 #include "kernels/cpu/gelu.h"
@@ -50,8 +51,8 @@ TEST(SharedMath, GeluAndItsDerivativeMatchTheCpu) {
   float worst_y = 0.0f, worst_dx = 0.0f;
   for (int i = 0; i < n; ++i) {
     const float s = 1.0f + std::fabs(x[i]);
-    worst_y = std::max(worst_y, std::fabs(gelu(x[i]) - y[i]) / s);
-    worst_dx = std::max(worst_dx, std::fabs(gelu_grad(x[i]) * dy[i] - dx[i]) / s);
+    worst_y = testing::max_or_nan(worst_y, std::fabs(gelu(x[i]) - y[i]) / s);
+    worst_dx = testing::max_or_nan(worst_dx, std::fabs(gelu_grad(x[i]) * dy[i] - dx[i]) / s);
   }
   std::printf("gelu: largest |diff|/(1+|x|) %.3g, gelu': %.3g\n", worst_y, worst_dx);
   EXPECT_LE(worst_y, 2e-6f);
@@ -116,7 +117,7 @@ TEST(SharedMath, CrossEntropyGradientAndLossMatchTheCpu) {
     for (int v = 0; v < Vr; ++v) {
       const float e = softmax_exp(z0[n * Vr + v], m[n], 1.0f);
       const float g = ce_grad(e, dloss / sums[n], v == y[n] - v0, dloss);
-      worst = std::max(worst, std::fabs(g - z[n * Vr + v]));
+      worst = testing::max_or_nan(worst, std::fabs(g - z[n * Vr + v]));
     }
   }
   std::printf("cross-entropy gradient: largest difference %.3g (dloss %.3g)\n", worst, dloss);

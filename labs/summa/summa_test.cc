@@ -89,7 +89,7 @@ std::string off(const char* what, const Tensor& got, int rows, int cols,
   int64_t at = 0;
   for (int64_t e = 0; e < got.numel(); ++e) {
     const double d = std::fabs(got.f32()[e] - k * want[e]);
-    if (d > worst) worst = d, at = e;
+    if (!std::isnan(worst) && !(d <= worst)) worst = d, at = e;
   }
   if (worst <= kRelTol * scale) {
     g_worst = std::max(g_worst, worst / scale);

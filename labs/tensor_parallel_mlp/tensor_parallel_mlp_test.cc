@@ -138,7 +138,7 @@ std::string off(const char* what, const Tensor& got, std::vector<int64_t> shape,
   for (double w : want) scale = std::max(scale, std::fabs(k * w));
   for (int64_t i = 0; i < got.numel(); ++i) {
     const double d = std::fabs(got.f32()[i] - k * want[i]);
-    if (d > worst) worst = d, at = i;
+    if (!std::isnan(worst) && !(d <= worst)) worst = d, at = i;
   }
   if (worst <= kRelTol * scale) {
     g_worst = std::max(g_worst, worst / scale);

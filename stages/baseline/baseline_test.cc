@@ -15,6 +15,7 @@
 
 #include "common/data/corpus.h"
 #include "common/data/sampler.h"
+#include "common/testing/max_or_nan.h"
 #include "common/train/checkpoint_io.h"
 #include "kernels/cpu/convert.h"
 
@@ -79,8 +80,8 @@ TEST(Baseline, HonoursLearningRateAndWeightDecay) {
   int64_t decayed = 0, other = 0;
   for (int64_t i = 0; i < psi; ++i) {
     const double da = a[i] - p0[i], db = b[i] - p0[i], wd = c[i] - b[i];
-    step = std::max(step, std::fabs(db));
-    worst_lr = std::max(worst_lr, std::fabs(db - 2 * da));
+    step = testing::max_or_nan(step, std::fabs(db));
+    worst_lr = testing::max_or_nan(worst_lr, std::fabs(db - 2 * da));
     const double expected = -2e-3 * 0.1 * p0[i];  // -lr·λ·p0
     if (std::fabs(wd - expected) <= 1e-9 + 1e-3 * std::fabs(expected) && expected != 0)
       ++decayed;
