@@ -1,5 +1,7 @@
-// Mixed-precision training for the data-parallel stages: what --precision bf16 / fp16 changes in
-// a step, in one place, so that the baseline, naive DP, DDP and ZeRO-1/2/3 each add a few lines.
+// Mixed-precision training for the data-parallel and pipeline stages: what --precision bf16 / fp16
+// changes in a step, in one place, so that the baseline, naive DP, DDP, ZeRO-1/2/3 and the
+// pipelines (common/pipeline/pipeline_strategy.h: fp32 gradients, 16-bit messages) each add a few
+// lines.
 //
 // Micikevicius et al. 2018, "Mixed Precision Training":
 //
