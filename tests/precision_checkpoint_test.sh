@@ -12,10 +12,17 @@ for arg in "$@"; do
   name=${arg%%=*} bin=${arg#*=}
   ranks=2
   [ "$name" = baseline ] && ranks=1
+  # The pipelines: 2 micro-batches of the global batch of 4 (naive_pp has 1, and no flag);
+  # interleaved with one chunk, since tiny's 2 layers cannot be cut into 2·2 virtual stages.
+  extra=()
+  case "$name" in
+    gpipe|1f1b|zero_bubble|chimera) extra=(--micro_batches 2) ;;
+    interleaved_1f1b) extra=(--micro_batches 2 --chunks 1) ;;
+  esac
   ckpt="$tmp/$name.safetensors"
   # S0 = 2^30 overflows at once and backs off; a window of 2 then grows it: the state is not S0.
   common=(--model tiny --precision fp16 --global_batch 4 --world_size "$ranks" --eval_every 0
-          --initial_loss_scale 1073741824 --loss_scale_window 2 --timeout 120)
+          --initial_loss_scale 1073741824 --loss_scale_window 2 --timeout 120 "${extra[@]}")
   if ! timeout 300 "$bin" "${common[@]}" --steps 6 --quiet --save "$ckpt" >"$tmp/$name.save.log" 2>&1
   then
     echo "FAIL $name: the fp16 run with --save failed:"; cat "$tmp/$name.save.log"
