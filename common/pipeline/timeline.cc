@@ -89,7 +89,7 @@ std::string render_spans(const std::vector<Span>& spans, int num_ranks, int widt
   const std::string margin = "       ";  // as wide as "rank 0 "
   os << ruler(t0, t1, width, margin) << "\n";
   for (int r = 0; r < num_ranks; ++r) {
-    char name[16];
+    char name[24];  // "rank " and any int: no truncation (GCC's -Wformat-truncation)
     std::snprintf(name, sizeof(name), "rank %-2d", r);
     os << name << "|" << rows[r] << "|\n";
   }
