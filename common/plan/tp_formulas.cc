@@ -23,13 +23,13 @@ double tp_activation_bytes_per_block(const TpModelDims& d, int64_t B, int64_t T,
                                     1, 4);
 }
 
-double tp_bytes_per_step(const TpModelDims& d, int64_t B, int64_t T, int t) {
-  const double ring = 2.0 * (t - 1) / t, S = 4.0 * B * T * d.C;
+double tp_bytes_per_step(const TpModelDims& d, int64_t B, int64_t T, int t, int e) {
+  const double ring = 2.0 * (t - 1) / t, S = double(e) * B * T * d.C;
   return (4.0 * d.L + 2) * ring * S + ring * 12.0 * B * T;
 }
 
-double tp_recompute_bytes_per_step(const TpModelDims& d, int64_t B, int64_t T, int t) {
-  return 4.0 * d.L * (t - 1) / t * 4.0 * B * T * d.C;
+double tp_recompute_bytes_per_step(const TpModelDims& d, int64_t B, int64_t T, int t, int e) {
+  return 4.0 * d.L * (t - 1) / t * e * B * T * d.C;
 }
 
 double tp_collective_calls_per_step(const TpModelDims& d, int64_t B, int64_t T, int t,
@@ -47,12 +47,12 @@ double tp_collective_calls_per_step(const TpModelDims& d, int64_t B, int64_t T, 
   return calls;
 }
 
-double sp_regather_bytes_per_step(const TpModelDims& d, int64_t B, int64_t T, int t) {
-  return 2.0 * d.L * (t - 1) / t * 4.0 * B * T * d.C;
+double sp_regather_bytes_per_step(const TpModelDims& d, int64_t B, int64_t T, int t, int e) {
+  return 2.0 * d.L * (t - 1) / t * e * B * T * d.C;
 }
 
-double sp_replicated_grad_bytes_per_step(const TpModelDims& d, int t) {
-  return 2.0 * (t - 1) / t * 4.0 * tp_replicated_params(d);
+double sp_replicated_grad_bytes_per_step(const TpModelDims& d, int t, int e) {
+  return 2.0 * (t - 1) / t * e * tp_replicated_params(d);
 }
 
 }  // namespace llmp

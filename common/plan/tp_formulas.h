@@ -79,13 +79,14 @@ double tp_activation_bytes_per_block(const TpModelDims& d, int64_t B, int64_t T,
                                      bool sequence_parallel);
 
 /// Bytes a rank sends per training step over the tensor-parallel group (TP and SP alike):
-/// (4L + 2)·2(t-1)/t·4BTC + 2(t-1)/t·12BT.
-double tp_bytes_per_step(const TpModelDims& d, int64_t B, int64_t T, int t);
+/// (4L + 2)·2(t-1)/t·eBTC + 2(t-1)/t·12BT, e bytes per activation element (4 in fp32, 2 under
+/// --precision bf16/fp16; the cross-entropy's row statistics stay fp32: 12BT).
+double tp_bytes_per_step(const TpModelDims& d, int64_t B, int64_t T, int t, int e = 4);
 
 /// What full recomputation adds to the tp group (TP and SP alike): each block's forward runs again
-/// with its two g's (all_reduce, or SP's all_gather + reduce_scatter pairs): 4L·(t-1)/t·4BTC.
+/// with its two g's (all_reduce, or SP's all_gather + reduce_scatter pairs): 4L·(t-1)/t·eBTC.
 /// Selective recomputation adds nothing (attention's probabilities are local to a rank's heads).
-double tp_recompute_bytes_per_step(const TpModelDims& d, int64_t B, int64_t T, int t);
+double tp_recompute_bytes_per_step(const TpModelDims& d, int64_t B, int64_t T, int t, int e = 4);
 
 /// Collective calls a rank makes per training step, summed over its groups (tp, re-gather,
 /// replicated gradients, Pa's checkpoints), by the count above: 4L + 2 + X (TP) or
@@ -96,10 +97,11 @@ double tp_collective_calls_per_step(const TpModelDims& d, int64_t B, int64_t T, 
                                     bool sequence_parallel, bool full_recompute = false,
                                     int recompute_every = 1, bool partition_checkpoints = false);
 
-/// Sequence parallelism's backward re-gather of ln_1 and ln_2: 2L·(t-1)/t·4BTC.
-double sp_regather_bytes_per_step(const TpModelDims& d, int64_t B, int64_t T, int t);
+/// Sequence parallelism's backward re-gather of ln_1 and ln_2: 2L·(t-1)/t·eBTC.
+double sp_regather_bytes_per_step(const TpModelDims& d, int64_t B, int64_t T, int t, int e = 4);
 
-/// Sequence parallelism's all_reduce of the replicated gradients: 2(t-1)/t·4·Ψ_repl.
-double sp_replicated_grad_bytes_per_step(const TpModelDims& d, int t);
+/// Sequence parallelism's all_reduce of the replicated gradients: 2(t-1)/t·e·Ψ_repl, e bytes per
+/// gradient element (2 under mixed precision).
+double sp_replicated_grad_bytes_per_step(const TpModelDims& d, int t, int e = 4);
 
 }  // namespace llmp

@@ -28,9 +28,12 @@ namespace llmp::tp {
 
 namespace {
 
+// f32, or 16 bits under mixed precision (the collectives sum 16-bit values in fp32 and round
+// once per pairwise addition: common/comm).
 void check_f32(const Tensor& t, const char* where) {
-  LLMP_CHECK(t.defined() && t.dtype() == DType::kF32,
-             std::string(where) + ": tensors must be f32, got " +
+  LLMP_CHECK(t.defined() && (t.dtype() == DType::kF32 || t.dtype() == DType::kBF16 ||
+                             t.dtype() == DType::kF16),
+             std::string(where) + ": tensors must be f32, bf16 or f16, got " +
                  (t.defined() ? t.describe() : "an undefined tensor"));
 }
 
@@ -61,7 +64,7 @@ void copy_elements(const Tensor& dst, int64_t d0, const Tensor& src, int64_t s0,
 // `shape`, on x's device. No communication.
 Tensor keep_block(const Tensor& x, int r, int t, int64_t outer, int64_t inner,
                   std::vector<int64_t> shape) {
-  Tensor out = Tensor::empty(std::move(shape), DType::kF32, MemCategory::kActivations, x.device());
+  Tensor out = Tensor::empty(std::move(shape), x.dtype(), MemCategory::kActivations, x.device());
   for (int64_t o = 0; o < outer; ++o)  // (outer, t, inner)[:, r, :] -> (outer, inner)
     copy_elements(out, o * inner, x, (o * t + r) * inner, inner);
   return out;
@@ -72,13 +75,13 @@ Tensor keep_block(const Tensor& x, int r, int t, int64_t outer, int64_t inner,
 Tensor gather_blocks(const Tensor& x, ProcessGroup& tp, int64_t outer, int64_t inner,
                      std::vector<int64_t> shape) {
   const int t = tp.size();
-  Tensor out = Tensor::empty(std::move(shape), DType::kF32, MemCategory::kActivations, x.device());
+  Tensor out = Tensor::empty(std::move(shape), x.dtype(), MemCategory::kActivations, x.device());
   Tensor flat_out = out.view({out.numel()});
   if (outer == 1) {  // rank-major is already the layout we want
     tp.all_gather(x.view({x.numel()}), flat_out);
     return out;
   }
-  Tensor staged = Tensor::empty({out.numel()}, DType::kF32, MemCategory::kCommBuffers, x.device());
+  Tensor staged = Tensor::empty({out.numel()}, x.dtype(), MemCategory::kCommBuffers, x.device());
   tp.all_gather(x.view({x.numel()}), staged);  // (t, outer, inner), rank-major
   for (int q = 0; q < t; ++q)                   // -> (outer, t, inner)
     for (int64_t o = 0; o < outer; ++o)
@@ -92,13 +95,13 @@ Tensor gather_blocks(const Tensor& x, ProcessGroup& tp, int64_t outer, int64_t i
 Tensor reduce_scatter_blocks(const Tensor& x, ProcessGroup& tp, int64_t outer, int64_t inner,
                              std::vector<int64_t> shape) {
   const int t = tp.size();
-  Tensor out = Tensor::empty(std::move(shape), DType::kF32, MemCategory::kActivations, x.device());
+  Tensor out = Tensor::empty(std::move(shape), x.dtype(), MemCategory::kActivations, x.device());
   Tensor flat_out = out.view({out.numel()});
   if (outer == 1) {  // already rank-major
     tp.reduce_scatter(x.view({x.numel()}), flat_out);
     return out;
   }
-  Tensor staged = Tensor::empty({x.numel()}, DType::kF32, MemCategory::kCommBuffers, x.device());
+  Tensor staged = Tensor::empty({x.numel()}, x.dtype(), MemCategory::kCommBuffers, x.device());
   for (int q = 0; q < t; ++q)  // (outer, t, inner) -> (t, outer, inner), rank-major
     for (int64_t o = 0; o < outer; ++o)
       copy_elements(staged, (q * outer + o) * inner, x, (o * t + q) * inner, inner);

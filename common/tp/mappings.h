@@ -21,8 +21,9 @@
 // the full (un-sliced) tensor, and a group of one rank counts 0, so on t = 1 every operator is the
 // identity and sends nothing.
 //
-// Tensors: f32, contiguous, on the host or a device (--device cuda: the collectives get the device
-// tensors and the MPI backend stages them through host buffers, process_group_staging.h).
+// Tensors: f32 (or bf16 / f16 under mixed precision, the results in the input's dtype),
+// contiguous, on the host or a device (--device cuda: the collectives get the device tensors and
+// the MPI backend stages them through host buffers, process_group_staging.h).
 // Tensors these functions create are on their input's device, counted as
 // MemCategory::kActivations (the rank-major staging buffer of a sequence collective, freed before
 // returning, as kCommBuffers).
@@ -43,7 +44,7 @@ namespace llmp::tp {
 ///  - backward: all_reduce (sum) of `dy` over `tp`, in place: every rank's partial gradient of
 ///    the replicated input becomes the full one. Returns `dy` (its own storage, summed); sends
 ///    2(t-1)/t·S, S = dy.nbytes().
-/// Any shape. Errors (LLMP_CHECK, ends every rank): a tensor not f32.
+/// Any shape. Errors (LLMP_CHECK, ends every rank): a tensor not f32, bf16 or f16.
 struct CopyToTpRegion {
   static Tensor forward(const Tensor& x, ProcessGroup& tp);
   static Tensor backward(Tensor dy, ProcessGroup& tp);
@@ -55,7 +56,7 @@ struct CopyToTpRegion {
 ///    sends 2(t-1)/t·S, S = x.nbytes().
 ///  - backward: identity. Returns `dy` itself (no copy); sends 0 bytes: the gradient of a sum with
 ///    respect to each addend is the gradient of the sum.
-/// Any shape. Errors (LLMP_CHECK, ends every rank): a tensor not f32.
+/// Any shape. Errors (LLMP_CHECK, ends every rank): a tensor not f32, bf16 or f16.
 struct ReduceFromTpRegion {
   static Tensor forward(Tensor x, ProcessGroup& tp);
   static Tensor backward(const Tensor& dy, ProcessGroup& tp);
@@ -66,7 +67,7 @@ struct ReduceFromTpRegion {
 ///    [r·K/t, (r+1)·K/t) of every row; sends 0 bytes.
 ///  - backward: all_gather along the last dimension, dy (..., K/t) -> (..., K), slice q from rank
 ///    q; sends (t-1)/t·S, S = bytes of the (..., K) result.
-/// Errors (LLMP_CHECK): ndim 0, forward's K not divisible by t, a tensor not f32.
+/// Errors (LLMP_CHECK): ndim 0, forward's K not divisible by t, a tensor not f32, bf16 or f16.
 struct ScatterToTpRegion {
   static Tensor forward(const Tensor& x, ProcessGroup& tp);
   static Tensor backward(const Tensor& dy, ProcessGroup& tp);
@@ -76,7 +77,7 @@ struct ScatterToTpRegion {
 ///  - forward: all_gather along the last dimension, x (..., K/t) -> (..., K), a new tensor, slice q
 ///    from rank q; sends (t-1)/t·S, S = bytes of the (..., K) result.
 ///  - backward: dy (..., K) -> (..., K/t), a new tensor holding this rank's slice; sends 0 bytes.
-/// Errors (LLMP_CHECK): ndim 0, backward's K not divisible by t, a tensor not f32.
+/// Errors (LLMP_CHECK): ndim 0, backward's K not divisible by t, a tensor not f32, bf16 or f16.
 struct GatherFromTpRegion {
   static Tensor forward(const Tensor& x, ProcessGroup& tp);
   static Tensor backward(const Tensor& dy, ProcessGroup& tp);
@@ -106,7 +107,7 @@ struct GatherFromSequenceRegion {
 ///    sends (t-1)/t·S, S = x.nbytes().
 ///  - backward: all_gather along the sequence, dy (B, T/t, C) -> (B, T, C), a new tensor; sends
 ///    (t-1)/t·S, S = bytes of the (B, T, C) result.
-/// Errors (LLMP_CHECK): ndim != 3, forward's T not divisible by t, a tensor not f32.
+/// Errors (LLMP_CHECK): ndim != 3, forward's T not divisible by t, a tensor not f32, bf16 or f16.
 struct ReduceScatterToSequenceRegion {
   static Tensor forward(const Tensor& x, ProcessGroup& tp);
   static Tensor backward(const Tensor& dy, ProcessGroup& tp);

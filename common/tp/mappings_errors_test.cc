@@ -1,5 +1,5 @@
 // Bad input to the tensor-parallel region operators (mappings.h) ends the job with the operator's
-// name and the values involved: a dimension not divisible by t, a wrong ndim, a tensor not f32.
+// name and the values involved: a dimension not divisible by t, a wrong ndim, a tensor not f32, bf16 or f16.
 // Each case runs this binary again as a 2-rank child job (common/testing/subprocess.h), from the
 // 1-rank variant, with LLMP_PROBE naming the case; the child must fail and print the message.
 //
@@ -24,7 +24,7 @@ TEST(MappingsErrorProbe, BadInput) {
   if (p == "last_dim") ScatterToTpRegion::forward(Tensor::zeros({3, 5}), *tp);
   if (p == "sequence") ReduceScatterToSequenceRegion::forward(Tensor::zeros({2, 5, 4}), *tp);
   if (p == "ndim") GatherFromSequenceRegion::forward(Tensor::zeros({4, 6}), *tp);
-  if (p == "dtype") CopyToTpRegion::backward(Tensor::zeros({4}, DType::kBF16), *tp);
+  if (p == "dtype") CopyToTpRegion::backward(Tensor::zeros({4}, DType::kU8), *tp);
   tp->barrier();
 }
 
@@ -45,7 +45,7 @@ TEST(MappingsErrors, BadInputEndsTheJobNamingTheValues) {
       {"ndim",
        "GatherFromSequenceRegion::forward: activations must be 3-D (B, T, C), got (4, 6) f32 cpu "
        "(ndim 2)"},
-      {"dtype", "CopyToTpRegion::backward: tensors must be f32, got (4,) bf16 cpu"},
+      {"dtype", "CopyToTpRegion::backward: tensors must be f32, bf16 or f16, got (4,) u8 cpu"},
   };
   for (const Case& c : cases) {
     auto res = testing::run_self({std::string("LLMP_PROBE=") + c.probe},

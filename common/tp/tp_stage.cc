@@ -35,6 +35,8 @@ StageSpec tp_stage_spec(const TpStageOptions& o) {
   spec.supports_device = o.supports_device;
   // --clip_grad: the norm over tp of the split slices, the replicated tensors from tp rank 0.
   spec.supports_clip_grad = true;
+  // --precision bf16 / fp16: the slices in 16 bits, f's and g's all_reduces at 2 bytes an element.
+  spec.supports_precision = true;
   // dp 1 × pp 1 × tp t: every rank reads the whole batch; train_main checks t == world size.
   spec.grid = [tp](const TrainConfig& cfg) {
     return GridShape{1, 1, *tp > 0 ? *tp : cfg.world_size};
@@ -53,7 +55,8 @@ StageSpec tp_stage_spec(const TpStageOptions& o) {
     all_ranks_ok(err.empty(), err);
     return std::make_unique<TensorParallelStrategy>(ctx.model.config(), ctx.grid.tp_group(),
                                                     ctx.opt, ctx.cfg.seed,
-                                                    opts->sequence_parallel, ctx.model.device());
+                                                    opts->sequence_parallel, ctx.model.device(),
+                                                    ctx.mp);
   };
   return spec;
 }

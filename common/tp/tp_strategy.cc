@@ -27,7 +27,8 @@ int64_t calls_of(const ProcessGroup& g) {
 
 TensorParallelStrategy::TensorParallelStrategy(const GPTConfig& cfg, ProcessGroup& tp,
                                                AdamWConfig opt, uint64_t seed,
-                                               bool sequence_parallel, Device device)
+                                               bool sequence_parallel, Device device,
+                                               MixedPrecisionConfig mp)
     : tp_(tp), sp_(sequence_parallel) {
   // Two more communicators over the same ranks (duplicate(): own CommStats each), so that the
   // re-gather's and the gradient all_reduce's bytes are counted apart from f's and g's.
@@ -37,16 +38,19 @@ TensorParallelStrategy::TensorParallelStrategy(const GPTConfig& cfg, ProcessGrou
   comm_ = std::make_unique<TensorParallelComm>(tp, sp_, regather_group_.get(),
                                                checkpoint_group_.get());
   // Throws when t does not divide H, 4C or V.
-  model_ = std::make_unique<GPT>(GPT(cfg, *comm_).with_device(device));
+  model_ = std::make_unique<GPT>(
+      GPT(cfg, *comm_, storage_dtype(mp.precision)).with_device(device));
+  mp_ = std::make_unique<MixedPrecision>(*model_, mp, &tp);  // collective over tp (fp16)
   const int64_t n = model_->layout().num_params();
-  params_ = Tensor::empty({n}, DType::kF32, MemCategory::kParameters, device);
-  grads_ = Tensor::zeros({n}, DType::kF32, MemCategory::kGradients, device);
+  params_ = Tensor::empty({n}, mp_->dtype(), MemCategory::kParameters, device);
+  grads_ = Tensor::zeros({n}, mp_->dtype(), MemCategory::kGradients, device);
   opt_ = std::make_unique<AdamW>(n, opt, decay_ranges(model_->layout(), opt.decay),  // its slices'
-                                 DType::kF32, device);                               // dims
-  // This rank's slice of the whole initialisation, made on the host and copied up once (4Ψ_r).
+                                 mp_->dtype(), device);  // dims; mixed: + the master copy
+  // This rank's slice of the whole initialisation, made on the host and copied up once (4Ψ_r;
+  // mixed: into the master copy, and 2Ψ_r of 16-bit parameters rounded from it).
   std::vector<float> init(n);
   model_->init_params(init.data(), seed);
-  from_host(params_, init.data());
+  set_params(init.data());
   clip_ = GradClip(opt.clip_grad, &tp);  // collective over tp when clipping
 }
 
@@ -62,7 +66,7 @@ void TensorParallelStrategy::all_reduce_replicated_grads() {
   int64_t n = 0;
   for (const ParamSpec& p : lay.params()) n += p.split == Split::kReplicated ? p.numel : 0;
   // Beside the gradients (a device buffer on a GPU); each tensor moves by copy_from of views.
-  Tensor packed = Tensor::empty({n}, DType::kF32, MemCategory::kCommBuffers, grads_.device());
+  Tensor packed = Tensor::empty({n}, grads_.dtype(), MemCategory::kCommBuffers, grads_.device());
   int64_t at = 0;
   for (const ParamSpec& p : lay.params())
     if (p.split == Split::kReplicated)
@@ -85,20 +89,26 @@ double TensorParallelStrategy::train_step(const int32_t* tokens, const int32_t* 
   for (const ProcessGroup* g : groups) calls0 += calls_of(*g);
   // 1. The walk over this rank's slice; f and g communicate inside it. The loss is the global
   //    mean: every rank sees the whole batch, scaled by 1/(B·T).
+  //    Mixed precision: 16-bit parameters widened per unit, each unit's gradient rounded into
+  //    the 16-bit buffer once; fp16's loss times S.
   grads_.fill(0.0f);
-  FlatParams source(model_->layout(), params_.f32());
-  FlatGrads sink(model_->layout(), grads_.f32());
+  mp_->begin_step();
+  const float mean = 1.0f / (static_cast<float>(global_batch) * T);
+  FlatParams source(model_->layout(), params_);
+  FlatGrads sink(model_->layout(), grads_, {}, mp_->round_stats());
   UnitRunner runner(*model_, source, &sink);
-  const double loss = runner.forward_backward(tokens, targets, global_batch, T,
-                                              1.0f / (static_cast<float>(global_batch) * T));
+  const double loss = mp_->unscale_loss(
+      runner.forward_backward(tokens, targets, global_batch, T, mp_->walk_loss_scale(mean, step)),
+      mean, step);
   block_bytes_ = static_cast<double>(runner.stats().forward_stored_bytes) / model_->config().layers;
   // 2. Sequence parallelism: the replicated parameters saw only this rank's rows.
   if (sp_) all_reduce_replicated_grads();
   // 3. --clip_grad: ‖g‖² = Σ over tp of owned_grads()' squares (Megatron's clip_grad_norm_fp32:
   //    the split tensors' slices on every rank, the replicated ones once), one 8-byte all_reduce.
-  const float clip = clip_.coefficient(owned_grads());
-  // 4. AdamW on the slice, the gradients times the clipping coefficient.
-  opt_->step(params_.f32(), grads_.f32(), step, -1, clip);
+  // 4. AdamW on the slice, the gradients times the clipping coefficient (mixed: on the master
+  //    copy, rounded into the 16-bit slice; fp16: skipped on every rank when one rank's owned
+  //    gradient holds an inf or nan, agreed over tp).
+  mp_->optimizer_step(*opt_, params_, grads_, step, -1, &clip_, owned_grads());
 
   tp_bytes_ = tp_.stats().total_bytes() - tp0;
   regather_bytes_ = regather_group_->stats().total_bytes() - rg0;
@@ -112,7 +122,8 @@ double TensorParallelStrategy::train_step(const int32_t* tokens, const int32_t* 
 
 double TensorParallelStrategy::eval_loss(const int32_t* tokens, const int32_t* targets,
                                          int global_batch, int T) {
-  return forward_loss(*model_, params_.f32(), tokens, targets, global_batch, T);
+  FlatParams source(model_->layout(), params_);  // f32, or 16-bit widened per unit
+  return UnitRunner(*model_, source).forward_loss(tokens, targets, global_batch, T);
 }
 
 void tp_slices_to_full(ProcessGroup& tp, const GPTConfig& cfg, const float* slice, float* full) {
@@ -133,8 +144,10 @@ void TensorParallelStrategy::get_state(float* params, float* exp_avg, float* exp
   // Each state's slice down to the host (4Ψ_r bytes; a memcpy on the CPU), then gathered there:
   // sends (t-1)/t·4tΨ_r per state; not part of a step.
   const GPTConfig& cfg = model_->config();
+  // Mixed precision: the fp32 master copy is the full-precision state a checkpoint keeps.
+  const Tensor* p = opt_->has_master_weights() ? &opt_->master() : &params_;
   std::vector<float> slice(params_.numel());
-  for (const auto& [state, out] : {std::pair<const Tensor*, float*>{&params_, params},
+  for (const auto& [state, out] : {std::pair<const Tensor*, float*>{p, params},
                                    {&opt_->exp_avg(), exp_avg},
                                    {&opt_->exp_avg_sq(), exp_avg_sq}}) {
     to_host(slice.data(), *state);
@@ -147,12 +160,19 @@ void TensorParallelStrategy::set_state(const float* params, const float* exp_avg
   // This rank's slice of each whole state, cut on the host and copied up (4Ψ_r bytes each).
   const GPTLayout& lay = model_->layout();
   std::vector<float> slice(params_.numel());
-  for (const auto& [full, state] : {std::pair<const float*, const Tensor*>{params, &params_},
-                                    {exp_avg, &opt_->exp_avg()},
+  lay.copy_from_full(params, slice.data());
+  set_params(slice.data());
+  for (const auto& [full, state] : {std::pair<const float*, const Tensor*>{exp_avg, &opt_->exp_avg()},
                                     {exp_avg_sq, &opt_->exp_avg_sq()}}) {
     lay.copy_from_full(full, slice.data());
     from_host(*state, slice.data());
   }
+}
+
+void TensorParallelStrategy::set_params(const float* slice) {
+  if (!opt_->has_master_weights()) return from_host(params_, slice);
+  from_host(opt_->master(), slice);
+  round_from_host(params_, slice);
 }
 
 std::vector<ReportRow> TensorParallelStrategy::report() const {
@@ -165,36 +185,51 @@ std::vector<ReportRow> TensorParallelStrategy::report() const {
   const bool full = c.recompute == Recompute::kFull;  // each block's forward, g included, twice
   const bool pa = c.partition_checkpoints && full && !sp_;
   const bool flash = c.attention == AttentionMethod::kFlash;  // lse kept, not P
+  // Mixed precision: 2-byte parameters, gradients and activations (so every message of f, g and
+  // the sequence collectives), AdamW's master copy with m and v; the cross-entropy's 12BT fp32.
+  const bool mixed = mp_->mixed();
+  const int e = static_cast<int>(dtype_size(model_->activation_dtype()));
+  const std::string E = std::to_string(e);
+  const double pe = mixed ? 2 : 4;
+  std::string act_text = pa ? "⌈L/k⌉/L·" + E + "sbh/t (Pa)"
+                         : c.recompute != Recompute::kNone
+                             ? activation_formula_text(c.recompute, c.recompute_every, e)
+                         : flash && sp_ ? (e == 4 ? "sbh/t·(64+4a/h)+16sb/t (flash)"
+                                                  : "sbh/t·(32+4a/h)+16sb/t (flash)")
+                         : flash ? (e == 4 ? "sbh(16+48/t+4a/(ht))+16sb (flash)"
+                                           : "sbh(8+24/t+4a/(ht))+16sb (flash)")
+                         : sp_ ? (e == 4 ? "sbh/t·(64+4as/h)+16sb/t" : "sbh/t·(32+2as/h)+16sb/t")
+                               : (e == 4 ? "sbh(16+48/t+4as/(ht))+16sb"
+                                         : "sbh(8+24/t+2as/(ht))+16sb");
+  const std::string tp_text = "2(t-1)/t·((4L+2)·" + E + "BTC+12BT)";
   std::vector<ReportRow> rows = {
-      {"parameters", double(mt.current(MemCategory::kParameters)), 4 * psi_r,
-       "4Ψ_r (Ψ_r: sharded + replicated)"},
-      {"gradients", double(mt.current(MemCategory::kGradients)), 4 * psi_r, "4Ψ_r"},
-      {"optimizer state", double(mt.current(MemCategory::kOptimizerState)), 8 * psi_r, "8Ψ_r"},
+      {"parameters", double(mt.current(MemCategory::kParameters)), pe * psi_r,
+       std::string(mixed ? "2Ψ_r" : "4Ψ_r") + " (Ψ_r: sharded + replicated)"},
+      {"gradients", double(mt.current(MemCategory::kGradients)), pe * psi_r,
+       mixed ? "2Ψ_r" : "4Ψ_r"},
+      {"optimizer state", double(mt.current(MemCategory::kOptimizerState)),
+       (mixed ? 12 : 8) * psi_r, mixed ? "12Ψ_r (master, m, v)" : "8Ψ_r"},
       {"activations per block", block_bytes_,
        activation_bytes_per_block({last_B_, last_T_, c.d, c.heads, c.layers, t, sp_, pa, flash},
-                                  c.recompute, c.recompute_every, 4),
-       pa                              ? "⌈L/k⌉/L·4sbh/t (Pa)"
-       : c.recompute != Recompute::kNone ? activation_formula_text(c.recompute, c.recompute_every, 4)
-       : flash && sp_                  ? "sbh/t·(64+4a/h)+16sb/t (flash)"
-       : flash                         ? "sbh(16+48/t+4a/(ht))+16sb (flash)"
-       : sp_                           ? "sbh/t·(64+4as/h)+16sb/t"
-                                       : "sbh(16+48/t+4as/(ht))+16sb"},
+                                  c.recompute, c.recompute_every, e),
+       act_text},
       {"sent per step (tp group)", tp_bytes_,
-       tp_bytes_per_step(d, last_B_, last_T_, t) +
-           (full ? tp_recompute_bytes_per_step(d, last_B_, last_T_, t) : 0),
-       full ? "2(t-1)/t·((4L+2)·4BTC+12BT) + 4L(t-1)/t·4BTC (g again in recompute)"
-            : "2(t-1)/t·((4L+2)·4BTC+12BT)"}};
+       tp_bytes_per_step(d, last_B_, last_T_, t, e) +
+           (full ? tp_recompute_bytes_per_step(d, last_B_, last_T_, t, e) : 0),
+       full ? tp_text + " + 4L(t-1)/t·" + E + "BTC (g again in recompute)" : tp_text}};
   if (pa) {  // every segment's checkpoint gathered once before its recomputation
     const double k = c.recompute_every, segments = std::ceil(c.layers / k);
     rows.push_back({"sent per step (Pa all_gather)", checkpoint_bytes_,
-                    segments * (t - 1.0) / t * 4.0 * last_B_ * last_T_ * c.d,
-                    "⌈L/k⌉·(t-1)/t·4BTC"});
+                    segments * (t - 1.0) / t * e * last_B_ * last_T_ * c.d,
+                    "⌈L/k⌉·(t-1)/t·" + E + "BTC"});
   }
   if (sp_) {
     rows.push_back({"sent per step (re-gather)", regather_bytes_,
-                    sp_regather_bytes_per_step(d, last_B_, last_T_, t), "2L·(t-1)/t·4BTC"});
+                    sp_regather_bytes_per_step(d, last_B_, last_T_, t, e),
+                    "2L·(t-1)/t·" + E + "BTC"});
     rows.push_back({"sent per step (repl. grads)", grad_sync_bytes_,
-                    sp_replicated_grad_bytes_per_step(d, t), "2(t-1)/t·4(ctx·C+6LC+2C)"});
+                    sp_replicated_grad_bytes_per_step(d, t, mixed ? 2 : 4),
+                    "2(t-1)/t·" + E + "(ctx·C+6LC+2C)"});
   }
   ReportRow calls{"collective calls per step", double(calls_),
                   tp_collective_calls_per_step(d, last_B_, last_T_, t, sp_, full,

@@ -33,6 +33,7 @@
 // V vocab, L layers, Ψ_r parameters per rank (tp_formulas.h).
 #pragma once
 
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -41,6 +42,7 @@
 #include "common/optim/adamw.h"
 #include "common/optim/grad_clip.h"
 #include "common/tp/tensor_parallel_comm.h"
+#include "common/train/mixed_precision.h"
 #include "common/train/strategy.h"
 
 namespace llmp {
@@ -57,9 +59,13 @@ class TensorParallelStrategy : public Strategy {
   /// slice. Throws std::invalid_argument naming the values when t = tp.size() does not divide H,
   /// 4C and V (GPTLayout). With sequence_parallel, a step whose T is not divisible by t throws
   /// std::invalid_argument (common/nn/checks.h). `device`: where the slice's model, parameters,
-  /// gradients and optimizer state live (Device::kCUDA: --device cuda, fp32).
+  /// gradients and optimizer state live (Device::kCUDA: --device cuda). `mp`: the precision
+  /// (common/train/mixed_precision.h): bf16 / fp16 store the slice's parameters, gradients and
+  /// activations in 16 bits, so f's and g's all_reduces carry 2 bytes per element, and AdamW
+  /// keeps the fp32 master copy of the slice; fp16's overflow skip is agreed over tp.
   TensorParallelStrategy(const GPTConfig& cfg, ProcessGroup& tp, AdamWConfig opt, uint64_t seed,
-                         bool sequence_parallel = false, Device device = Device::kCPU);
+                         bool sequence_parallel = false, Device device = Device::kCPU,
+                         MixedPrecisionConfig mp = {});
 
   /// The whole batch on every rank (tensor parallelism splits layers' widths, not data).
   BatchSlice batch_slice(int global_batch) const override { return {0, global_batch}; }
@@ -74,8 +80,16 @@ class TensorParallelStrategy : public Strategy {
   /// sequence parallelism, the re-gather and the replicated gradients' all_reduce); collective
   /// calls of the last step, over every group, against tp_collective_calls_per_step.
   std::vector<ReportRow> report() const override;
-  /// --clip_grad: the last step's global gradient norm (grad_clip.h), "" without clipping.
-  std::string step_note() const override { return clip_.step_note(); }
+  /// fp16's loss scale (mixed_precision.h) and --clip_grad's global gradient norm (grad_clip.h).
+  std::string step_note() const override { return mp_->step_note() + clip_.step_note(); }
+  /// The checkpoint's precision and fp16's loss-scaler state (MixedPrecision).
+  std::map<std::string, std::string> extra_state() const override {
+    return mp_->checkpoint_state();
+  }
+  std::string set_extra_state(const std::map<std::string, std::string>& md) override {
+    return mp_->set_checkpoint_state(md);
+  }
+  const MixedPrecision& mixed_precision() const { return *mp_; }
 
   const GPT& model() const { return *model_; }
   /// This rank's Ψ_r parameters (model().layout()), on model().device().
@@ -102,6 +116,9 @@ class TensorParallelStrategy : public Strategy {
   /// rank they are equal after step 2's all_reduce, or by construction without sequence
   /// parallelism: counted t times, ‖g‖ would grow by their share).
   std::vector<Tensor> owned_grads() const;
+  /// This rank's slice of the parameters from the host (Ψ_r fp32): into params_, or under mixed
+  /// precision into AdamW's master copy, params_ rounded from it.
+  void set_params(const float* slice);
 
   ProcessGroup& tp_;
   bool sp_;
@@ -109,7 +126,8 @@ class TensorParallelStrategy : public Strategy {
   std::shared_ptr<ProcessGroup> regather_group_, grad_group_, checkpoint_group_;
   std::unique_ptr<TensorParallelComm> comm_;
   std::unique_ptr<GPT> model_;  // this rank's slice
-  Tensor params_, grads_;       // Ψ_r each
+  std::unique_ptr<MixedPrecision> mp_;  // after model_, which it reads
+  Tensor params_, grads_;       // Ψ_r each; 16-bit under mixed precision
   std::unique_ptr<AdamW> opt_;  // m, v: Ψ_r each
   GradClip clip_{0, nullptr};   // --clip_grad: ‖g‖² summed over tp from owned_grads()
   double tp_bytes_ = 0, regather_bytes_ = 0, grad_sync_bytes_ = 0, checkpoint_bytes_ = 0;
