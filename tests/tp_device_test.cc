@@ -34,8 +34,13 @@
 // Nothing else: a buffer a mapping or the strategy leaves on the host shows up here (or as a
 // SIGSEGV, or as a kernel's "not device memory").
 //
+// Under --precision bf16 (TP and SP): every activation message is 2 bytes an element (S = 2BTC),
+// the head's 12N stays fp32, the replicated gradients are 16-bit (2Ψ_repl); each strategy's
+// parameters go up as the fp32 master copy and the 16-bit slice rounded on the host (4Ψ_r +
+// 2Ψ_r, at init and again at set_state), get_state brings the master copy down.
+//
 // Glossary: t tensor-parallel ranks, B global batch, T sequence, C channels, L layers, N = B·T,
-// S = 4BTC, Ψ_r parameters per rank, Ψ_repl replicated parameters.
+// S = 4BTC (2BTC in bf16), Ψ_r parameters per rank, Ψ_repl replicated parameters.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -63,13 +68,16 @@ struct Result {
   double tp_bytes = 0, regather_bytes = 0, grad_sync_bytes = 0, checkpoint_bytes = 0;
 };
 
-Result train(const GPTConfig& cfg, ProcessGroup& tp, bool sp, Device device) {
+Result train(const GPTConfig& cfg, ProcessGroup& tp, bool sp, Device device,
+             TrainPrecision precision) {
+  MixedPrecisionConfig mp;
+  mp.precision = precision;
   const Corpus corpus = Corpus::load("/usr/share/games/fortunes", cfg.ctx);
   const int T = cfg.ctx;
   AdamWConfig opt;
   opt.lr = 3e-3f;
   opt.weight_decay = 0.1f;
-  TensorParallelStrategy s(cfg, tp, opt, 11, sp, device);
+  TensorParallelStrategy s(cfg, tp, opt, 11, sp, device, mp);
   std::vector<int32_t> tok(kBatch * T), tgt(kBatch * T);
   Result r;
   for (int k = 1; k <= kSteps; ++k) {
@@ -83,7 +91,7 @@ Result train(const GPTConfig& cfg, ProcessGroup& tp, bool sp, Device device) {
   const int64_t psi = GPTLayout(cfg).num_params();
   r.state.resize(3 * psi);
   s.get_state(r.state.data(), r.state.data() + psi, r.state.data() + 2 * psi);
-  TensorParallelStrategy resumed(cfg, tp, opt, 12, sp, device);
+  TensorParallelStrategy resumed(cfg, tp, opt, 12, sp, device, mp);
   resumed.set_state(r.state.data(), r.state.data() + psi, r.state.data() + 2 * psi);
   r.resumed.resize(3 * psi);
   resumed.get_state(r.resumed.data(), r.resumed.data() + psi, r.resumed.data() + 2 * psi);
@@ -98,8 +106,9 @@ struct Staging {
   int64_t offloaded = 0;  // Pa+cpu: the parts copied to the host and back (not staging)
 };
 
-Staging staging_per_step(const GPTConfig& c, int t, bool sp) {
-  const int64_t N = int64_t{kBatch} * c.ctx, S = 4 * N * c.d, L = c.layers;
+/// `e`: bytes per activation and gradient element (4, or 2 under bf16).
+Staging staging_per_step(const GPTConfig& c, int t, bool sp, int64_t e) {
+  const int64_t N = int64_t{kBatch} * c.ctx, S = e * N * c.d, L = c.layers;
   const TpModelDims d{c.vocab, c.ctx, c.layers, c.d, c.heads};
   const int64_t repl = static_cast<int64_t>(tp_replicated_params(d));
   Staging st;
@@ -116,20 +125,21 @@ Staging staging_per_step(const GPTConfig& c, int t, bool sp) {
     return st;
   }
   st.tp_down = st.tp_up = (4 * L + 2) * (S + S / t) + 12 * N;
-  st.other_down = 2 * L * S / t + 4 * repl;
-  st.other_up = 2 * L * S + 4 * repl;
-  st.d2d = ((6 * L + 2) + (4 * L + 2)) * S + 2 * 4 * repl;
+  st.other_down = 2 * L * S / t + e * repl;
+  st.other_up = 2 * L * S + e * repl;
+  st.d2d = ((6 * L + 2) + (4 * L + 2)) * S + 2 * e * repl;
   return st;
 }
 
-void expect_device_run_equals_cpu(const GPTConfig& cfg, bool sp) {
+void expect_device_run_equals_cpu(const GPTConfig& cfg, bool sp,
+                                  TrainPrecision precision = TrainPrecision::kFP32) {
   auto cpu_group = test_world().duplicate();
-  const Result cpu = train(cfg, *cpu_group, sp, Device::kCPU);
+  const Result cpu = train(cfg, *cpu_group, sp, Device::kCPU, precision);
 
   testing::FakeDevice dev(/*guarded=*/true);
   testing::FakeKernelOps ops(dev);
   auto dev_group = test_world().duplicate();
-  const Result gpu = train(cfg, *dev_group, sp, Device::kCUDA);
+  const Result gpu = train(cfg, *dev_group, sp, Device::kCUDA, precision);
 
   EXPECT_EQ(gpu.losses, cpu.losses);
   EXPECT_EQ(gpu.state, cpu.state);
@@ -145,14 +155,17 @@ void expect_device_run_equals_cpu(const GPTConfig& cfg, bool sp) {
   EXPECT_EQ(cpu_group->staging_stats().to_host_bytes, 0) << "host tensors are never staged";
 
   const int t = dev_group->size();
-  const Staging per_step = staging_per_step(cfg, t, sp);
+  const bool mixed = precision != TrainPrecision::kFP32;
+  const Staging per_step = staging_per_step(cfg, t, sp, mixed ? 2 : 4);
   const StagingStats st = dev_group->staging_stats();  // the tp group: f, g, the head
   EXPECT_EQ(st.to_host_bytes, kSteps * per_step.tp_down);
   EXPECT_EQ(st.to_device_bytes, kSteps * per_step.tp_up);
   const TpModelDims d{cfg.vocab, cfg.ctx, cfg.layers, cfg.d, cfg.heads};
   const int64_t psi_r = static_cast<int64_t>(tp_params_per_rank(d, t));
   const int64_t ids = int64_t{kSteps} * 3 * 4 * kBatch * cfg.ctx;
-  EXPECT_EQ(dev.h2d_bytes(), 2 * 4 * psi_r + 3 * 4 * psi_r + ids +
+  // Each strategy's init (the master copy and the 16-bit slice when mixed), then set_state.
+  const int64_t init = (mixed ? 6 : 4) * psi_r, set_state = init + 8 * psi_r;
+  EXPECT_EQ(dev.h2d_bytes(), 2 * init + set_state + ids +
                                 kSteps * (per_step.tp_up + per_step.other_up + per_step.offloaded));
   EXPECT_EQ(dev.d2h_bytes(), 2 * 3 * 4 * psi_r + kSteps * (per_step.tp_down + per_step.other_down +
                                                            per_step.offloaded));
@@ -180,6 +193,14 @@ TEST(TensorParallelOnDevice, PartitionedCheckpointsOnTheHost) {
 
 TEST(SequenceParallelOnDevice, EqualsTheCpuRunWithTheSequenceCollectivesStaged) {
   expect_device_run_equals_cpu(GPTConfig::preset("tiny"), /*sp=*/true);
+}
+
+TEST(TensorParallelOnDevice, Bf16HalvesEveryActivationMessage) {
+  expect_device_run_equals_cpu(GPTConfig::preset("tiny"), /*sp=*/false, TrainPrecision::kBF16);
+}
+
+TEST(SequenceParallelOnDevice, Bf16HalvesEveryActivationMessage) {
+  expect_device_run_equals_cpu(GPTConfig::preset("tiny"), /*sp=*/true, TrainPrecision::kBF16);
 }
 
 }  // namespace
