@@ -29,7 +29,7 @@ struct TpStageOptions {
   std::string summary;      ///< one line for --help
   bool sequence_parallel = false;
   int default_world_size = 4;
-  /// --device cuda (fp32): the strategy's model, state and buffers on the device.
+  /// --device cuda: the strategy's model, state and buffers on the device (any --precision).
   bool supports_device = false;
 };
 

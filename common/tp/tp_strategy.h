@@ -22,7 +22,7 @@
 // whole model's GPT-2 names (GPTLayout::copy_to_full), so checkpoints are interchangeable with
 // every other stage.
 //
-// On a GPU (--device cuda, fp32): the sharded model walks on `device` (GPT::with_device), and the
+// On a GPU (--device cuda, any precision): the sharded model walks on `device` (GPT::with_device), and the
 // parameters, gradients, AdamW's m and v and every activation and communication buffer are device
 // memory; f, g and the sequence-parallel collectives get device tensors (an MPI backend stages
 // them through host buffers, common/comm/process_group_staging.h). What crosses to the host:

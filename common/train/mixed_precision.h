@@ -1,7 +1,7 @@
-// Mixed-precision training for the data-parallel and pipeline stages: what --precision bf16 / fp16
-// changes in a step, in one place, so that the baseline, naive DP, DDP, ZeRO-1/2/3 and the
-// pipelines (common/pipeline/pipeline_strategy.h: fp32 gradients, 16-bit messages) each add a few
-// lines.
+// Mixed-precision training for the data-parallel, pipeline and tensor-parallel stages: what
+// --precision bf16 / fp16 changes in a step, in one place, so that the baseline, naive DP, DDP,
+// ZeRO-1/2/3, the pipelines (common/pipeline/pipeline_strategy.h: fp32 gradients, 16-bit
+// messages) and tensor/sequence parallelism (common/tp/tp_strategy.h) each add a few lines.
 //
 // Micikevicius et al. 2018, "Mixed Precision Training":
 //

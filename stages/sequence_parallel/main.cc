@@ -10,6 +10,6 @@ int main(int argc, char** argv) {
               "split along the sequence";
   o.sequence_parallel = true;
   o.default_world_size = 4;
-  o.supports_device = true;  // --device cuda (fp32): the sequence collectives on device tensors
+  o.supports_device = true;  // --device cuda: the sequence collectives on device tensors
   return llmp::train_main(argc, argv, llmp::tp_stage_spec(o));
 }

@@ -9,6 +9,6 @@ int main(int argc, char** argv) {
   o.summary = "Megatron tensor parallelism: heads, MLP columns and vocabulary split over t ranks";
   o.sequence_parallel = false;
   o.default_world_size = 4;
-  o.supports_device = true;  // --device cuda (fp32): f and g on device tensors
+  o.supports_device = true;  // --device cuda: f and g on device tensors
   return llmp::train_main(argc, argv, llmp::tp_stage_spec(o));
 }
