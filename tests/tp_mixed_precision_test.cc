@@ -116,7 +116,9 @@ TEST(TensorParallelMixedPrecision, SixteenBitSlicesAndHalfTheMessages) {
     EXPECT_DOUBLE_EQ(b16->last_step_tp_bytes() - ce, (f32_tp - ce) / 2);
     EXPECT_DOUBLE_EQ(b16->last_step_regather_bytes(), f32_rg / 2);
     EXPECT_DOUBLE_EQ(b16->last_step_grad_sync_bytes(), f32_gs / 2);
-    if (t > 1) EXPECT_GT(f32_tp - ce, 0) << "nothing crossed";
+    if (t > 1) {
+      EXPECT_GT(f32_tp - ce, 0) << "nothing crossed";
+    }
   }
 }
 

@@ -8,7 +8,9 @@
 // ones and K = 12, Precision::mixed_adam()):
 //   model states  plan_memory(stage, Ψ_r, dp, precision): (4+4+8)Ψ_r = 16Ψ_r or (2+2+12)Ψ_r =
 //                 16Ψ_r (every rank holds its part whole: baseline, DDP, naive DP, pipelines,
-//                 TP), or ZeRO-1/2/3's sharded rows (e.g. ZeRO-3 (2+2+12)⌈Ψ/N⌉);
+//                 TP), or ZeRO-1/2/3's sharded rows (e.g. ZeRO-3 (2+2+12)⌈Ψ/N⌉). A pipeline
+//                 in bf16/fp16 keeps fp32 gradients (common/pipeline/pipeline_strategy.h):
+//                 18Ψ_r, of which the estimate's 16Ψ_r is a lower bound, as the whole is;
 //                 Ψ_r = tp_params_per_rank with ⌈L/pp⌉ blocks (the rank with the embeddings).
 //   activations   ⌈L/pp⌉ · A_block + 4·b·T·V/t (the logits, fp32 in every precision), where
 //                 A_block = tp_activation_bytes_per_block(b, T, t) = (4-byte elements) + 16bT
