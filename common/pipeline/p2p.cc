@@ -18,7 +18,7 @@ std::pair<int, int> route(const PipeLink& link, const Action& a) {
 void send_with_time(const PipeLink& link, const Action& a, const Tensor& t, double logical_time,
                     PendingSends* pending) {
   const auto [peer, tag] = route(link, a);
-  pending->add(link.pp.isend(t, peer, tag), t);  // counted as "send": 4·b·T·C bytes
+  pending->add(link.pp.isend(t, peer, tag), t);  // counted as "send": e·b·T·C bytes
   // A float holds the logical times exactly: sums of F = 1, B = 2, W = 1, far below 2^24.
   Tensor time = Tensor::empty({1}, DType::kF32, MemCategory::kCommBuffers);
   time.f32()[0] = static_cast<float>(logical_time);

@@ -1,10 +1,13 @@
 // Point-to-point communication between pipeline stages: send_forward, recv_forward,
 // send_backward, recv_backward (the names of Megatron-LM's p2p_communication.py).
 //
-//   send_forward   activations y (b,T,C) of virtual stage s   ->  rank of s+1     sends 4·b·T·C
+//   send_forward   activations y (b,T,C) of virtual stage s   ->  rank of s+1     sends e·b·T·C
 //   recv_forward   activations x (b,T,C) of virtual stage s   <-  rank of s-1
-//   send_backward  gradient dL/dx (b,T,C) of stage s's input  ->  rank of s-1     sends 4·b·T·C
+//   send_backward  gradient dL/dx (b,T,C) of stage s's input  ->  rank of s-1     sends e·b·T·C
 //   recv_backward  gradient dL/dy (b,T,C) of stage s's output <-  rank of s+1
+//
+// e: bytes per element of the walk's activations, 4 in fp32 and 2 under --precision bf16 / fp16
+// (the messages are the activations as stored).
 //
 // The semantics are schedule.h's, which the simulator checks: a send never blocks (isend; the
 // message is buffered until the peer takes it), a recv blocks until the matching send has been
