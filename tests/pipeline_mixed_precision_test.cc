@@ -190,15 +190,13 @@ TEST(PipelineMixedPrecision, Bf16ResumesBitExactly) {
   }
 }
 
-// LLMP_TEST_OVERFLOW_STEP=2 multiplies step 2's loss scale by 2^64 on the last rank only (the
-// rank whose head starts the backward): the fp16 gradients overflow there and the inf flows
-// back through every stage's messages. Every rank skips that step (the agreement over pp), S
-// halves, and the state after step 2 is bit-identical to the state after step 1.
-TEST(PipelineMixedPrecision, Fp16OverflowIsSkippedOnEveryStage) {
+// Sets the test hook `hook` = 2 on `ranks` (mixed_precision.h), trains 3 fp16 steps of every
+// schedule and expects step 2 skipped on every rank: S halved, the state after step 2
+// bit-identical to the state after step 1, step 3 clean.
+void expect_step_two_skipped_everywhere(const char* hook, const std::string& ranks) {
   ProcessGroup& pp = pipeline_world();
-  const std::string last = std::to_string(pp.size() - 1);
-  setenv("LLMP_TEST_OVERFLOW_STEP", "2", 1);
-  setenv("LLMP_TEST_OVERFLOW_RANKS", last.c_str(), 1);
+  setenv(hook, "2", 1);
+  setenv("LLMP_TEST_OVERFLOW_RANKS", ranks.c_str(), 1);
   const EquivalenceConfig cfg = testing::pipeline_equivalence_config(TrainPrecision::kFP16);
   const GPT model(equivalence_model(cfg), TpComm::none(), DType::kF16);
   const Corpus corpus = Corpus::load(cfg.data, cfg.T);
@@ -225,11 +223,27 @@ TEST(PipelineMixedPrecision, Fp16OverflowIsSkippedOnEveryStage) {
     }
     EXPECT_EQ(s->mixed_precision().skipped_steps(), 1) << c.schedule << ": step 3 is clean";
     if (pp.rank() == 0)
-      std::printf("%s p=%d: step 2 skipped on every rank, S %g -> %g\n", c.schedule, pp.size(),
-                  scale1, s->mixed_precision().loss_scale());
+      std::printf("%s on rank(s) %s, %s p=%d: step 2 skipped on every rank, S %g -> %g\n", hook,
+                  ranks.c_str(), c.schedule, pp.size(), scale1,
+                  s->mixed_precision().loss_scale());
   }
-  unsetenv("LLMP_TEST_OVERFLOW_STEP");
+  unsetenv(hook);
   unsetenv("LLMP_TEST_OVERFLOW_RANKS");
+}
+
+// LLMP_TEST_OVERFLOW_STEP=2 multiplies step 2's loss scale by 2^64 on the last rank only (the
+// rank whose head starts the backward): the fp16 gradients overflow there and the inf flows back
+// through every stage's messages, so every rank sees it in its own gradient.
+TEST(PipelineMixedPrecision, Fp16OverflowIsSkippedOnEveryStage) {
+  expect_step_two_skipped_everywhere("LLMP_TEST_OVERFLOW_STEP",
+                                     std::to_string(pipeline_world().size() - 1));
+}
+
+// LLMP_TEST_LOCAL_OVERFLOW_STEP=2 on rank 0 only: an overflow no other stage sees (as one that
+// starts inside rank 0's blocks, after the messages from later stages have left them). Only the
+// agreement over pp makes the other stages skip it too.
+TEST(PipelineMixedPrecision, Fp16OverflowOnOneStageIsSkippedByEveryStage) {
+  expect_step_two_skipped_everywhere("LLMP_TEST_LOCAL_OVERFLOW_STEP", "0");
 }
 
 }  // namespace

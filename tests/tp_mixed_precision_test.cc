@@ -155,10 +155,10 @@ TEST(TensorParallelMixedPrecision, Bf16ResumesBitExactly) {
   }
 }
 
-// LLMP_TEST_OVERFLOW_STEP=2 on rank 0 only: its share of the head's gradient overflows in fp16
-// at step 2. Every rank skips that step (agreed over tp), S halves, the state is unchanged.
-TEST(TensorParallelMixedPrecision, Fp16OverflowIsSkippedOnEveryRank) {
-  setenv("LLMP_TEST_OVERFLOW_STEP", "2", 1);
+// Sets the test hook `hook` = 2 on rank 0 only (mixed_precision.h) and expects every rank to skip
+// step 2: S halved, the state unchanged; TP and SP.
+void expect_step_two_skipped_everywhere(const char* hook) {
+  setenv(hook, "2", 1);
   setenv("LLMP_TEST_OVERFLOW_RANKS", "0", 1);
   const GPTConfig c = tiny_h4();
   const int64_t psi = GPTLayout(c).num_params();
@@ -173,15 +173,29 @@ TEST(TensorParallelMixedPrecision, Fp16OverflowIsSkippedOnEveryRank) {
     sample(corpus.train(), 7, 2, 0, 4, c.ctx, tok.data(), tgt.data());
     s->train_step(tok.data(), tgt.data(), 4, c.ctx, 2);
     s->get_state(after2.data(), after2.data() + psi, after2.data() + 2 * psi);
-    EXPECT_EQ(s->mixed_precision().skipped_steps(), 1) << "rank " << test_world().rank();
-    EXPECT_EQ(s->mixed_precision().loss_scale(), scale1 / 2);
-    EXPECT_EQ(after2, after1) << "rank " << test_world().rank() << ": the skipped step moved";
+    EXPECT_EQ(s->mixed_precision().skipped_steps(), 1) << hook << ", rank " << test_world().rank();
+    EXPECT_EQ(s->mixed_precision().loss_scale(), scale1 / 2) << hook;
+    EXPECT_EQ(after2, after1) << hook << ", rank " << test_world().rank()
+                              << ": the skipped step moved";
     if (test_world().rank() == 0)
-      std::printf("%s t=%d: step 2 skipped on every rank, S %g -> %g\n", sp ? "SP" : "TP",
-                  test_world().size(), scale1, s->mixed_precision().loss_scale());
+      std::printf("%s on rank 0, %s t=%d: step 2 skipped on every rank, S %g -> %g\n", hook,
+                  sp ? "SP" : "TP", test_world().size(), scale1,
+                  s->mixed_precision().loss_scale());
   }
-  unsetenv("LLMP_TEST_OVERFLOW_STEP");
+  unsetenv(hook);
   unsetenv("LLMP_TEST_OVERFLOW_RANKS");
+}
+
+// LLMP_TEST_OVERFLOW_STEP=2 on rank 0: its share of the head's gradient overflows in fp16 and g's
+// all_reduce carries the inf to every rank.
+TEST(TensorParallelMixedPrecision, Fp16OverflowIsSkippedOnEveryRank) {
+  expect_step_two_skipped_everywhere("LLMP_TEST_OVERFLOW_STEP");
+}
+
+// LLMP_TEST_LOCAL_OVERFLOW_STEP=2 on rank 0: an overflow only rank 0 sees. Only the agreement
+// over tp makes the others skip it too.
+TEST(TensorParallelMixedPrecision, Fp16OverflowOnOneRankIsSkippedByEveryRank) {
+  expect_step_two_skipped_everywhere("LLMP_TEST_LOCAL_OVERFLOW_STEP");
 }
 
 }  // namespace

@@ -47,10 +47,13 @@ MixedPrecision::MixedPrecision(const GPT& model, MixedPrecisionConfig cfg, Proce
     scaler_ = std::make_unique<LossScaler>(cfg_.scaler);
     if (dp) agree_ = std::make_unique<OverflowAgreement>(*dp);
   }
+  const bool listed_here = listed(std::getenv("LLMP_TEST_OVERFLOW_RANKS"), dp ? dp->rank() : 0);
   if (const char* s = std::getenv("LLMP_TEST_OVERFLOW_STEP")) {
     inject_step_ = std::atoll(s);
-    inject_here_ = listed(std::getenv("LLMP_TEST_OVERFLOW_RANKS"), dp ? dp->rank() : 0);
+    inject_here_ = listed_here;
   }
+  if (const char* s = std::getenv("LLMP_TEST_LOCAL_OVERFLOW_STEP"))
+    if (listed_here) local_inject_step_ = std::atoll(s);
 }
 
 Tensor MixedPrecision::new_buffer(int64_t n, MemCategory category) const {
@@ -108,7 +111,7 @@ bool MixedPrecision::optimizer_step(AdamW& opt, const Tensor& params, const Tens
   }
   const float inv_scale = 1.0f / loss_scale();  // the S this step's walk used
   if (scaler_) {
-    bool found_inf = false;
+    bool found_inf = t == local_inject_step_;  // the local test hook (header)
     for (const Tensor& part : owned) found_inf = found_inf || has_nonfinite(part);
     if (agree_) found_inf = agree_->any(found_inf);  // every rank skips the same step
     if (!scaler_->update(found_inf)) {

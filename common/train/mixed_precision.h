@@ -25,6 +25,11 @@
 // to inf: the step must be skipped on every rank with the parameters and optimizer state left
 // bit-identical.
 //
+// A second hook, LLMP_TEST_LOCAL_OVERFLOW_STEP=k, makes the listed ranks (the same
+// LLMP_TEST_OVERFLOW_RANKS) find a non-finite gradient at step k without touching the walk: an
+// overflow only they see, as one that starts inside one pipeline stage's blocks would be. Every
+// rank must still skip: that is what the agreement over the group is for.
+//
 // Glossary: Ψ parameters, S loss scale, B global batch, T sequence length.
 #pragma once
 
@@ -160,6 +165,7 @@ class MixedPrecision {
   std::unique_ptr<OverflowAgreement> agree_;    // fp16 with a group
   cpu::RoundStats stats_;
   int64_t inject_step_ = -1;
+  int64_t local_inject_step_ = -1;  // LLMP_TEST_LOCAL_OVERFLOW_STEP (on the listed ranks)
   mutable float walk_scale_ = 0;  // what walk_loss_scale last returned (0: never called)
   bool inject_here_ = false;
   bool count_on_device_ = false;
