@@ -51,7 +51,7 @@ UnitSpans layout_spans(const GPTLayout& layout) {
 }  // namespace
 
 FlatParams::FlatParams(const GPTLayout& layout, const float* base)
-    : FlatParams(layout.num_units(), layout_spans(layout), base) {}
+    : FlatParams(layout_spans(layout), base) {}
 
 FlatParams::FlatParams(const GPTLayout& layout, const Tensor& flat)
     : FlatParams(layout.num_units(), layout_spans(layout), flat) {
@@ -60,10 +60,8 @@ FlatParams::FlatParams(const GPTLayout& layout, const Tensor& flat)
                                 std::to_string(layout.num_params()) + " parameters");
 }
 
-FlatParams::FlatParams(int num_units, UnitSpans spans, const float* base)
-    : spans_(std::move(spans)), base_(base) {
-  (void)num_units;
-}
+FlatParams::FlatParams(UnitSpans spans, const float* base)
+    : spans_(std::move(spans)), base_(base) {}
 
 FlatParams::FlatParams(int num_units, UnitSpans spans, const Tensor& flat)
     : spans_(std::move(spans)) {

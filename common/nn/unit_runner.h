@@ -111,9 +111,9 @@ class FlatParams : public ParamSource {
   FlatParams(const GPTLayout& layout, const float* base);
   /// `flat`: layout.num_params() elements of f32, f16 or bf16. Must outlive the source.
   FlatParams(const GPTLayout& layout, const Tensor& flat);
-  /// A rank's own layout: unit u at spans(u) of `base` (f32) or `flat` (f32, f16 or bf16),
-  /// units [0, num_units).
-  FlatParams(int num_units, UnitSpans spans, const float* base);
+  /// A rank's own layout: unit u at spans(u) of `base` (f32) or of `flat` (f32, f16 or bf16,
+  /// units [0, num_units): one widened copy per unit at most).
+  FlatParams(UnitSpans spans, const float* base);
   FlatParams(int num_units, UnitSpans spans, const Tensor& flat);
   ~FlatParams() override;
   FlatParams(const FlatParams&) = delete;

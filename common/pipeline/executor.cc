@@ -20,24 +20,29 @@ Tensor activation(const GPT& model, int b, int T) {
                        MemCategory::kActivations, model.device());
 }
 
-/// Where unit u lies in a pipeline rank's local buffer (parameters or gradients, same layout).
+/// Unit u of a pipeline rank's local buffer (parameters or gradients, same layout).
+int64_t local_offset(const GPTPartition& part, int rank, int u) {
+  const int64_t at = part.unit_local_offset(rank, u);
+  LLMP_CHECK(at >= 0, "rank " + std::to_string(rank) + " does not hold unit " + std::to_string(u));
+  return at;
+}
+
+/// Where unit u lies in a pipeline rank's local buffer, and how much of it is there.
 UnitSpans local_spans(const GPTPartition& part, int rank) {
   return [&part, rank](int u) {
-    const int64_t at = part.unit_local_offset(rank, u);
-    LLMP_CHECK(at >= 0,
-               "rank " + std::to_string(rank) + " does not hold unit " + std::to_string(u));
-    return UnitSpan{at, part.unit_local_numel(rank, u)};
+    return UnitSpan{local_offset(part, rank, u), part.unit_local_numel(rank, u)};
   };
 }
 
 class LocalGrads : public GradSink {
  public:
   LocalGrads(const GPTPartition& part, int rank, float* base)
-      : spans_(local_spans(part, rank)), base_(base) {}
-  float* get(int u) override { return base_ + spans_(u).offset; }
+      : part_(part), rank_(rank), base_(base) {}
+  float* get(int u) override { return base_ + local_offset(part_, rank_, u); }
 
  private:
-  UnitSpans spans_;
+  const GPTPartition& part_;
+  int rank_;
   float* base_;
 };
 
@@ -174,7 +179,7 @@ double PipelineExecutor::run_segment(const std::vector<Action>& actions, size_t 
     const int batch = a.microbatch / m_batch;
     const int64_t at = static_cast<int64_t>(a.microbatch % m_batch) * b_ * T_;
     // The weight version and the gradient buffer of the micro-batch's own batch.
-    FlatParams source(model_.layout().num_units(), local_spans(part_, rank_), io.params(batch));
+    FlatParams source(local_spans(part_, rank_), io.params(batch));
     LocalGrads sink(part_, rank_, io.grads(batch));
     UnitRunner runner(model_, source, &sink);
     execute(a, runner, io.tokens(batch) + at, io.targets(batch) + at, t0, &loss);
