@@ -40,8 +40,10 @@ std::string check_setup(const GPT& model, const ProcessGroup& pp, const Schedule
 
 PipelineStrategy::PipelineStrategy(const GPT& model, ProcessGroup& pp, AdamWConfig opt,
                                    uint64_t seed, Schedule schedule, std::string trace_path,
-                                   LogicalCosts clock_costs, MixedPrecisionConfig mp)
-    : MixedPrecisionStrategy(model, mp, &pp, GradClip(opt.clip_grad, &pp)),  // collective over pp
+                                   LogicalCosts clock_costs, MixedPrecisionConfig mp,
+                                   ProcessGroup* step_group)
+    : MixedPrecisionStrategy(model, mp, step_group ? step_group : &pp,  // collective over it
+                             GradClip(opt.clip_grad, step_group ? step_group : &pp)),
       model_(model),
       pp_(pp),
       schedule_(std::move(schedule)),
@@ -129,7 +131,8 @@ double PipelineStrategy::train_step(const int32_t* tokens, const int32_t* target
   // 4. AdamW on this rank's parameters (and, on the last rank, its copy of wte); mixed: on the
   //    master copy, rounded into the 16-bit parameters; fp16: skipped on every stage when one
   //    stage's owned gradient holds an inf or nan (agreed over pp).
-  mp_.optimizer_step(*opt_, params_, grads_, step, -1, &clip_, owned_parts(grads_));
+  const std::vector<Tensor> owned = owned_parts(grads_);
+  mp_.optimizer_step(*opt_, params_, grads_, step, -1, &clip_, &owned);
 
   std::vector<Span> spans = exec_->stats().spans;
   spans.push_back(Span{pp_.rank(), t_opt - t0, wall_seconds() - t0, "opt", "optimizer"});

@@ -76,10 +76,14 @@ class PipelineStrategy : public MixedPrecisionStrategy {
   /// keeps its part. trace_path: where finish() writes the Chrome trace ("" = none).
   /// clock_costs: the executor's logical clock (F = 1, B = 2 unless a stage's paper counts
   /// otherwise; Chimera's F = B = 1). mp: the run's precision (fp32 by default; 16-bit needs a
-  /// model storing its activations in that dtype, else std::invalid_argument).
+  /// model storing its activations in that dtype, else std::invalid_argument). step_group: the
+  /// ranks that together own the whole gradient, over which fp16's overflow skip is agreed and
+  /// --clip_grad's squares are summed (nullptr: pp; hybrid_3d: the world, its pipelines' stages
+  /// sliced over tp and sharded over dp). Collective over it as well as over pp.
   PipelineStrategy(const GPT& model, ProcessGroup& pp, AdamWConfig opt, uint64_t seed,
                    Schedule schedule, std::string trace_path = "",
-                   LogicalCosts clock_costs = LogicalCosts{}, MixedPrecisionConfig mp = {});
+                   LogicalCosts clock_costs = LogicalCosts{}, MixedPrecisionConfig mp = {},
+                   ProcessGroup* step_group = nullptr);
 
   /// The whole batch on every rank (pipeline ranks split layers, not data).
   BatchSlice batch_slice(int global_batch) const override { return {0, global_batch}; }

@@ -42,7 +42,8 @@
 //            pp group          sends·a, sends = m·Σ_chunks([s ≠ last] + [s ≠ 0])
 //            embedding group   g·V·C/t on the first and the last stage's ranks (p > 1): the
 //                              all_reduce of the two wte copies' gradients over 2 ranks
-//            dp group          ZeRO-1: reduce_scatter + all_gather of Ψ_r: 2(dp-1)/dp·g·Ψ_r
+//            dp group          ZeRO-1: reduce_scatter of the gradients + all_gather of the
+//                              parameters: (dp-1)/dp·(g + p_b)·Ψ_r
 //                              ZeRO-2 under a pipeline: every micro-batch's gradients are
 //                              reduce-scattered as they are produced (the accumulation moves to
 //                              the shards): m·(dp-1)/dp·g·Ψ_r + (dp-1)/dp·p_b·Ψ_r
@@ -77,8 +78,10 @@ struct HybridShape {
 struct HybridPrecision {
   double param = 4, grad = 4, act = 4, K = 8;
   static HybridPrecision fp32() { return {}; }
-  /// bf16/fp16 parameters, gradients and activations, fp32 master weights with m and v.
-  static HybridPrecision mixed() { return {2, 2, 2, 12}; }
+  /// bf16/fp16 parameters and activations, fp32 gradients (a pipeline's m micro-batches add into
+  /// them: Megatron-LM's main_grad, common/pipeline/pipeline_strategy.h), fp32 master weights
+  /// with m and v (K = 12): what hybrid_3d trains with under --precision bf16 / fp16.
+  static HybridPrecision mixed() { return {2, 4, 2, 12}; }
 };
 
 /// Everything the closed forms say about one rank (pipeline rank r; every tensor-parallel and

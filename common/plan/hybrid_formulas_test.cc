@@ -49,15 +49,19 @@ TEST(HybridFormulas, DataParallelBytesForEachZeroStage) {
   EXPECT_EQ(z2.grads, 4 * 2764) << "gradients sharded: ⌈11056/4⌉ floats";
 }
 
-TEST(HybridFormulas, MixedPrecisionHalvesActivationAndGradientBytes) {
-  // bf16: parameters and gradients 2 bytes, optimizer K = 12 on the shard, activations 2 bytes.
+TEST(HybridFormulas, MixedPrecisionHalvesParameterAndActivationBytes) {
+  // bf16: parameters 2 bytes, gradients fp32 (main_grad), optimizer K = 12 on the shard,
+  // activations 2 bytes.
   const HybridRankPlan f = hybrid_rank_plan(kTiny, {2, 2, 2, 3}, 0, 12, 16);
   const HybridRankPlan h =
       hybrid_rank_plan(kTiny, {2, 2, 2, 3}, 0, 12, 16, HybridPrecision::mixed());
   EXPECT_EQ(h.params, 2 * 11056);
+  EXPECT_EQ(h.grads, 4 * 11056);
   EXPECT_EQ(h.optimizer, 12 * 5528);
   EXPECT_EQ(h.pp, f.pp / 2);
-  EXPECT_EQ(h.emb, f.emb / 2);
+  EXPECT_EQ(h.emb, f.emb) << "the wte pair sums fp32 gradients";
+  // dp: the fp32 reduce_scatter (1/2·4Ψ_r) and the 16-bit all_gather (1/2·2Ψ_r).
+  EXPECT_EQ(h.dp, 0.5 * 6 * 11056);
   // The tp bytes: activations halve, the cross-entropy's fp32 reductions do not (none on stage 0).
   EXPECT_EQ(h.tp, f.tp / 2);
 }

@@ -108,7 +108,8 @@ double TensorParallelStrategy::train_step(const int32_t* tokens, const int32_t* 
   // 4. AdamW on the slice, the gradients times the clipping coefficient (mixed: on the master
   //    copy, rounded into the 16-bit slice; fp16: skipped on every rank when one rank's owned
   //    gradient holds an inf or nan, agreed over tp).
-  mp_->optimizer_step(*opt_, params_, grads_, step, -1, &clip_, owned_grads());
+  const std::vector<Tensor> owned = owned_grads();
+  mp_->optimizer_step(*opt_, params_, grads_, step, -1, &clip_, &owned);
 
   tp_bytes_ = tp_.stats().total_bytes() - tp0;
   regather_bytes_ = regather_group_->stats().total_bytes() - rg0;

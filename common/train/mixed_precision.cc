@@ -100,10 +100,10 @@ double MixedPrecision::unscale_loss(double walk_loss, float mean_scale, int64_t 
 
 bool MixedPrecision::optimizer_step(AdamW& opt, const Tensor& params, const Tensor& grads,
                                     int64_t t, int64_t n, GradClip* clip,
-                                    const std::vector<Tensor>& owned_parts) {
+                                    const std::vector<Tensor>* owned_parts) {
   // This rank's part of the gradient: the first n elements, or the parts the caller names.
   const std::vector<Tensor> owned =
-      !owned_parts.empty() ? owned_parts : std::vector<Tensor>{n < 0 ? grads : grads.narrow(0, n)};
+      owned_parts ? *owned_parts : std::vector<Tensor>{n < 0 ? grads : grads.narrow(0, n)};
   if (!mixed()) {
     const float k = clip ? clip->coefficient(owned) : 1.0f;  // --clip_grad: min(1, c/‖g‖)
     opt.step(params.f32(), grads.f32(), t, n, k);

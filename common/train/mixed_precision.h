@@ -115,13 +115,14 @@ class MixedPrecision {
   /// t less the steps skipped so far (its bias corrections count applied updates). Collective
   /// over dp for fp16. `clip` (when on): the gradients are clipped by the global norm first,
   /// grads[0, n) being this rank's owned part (grad_clip.h; collective over its group), the
-  /// coefficient folded into AdamW's grad_scale with 1/S. `owned` (when not empty) replaces
+  /// coefficient folded into AdamW's grad_scale with 1/S. `owned` (when given) replaces
   /// grads[0, n) as this rank's owned parts, for both the overflow check and the norm: a pipeline
-  /// stage's owned segments of its local buffer, without the tied wte's copy (pipeline_strategy.h).
+  /// stage's owned segments of its local buffer, without the tied wte's copy (pipeline_strategy.h);
+  /// it may be empty (a ZeRO shard of hybrid_3d holding none of the elements this rank counts).
   /// `grads` may be fp32 with 16-bit parameters (a pipeline's fp32 accumulation buffer).
   bool optimizer_step(AdamW& opt, const Tensor& params, const Tensor& grads, int64_t t,
                       int64_t n = -1, GradClip* clip = nullptr,
-                      const std::vector<Tensor>& owned = {});
+                      const std::vector<Tensor>* owned = nullptr);
 
   /// What rounding the gradients to 16 bits did this step (FlatGrads counts into it; reset by
   /// begin_step). Null for fp32: nothing is rounded. With the model on a device, null unless

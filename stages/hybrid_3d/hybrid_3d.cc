@@ -47,12 +47,13 @@ int64_t calls_made(const ProcessGroup& g) {
 }  // namespace
 
 hybrid_detail::TpModel::TpModel(const GPTConfig& cfg, ProcessGroup& tp, bool sequence_parallel,
-                                Device device)
+                                Device device, DType act)
     : regather(tp.duplicate()), repl_grads(tp.duplicate()) {
   comm = std::make_unique<TensorParallelComm>(tp, sequence_parallel, regather.get());
-  // This rank's slice (H/t heads, 4C/t, V/t), walking on `device`: PipelineStrategy then puts
-  // the parameters, gradients and every activation on the model's device.
-  model = std::make_unique<GPT>(GPT(cfg, *comm).with_device(device));
+  // This rank's slice (H/t heads, 4C/t, V/t), walking on `device` with `act` activations:
+  // PipelineStrategy then puts the parameters, gradients and every activation on the model's
+  // device, the parameters in the activations' dtype.
+  model = std::make_unique<GPT>(GPT(cfg, *comm, act).with_device(device));
 }
 
 void hybrid_detail::pack_all_reduce_unpack(
@@ -69,9 +70,12 @@ void hybrid_detail::pack_all_reduce_unpack(
 
 HybridStrategy::HybridStrategy(const GPTConfig& cfg, ProcessGrid& grid, AdamWConfig opt,
                                uint64_t seed, HybridOptions o)
-    : TpModel(cfg, grid.tp_group(), o.sequence_parallel, o.device),
+    : TpModel(cfg, grid.tp_group(), o.sequence_parallel, o.device,
+              storage_dtype(o.mp.precision)),
+      // fp16's skip and --clip_grad's norm over the world: each rank owns a part of the gradient
+      // (a stage's slice's shard), every grid dimension splitting it.
       PipelineStrategy(*model, grid.pp_group(), opt, seed, checked_schedule(cfg, grid, o),
-                       o.trace_path),
+                       o.trace_path, LogicalCosts{}, o.mp, &grid.world()),
       grid_(grid),
       shape_{grid.dp(), grid.pp(), grid.tp(), o.micro_batches, o.chunks, o.sequence_parallel,
              o.zero},
@@ -85,10 +89,16 @@ HybridStrategy::HybridStrategy(const GPTConfig& cfg, ProcessGrid& grid, AdamWCon
   for (const ParamSegment& s : part_->segments(r))
     for (const ElementRange& e : slice_ranges(whole, s.global_offset, s.numel, s.local_offset))
       local.push_back(e);
-  opt_.reset();  // PipelineStrategy's full-size state, replaced by the shard's
+  // PipelineStrategy's full-size state, replaced by the shard's: m, v (and under mixed precision
+  // the fp32 master copy, taken from the whole one's) beside the parameters.
+  std::unique_ptr<AdamW> full_size = std::move(opt_);
   opt_ = std::make_unique<AdamW>(shards_.padded, opt,
                                  slice_ranges(local, shards_.begin[d], shards_.count[d]),
-                                 DType::kF32, model_.device());  // m, v beside the parameters
+                                 mp_.dtype(), model_.device());
+  if (opt_->has_master_weights())
+    opt_->master().narrow(0, shards_.count[d])
+        .copy_from(full_size->master().narrow(shards_.begin[d], shards_.count[d]));
+  full_size.reset();
   // One walk over this rank's segments and the tensors in them:
   // - where the replicated tensors (wpe, LayerNorms, row-parallel biases) lie in the local
   //   buffer (repl_): under sequence parallelism each rank computes their gradients from its own
@@ -96,7 +106,6 @@ HybridStrategy::HybridStrategy(const GPTConfig& cfg, ProcessGrid& grid, AdamWCon
   // - --clip_grad: the elements this rank counts in ‖g‖, summed over the world: the pipeline's
   //   owned segments (not the wte copy), the replicated tensors on tp rank 0 only; the step then
   //   takes the part of them in its ZeRO shard.
-  clip_ = GradClip(opt.clip_grad, &grid.world());  // collective over the world when clipping
   for (const ParamSegment& s : part_->segments(r)) {
     for (const ParamSpec& p : model_.layout().params()) {
       const int64_t a = std::max(p.offset, s.global_offset);
@@ -129,20 +138,30 @@ void HybridStrategy::zero1_step(int64_t step) {
   ProcessGroup& dp = grid_.dp_group();
   const int d = dp.rank();
   const int64_t begin = shards_.begin[d], count = shards_.count[d];
-  if (dp.size() == 1) {  // one replica: its gradient is the sum, its shard is everything
-    const float clip = clip_.coefficient(clip_owned_.views(grads_));  // --clip_grad
-    opt_->step(params_.f32(), grads_.f32(), step, count, clip);
-    return;
-  }
+  if (dp.size() == 1) return shard_step(grads_, step);  // one replica: its shard is everything
   // reduce_scatter: this rank receives Σ_replicas grads[begin, begin + count). (dp-1)/dp·4Ψ_r
+  // (fp32 gradients in every precision)
   Tensor shard = Tensor::empty({count}, DType::kF32, MemCategory::kCommBuffers, grads_.device());
   dp.reduce_scatter_v(grads_, shard, shards_.count, ReduceOp::kSum);
-  // --clip_grad: ‖g‖² from the owned elements in the shard, over the world (8 bytes).
-  const float clip = clip_.coefficient(clip_owned_.views(shard, begin));
-  opt_->step(params_.f32() + begin, shard.f32(), step, count, clip);  // AdamW on the shard only
+  shard_step(shard, step);  // AdamW on the shard only
   shard = Tensor();
-  // all_gather: every replica again holds all Ψ_r parameters. (dp-1)/dp·4Ψ_r
+  // all_gather: every replica again holds all Ψ_r parameters. (dp-1)/dp·p_b·Ψ_r (p_b = 2 in
+  // bf16/fp16: the rounded parameters, as Megatron-LM's distributed optimizer gathers them)
   dp.all_gather_v(params_.narrow(begin, count), params_, shards_.count);
+}
+
+void HybridStrategy::shard_step(const Tensor& shard, int64_t step) {
+  const int d = grid_.dp_rank();
+  const int64_t begin = shards_.begin[d], count = shards_.count[d];
+  // The owned elements in the shard's valid part: --clip_grad's ‖g‖² (8 bytes over the world)
+  // and fp16's overflow check (agreed over the world: every rank skips the same step).
+  const std::vector<Tensor> owned = clip_owned_.views(shard.narrow(0, count), begin);
+  mp_.optimizer_step(*opt_, params_.narrow(begin, count), shard, step, count, &clip_, &owned);
+}
+
+HybridPrecision HybridStrategy::bytes() const {
+  // Mixed: 16-bit parameters and activations, fp32 gradients, the master copy with m and v.
+  return mp_.mixed() ? HybridPrecision::mixed() : HybridPrecision::fp32();
 }
 
 double HybridStrategy::train_step(const int32_t* tokens, const int32_t* targets,
@@ -155,21 +174,24 @@ double HybridStrategy::train_step(const int32_t* tokens, const int32_t* targets,
   const double t0 = wall_seconds();
 
   const int64_t calls0 = calls_made(dp);
-  double local_loss = 0, t_opt = 0;
+  double walk_loss = 0, t_opt = 0;
+  // fp16: every micro-batch's loss times S (the gradients unscaled by AdamW, the loss below).
+  exec_->set_loss_multiplier(mp_.walk_loss_scale(1.0f, step));
   if (shape_.zero == 2) {  // 1-3 with the accumulation on the shards, then 4
-    local_loss = zero2_backward(tokens, targets, global_batch, T, t0, &t_opt);
+    walk_loss = zero2_backward(tokens, targets, global_batch, T, t0, &t_opt);
     zero2_step(step);
   } else {
     // 1. The schedule over this replica's B/dp sequences; losses scaled by 1/(B·T), B global.
     grads_.fill(0.0f);
     exec_->set_loss_batch(global_batch);
-    local_loss = exec_->run(params_, grads_.f32(), tokens, targets,
-                            global_batch / shape_.dp, T, t0);
+    walk_loss = exec_->run(params_, grads_.f32(), tokens, targets,
+                           global_batch / shape_.dp, T, t0);
     t_opt = wall_seconds();
     all_reduce_tied_wte(grads_);                   // 2. over {first stage, last stage}
     if (shape_.sp) all_reduce_replicated_grads();  // 3. over tp
     zero1_step(step);                              // 4. over dp
   }
+  const double local_loss = mp_.unscale_loss(walk_loss, 1.0f, step);
 
   const MemoryTracker& mt = MemoryTracker::instance();
   measured_.params = double(mt.current(MemCategory::kParameters));
@@ -215,10 +237,17 @@ void HybridStrategy::get_state(float* params, float* exp_avg, float* exp_avg_sq)
   const int d = dp.rank();
   dp.all_gather_v(opt_->exp_avg().narrow(0, shards_.count[d]), m, shards_.count);
   dp.all_gather_v(opt_->exp_avg_sq().narrow(0, shards_.count[d]), v, shards_.count);
+  // Mixed precision: the full-precision parameters are the fp32 master shards, gathered too.
+  Tensor master;
+  if (opt_->has_master_weights()) {
+    master = Tensor::empty({n}, DType::kF32, MemCategory::kCommBuffers, params_.device());
+    dp.all_gather_v(opt_->master().narrow(0, shards_.count[d]), master, shards_.count);
+  }
   // pp: the stages into this tp rank's slice of the model; tp: the slices into the whole model.
   const int64_t slice = model_.layout().num_params();
   std::vector<float> sp(slice), sm(slice), sv(slice);
-  gather_stages({{&params_, sp.data()}, {&m, sm.data()}, {&v, sv.data()}});
+  gather_stages({{master.defined() ? &master : &params_, sp.data()}, {&m, sm.data()},
+                 {&v, sv.data()}});
   ProcessGroup& tp = grid_.tp_group();
   tp_slices_to_full(tp, model_.config(), sp.data(), params);
   tp_slices_to_full(tp, model_.config(), sm.data(), exp_avg);
@@ -230,16 +259,24 @@ void HybridStrategy::set_state(const float* params, const float* exp_avg,
   const int64_t slice = model_.layout().num_params(), n = part_->local_numel(pp_.rank());
   std::vector<float> sp(slice), sm(slice), sv(slice);
   // m and v of the local buffer on the host: only this rank's shard of them goes up (from_host).
+  // Mixed precision: the parameters too (lp), rounded into the 16-bit working copy, and this
+  // rank's shard of them is its master copy.
+  const bool mixed = opt_->has_master_weights();
   const Tensor lm = Tensor::empty({n}, DType::kF32, MemCategory::kCommBuffers);
   const Tensor lv = Tensor::empty({n}, DType::kF32, MemCategory::kCommBuffers);
+  const Tensor lp = mixed ? Tensor::empty({n}, DType::kF32, MemCategory::kCommBuffers) : params_;
   model_.layout().copy_from_full(params, sp.data());  // the whole model -> this tp slice
   model_.layout().copy_from_full(exp_avg, sm.data());
   model_.layout().copy_from_full(exp_avg_sq, sv.data());
-  scatter_stages({{sp.data(), &params_}, {sm.data(), &lm}, {sv.data(), &lv}});
+  scatter_stages({{sp.data(), &lp}, {sm.data(), &lm}, {sv.data(), &lv}});
   const int d = grid_.dp_rank();  // this rank's shard of m and v: 4·count bytes up each
   const int64_t begin = shards_.begin[d], count = shards_.count[d];
   from_host(opt_->exp_avg().narrow(0, count), lm.f32() + begin);
   from_host(opt_->exp_avg_sq().narrow(0, count), lv.f32() + begin);
+  if (mixed) {
+    round_from_host(params_, lp.f32());  // 2 bytes per element up from a host
+    from_host(opt_->master().narrow(0, count), lp.f32() + begin);
+  }
 }
 
 void HybridStrategy::finish() {
@@ -270,31 +307,37 @@ HybridRankPlan HybridStrategy::expected() const {
   s.recompute = c.recompute, s.recompute_every = c.recompute_every;
   s.flash = c.attention == AttentionMethod::kFlash;
   return hybrid_rank_plan({c.padded_vocab(), c.ctx, c.layers, c.d, c.heads}, s, pp_.rank(),
-                          last_global_B_, last_T_);
+                          last_global_B_, last_T_, bytes());
 }
 
 std::vector<ReportRow> HybridStrategy::report() const {
   const HybridRankPlan e = expected();
   const HybridMeasured& m = measured_;
-  const bool sp = shape_.sp, t1 = shape_.tp > 1;
+  const bool sp = shape_.sp, t1 = shape_.tp > 1, mixed = mp_.mixed();
+  // The activations' bytes per element in the formulas' text: 4, or 2 in bf16/fp16.
+  const std::string a = std::to_string(int(bytes().act));
   std::vector<ReportRow> rows = {
-      {"parameters", m.params, e.params, "4Ψ_r"},
-      {"gradients", m.grads, e.grads, "4Ψ_r"},
-      {"optimizer state", m.optimizer, e.optimizer, "8⌈Ψ_r/dp⌉"},
+      {"parameters", m.params, e.params, mixed ? "2Ψ_r" : "4Ψ_r"},
+      {"gradients", m.grads, e.grads, mixed ? "4Ψ_r (fp32: m micro-batches add)" : "4Ψ_r"},
+      {"optimizer state", m.optimizer, e.optimizer,
+       mixed ? "12⌈Ψ_r/dp⌉ (master, m, v)" : "8⌈Ψ_r/dp⌉"},
       {"activations per micro-batch", m.activations_per_microbatch,
        e.activations_per_microbatch,
        sp ? "k·act_block(t, SP)" : "k·act_block(t)"},
       {"sent per step (tp group)", m.tp, e.tp,
-       "m·Σ_c(4k+e+h)·2(t-1)/t·4bTC+…"}};
+       "m·Σ_c(4k+e+h)·2(t-1)/t·" + a + "bTC+…"}};
   if (sp && t1) {
-    rows.push_back({"sent per step (tp re-gather)", m.regather, e.regather, "2mvk(t-1)/t·4bTC"});
+    rows.push_back({"sent per step (tp re-gather)", m.regather, e.regather,
+                    "2mvk(t-1)/t·" + a + "bTC"});
     rows.push_back({"sent per step (tp repl. grads)", m.repl_grads, e.repl_grads,
                     "2(t-1)/t·4Ψ_repl,r"});
   }
-  rows.push_back({"sent per step (pp group)", m.pp, e.pp, sp ? "sends·4bTC/t" : "sends·4bTC"});
+  rows.push_back({"sent per step (pp group)", m.pp, e.pp,
+                  "sends·" + a + "bTC" + (sp ? "/t" : "")});
   // The same rows on every rank (the table is gathered row by row): 0 off the two end stages.
   if (shape_.pp > 1) rows.push_back({"sent per step (wte pair)", m.emb, e.emb, "4VC/t, end stages"});
-  rows.push_back({"sent per step (dp group)", m.dp, e.dp, "2(dp-1)/dp·4Ψ_r"});
+  rows.push_back({"sent per step (dp group)", m.dp, e.dp,
+                  mixed ? "(dp-1)/dp·(4+2)Ψ_r" : "2(dp-1)/dp·4Ψ_r"});
   if (shape_.zero == 2) zero2_rows(&rows);
   return rows;
 }

@@ -35,8 +35,22 @@
 //      global norm first, summed over the world from the elements each rank owns (its pipeline
 //      stage's, wte once; a tensor replicated over tp on tp rank 0) that fall in its shard;
 //   5. the loss: summed from the last stage over pp, then over dp.
-// On a GPU (HybridOptions::device, fp32): the slice, its gradients, m and v and every buffer on
-// the device; packs by copy_from of views; the state crosses by to_host / from_host only.
+// On a GPU (HybridOptions::device): the slice, its gradients, m and v and every buffer on the
+// device; packs by copy_from of views; the state crosses by to_host / from_host only.
+//
+// Mixed precision (HybridOptions::mp, --precision bf16 / fp16): what the pipelines and tensor
+// parallelism do, composed, with Megatron-LM's distributed optimizer over dp:
+//   - the slice's parameters in 16 bits (2Ψ_r), widened unit by unit in the walk; activations and
+//     so every f/g all_reduce, SP collective and p2p message in 16 bits;
+//   - the gradients in fp32 (4Ψ_r, or 4⌈Ψ_r/dp⌉ under ZeRO-2): the m micro-batches add into them
+//     (pipeline_strategy.h's main_grad), so the wte pair's all_reduce, SP's replicated gradients
+//     and the dp reduce_scatters stay 4 bytes an element;
+//   - ZeRO over dp keeps the fp32 master copy of its shard with m and v (12⌈Ψ_r/dp⌉); AdamW
+//     updates the master shard and rounds it into the 16-bit parameters, whose all_gather then
+//     carries 2 bytes an element: dp sends (dp-1)/dp·(4 + 2)Ψ_r under ZeRO-1;
+//   - fp16: the loss times S through the executor; whether any rank's owned gradient (the same
+//     elements --clip_grad counts) overflowed is agreed over the world, so every rank of every
+//     grid dimension skips the same step.
 // Bytes per rank and group: common/plan/hybrid_formulas.h, whose closed forms the report prints
 // next to what each group's CommStats counted.
 //
@@ -54,6 +68,7 @@
 #include "common/plan/hybrid_formulas.h"
 #include "common/tp/tensor_parallel_comm.h"
 #include "common/train/dp_util.h"
+#include "common/train/mixed_precision.h"
 
 namespace llmp {
 
@@ -65,9 +80,13 @@ struct HybridOptions {
   /// shard only, every micro-batch reduce-scattered: zero2_grads.h)
   int zero = 1;
   std::string trace_path;        ///< Chrome trace of the pipeline ("" = none)
-  /// Where the model walks and every state and buffer lives (--device cuda: Device::kCUDA, fp32;
-  /// the collectives get device tensors, which an MPI backend stages through host buffers).
+  /// Where the model walks and every state and buffer lives (--device cuda: Device::kCUDA; the
+  /// collectives get device tensors, which an MPI backend stages through host buffers).
   Device device = Device::kCPU;
+  /// --precision bf16 / fp16: 16-bit parameters and activations (so every tp, SP and pp message),
+  /// fp32 gradients (the pipeline's main_grad), the fp32 master weights with m and v on the ZeRO
+  /// shard (see "Mixed precision" above). fp32 by default.
+  MixedPrecisionConfig mp;
 };
 
 /// What the last step measured on this rank (bytes): MemoryTracker's current bytes by category,
@@ -83,7 +102,9 @@ namespace hybrid_detail {
 /// The tensor-parallel GPT of a rank, built before the pipeline that walks it (base-from-member:
 /// PipelineStrategy keeps a reference to the model).
 struct TpModel {
-  TpModel(const GPTConfig& cfg, ProcessGroup& tp, bool sequence_parallel, Device device);
+  /// `act`: the activations' dtype (f32, or the 16-bit precision's).
+  TpModel(const GPTConfig& cfg, ProcessGroup& tp, bool sequence_parallel, Device device,
+          DType act);
   std::shared_ptr<ProcessGroup> regather, repl_grads;  // duplicates of tp: own CommStats
   std::unique_ptr<TensorParallelComm> comm;
   std::unique_ptr<GPT> model;
@@ -141,6 +162,13 @@ class HybridStrategy : private hybrid_detail::TpModel, public PipelineStrategy {
   void all_reduce_replicated_grads();
   /// Step 4, ZeRO-1: reduce_scatter the gradients over dp, AdamW on the shard, all_gather.
   void zero1_step(int64_t step);
+  /// AdamW on this rank's shard: `shard` holds the summed gradients (fp32) of local elements
+  /// [begin, begin + count); the shard's parameters updated (mixed: the master shard, rounded
+  /// into them), fp16's skip agreed and --clip_grad's norm summed over the world from the owned
+  /// elements in it. Then the all_gather of the parameters over dp (their dtype: (dp-1)/dp·p_b·Ψ_r).
+  void shard_step(const Tensor& shard, int64_t step);
+  /// Bytes per element of this run's parameters, gradients, activations and optimizer state.
+  HybridPrecision bytes() const;
   /// ZeRO-2 (hybrid_zero2.cc, zero2_grads.h): steps 1-3 with every micro-batch's gradients
   /// reduce-scattered into grad_shard_; returns the local loss and sets *t_opt after the
   /// schedule. Then zero2_step: AdamW on the shard, all_gather.

@@ -42,7 +42,10 @@ StageSpec hybrid_stage_spec() {
   spec.summary = "3D parallelism: dp × pp × tp (Megatron TP/SP inside 1F1B stages), ZeRO-1 over dp";
   spec.default_world_size = 8;
   spec.supports_trace = true;
-  spec.supports_device = true;  // --device cuda (fp32): every state and buffer on the GPU
+  spec.supports_device = true;  // --device cuda: every state and buffer on the GPU
+  // --precision bf16 / fp16: 16-bit parameters and messages, fp32 gradients, the master copy on
+  // the ZeRO shard (hybrid_3d.h)
+  spec.supports_precision = true;
   spec.supports_clip_grad = true;  // the owned elements of each ZeRO shard, over the world
   spec.grid = [f](const TrainConfig&) { return GridShape{f->dp, f->pp, f->tp}; };
   spec.add_flags = [f](CLI::App& app) {
@@ -71,6 +74,7 @@ StageSpec hybrid_stage_spec() {
     HybridOptions o = f->options;
     o.trace_path = ctx.cfg.trace;
     o.device = ctx.model.device();  // train_main's model: GPT::with_device(--device)
+    o.mp = ctx.mp;
     return std::make_unique<HybridStrategy>(ctx.model.config(), ctx.grid, ctx.opt, ctx.cfg.seed,
                                             o);
   };

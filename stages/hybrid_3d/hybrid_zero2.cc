@@ -8,7 +8,8 @@
 //      (every tp rank of a stage has the same layout, hence the same shard boundaries):
 //      2(t-1)/t·4·|Ψ_repl,r ∩ shard| instead of 2(t-1)/t·4·Ψ_repl,r;
 //   4. --clip_grad's norm from the shard (over the world: hybrid_3d.h), AdamW on the shard,
-//      all_gather of the parameters over dp: (dp-1)/dp·4Ψ_r.
+//      all_gather of the parameters over dp: (dp-1)/dp·p_b·Ψ_r (p_b = 2 in bf16/fp16; the
+//      gradients and so every reduce_scatter stay fp32).
 #include <algorithm>
 #include <utility>
 
@@ -72,23 +73,23 @@ void HybridStrategy::zero2_step(int64_t step) {
   ProcessGroup& dp = grid_.dp_group();
   const int d = dp.rank();
   const int64_t begin = shards_.begin[d], count = shards_.count[d];
-  // --clip_grad: ‖g‖² from the owned elements in the shard's valid part, over the world.
-  const float clip = clip_.coefficient(clip_owned_.views(grad_shard_.narrow(0, count), begin));
-  opt_->step(params_.f32() + begin, grad_shard_.f32(), step, count, clip);  // the valid part
-  // all_gather: every replica again holds all Ψ_r parameters. (dp-1)/dp·4Ψ_r
+  shard_step(grad_shard_, step);  // AdamW on the valid part; --clip_grad, fp16's skip
+  // all_gather: every replica again holds all Ψ_r parameters. (dp-1)/dp·p_b·Ψ_r
   dp.all_gather_v(params_.narrow(begin, count), params_, shards_.count);
 }
 
 void HybridStrategy::zero2_rows(std::vector<ReportRow>* rows) const {
   const bool defer = in_emb_ && emb_->size() > 1;
-  const PipelineZero2Plan z =
-      pipeline_zero2_plan(model_.layout(), *part_, pp_.rank(), shape_.dp, shape_.m, defer);
+  const PipelineZero2Plan z = pipeline_zero2_plan(model_.layout(), *part_, pp_.rank(), shape_.dp,
+                                                  shape_.m, defer, bytes().param);
   const int d = grid_.dp_rank(), t = shape_.tp;
   const double repl = double(total(replicated_in_shard(repl_, shards_.begin[d], shards_.count[d])));
   for (ReportRow& r : *rows) {
     if (r.what == "gradients") r.formula_text = "4⌈Ψ_r/dp⌉";
     if (r.what == "sent per step (dp group)")
-      r.formula = z.dp_bytes, r.formula_text = "(dp-1)/dp·4(m(Ψ_r-D_r)+D_r+Ψ_r)";
+      r.formula = z.dp_bytes,
+      r.formula_text = mp_.mixed() ? "(dp-1)/dp·(4(m(Ψ_r-D_r)+D_r)+2Ψ_r)"
+                                   : "(dp-1)/dp·4(m(Ψ_r-D_r)+D_r+Ψ_r)";
     if (r.what == "sent per step (tp repl. grads)")
       r.formula = 2.0 * (t - 1) / t * 4.0 * repl, r.formula_text = "2(t-1)/t·4|Ψ_repl,r∩shard|";
   }

@@ -14,7 +14,8 @@ int64_t unit_numel_on_rank(const GPTLayout& layout, const GPTPartition& part, in
 }
 
 PipelineZero2Plan pipeline_zero2_plan(const GPTLayout& layout, const GPTPartition& part,
-                                      int rank, int dp, int m, bool defer) {
+                                      int rank, int dp, int m, bool defer,
+                                      double param_bytes) {
   PipelineZero2Plan out;
   out.psi_r = part.local_numel(rank);
   const bool holds_unit0 = part.unit_local_offset(rank, 0) >= 0;  // unit 0 or the wte copy
@@ -31,7 +32,7 @@ PipelineZero2Plan pipeline_zero2_plan(const GPTLayout& layout, const GPTPartitio
   }
   const double ring = double(dp - 1) / dp, g = 4.0;
   out.dp_bytes = ring * g * (double(m) * (out.psi_r - out.deferred) + out.deferred) +
-                 ring * g * out.psi_r;
+                 ring * param_bytes * out.psi_r;
   out.dp_calls = m * out.units_per_microbatch + (out.deferred > 0 ? 1 : 0) + 1;
   // Unit 0's buffer is made by the head's forward (the rank holding the head) or by the first
   // micro-batch's embedding backward, after that micro-batch's block transients are freed: the

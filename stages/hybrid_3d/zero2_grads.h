@@ -30,7 +30,9 @@
 // first stage, V·C/t on the last; 0 elsewhere), U_r the units reduce-scattered per micro-batch:
 //
 //   dp bytes   (dp-1)/dp·4·( m·(Ψ_r - D_r) + D_r )      reduce_scatters
-//            + (dp-1)/dp·4·Ψ_r                          the parameters' all_gather
+//            + (dp-1)/dp·p_b·Ψ_r                        the parameters' all_gather (p_b = 4;
+//                                                       2 in bf16/fp16, whose gradients stay
+//                                                       fp32: hybrid_3d.h)
 //   dp calls   m·U_r + [D_r > 0] + 1
 //   gradients  4⌈Ψ_r/dp⌉ at the end of the step; peak 4(⌈Ψ_r/dp⌉ + W0_r + largest other unit)
 //              during it, W0_r = unit 0's elements on this rank (deferred when p > 1; with
@@ -69,9 +71,12 @@ struct PipelineZero2Plan {
 };
 
 /// `layout` is the rank's model slice (GPT::layout()), `part` its pipeline partition, `defer`
-/// whether unit 0 / the wte copy are deferred (this rank is one of two embedding ranks).
+/// whether unit 0 / the wte copy are deferred (this rank is one of two embedding ranks),
+/// `param_bytes` p_b the bytes of a parameter element in the all_gather (4, or 2 in bf16/fp16;
+/// the gradients are fp32 in every precision).
 PipelineZero2Plan pipeline_zero2_plan(const GPTLayout& layout, const GPTPartition& part,
-                                      int rank, int dp, int m, bool defer);
+                                      int rank, int dp, int m, bool defer,
+                                      double param_bytes = 4);
 
 /// Elements of unit u in rank `rank`'s local buffer: the unit's, except unit 0 on a rank that
 /// holds only the wte copy (V·C/t).
