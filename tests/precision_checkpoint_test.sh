@@ -18,6 +18,9 @@ for arg in "$@"; do
   case "$name" in
     gpipe|1f1b|zero_bubble|chimera) extra=(--micro_batches 2) ;;
     interleaved_1f1b) extra=(--micro_batches 2 --chunks 1) ;;
+    # 3D: two stages of one replica (the fp16 skip agreed over the world, the master on the
+    # ZeRO shard of a one-rank dp group)
+    hybrid_3d) extra=(--dp 1 --pp 2 --tp 1 --micro_batches 2) ;;
   esac
   ckpt="$tmp/$name.safetensors"
   # S0 = 2^30 overflows at once and backs off; a window of 2 then grows it: the state is not S0.

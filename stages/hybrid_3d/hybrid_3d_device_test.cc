@@ -9,18 +9,21 @@
 //
 // Then every byte that crossed host <-> device, phase by phase, against what must cross (the
 // FakeDevice's counts; "staged" = the strategy's groups' StagingStats, the collectives' part):
-//   construction   up 4Ψ_r (the rank's initial parameters, once), nothing down
+//   construction   up 4Ψ_r (the rank's initial parameters, once; bf16/fp16: + their 2Ψ_r
+//                  rounded copy), nothing down
 //   a step         up: the ids, tokens twice (embedding forward and backward) on the first stage
 //                  and targets once on the last, 4·(B/dp)·T each, + staged; down: staged only
 //   eval           up: tokens on the first stage, targets on the last, + staged; down: staged
 //   get_state      down 3·4·Ψ_own,r (params, m, v of the owned segments; the wte copy is a
 //                  replica) + staged: the dp group's gathers of m and v, 2·4c down, 2·4Ψ_r up
-//   set_state      up 4Ψ_r (params) + 2·4c (this rank's m and v shard), nothing down
+//   set_state      up 4Ψ_r (params) + 2·4c (this rank's m and v shard), nothing down; bf16/fp16:
+//                  2Ψ_r (rounded on the host) + 3·4c (the master shard too), and get_state's
+//                  dp gathers carry the master shards as a third state
 // and the dp group's staging per step, as ZeRO must move it (c = this rank's shard count):
-//   ZeRO-1  reduce_scatter_v(grads, shard): 4Ψ_r down, 4c up; in-place all_gather_v: 4c down,
-//           4Ψ_r up
+//   ZeRO-1  reduce_scatter_v(grads, shard): 4Ψ_r down, 4c up; in-place all_gather_v: p_b·c down,
+//           p_b·Ψ_r up (p_b = 4; 2 in bf16/fp16, whose gradients stay fp32)
 //   ZeRO-2  each micro-batch's units reduce-scattered: 4(m(Ψ_r - D_r) + D_r) down (D_r the
-//           deferred wte gradient, summed over the pair first) + the all_gather's 4c (ZeRO-2's
+//           deferred wte gradient, summed over the pair first) + the all_gather's p_b·c (ZeRO-2's
 //           up bytes, the reduce-scattered parts, are left to the step's totals)
 // Device to device, per step: the replicated gradients' pack and unpack under sequence
 // parallelism, 2·4Ψ_repl,r (ZeRO-2: on the shard, 2·4|Ψ_repl,r ∩ shard|), and nothing else: the
@@ -57,6 +60,7 @@ struct Case {
   int zero = 1;
   bool sp = false;
   int m = 2;
+  TrainPrecision precision = TrainPrecision::kFP32;
 };
 
 /// Host <-> device bytes of one phase: the FakeDevice's counts and the staging's part.
@@ -116,6 +120,7 @@ Crossed minus(const Crossed& a, const Crossed& b) {
 std::unique_ptr<HybridStrategy> make(const Case& k, Device device, uint64_t seed) {
   HybridOptions o;
   o.micro_batches = k.m, o.sequence_parallel = k.sp, o.zero = k.zero, o.device = device;
+  o.mp.precision = k.precision;
   AdamWConfig opt;
   opt.lr = 3e-3f;
   opt.weight_decay = 0.1f;
@@ -184,8 +189,13 @@ void expect_device_run_equals_cpu(const Case& k) {
   const int64_t c = ShardLayout(psi_r, grid.dp()).count[d];
   const bool first = r == 0, last = r == grid.pp() - 1;
   const int64_t ids = int64_t{4} * (kB / grid.dp()) * T;  // this replica's B/dp sequences
+  // Mixed precision: 2-byte parameters (p_b), and the fp32 master shard a third shard state
+  // beside m and v (the gradients stay fp32).
+  const bool mixed = is_mixed(k.precision);
+  const int64_t pb = mixed ? 2 : 4, shard_states = mixed ? 3 : 2;
 
-  EXPECT_EQ(gpu.init.up, 4 * psi_r) << "the initial parameters, once";
+  // The initial parameters, once: fp32 (mixed: into the master copy, then rounded, 2Ψ_r more).
+  EXPECT_EQ(gpu.init.up, 4 * psi_r + (mixed ? 2 * psi_r : 0));
   EXPECT_EQ(gpu.init.down, 0);
   EXPECT_EQ(gpu.steps.up,
             kSteps * ((first ? 2 * ids : 0) + (last ? ids : 0)) + gpu.steps.staged.to_device_bytes)
@@ -196,9 +206,11 @@ void expect_device_run_equals_cpu(const Case& k) {
   EXPECT_EQ(gpu.eval_x.down, gpu.eval_x.staged.to_host_bytes);
   EXPECT_EQ(gpu.get.down, 3 * 4 * owned + gpu.get.staged.to_host_bytes);
   EXPECT_EQ(gpu.get.up, gpu.get.staged.to_device_bytes);
-  EXPECT_EQ(gpu.get.dp_staged.to_host_bytes, grid.dp() > 1 ? 2 * 4 * c : 0) << "m, v shards";
-  EXPECT_EQ(gpu.get.dp_staged.to_device_bytes, grid.dp() > 1 ? 2 * 4 * psi_r : 0);
-  EXPECT_EQ(gpu.set.up, 4 * psi_r + 2 * 4 * c) << "params, this rank's m and v shard";
+  EXPECT_EQ(gpu.get.dp_staged.to_host_bytes, grid.dp() > 1 ? shard_states * 4 * c : 0)
+      << "m, v (and the master) shards";
+  EXPECT_EQ(gpu.get.dp_staged.to_device_bytes, grid.dp() > 1 ? shard_states * 4 * psi_r : 0);
+  EXPECT_EQ(gpu.set.up, pb * psi_r + shard_states * 4 * c)
+      << "params, this rank's m and v (and master) shard";
   EXPECT_EQ(gpu.set.down, 0);
 
   // ZeRO over dp, per step.
@@ -210,9 +222,10 @@ void expect_device_run_equals_cpu(const Case& k) {
           pipeline_zero2_plan(probe->tp_model().layout(), part, r, grid.dp(), k.m, defer);
       down = 4 * (k.m * (psi_r - z.deferred) + z.deferred);
     }
-    EXPECT_EQ(gpu.steps.dp_staged.to_host_bytes, kSteps * (down + 4 * c));
+    // fp32 gradients down in every precision; the all_gather's p_b·c.
+    EXPECT_EQ(gpu.steps.dp_staged.to_host_bytes, kSteps * (down + pb * c));
     if (k.zero == 1) {
-      EXPECT_EQ(gpu.steps.dp_staged.to_device_bytes, kSteps * 4 * (c + psi_r));
+      EXPECT_EQ(gpu.steps.dp_staged.to_device_bytes, kSteps * (4 * c + pb * psi_r));
     }
   }
 
@@ -239,6 +252,20 @@ TEST(Hybrid3dOnDevice, ZeRO2At212WithSequenceParallelism) {
 
 TEST(Hybrid3dOnDevice, ZeRO1At122WithSequenceParallelism) {
   expect_device_run_equals_cpu({{1, 2, 2}, 1, true, 4});  // b = 1
+}
+
+// --precision bf16: 16-bit parameters and messages, fp32 gradients, the master shard on the
+// device; fp16: the loss scale and the overflow check there too.
+TEST(Hybrid3dOnDevice, ZeRO1At221InBf16) {
+  expect_device_run_equals_cpu({{2, 2, 1}, 1, false, 2, TrainPrecision::kBF16});
+}
+
+TEST(Hybrid3dOnDevice, ZeRO2At212WithSequenceParallelismInBf16) {
+  expect_device_run_equals_cpu({{2, 1, 2}, 2, true, 2, TrainPrecision::kBF16});
+}
+
+TEST(Hybrid3dOnDevice, ZeRO1At122WithSequenceParallelismInFp16) {
+  expect_device_run_equals_cpu({{1, 2, 2}, 1, true, 4, TrainPrecision::kFP16});
 }
 
 }  // namespace

@@ -34,6 +34,18 @@ TEST(PlanCli, FlagsOverrideTheFileAndFixKnobs) {
   EXPECT_EQ(r.output.find("#2 "), std::string::npos) << r.output;
 }
 
+// A held v > 1 or sp = on has no one-GPU configuration: the "one GPU alone" yardstick frees
+// them rather than ending the run with "no valid configuration ... on up to 1 GPUs".
+TEST(PlanCli, HeldInterleavingAndSequenceParallelismStillPrintTheOneGpuYardstick) {
+  for (const char* held : {"--v 2", "--sp 1", "--zero 2"}) {
+    const CommandResult r = run(std::string("--config tools/plan/examples/mini_8gpu_1node.json ") +
+                                held + " --top 1");
+    ASSERT_EQ(r.status, 0) << held << ": " << r.output;
+    EXPECT_NE(r.output.find("#1  dp "), std::string::npos) << held << ": " << r.output;
+    EXPECT_NE(r.output.find("one GPU alone: step "), std::string::npos) << held << ": " << r.output;
+  }
+}
+
 TEST(PlanCli, BadInputIsOneLineAndExitTwo) {
   const struct {
     const char* args;

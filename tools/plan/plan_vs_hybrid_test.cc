@@ -2,8 +2,8 @@
 // (L and H raised to 4 so that pp = 4, interleaving and tp = 4 fit) whose dp·pp·tp is this job's
 // world size,
 // one training step, then on every rank the planner's predicted memory by category and bytes per
-// group (tools/plan/cost_model.h, fp32, ZeRO-1: the stage's precision and ZeRO stage) must equal
-// what the step measured (MemoryTracker bytes, the executor's stored bytes per micro-batch and
+// group (tools/plan/cost_model.h, ZeRO-1, fp32 and mixed precision: the stage under --precision
+// bf16, 16-bit parameters and activations with fp32 gradients) must equal what the step measured (MemoryTracker bytes, the executor's stored bytes per micro-batch and
 // chunk, each group's CommStats). Run at world sizes 1, 2, 4 and 8: (1,1,1); (2,1,1), (1,2,1),
 // (1,1,2); (1,2,2), (2,1,2), (2,2,1), (1,1,4), (4,1,1), (1,4,1); (2,2,2); each with m ∈ {1, 4},
 // sequence parallelism off and on (tp > 1), v ∈ {1, 2} where p·v divides L and p divides m. The
@@ -33,10 +33,12 @@ struct Case {
   int m, v;
   bool sp;
   bool mini = false;  ///< the mini preset instead of the widened tiny
+  bool mixed = false;  ///< --precision bf16 (the planner's mixed precision), else fp32
   std::string name() const {
-    return std::string(mini ? "mini " : "tiny ") + "dp " + std::to_string(grid.dp) + " pp " + std::to_string(grid.pp) + " tp " +
-           std::to_string(grid.tp) + " m " + std::to_string(m) + " v " + std::to_string(v) +
-           (sp ? " sp" : "");
+    return std::string(mini ? "mini " : "tiny ") + "dp " + std::to_string(grid.dp) + " pp " +
+           std::to_string(grid.pp) + " tp " + std::to_string(grid.tp) + " m " +
+           std::to_string(m) + " v " + std::to_string(v) + (sp ? " sp" : "") +
+           (mixed ? " bf16" : " fp32");
   }
 };
 
@@ -62,7 +64,7 @@ std::vector<Case> cases(int world) {
         for (int v : {1, 2}) {
           if (L % (g.pp * v) || (v > 1 && (g.pp == 1 || m % g.pp))) continue;
           for (int sp = 0; sp <= (g.tp > 1 ? 1 : 0); ++sp)
-            out.push_back({g, m, v, sp == 1, mini});
+            for (bool mixed : {false, true}) out.push_back({g, m, v, sp == 1, mini, mixed});
         }
     }
   return out;
@@ -74,6 +76,7 @@ TEST(PlanVsHybrid, PredictedMemoryAndBytesEqualMeasuredOnEveryRank) {
   ASSERT_FALSE(all.empty());
   for (const Case& c : all) {
     SCOPED_TRACE(c.name());
+    const bool mixed = c.mixed;
     const GPTConfig cfg = model(c.mini);
     plan::ModelSpec spec;
     spec.L = cfg.layers, spec.C = cfg.d, spec.H = cfg.heads, spec.V = cfg.vocab;
@@ -86,6 +89,7 @@ TEST(PlanVsHybrid, PredictedMemoryAndBytesEqualMeasuredOnEveryRank) {
     ProcessGrid grid(world, c.grid);
     HybridOptions o;
     o.micro_batches = c.m, o.chunks = c.v, o.sequence_parallel = c.sp;
+    o.mp.precision = mixed ? TrainPrecision::kBF16 : TrainPrecision::kFP32;
     auto s = std::make_unique<HybridStrategy>(cfg, grid, AdamWConfig{}, 42, o);
     const BatchSlice slice = s->batch_slice(kB);
     s->train_step(tokens.data() + slice.first_seq * T, targets.data() + slice.first_seq * T, kB,
@@ -93,7 +97,7 @@ TEST(PlanVsHybrid, PredictedMemoryAndBytesEqualMeasuredOnEveryRank) {
     const HybridMeasured got = s->last_measured();
 
     plan::PlanConfig pc;
-    pc.mixed = false;  // the stage trains in fp32 with ZeRO-1
+    pc.mixed = mixed;  // ZeRO-1, as the stage
     pc.shape.dp = c.grid.dp, pc.shape.pp = c.grid.pp, pc.shape.tp = c.grid.tp;
     pc.shape.m = c.m, pc.shape.v = c.v, pc.shape.sp = c.sp, pc.shape.zero = 1;
     const plan::RankCost want =
@@ -113,7 +117,7 @@ TEST(PlanVsHybrid, PredictedMemoryAndBytesEqualMeasuredOnEveryRank) {
     // count of what it actually held (1F1B min(m, p - r); interleaved Megatron's warm-up + 1).
     EXPECT_EQ(s->last_stats().peak_in_flight, want.in_flight) << "rank " << r;
     if (r == 0)
-      std::printf("checked %-28s rank 0: params %.0f grads %.0f optimizer %.0f act/mb %.0f × %d, "
+      std::printf("checked %-33s rank 0: params %.0f grads %.0f optimizer %.0f act/mb %.0f × %d, "
                   "sent tp %.0f regather %.0f repl %.0f pp %.0f emb %.0f dp %.0f\n",
                   c.name().c_str(), got.params, got.grads, got.optimizer,
                   got.activations_per_microbatch, want.in_flight, got.tp, got.regather,

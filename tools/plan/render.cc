@@ -3,6 +3,7 @@
 
 #include <cstdarg>
 #include <cstdio>
+#include <stdexcept>
 
 #include "tools/plan/format.h"
 
@@ -83,9 +84,16 @@ std::string render_report(const PlanInput& in, const SearchResult& res) {
   if (res.gpus > 1) {  // the yardstick: the same search on one GPU
     Cluster one = k;
     one.gpus_per_node = one.nodes = 1;
+    // The knobs that split the model over GPUs are freed (a held v > 1 or sp = on has no
+    // configuration on one GPU); m and the recomputation stay as held.
     SearchOptions o = in.options;
-    o.tp = o.pp = o.dp = 0;
-    const SearchResult alone = search(m, in.batch, one, o);
+    o.tp = o.pp = o.dp = o.v = 0;
+    o.sp = o.zero = -1;
+    SearchResult alone;
+    try {
+      alone = search(m, in.batch, one, o);
+    } catch (const std::invalid_argument&) {  // e.g. a held m that one GPU's batch cannot take
+    }
     const PlanCost& first = res.all[res.ranked[0]];
     if (alone.ranked.empty())
       s += "\none GPU alone: nothing fits\n";
