@@ -24,6 +24,7 @@
 #include "common/train/arena_report.h"
 #include "common/train/checkpoint_io.h"
 #include "common/train/device_setup.h"
+#include "common/train/dp_util.h"
 #include "common/train/launch_checks.h"
 #include "common/train/recompute_report.h"
 #include "common/train/report.h"
@@ -244,12 +245,18 @@ int run(int argc, char** argv, const StageSpec& spec) {
   const bool skip_first = cfg.steps > 1;
   const int64_t timed = skip_first ? cfg.steps - 1 : cfg.steps;
   const double elapsed = t_end - (skip_first ? t_first : t_start);
-  if (cfg.steps > 0)  // FLOP/token: rank 0's executed FLOPs per token of its own slice
+  // FLOP/token: the products every rank's kernels executed in the timed steps (kernels/cpu/
+  // flops.h), summed over the world (bookkeeping, not a stage's group), per token of the global
+  // batch: the model's FLOPs per token whatever the split (the baseline's figure; measured equal
+  // for hybrid_3d, tensor_parallel, 1f1b and zero2 on mini), plus what recomputation runs again.
+  // At world size 1 it is the MFU numerator of tools/gpu_bench.sh. Collective over the world.
+  const double all_flops = MetricsReducer(*world).sum(static_cast<double>(timed_flops));
+  if (cfg.steps > 0)
     log_info("done: {} steps | train loss {:.4f} | val loss {} | {:.0f} tokens/s | {:.1f} ms/step"
              " | {:.6g} FLOP/token",
              cfg.steps, loss, std::isnan(val) ? std::string("-") : fmt::format("{:.4f}", val),
              timed * double(B) * T / elapsed, 1e3 * elapsed / timed,
-             static_cast<double>(timed_flops) / (double(timed) * slice.num_seqs * T));
+             all_flops / (double(timed) * B * T));
 
   if (!cfg.save.empty()) {
     try {

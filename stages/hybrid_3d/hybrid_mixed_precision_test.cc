@@ -152,8 +152,12 @@ TEST(HybridMixedPrecision, SixteenBitParametersAndMessagesFp32Gradients) {
     EXPECT_EQ(h.pp, f.pp / 2);
     EXPECT_EQ(h.emb, f.emb);
     EXPECT_EQ(f.dp - h.dp, (dp - 1) / dp * 2 * psi_r) << "the all_gather in 2 bytes";
-    if (c.grid.tp > 1) EXPECT_GT(f.tp - ce, 0) << "nothing crossed the tp group";
-    if (c.grid.pp > 1) EXPECT_GT(f.pp, 0) << "nothing crossed the pp group";
+    if (c.grid.tp > 1) {
+      EXPECT_GT(f.tp - ce, 0) << "nothing crossed the tp group";
+    }
+    if (c.grid.pp > 1) {
+      EXPECT_GT(f.pp, 0) << "nothing crossed the pp group";
+    }
     for (const ReportRow& r : s.report())
       EXPECT_EQ(r.measured, r.formula) << r.what << " (" << r.formula_text << ")";
   }
