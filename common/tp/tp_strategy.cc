@@ -29,62 +29,46 @@ TensorParallelStrategy::TensorParallelStrategy(const GPTConfig& cfg, ProcessGrou
                                                AdamWConfig opt, uint64_t seed,
                                                bool sequence_parallel, Device device,
                                                MixedPrecisionConfig mp)
-    : tp_(tp), sp_(sequence_parallel) {
-  // Two more communicators over the same ranks (duplicate(): own CommStats each), so that the
-  // re-gather's and the gradient all_reduce's bytes are counted apart from f's and g's.
-  regather_group_ = tp.duplicate();
-  grad_group_ = tp.duplicate();
-  checkpoint_group_ = tp.duplicate();
-  comm_ = std::make_unique<TensorParallelComm>(tp, sp_, regather_group_.get(),
-                                               checkpoint_group_.get());
-  // Throws when t does not divide H, 4C or V.
-  model_ = std::make_unique<GPT>(
-      GPT(cfg, *comm_, storage_dtype(mp.precision)).with_device(device));
-  mp_ = std::make_unique<MixedPrecision>(*model_, mp, &tp);  // collective over tp (fp16)
-  const int64_t n = model_->layout().num_params();
-  params_ = Tensor::empty({n}, mp_->dtype(), MemCategory::kParameters, device);
-  grads_ = Tensor::zeros({n}, mp_->dtype(), MemCategory::kGradients, device);
-  opt_ = std::make_unique<AdamW>(n, opt, decay_ranges(model_->layout(), opt.decay),  // its slices'
-                                 mp_->dtype(), device);  // dims; mixed: + the master copy
+    // The slice and its groups (tp_model.h: three duplicates of tp, so that the re-gather's, the
+    // replicated gradients' and Pa's bytes are counted apart from f's and g's); then the
+    // precision, whose fp16 skip and --clip_grad norm are agreed over tp.
+    : TpModel(cfg, tp, sequence_parallel, device, storage_dtype(mp.precision)),
+      MixedPrecisionStrategy(*slice, mp, &tp, GradClip(opt.clip_grad, &tp)),
+      tp_(tp),
+      sp_(sequence_parallel) {
+  const int64_t n = slice->layout().num_params();
+  params_ = Tensor::empty({n}, mp_.dtype(), MemCategory::kParameters, device);
+  grads_ = Tensor::zeros({n}, mp_.dtype(), MemCategory::kGradients, device);
+  opt_ = std::make_unique<AdamW>(n, opt, decay_ranges(slice->layout(), opt.decay),  // its slices'
+                                 mp_.dtype(), device);  // dims; mixed: + the master copy
   // This rank's slice of the whole initialisation, made on the host and copied up once (4Ψ_r;
   // mixed: into the master copy, and 2Ψ_r of 16-bit parameters rounded from it).
   std::vector<float> init(n);
-  model_->init_params(init.data(), seed);
+  slice->init_params(init.data(), seed);
   set_params(init.data());
-  clip_ = GradClip(opt.clip_grad, &tp);  // collective over tp when clipping
 }
 
 std::vector<Tensor> TensorParallelStrategy::owned_grads() const {
   OwnedRanges owned;
-  for (const ParamSpec& p : model_->layout().params())
+  for (const ParamSpec& p : slice->layout().params())
     if (p.split != Split::kReplicated || tp_.rank() == 0) owned.add(p.offset, p.numel);  // tp 0
   return owned.views(grads_);
 }
 
 void TensorParallelStrategy::all_reduce_replicated_grads() {
-  const GPTLayout& lay = model_->layout();
-  int64_t n = 0;
-  for (const ParamSpec& p : lay.params()) n += p.split == Split::kReplicated ? p.numel : 0;
-  // Beside the gradients (a device buffer on a GPU); each tensor moves by copy_from of views.
-  Tensor packed = Tensor::empty({n}, grads_.dtype(), MemCategory::kCommBuffers, grads_.device());
-  int64_t at = 0;
-  for (const ParamSpec& p : lay.params())
-    if (p.split == Split::kReplicated)
-      packed.narrow(at, p.numel).copy_from(grads_.narrow(p.offset, p.numel)), at += p.numel;
-  grad_group_->all_reduce(packed, ReduceOp::kSum);  // sends 2(t-1)/t·4·Ψ_repl
-  at = 0;
-  for (const ParamSpec& p : lay.params())
-    if (p.split == Split::kReplicated)
-      grads_.narrow(p.offset, p.numel).copy_from(packed.narrow(at, p.numel)), at += p.numel;
+  std::vector<std::pair<int64_t, int64_t>> replicated;  // the tensors every rank holds whole
+  for (const ParamSpec& p : slice->layout().params())
+    if (p.split == Split::kReplicated) replicated.push_back({p.offset, p.numel});
+  all_reduce_packed(*grad_group, grads_, replicated);  // sends 2(t-1)/t·e·Ψ_repl
 }
 
 double TensorParallelStrategy::train_step(const int32_t* tokens, const int32_t* targets,
                                           int global_batch, int T, int64_t step) {
-  const double tp0 = tp_.stats().total_bytes(), rg0 = regather_group_->stats().total_bytes(),
-               gs0 = grad_group_->stats().total_bytes(),
-               ck0 = checkpoint_group_->stats().total_bytes();
-  const std::vector<const ProcessGroup*> groups = {&tp_, regather_group_.get(), grad_group_.get(),
-                                                   checkpoint_group_.get()};
+  const double tp0 = tp_.stats().total_bytes(), rg0 = regather_group->stats().total_bytes(),
+               gs0 = grad_group->stats().total_bytes(),
+               ck0 = checkpoint_group->stats().total_bytes();
+  const std::vector<const ProcessGroup*> groups = {&tp_, regather_group.get(), grad_group.get(),
+                                                   checkpoint_group.get()};
   int64_t calls0 = 0;
   for (const ProcessGroup* g : groups) calls0 += calls_of(*g);
   // 1. The walk over this rank's slice; f and g communicate inside it. The loss is the global
@@ -92,15 +76,15 @@ double TensorParallelStrategy::train_step(const int32_t* tokens, const int32_t* 
   //    Mixed precision: 16-bit parameters widened per unit, each unit's gradient rounded into
   //    the 16-bit buffer once; fp16's loss times S.
   grads_.fill(0.0f);
-  mp_->begin_step();
+  mp_.begin_step();
   const float mean = 1.0f / (static_cast<float>(global_batch) * T);
-  FlatParams source(model_->layout(), params_);
-  FlatGrads sink(model_->layout(), grads_, {}, mp_->round_stats());
-  UnitRunner runner(*model_, source, &sink);
-  const double loss = mp_->unscale_loss(
-      runner.forward_backward(tokens, targets, global_batch, T, mp_->walk_loss_scale(mean, step)),
+  FlatParams source(slice->layout(), params_);
+  FlatGrads sink(slice->layout(), grads_, {}, mp_.round_stats());
+  UnitRunner runner(*slice, source, &sink);
+  const double loss = mp_.unscale_loss(
+      runner.forward_backward(tokens, targets, global_batch, T, mp_.walk_loss_scale(mean, step)),
       mean, step);
-  block_bytes_ = static_cast<double>(runner.stats().forward_stored_bytes) / model_->config().layers;
+  block_bytes_ = static_cast<double>(runner.stats().forward_stored_bytes) / slice->config().layers;
   // 2. Sequence parallelism: the replicated parameters saw only this rank's rows.
   if (sp_) all_reduce_replicated_grads();
   // 3. --clip_grad: ‖g‖² = Σ over tp of owned_grads()' squares (Megatron's clip_grad_norm_fp32:
@@ -109,12 +93,12 @@ double TensorParallelStrategy::train_step(const int32_t* tokens, const int32_t* 
   //    copy, rounded into the 16-bit slice; fp16: skipped on every rank when one rank's owned
   //    gradient holds an inf or nan, agreed over tp).
   const std::vector<Tensor> owned = owned_grads();
-  mp_->optimizer_step(*opt_, params_, grads_, step, -1, &clip_, &owned);
+  mp_.optimizer_step(*opt_, params_, grads_, step, -1, &clip_, &owned);
 
   tp_bytes_ = tp_.stats().total_bytes() - tp0;
-  regather_bytes_ = regather_group_->stats().total_bytes() - rg0;
-  grad_sync_bytes_ = grad_group_->stats().total_bytes() - gs0;
-  checkpoint_bytes_ = checkpoint_group_->stats().total_bytes() - ck0;
+  regather_bytes_ = regather_group->stats().total_bytes() - rg0;
+  grad_sync_bytes_ = grad_group->stats().total_bytes() - gs0;
+  checkpoint_bytes_ = checkpoint_group->stats().total_bytes() - ck0;
   calls_ = -calls0;
   for (const ProcessGroup* g : groups) calls_ += calls_of(*g);
   last_B_ = global_batch, last_T_ = T;
@@ -123,8 +107,8 @@ double TensorParallelStrategy::train_step(const int32_t* tokens, const int32_t* 
 
 double TensorParallelStrategy::eval_loss(const int32_t* tokens, const int32_t* targets,
                                          int global_batch, int T) {
-  FlatParams source(model_->layout(), params_);  // f32, or 16-bit widened per unit
-  return UnitRunner(*model_, source).forward_loss(tokens, targets, global_batch, T);
+  FlatParams source(slice->layout(), params_);  // f32, or 16-bit widened per unit
+  return UnitRunner(*slice, source).forward_loss(tokens, targets, global_batch, T);
 }
 
 void tp_slices_to_full(ProcessGroup& tp, const GPTConfig& cfg, const float* slice, float* full) {
@@ -144,7 +128,7 @@ void tp_slices_to_full(ProcessGroup& tp, const GPTConfig& cfg, const float* slic
 void TensorParallelStrategy::get_state(float* params, float* exp_avg, float* exp_avg_sq) {
   // Each state's slice down to the host (4Ψ_r bytes; a memcpy on the CPU), then gathered there:
   // sends (t-1)/t·4tΨ_r per state; not part of a step.
-  const GPTConfig& cfg = model_->config();
+  const GPTConfig& cfg = slice->config();
   // Mixed precision: the fp32 master copy is the full-precision state a checkpoint keeps.
   const Tensor* p = opt_->has_master_weights() ? &opt_->master() : &params_;
   std::vector<float> slice(params_.numel());
@@ -159,7 +143,7 @@ void TensorParallelStrategy::get_state(float* params, float* exp_avg, float* exp
 void TensorParallelStrategy::set_state(const float* params, const float* exp_avg,
                                        const float* exp_avg_sq) {
   // This rank's slice of each whole state, cut on the host and copied up (4Ψ_r bytes each).
-  const GPTLayout& lay = model_->layout();
+  const GPTLayout& lay = slice->layout();
   std::vector<float> slice(params_.numel());
   lay.copy_from_full(params, slice.data());
   set_params(slice.data());
@@ -177,7 +161,7 @@ void TensorParallelStrategy::set_params(const float* slice) {
 }
 
 std::vector<ReportRow> TensorParallelStrategy::report() const {
-  const GPTConfig& c = model_->config();
+  const GPTConfig& c = slice->config();
   const TpModelDims d{c.padded_vocab(), c.ctx, c.layers, c.d, c.heads};
   const int t = tp_.size();
   const double psi_r = tp_params_per_rank(d, t);
@@ -188,8 +172,8 @@ std::vector<ReportRow> TensorParallelStrategy::report() const {
   const bool flash = c.attention == AttentionMethod::kFlash;  // lse kept, not P
   // Mixed precision: 2-byte parameters, gradients and activations (so every message of f, g and
   // the sequence collectives), AdamW's master copy with m and v; the cross-entropy's 12BT fp32.
-  const bool mixed = mp_->mixed();
-  const int e = static_cast<int>(dtype_size(model_->activation_dtype()));
+  const bool mixed = mp_.mixed();
+  const int e = static_cast<int>(dtype_size(slice->activation_dtype()));
   const std::string E = std::to_string(e);
   const double pe = mixed ? 2 : 4;
   std::string act_text = pa ? "⌈L/k⌉/L·" + E + "sbh/t (Pa)"

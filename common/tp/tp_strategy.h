@@ -42,6 +42,7 @@
 #include "common/optim/adamw.h"
 #include "common/optim/grad_clip.h"
 #include "common/tp/tensor_parallel_comm.h"
+#include "common/tp/tp_model.h"
 #include "common/train/mixed_precision.h"
 #include "common/train/strategy.h"
 
@@ -53,7 +54,7 @@ namespace llmp {
 /// sends (t-1)/t·4tΨ_r bytes (not part of a training step).
 void tp_slices_to_full(ProcessGroup& tp, const GPTConfig& cfg, const float* slice, float* full);
 
-class TensorParallelStrategy : public Strategy {
+class TensorParallelStrategy : private TpModel, public MixedPrecisionStrategy {
  public:
   /// Collective over `tp`. Every rank initialises the whole model from `seed` and keeps its
   /// slice. Throws std::invalid_argument naming the values when t = tp.size() does not divide H,
@@ -80,18 +81,10 @@ class TensorParallelStrategy : public Strategy {
   /// sequence parallelism, the re-gather and the replicated gradients' all_reduce); collective
   /// calls of the last step, over every group, against tp_collective_calls_per_step.
   std::vector<ReportRow> report() const override;
-  /// fp16's loss scale (mixed_precision.h) and --clip_grad's global gradient norm (grad_clip.h).
-  std::string step_note() const override { return mp_->step_note() + clip_.step_note(); }
-  /// The checkpoint's precision and fp16's loss-scaler state (MixedPrecision).
-  std::map<std::string, std::string> extra_state() const override {
-    return mp_->checkpoint_state();
-  }
-  std::string set_extra_state(const std::map<std::string, std::string>& md) override {
-    return mp_->set_checkpoint_state(md);
-  }
-  const MixedPrecision& mixed_precision() const { return *mp_; }
+  // The progress line's loss scale and norm, a checkpoint's precision and loss-scaler state, and
+  // mixed_precision(): MixedPrecisionStrategy's.
 
-  const GPT& model() const { return *model_; }
+  const GPT& model() const { return *slice; }
   /// This rank's Ψ_r parameters (model().layout()), on model().device().
   const Tensor& local_params() const { return params_; }
   bool sequence_parallel() const { return sp_; }
@@ -109,7 +102,8 @@ class TensorParallelStrategy : public Strategy {
 
  private:
   /// Sums the replicated tensors' gradients over the group (sequence parallelism), packed into
-  /// one buffer on the gradients' device: sends 2(t-1)/t·4·Ψ_repl.
+  /// one buffer on the gradients' device (all_reduce_packed): sends 2(t-1)/t·e·Ψ_repl, e the
+  /// gradients' element size.
   void all_reduce_replicated_grads();
   /// The gradient elements this rank counts in ‖g‖ (--clip_grad), as views of grads_ merged into
   /// runs: its slices of the split tensors, and the replicated ones on tp rank 0 only (on every
@@ -120,16 +114,13 @@ class TensorParallelStrategy : public Strategy {
   /// precision into AdamW's master copy, params_ rounded from it.
   void set_params(const float* slice);
 
+  // TpModel: the slice, its TpComm, and the re-gather, replicated-gradient and Pa checkpoint
+  // groups (own CommStats each). MixedPrecisionStrategy: mp_, and clip_ (‖g‖² summed over tp
+  // from owned_grads()).
   ProcessGroup& tp_;
   bool sp_;
-  // Own CommStats each: SP's re-gather, SP's replicated gradients, ZeRO-R Pa's checkpoints.
-  std::shared_ptr<ProcessGroup> regather_group_, grad_group_, checkpoint_group_;
-  std::unique_ptr<TensorParallelComm> comm_;
-  std::unique_ptr<GPT> model_;  // this rank's slice
-  std::unique_ptr<MixedPrecision> mp_;  // after model_, which it reads
   Tensor params_, grads_;       // Ψ_r each; 16-bit under mixed precision
   std::unique_ptr<AdamW> opt_;  // m, v: Ψ_r each
-  GradClip clip_{0, nullptr};   // --clip_grad: ‖g‖² summed over tp from owned_grads()
   double tp_bytes_ = 0, regather_bytes_ = 0, grad_sync_bytes_ = 0, checkpoint_bytes_ = 0;
   double block_bytes_ = 0;  // kept per block, averaged over the blocks
   int64_t calls_ = 0;       // collective calls in the last step, every group

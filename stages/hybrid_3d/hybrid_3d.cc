@@ -46,35 +46,13 @@ int64_t calls_made(const ProcessGroup& g) {
 
 }  // namespace
 
-hybrid_detail::TpModel::TpModel(const GPTConfig& cfg, ProcessGroup& tp, bool sequence_parallel,
-                                Device device, DType act)
-    : regather(tp.duplicate()), repl_grads(tp.duplicate()) {
-  comm = std::make_unique<TensorParallelComm>(tp, sequence_parallel, regather.get());
-  // This rank's slice (H/t heads, 4C/t, V/t), walking on `device` with `act` activations:
-  // PipelineStrategy then puts the parameters, gradients and every activation on the model's
-  // device, the parameters in the activations' dtype.
-  model = std::make_unique<GPT>(GPT(cfg, *comm, act).with_device(device));
-}
-
-void hybrid_detail::pack_all_reduce_unpack(
-    ProcessGroup& g, const Tensor& buf, const std::vector<std::pair<int64_t, int64_t>>& ranges) {
-  int64_t n = 0;
-  for (auto [at, len] : ranges) n += len;
-  Tensor packed = Tensor::empty({n}, DType::kF32, MemCategory::kCommBuffers, buf.device());
-  int64_t k = 0;
-  for (auto [at, len] : ranges) packed.narrow(k, len).copy_from(buf.narrow(at, len)), k += len;
-  g.all_reduce(packed, ReduceOp::kSum);
-  k = 0;
-  for (auto [at, len] : ranges) buf.narrow(at, len).copy_from(packed.narrow(k, len)), k += len;
-}
-
 HybridStrategy::HybridStrategy(const GPTConfig& cfg, ProcessGrid& grid, AdamWConfig opt,
                                uint64_t seed, HybridOptions o)
     : TpModel(cfg, grid.tp_group(), o.sequence_parallel, o.device,
               storage_dtype(o.mp.precision)),
       // fp16's skip and --clip_grad's norm over the world: each rank owns a part of the gradient
       // (a stage's slice's shard), every grid dimension splitting it.
-      PipelineStrategy(*model, grid.pp_group(), opt, seed, checked_schedule(cfg, grid, o),
+      PipelineStrategy(*slice, grid.pp_group(), opt, seed, checked_schedule(cfg, grid, o),
                        o.trace_path, LogicalCosts{}, o.mp, &grid.world()),
       grid_(grid),
       shape_{grid.dp(), grid.pp(), grid.tp(), o.micro_batches, o.chunks, o.sequence_parallel,
@@ -131,7 +109,7 @@ BatchSlice HybridStrategy::batch_slice(int global_batch) const {
 }
 
 void HybridStrategy::all_reduce_replicated_grads() {
-  hybrid_detail::pack_all_reduce_unpack(*repl_grads, grads_, repl_);  // sends 2(t-1)/t·4·Ψ_repl,r
+  all_reduce_packed(*grad_group, grads_, repl_);  // sends 2(t-1)/t·4·Ψ_repl,r
 }
 
 void HybridStrategy::zero1_step(int64_t step) {
@@ -167,8 +145,8 @@ HybridPrecision HybridStrategy::bytes() const {
 double HybridStrategy::train_step(const int32_t* tokens, const int32_t* targets,
                                   int global_batch, int T, int64_t step) {
   ProcessGroup &tp = grid_.tp_group(), &dp = grid_.dp_group();
-  const double tp0 = tp.stats().total_bytes(), rg0 = regather->stats().total_bytes(),
-               rp0 = repl_grads->stats().total_bytes(), pp0 = pp_.stats().total_bytes(),
+  const double tp0 = tp.stats().total_bytes(), rg0 = regather_group->stats().total_bytes(),
+               rp0 = grad_group->stats().total_bytes(), pp0 = pp_.stats().total_bytes(),
                emb0 = emb_->stats().total_bytes(), dp0 = dp.stats().total_bytes();
   book_->barrier();  // line the pipeline's ranks up so that their spans share one time axis
   const double t0 = wall_seconds();
@@ -201,8 +179,8 @@ double HybridStrategy::train_step(const int32_t* tokens, const int32_t* targets,
   measured_.optimizer = double(mt.current(MemCategory::kOptimizerState));
   measured_.activations_per_microbatch = double(exec_->stats().stored_per_forward);
   measured_.tp = tp.stats().total_bytes() - tp0;
-  measured_.regather = regather->stats().total_bytes() - rg0;
-  measured_.repl_grads = repl_grads->stats().total_bytes() - rp0;
+  measured_.regather = regather_group->stats().total_bytes() - rg0;
+  measured_.repl_grads = grad_group->stats().total_bytes() - rp0;
   measured_.pp = pp_.stats().total_bytes() - pp0;
   measured_.emb = emb_->stats().total_bytes() - emb0;
   measured_.dp = dp.stats().total_bytes() - dp0;
@@ -293,7 +271,7 @@ void HybridStrategy::finish() {
 
 StagingStats HybridStrategy::staging_stats() const {
   StagingStats sum;
-  for (const ProcessGroup* g : {&grid_.tp_group(), regather.get(), repl_grads.get(), &pp_,
+  for (const ProcessGroup* g : {&grid_.tp_group(), regather_group.get(), grad_group.get(), &pp_,
                                 emb_.get(), &grid_.dp_group()}) {
     sum.to_host_bytes += g->staging_stats().to_host_bytes;
     sum.to_device_bytes += g->staging_stats().to_device_bytes;

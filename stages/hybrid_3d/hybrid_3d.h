@@ -67,6 +67,7 @@
 #include "common/pipeline/pipeline_strategy.h"
 #include "common/plan/hybrid_formulas.h"
 #include "common/tp/tensor_parallel_comm.h"
+#include "common/tp/tp_model.h"
 #include "common/train/dp_util.h"
 #include "common/train/mixed_precision.h"
 
@@ -98,27 +99,8 @@ struct HybridMeasured {
   int64_t dp_calls = 0;   ///< collective calls on the dp group (CommStats::calls)
 };
 
-namespace hybrid_detail {
-/// The tensor-parallel GPT of a rank, built before the pipeline that walks it (base-from-member:
-/// PipelineStrategy keeps a reference to the model).
-struct TpModel {
-  /// `act`: the activations' dtype (f32, or the 16-bit precision's).
-  TpModel(const GPTConfig& cfg, ProcessGroup& tp, bool sequence_parallel, Device device,
-          DType act);
-  std::shared_ptr<ProcessGroup> regather, repl_grads;  // duplicates of tp: own CommStats
-  std::unique_ptr<TensorParallelComm> comm;
-  std::unique_ptr<GPT> model;
-};
-
-/// The ranges (offset, numel) of `buf` (f32, any device) packed into one buffer beside it
-/// (copy_from of views: device to device on a GPU, 4·Σnumel bytes each way), summed over `g`
-/// (all_reduce kSum: sends 2(|g|-1)/|g|·4·Σnumel) and unpacked into their places. Sequence
-/// parallelism's replicated gradients (Korthikanti et al. 2022, §4.2.2).
-void pack_all_reduce_unpack(ProcessGroup& g, const Tensor& buf,
-                            const std::vector<std::pair<int64_t, int64_t>>& ranges);
-}  // namespace hybrid_detail
-
-class HybridStrategy : private hybrid_detail::TpModel, public PipelineStrategy {
+// TpModel first (common/tp/tp_model.h): PipelineStrategy keeps a reference to the slice.
+class HybridStrategy : private TpModel, public PipelineStrategy {
  public:
   /// Collective over grid.world(). Every rank initialises the whole model from `seed` and keeps
   /// its slice of its stages. Fails on every rank with one line (exit 2) when the grid does not

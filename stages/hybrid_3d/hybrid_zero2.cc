@@ -64,7 +64,7 @@ double HybridStrategy::zero2_backward(const int32_t* tokens, const int32_t* targ
     const int d = grid_.dp_rank();
     const auto in = replicated_in_shard(repl_, shards_.begin[d], shards_.count[d]);
     // sends 2(t-1)/t·4·|Ψ_repl,r ∩ shard|
-    hybrid_detail::pack_all_reduce_unpack(*repl_grads, grad_shard_, in);
+    all_reduce_packed(*grad_group, grad_shard_, in);
   }
   return loss;
 }
