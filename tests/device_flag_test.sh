@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # --device: refused by name where it cannot run, before any rank starts (exit 2, one line).
-# Usage: device_flag_test.sh BASELINE_TRAIN CPU_ONLY_STAGE PIPEDREAM_2BW_TRAIN EXPECT_ERROR_SH ZERO3_TRAIN
+# Usage: device_flag_test.sh BASELINE_TRAIN CPU_ONLY_STAGE FP32_ONLY_TRAIN EXPECT_ERROR_SH ZERO3_TRAIN
 #   unknown_device        --device tpu                         "unknown device 'tpu'"
 #   device_unsupported    cpu_only_stage --device cuda         "cpu_only_stage runs on the CPU
 #                         only" (tests:cpu_only_stage, tensor_parallel's spec without
 #                         supports_device: every real stage takes --device since tp_3d does)
-#   device_mixed          pipedream_2bw --device cuda --precision bf16 "--precision bf16:
-#                         pipedream_2bw trains in fp32 only": a stage without a 16-bit path
+#   device_mixed          ulysses --device cuda --precision bf16 "--precision bf16: ulysses
+#                         trains in fp32 only" (FP32_ONLY_TRAIN: a stage that takes --device
+#                         but not --precision, named by its folder): a stage without a 16-bit path
 #                         says so, not that its GPU path lacks one (every stage that trains
 #                         bf16/fp16 on the CPU does on a GPU)
 #   device_host_only      zero3 --device cuda --tile_factor 2 and --constant_buffer_mb 0.25:
@@ -18,7 +19,8 @@
 #                         same for baseline --device cuda --precision bf16 (accepted: the
 #                         refusal, if any, is the device's, never "fp32 only").
 set -u
-baseline=$1 cpu_only_stage=$2 pipedream_2bw=$3 zero3=$5
+baseline=$1 cpu_only_stage=$2 fp32_only=$3 zero3=$5
+fp32_only_name=$(basename "$(dirname "$fp32_only")")
 source "$4"  # expect, expect_exit_2, finish
 fast=(--steps 1 --eval_every 0 --quiet --model tiny)
 
@@ -26,8 +28,8 @@ expect_exit_2 unknown_device "unknown device 'tpu'" -- "$baseline" --device tpu 
 expect_exit_2 device_unsupported "--device cuda: cpu_only_stage runs on the CPU only" -- \
   "$cpu_only_stage" --device cuda --world_size 2 "${fast[@]}"
 expect_exit_2 device_mixed \
-  "--precision bf16: pipedream_2bw trains in fp32 only (mixed precision:" -- \
-  "$pipedream_2bw" --device cuda --precision bf16 --world_size 2 "${fast[@]}"
+  "--precision bf16: $fp32_only_name trains in fp32 only (mixed precision:" -- \
+  "$fp32_only" --device cuda --precision bf16 --world_size 2 "${fast[@]}"
 expect_exit_2 device_host_only "--tile_factor 2 with --device cuda: weight tiles are host memory" \
   -- "$zero3" --device cuda --world_size 2 --tile_factor 2 "${fast[@]}"
 expect_exit_2 device_host_only "--constant_buffer_mb with --device cuda: the constant buffer" \

@@ -18,7 +18,7 @@ load("//tests:bad_input_tests.bzl", "bad_input_test")
 def pipeline_bad_input_tests(kind, shared_defaults, takes_precision = True):
     # naive_pp has one micro-batch: every global batch is valid, the case does not apply.
     # Chimera cannot run on one rank (p must be even): its checkpoint is written by 2.
-    # takes_precision: the PipelineStrategy stages train in bf16/fp16; PipeDream-2BW does not.
+    # takes_precision: the PipelineStrategy stages train in bf16/fp16; PipeDream-2BW in bf16 only.
     bad_input_test(
         shared_defaults,
         skip = ["indivisible_batch"] if kind == "naive" else [],

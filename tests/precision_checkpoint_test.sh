@@ -3,11 +3,23 @@
 # the loss scaler's state in the checkpoint's metadata (Strategy::extra_state, forwarded to
 # MixedPrecision), and restores the scaler on --load. A stage that forgets to forward writes
 # "precision":"fp32" and resumes fp16 at the initial scale.
-#   usage: precision_checkpoint_test.sh NAME=path/to/train ...
+# And the refusal a stage without --precision prints (common/train/launch_checks.cc) lists every
+# stage here among those that take it: the list is written by hand, and went stale once.
+#   usage: precision_checkpoint_test.sh --fp32_only=path/to/train NAME=path/to/train ...
 set -u
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fails=0
+fp32_only=${1#--fp32_only=}
+shift
+refusal=$(timeout 60 "$fp32_only" --model tiny --precision bf16 --world_size 2 --steps 1 2>&1)
+for arg in "$@"; do
+  name=${arg%%=*}
+  if ! grep -qE "[ (]$name[ ,)]" <<<"$refusal"; then
+    echo "FAIL $name: not listed among the mixed-precision stages in: $refusal"
+    fails=$((fails + 1))
+  fi
+done
 for arg in "$@"; do
   name=${arg%%=*} bin=${arg#*=}
   ranks=2

@@ -179,7 +179,7 @@ double PipelineExecutor::run_segment(const std::vector<Action>& actions, size_t 
     const int batch = a.microbatch / m_batch;
     const int64_t at = static_cast<int64_t>(a.microbatch % m_batch) * b_ * T_;
     // The weight version and the gradient buffer of the micro-batch's own batch.
-    FlatParams source(local_spans(part_, rank_), io.params(batch));
+    FlatParams source(model_.layout().num_units(), local_spans(part_, rank_), io.params(batch));
     LocalGrads sink(part_, rank_, io.grads(batch));
     UnitRunner runner(model_, source, &sink);
     execute(a, runner, io.tokens(batch) + at, io.targets(batch) + at, t0, &loss);

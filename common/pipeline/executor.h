@@ -101,7 +101,9 @@ class PipelineExecutor {
   /// stream's micro-batch i belongs to batch i / m_batch, and reads that batch's weight version,
   /// gradient buffer and (B,T) tokens and targets.
   struct StreamBatches {
-    std::function<const float*(int batch)> params;
+    /// The weight version batch `batch` reads: this rank's local buffer (f32, or 16-bit widened
+    /// unit by unit under mixed precision), alive until the segment returns.
+    std::function<const Tensor&(int batch)> params;
     std::function<float*(int batch)> grads;
     std::function<const int32_t*(int batch)> tokens;
     std::function<const int32_t*(int batch)> targets;

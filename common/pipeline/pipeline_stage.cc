@@ -45,7 +45,7 @@ StageSpec pipeline_stage_spec(const PipelineStageOptions& o) {
   // --clip_grad: the norm over pp of each rank's owned stages (PipelineStrategy::train_step).
   spec.supports_clip_grad = true;
   // --precision bf16 / fp16: 16-bit parameters and messages, fp32 gradients (pipeline_strategy.h).
-  // PipeDream-2BW's own step (make_strategy) trains in fp32 only.
+  // A stage with its own step (make_strategy: PipeDream-2BW) says itself what it takes.
   spec.supports_precision = !o.make_strategy;
   // p = world size: one pipeline stage per rank, each seeing all B sequences (as micro-batches).
   spec.grid = [](const TrainConfig& cfg) { return GridShape{1, cfg.world_size, 1}; };

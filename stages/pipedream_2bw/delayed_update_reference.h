@@ -17,6 +17,11 @@
 // Memory: two whole-model versions as plain std::vectors (not counted by the MemoryTracker, so
 // a test can run it beside the stage and still measure the stage's kParameters).
 //
+// bf16 (mixed precision, Micikevicius et al. 2018): AdamW steps an fp32 master copy of W(t) and
+// the new version is that master rounded to bf16 (kept as fp32 values that are bf16 numbers);
+// the walk reads the 16-bit W(t-1) and its gradient stays fp32. The model must store bf16
+// activations (GPT(cfg, TpComm::none(), DType::kBF16)).
+//
 // Glossary: t batch (0-based; its train_step `step` is t+1 in the tests), W(t) weight version t,
 // g(t) gradient of batch t, B global batch, T sequence length, Ψ parameters.
 #pragma once
@@ -27,6 +32,7 @@
 
 #include "common/nn/gpt.h"
 #include "common/optim/adamw.h"
+#include "common/tensor/precision.h"
 
 namespace llmp {
 namespace testing {
@@ -36,14 +42,19 @@ class DelayedUpdateReference {
   /// W(0) = W(-1) = model.init_params(seed); AdamW over all Ψ with decay_ranges(layout,
   /// opt.decay), as the baseline builds it; opt.clip_grad c > 0: each g(t) is clipped to the
   /// global norm c first. `model` must outlive the reference.
-  DelayedUpdateReference(const GPT& model, AdamWConfig opt, uint64_t seed);
+  /// `precision`: fp32 or bf16 (above); std::invalid_argument for fp16.
+  DelayedUpdateReference(const GPT& model, AdamWConfig opt, uint64_t seed,
+                         TrainPrecision precision = TrainPrecision::kFP32);
 
   /// Batch t = the number of earlier calls: tokens/targets (B,T). Computes the mean loss and
   /// g(t) at W(t-1), then W(t+1) = AdamW(W(t), g(t), step). Returns that loss (nats per token).
   double train_step(const int32_t* tokens, const int32_t* targets, int B, int T, int64_t step);
 
-  /// The newest version: W(t+1) after t+1 calls (W(0) before any). Ψ floats, model layout.
+  /// The newest version: W(t+1) after t+1 calls (W(0) before any). Ψ floats, model layout; in
+  /// bf16 the rounded values.
   const std::vector<float>& newest() const { return newest_; }
+  /// bf16: the fp32 master copy of newest() (what a checkpoint keeps); fp32: newest().
+  const std::vector<float>& master() const { return bf16_ ? master_ : newest_; }
   /// The version before it: W(t) after t+1 calls (W(-1) = W(0) before any).
   const std::vector<float>& older() const { return older_; }
   /// ‖g(t)‖ of the last call under clipping (NaN without).
@@ -52,6 +63,8 @@ class DelayedUpdateReference {
  private:
   const GPT& model_;
   std::vector<float> older_, newest_, grads_;  // W(t-1), W(t), g(t): Ψ each
+  std::vector<float> master_;                  // bf16: W(t) in fp32, before rounding
+  bool bf16_ = false;
   AdamW opt_;
   double clip_ = 0;                           // opt.clip_grad
   double last_norm_ = std::nan("");

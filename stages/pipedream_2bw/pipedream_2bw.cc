@@ -18,21 +18,38 @@ std::string pipedream_2bw_check(int p, int m) {
          "starts): m=" + std::to_string(m) + ", p=" + std::to_string(p);
 }
 
+std::string pipedream_2bw_precision_check(TrainPrecision p) {
+  if (p != TrainPrecision::kFP16) return "";
+  return "pipedream_2bw trains in fp32 or bf16, not fp16: a batch's backwards run in two "
+         "segments, and fp16's loss scale may change between them (use --precision bf16)";
+}
+
+namespace {
+/// The precision, checked on every rank before any member is built (one line, exit 2).
+MixedPrecisionConfig checked(MixedPrecisionConfig mp) {
+  const std::string err = pipedream_2bw_precision_check(mp.precision);
+  all_ranks_ok(err.empty(), err);
+  return mp;
+}
+}  // namespace
+
 PipeDream2BWStrategy::PipeDream2BWStrategy(const GPT& model, ProcessGroup& pp, AdamWConfig opt,
                                            uint64_t seed, int m, int64_t steps,
-                                           std::string trace_path)
+                                           std::string trace_path, MixedPrecisionConfig mp)
     // The stream: ONE 1F1B schedule over every micro-batch of the run (steps·m of them).
     : PipelineStrategy(model, pp, opt, seed,
                        one_f_one_b(pp.size(), static_cast<int>(std::max<int64_t>(steps, 1)) * m),
-                       std::move(trace_path)),
+                       std::move(trace_path), LogicalCosts{}, checked(mp)),
       m_(m),
       steps_(std::max<int64_t>(steps, 1)) {
   const std::string err = pipedream_2bw_check(pp.size(), m);
   all_ranks_ok(err.empty(), err);
   step_micro_batches_ = m;
   // Beside params_ and grads_ (on the model's device with --device cuda): the copies between
-  // the versions are device-to-device (copy_from), nothing crosses to the host.
-  older_ = Tensor::empty(params_.shape(), DType::kF32, MemCategory::kParameters, params_.device());
+  // the versions are device-to-device (copy_from), nothing crosses to the host. In params_'s
+  // dtype: the older version is the 16-bit W(t-1) its micro-batches' forwards read.
+  older_ = Tensor::empty(params_.shape(), params_.dtype(), MemCategory::kParameters,
+                         params_.device());
   older_.copy_from(params_);  // W(-1) = W(0)
   grads2_ = Tensor::zeros(grads_.shape(), DType::kF32, MemCategory::kGradients, grads_.device());
   cut_segments();
@@ -60,8 +77,8 @@ void PipeDream2BWStrategy::cut_segments() {
 double PipeDream2BWStrategy::run(size_t begin, size_t end, int B, int T, double t0) {
   PipelineExecutor::StreamBatches io;
   // Batch `current_` reads the newest version (params_), the batch before it the older one.
-  io.params = [this](int batch) -> const float* {
-    return batch == current_ ? params_.f32() : older_.f32();
+  io.params = [this](int batch) -> const Tensor& {
+    return batch == current_ ? params_ : older_;
   };
   io.grads = [this](int batch) { return batch % 2 ? grads2_.f32() : grads_.f32(); };
   io.tokens = [this](int batch) { return tokens_[batch % 2].data(); };
@@ -72,12 +89,13 @@ double PipeDream2BWStrategy::run(size_t begin, size_t end, int B, int T, double 
 void PipeDream2BWStrategy::apply_update(int batch) {
   Tensor& g = batch % 2 ? grads2_ : grads_;
   all_reduce_tied_wte(g);  // the tied wte: embedding part + head part
-  // --clip_grad: ‖g(batch)‖ over pp from each rank's owned segments (wte's copy counted once),
-  // as PipelineStrategy::train_step takes it; every rank comes here once per batch, in order.
-  const float clip = owned_clip_coefficient(g);
-  // W(batch+1) = AdamW(W(batch), g(batch)): the newest version becomes the older one.
+  // W(batch+1) = AdamW(W(batch), g(batch)): the newest version becomes the older one. --clip_grad:
+  // ‖g(batch)‖ over pp from each rank's owned segments (wte's copy counted once), as
+  // PipelineStrategy::train_step takes it; every rank comes here once per batch, in order. bf16:
+  // AdamW updates the master copy and rounds it into params_.
   older_.copy_from(params_);
-  opt_->step(params_.f32(), g.f32(), step_of_.at(batch), -1, clip);
+  const std::vector<Tensor> owned = owned_parts(g);
+  mp_.optimizer_step(*opt_, params_, g, step_of_.at(batch), -1, &clip_, &owned);
   g.fill(0.0f);
 }
 
@@ -153,20 +171,24 @@ double PipeDream2BWStrategy::eval_loss(const int32_t* tokens, const int32_t* tar
 }
 
 int64_t PipeDream2BWStrategy::weight_version_bytes() const {
-  return 4 * (params_.numel() + older_.numel());
+  return static_cast<int64_t>(dtype_size(params_.dtype())) * (params_.numel() + older_.numel());
 }
 
 std::vector<ReportRow> PipeDream2BWStrategy::report() const {
   std::vector<ReportRow> rows = PipelineStrategy::report();
   const double n = static_cast<double>(part_->local_numel(pp_.rank()));
+  const double pb = static_cast<double>(dtype_size(params_.dtype()));  // 4, or 2 in bf16
+  const int e = static_cast<int>(dtype_size(model_.activation_dtype()));
   const std::vector<Action>& list = schedule_.ranks.at(pp_.rank());
   for (ReportRow& row : rows) {
-    if (row.what == "parameters") row.formula = 8 * n, row.formula_text = "2·4Ψ_r (two weight versions)";
+    if (row.what == "parameters")
+      row.formula = 2 * pb * n, row.formula_text = pb == 4 ? "2·4Ψ_r (two weight versions)"
+                                                            : "2·2Ψ_r (two weight versions)";
     if (row.what == "gradients") row.formula = 8 * n, row.formula_text = "2·4Ψ_r (two gradient buffers)";
     if (row.what == "sent per step") {
       row.formula = sent_bytes(list.begin() + last_begin_, list.begin() + last_end_,
                                last_updates_, last_B_, last_T_);
-      row.formula_text = "sends·4bTC + updates·4VC (wte ranks)";
+      row.formula_text = "sends·" + std::to_string(e) + "bTC + updates·4VC (wte ranks)";
     }
   }
   return rows;
@@ -196,15 +218,16 @@ void PipeDream2BWStrategy::finish() {
               "%.4f); PipeDream-2BW fills and drains once per run\n",
               3 * (p - 1), (p - 1.0) / (m_ + p - 1.0));
   std::printf("weight versions held: 2 × %s (rule: W(t+1) = AdamW(W(t), ∇f_t(W(t-1))))\n",
-              format_bytes(4.0 * params_.numel()).c_str());
+              format_bytes(double(dtype_size(params_.dtype())) * params_.numel()).c_str());
   write_trace_if_asked();
   std::fflush(stdout);
 }
 
 std::unique_ptr<PipeDream2BWStrategy> make_pipedream_2bw(const GPT& model, ProcessGroup& pp,
                                                          AdamWConfig opt, uint64_t seed, int m,
-                                                         int64_t steps, const std::string& trace) {
-  return std::make_unique<PipeDream2BWStrategy>(model, pp, opt, seed, m, steps, trace);
+                                                         int64_t steps, const std::string& trace,
+                                                         MixedPrecisionConfig mp) {
+  return std::make_unique<PipeDream2BWStrategy>(model, pp, opt, seed, m, steps, trace, mp);
 }
 
 }  // namespace llmp

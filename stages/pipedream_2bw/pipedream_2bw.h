@@ -31,6 +31,12 @@
 // batch t+1 starts (w = p-1 < m). It does not reproduce the baseline (the gradient is one step
 // stale): the tests check it against a single-rank trainer that applies the same rule.
 //
+// Mixed precision (--precision bf16): both versions are 16-bit (each the rounding of the master
+// copy when it was made; W(t-1) is a copy of the 16-bit W(t) before the update), the gradients
+// fp32 (PipelineStrategy's main_grad), AdamW's fp32 master copy of the newest version with m and
+// v: 2·2 + 2·4 + 12 = 24 bytes per parameter. fp16 is refused: its loss scale may change between
+// the two segments a batch's backwards are split over.
+//
 // Glossary: p pipeline stages (ranks), m micro-batches per batch (= per optimizer step), w
 // warm-up forwards of a rank, t step (batch), W(t) weight version t, g(t) gradient of batch t,
 // F forward, B backward, Ψ_r parameters held by a rank.
@@ -51,13 +57,19 @@ namespace llmp {
 /// starts): m=2, p=4".
 std::string pipedream_2bw_check(int p, int m);
 
+/// "" for fp32 and bf16; for fp16 the one line saying why not: a batch's backwards are split
+/// between two segments, and fp16's dynamic loss scale S may change between them (a skipped
+/// step halves it), so one gradient would sum micro-batches scaled by two different S.
+std::string pipedream_2bw_precision_check(TrainPrecision p);
+
 class PipeDream2BWStrategy : public PipelineStrategy {
  public:
   /// `steps`: how many train_step calls the run makes (the stream's length; the last call
   /// drains the pipe and applies the last two updates). Collective over `pp`. Fails on every
-  /// rank with one line when pipedream_2bw_check does.
+  /// rank with one line when pipedream_2bw_check or pipedream_2bw_precision_check does.
+  /// `mp`: fp32, or bf16 (see "Mixed precision" above).
   PipeDream2BWStrategy(const GPT& model, ProcessGroup& pp, AdamWConfig opt, uint64_t seed, int m,
-                       int64_t steps, std::string trace_path = "");
+                       int64_t steps, std::string trace_path = "", MixedPrecisionConfig mp = {});
 
   /// Segment t of the stream (header comment), then the update W(t) = AdamW(W(t-1), g(t-1))
   /// (from t = 1); on the last call also the drain and W(t+1). Returns the mean loss of batch
@@ -70,8 +82,8 @@ class PipeDream2BWStrategy : public PipelineStrategy {
   /// With the newest complete version (W(t) after step t; after the last step, W(steps)).
   double eval_loss(const int32_t* tokens, const int32_t* targets, int global_batch,
                    int T) override;
-  /// The report of 1F1B with the two versions and two gradient buffers: parameters 8Ψ_r,
-  /// gradients 8Ψ_r; bytes of the last step's segment.
+  /// The report of 1F1B with the two versions and two gradient buffers: parameters 2·p_b·Ψ_r
+  /// (p_b = 4, or 2 in bf16), gradients 8Ψ_r; bytes of the last step's segment.
   std::vector<ReportRow> report() const override;
   /// The last steady-state step's executed timeline (logical clock), each rank's idle time in
   /// it (0 in the steady state: no flush), and the paper's rule.
@@ -83,7 +95,7 @@ class PipeDream2BWStrategy : public PipelineStrategy {
   /// Rank 0: segment_idle() of the last step that was neither the first nor the last (the
   /// steady state); empty when the run had fewer than 3 steps.
   const std::vector<double>& steady_idle() const { return steady_idle_; }
-  /// Bytes of weight versions this rank holds: 2 · 4Ψ_r.
+  /// Bytes of weight versions this rank holds: 2·p_b·Ψ_r.
   int64_t weight_version_bytes() const;
 
  private:
@@ -97,7 +109,7 @@ class PipeDream2BWStrategy : public PipelineStrategy {
   int m_;
   int64_t steps_;
   std::vector<size_t> cut_;  // segment t = stream actions [cut_[t], cut_[t+1]); drain after
-  Tensor older_;             // W(t-1) while params_ holds W(t)
+  Tensor older_;             // W(t-1) while params_ holds W(t); 16-bit in bf16, as params_
   Tensor grads2_;            // the second gradient buffer: batch t uses t % 2 ? grads2_ : grads_
   std::vector<int32_t> tokens_[2], targets_[2];  // batch t in [t % 2]
   std::vector<int64_t> step_of_;                 // the train_step `step` of batch t
@@ -114,6 +126,7 @@ class PipeDream2BWStrategy : public PipelineStrategy {
 std::unique_ptr<PipeDream2BWStrategy> make_pipedream_2bw(const GPT& model, ProcessGroup& pp,
                                                          AdamWConfig opt, uint64_t seed, int m,
                                                          int64_t steps,
-                                                         const std::string& trace = "");
+                                                         const std::string& trace = "",
+                                                         MixedPrecisionConfig mp = {});
 
 }  // namespace llmp

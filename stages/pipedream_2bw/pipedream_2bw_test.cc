@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -113,6 +114,61 @@ TEST(PipeDream2BW, ClipsEachUpdateByTheGlobalNormOfItsGradient) {
   const size_t at = note.find("grad norm ");
   ASSERT_NE(at, std::string::npos) << "no norm in the progress note '" << note << "'";
   EXPECT_LE(rel(std::stod(note.substr(at + 10)), ref.last_norm()), 1e-5) << note;
+}
+
+// --precision bf16: two 16-bit versions, fp32 gradients, AdamW's master copy. Against the
+// reference in bf16 (its master stepped, the new version rounded from it): the same losses and
+// master weights. Both walk 16-bit weights with fp32 gradient sums in another order (the
+// stages' micro-batches and the pipeline's message boundaries), so they differ by bf16 rounding
+// noise, as the pipelines' bf16 runs differ from the baseline's (tests/
+// pipeline_mixed_precision_test.cc: losses within 1e-4, parameters 5e-3). Then the memory: the
+// two versions 2·2Ψ_r, the gradients 2·4Ψ_r, the master with m and v 12Ψ_r; every message half
+// of the fp32 run's (the tied wte's all_reduce the same, fp32 gradients).
+TEST(PipeDream2BW, MatchesTheDelayedUpdateReferenceInBf16) {
+  EquivalenceConfig cfg = testing::pipeline_equivalence_config(TrainPrecision::kBF16);
+  const GPT model(equivalence_model(cfg), TpComm::none(), DType::kBF16);
+  const Corpus corpus = Corpus::load(cfg.data, cfg.T);
+  const int p = pipeline_world().size(), B = cfg.global_batch, T = cfg.T;
+  const int64_t psi = model.layout().num_params();
+  std::vector<int32_t> tok(B * T), tgt(B * T);
+  auto ref = std::make_unique<testing::DelayedUpdateReference>(model, cfg.opt, cfg.seed,
+                                                               TrainPrecision::kBF16);
+  MixedPrecisionConfig mp;
+  mp.precision = TrainPrecision::kBF16;
+  std::unique_ptr<PipeDream2BWStrategy> s =
+      make_pipedream_2bw(model, pipeline_world(), cfg.opt, cfg.seed, p, /*steps=*/10, "", mp);
+  double worst_loss = 0;
+  for (int step = 1; step <= 10; ++step) {
+    sample(corpus.train(), cfg.seed, step, 0, B, T, tok.data(), tgt.data());
+    const double want = ref->train_step(tok.data(), tgt.data(), B, T, step);
+    const double got = s->train_step(tok.data(), tgt.data(), B, T, step);
+    worst_loss = std::max(worst_loss, rel(got, want));
+  }
+  std::vector<float> params(psi), mo(psi), v(psi);
+  s->get_state(params.data(), mo.data(), v.data());
+  const double worst_param = max_rel_diff(params.data(), ref->master().data(), psi);
+  ref.reset();  // its AdamW's m and v are tracked tensors too: the memory below is the stage's
+  if (pipeline_world().rank() == 0)
+    std::printf("pipedream_2bw bf16 p=%d m=%d, 10 steps against the bf16 delayed-update "
+                "reference: losses within %.2e, master weights within %.2e\n",
+                p, p, worst_loss, worst_param);
+  EXPECT_LE(worst_loss, 1e-4);
+  EXPECT_LE(worst_param, 5e-3);
+  // The memory and the bytes, measured on this rank against the fp32 run's.
+  const std::vector<ReportRow> rows = s->report();
+  const double n = static_cast<double>(s->partition().local_numel(pipeline_world().rank()));
+  EXPECT_EQ(report_row(rows, "parameters").measured, 2 * 2 * n) << "two 16-bit versions";
+  EXPECT_EQ(report_row(rows, "gradients").measured, 2 * 4 * n) << "two fp32 buffers";
+  EXPECT_EQ(report_row(rows, "optimizer state").measured, 12 * n) << "master, m, v";
+  EXPECT_EQ(s->weight_version_bytes(), int64_t(2 * 2 * n));
+  for (const ReportRow& r : rows) EXPECT_EQ(r.measured, r.formula) << r.what;
+}
+
+// fp16 is refused by name: its loss scale may change between a batch's two segments.
+TEST(PipeDream2BW, Fp16IsRefusedByName) {
+  EXPECT_EQ(pipedream_2bw_precision_check(TrainPrecision::kBF16), "");
+  EXPECT_NE(pipedream_2bw_precision_check(TrainPrecision::kFP16).find("not fp16"),
+            std::string::npos);
 }
 
 TEST(PipeDream2BW, StaleByOneStep) {
