@@ -24,7 +24,7 @@
 //   rank holds: tokens 4bT or a recv 4bTC up; targets 4bT up on the last, or a send 4bTC down.
 //   set_state into a fresh device stage: its init 4Ψ_r and 3·4Ψ_r up; its get_state as above.
 //
-// Under --precision bf16 (1F1B and Chimera): the messages are 2bTC, the parameters go up as the
+// Under --precision bf16 (1F1B, Chimera, PipeDream-2BW): the messages are 2bTC, the parameters go up as the
 // fp32 master copy and the 16-bit working copy (4Ψ_r + 2Ψ_r, at init and at set_state), get_state
 // brings the master copy down; the gradients and so the optimizer step's all_reduce stay fp32
 // (pipeline_strategy.h).
@@ -284,6 +284,19 @@ TEST(PipelineOnDevice, PipeDream2BW) {
             make_pipedream_2bw(model, pp, opt, seed, 2, kSteps));
       },
       2, /*stream=*/true);
+}
+
+TEST(PipelineOnDevice, PipeDream2BWInBf16) {
+  // Two 16-bit versions on the device (W(t-1) copied device to device before each update), the
+  // stream's per-batch version widened per unit, AdamW's master copy of the newest.
+  expect_device_run_equals_cpu(
+      [](const GPT& model, ProcessGroup& pp, AdamWConfig opt, uint64_t seed) {
+        MixedPrecisionConfig mp;
+        mp.precision = TrainPrecision::kBF16;
+        return std::unique_ptr<PipelineStrategy>(
+            make_pipedream_2bw(model, pp, opt, seed, 2, kSteps, "", mp));
+      },
+      2, /*stream=*/true, Recompute::kNone, DType::kBF16);
 }
 
 }  // namespace
