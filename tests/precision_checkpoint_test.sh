@@ -35,7 +35,10 @@ for arg in "$@"; do
     hybrid_3d) extra=(--dp 1 --pp 2 --tp 1 --micro_batches 2) ;;
   esac
   ckpt="$tmp/$name.safetensors"
-  # S0 = 2^30 overflows at once and backs off; a window of 2 then grows it: the state is not S0.
+  # S0 = 2^30 overflows at once and backs off: on tiny every one of the 6 steps overflows, on
+  # every stage (S ends at 2^24, 6 skipped; the window of 2 never sees two clean steps). The
+  # saved state is not S0. Lower S0 would make the stages' patterns differ (2^20: the data-
+  # parallel stages skip 3 and regrow, the pipelines skip 1, interleaved 1F1B at L = 8 none).
   common=(--model tiny --precision fp16 --global_batch 4 --world_size "$ranks" --eval_every 0
           --initial_loss_scale 1073741824 --loss_scale_window 2 --timeout 120 "${extra[@]}")
   if ! timeout 300 "$bin" "${common[@]}" --steps 6 --quiet --save "$ckpt" >"$tmp/$name.save.log" 2>&1
