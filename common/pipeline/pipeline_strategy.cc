@@ -101,10 +101,6 @@ std::vector<Tensor> PipelineStrategy::owned_parts(const Tensor& grads) const {
   return owned;
 }
 
-float PipelineStrategy::owned_clip_coefficient(const Tensor& grads) {
-  return clip_.coefficient(owned_parts(grads));
-}
-
 double PipelineStrategy::train_step(const int32_t* tokens, const int32_t* targets,
                                     int global_batch, int T, int64_t step) {
   const double bytes_before = pp_.stats().total_bytes() + emb_->stats().total_bytes() +

@@ -144,10 +144,6 @@ class PipelineStrategy : public MixedPrecisionStrategy {
   /// pair's replicas). Over all ranks the owned segments tile [0, Ψ) once: the state a
   /// checkpoint gathers, and the squares --clip_grad's norm sums.
   bool owns(const ParamSegment& s) const;
-  /// --clip_grad's coefficient for `grads` (this rank's layout): ‖g‖² the squares of this rank's
-  /// owned segments (owns()) summed over pp, then min(1, c/‖g‖) (grad_clip.h); 1 without
-  /// clipping. Collective over pp when clipping.
-  float owned_clip_coefficient(const Tensor& grads);
   /// Step 3: the tied wte's gradient in `grads` (this rank's layout) summed over the embedding
   /// group {first rank, last rank}; nothing elsewhere. Collective over that group.
   void all_reduce_tied_wte(Tensor& grads);

@@ -154,10 +154,10 @@ void TensorParallelStrategy::set_state(const float* params, const float* exp_avg
   }
 }
 
-void TensorParallelStrategy::set_params(const float* slice) {
-  if (!opt_->has_master_weights()) return from_host(params_, slice);
-  from_host(opt_->master(), slice);
-  round_from_host(params_, slice);
+void TensorParallelStrategy::set_params(const float* values) {
+  if (!opt_->has_master_weights()) return from_host(params_, values);
+  from_host(opt_->master(), values);
+  round_from_host(params_, values);
 }
 
 std::vector<ReportRow> TensorParallelStrategy::report() const {

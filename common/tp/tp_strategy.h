@@ -33,7 +33,6 @@
 // V vocab, L layers, Ψ_r parameters per rank (tp_formulas.h).
 #pragma once
 
-#include <map>
 #include <memory>
 #include <vector>
 
@@ -112,7 +111,7 @@ class TensorParallelStrategy : private TpModel, public MixedPrecisionStrategy {
   std::vector<Tensor> owned_grads() const;
   /// This rank's slice of the parameters from the host (Ψ_r fp32): into params_, or under mixed
   /// precision into AdamW's master copy, params_ rounded from it.
-  void set_params(const float* slice);
+  void set_params(const float* values);
 
   // TpModel: the slice, its TpComm, and the re-gather, replicated-gradient and Pa checkpoint
   // groups (own CommStats each). MixedPrecisionStrategy: mp_, and clip_ (‖g‖² summed over tp

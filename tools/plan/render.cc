@@ -3,7 +3,6 @@
 
 #include <cstdarg>
 #include <cstdio>
-#include <stdexcept>
 
 #include "tools/plan/format.h"
 
@@ -85,15 +84,12 @@ std::string render_report(const PlanInput& in, const SearchResult& res) {
     Cluster one = k;
     one.gpus_per_node = one.nodes = 1;
     // The knobs that split the model over GPUs are freed (a held v > 1 or sp = on has no
-    // configuration on one GPU); m and the recomputation stay as held.
+    // configuration on one GPU); m and the recomputation stay as held, and are valid there too
+    // (the multi-GPU plan's dp·m divides the batch, so m does).
     SearchOptions o = in.options;
     o.tp = o.pp = o.dp = o.v = 0;
     o.sp = o.zero = -1;
-    SearchResult alone;
-    try {
-      alone = search(m, in.batch, one, o);
-    } catch (const std::invalid_argument&) {  // e.g. a held m that one GPU's batch cannot take
-    }
+    const SearchResult alone = search(m, in.batch, one, o);
     const PlanCost& first = res.all[res.ranked[0]];
     if (alone.ranked.empty())
       s += "\none GPU alone: nothing fits\n";
