@@ -10,8 +10,9 @@ every stage can run at its default world size (2 layers cannot be cut into 4 pip
 each flag of `shared_defaults` the command line does not set (e.g. --world_size 2). `skip` names
 cases that do not apply to the stage (a stage that does not split the batch over its ranks takes
 any global batch). `takes_precision` False (the 2D/2.5D/3D stages, moe) adds the case that
---precision bf16 is refused by name; tensor and sequence parallelism, hybrid_3d and the
-pipelines (tests/pipeline_tests.bzl; PipeDream-2BW takes bf16 only) pass True, and the
+--precision bf16 is refused by name; tensor and sequence parallelism, hybrid_3d, the
+long-sequence stages (common/cp/cp_stage.bzl) and the pipelines (tests/pipeline_tests.bzl;
+PipeDream-2BW takes bf16 only) pass True, and the
 data-parallel stages declare their sh_test without --fp32_only. `save_world_size`: the ranks of
 the run that writes the checkpoint the checkpoint cases load (1 unless the stage cannot run on one
 rank, as Chimera, whose p must be even).

@@ -12,8 +12,8 @@
 
 namespace llmp {
 
-/// ContextParallelStrategy over test_world() with its core from `make`.
-StrategyFactory context_parallel_on_world(CoreFactory make);
+/// ContextParallelStrategy over test_world() with its core from `make`, in `mp`'s precision.
+StrategyFactory context_parallel_on_world(CoreFactory make, MixedPrecisionConfig mp = {});
 
 /// The tiny preset with H = 4 heads (hs = 8: Ulysses at p = 4 needs p | H) and ctx = T.
 GPTConfig cp_model(int T = 16);
@@ -30,5 +30,21 @@ std::vector<ReportRow> expect_cp_report_rows_match(const CoreFactory& make, int 
 /// get_state of a trained strategy into a fresh one (another seed): the same state back, and the
 /// same loss on the next step.
 void expect_cp_state_round_trip(const CoreFactory& make);
+
+// ---- Mixed precision (--precision bf16 / fp16; cp_strategy.h) ----
+
+/// 10 steps of the stage and of the baseline in `precision` (B = 12, T = 16, H = 4, the default
+/// lr 1e-3; fp16 with eps 1e-6): losses within 1e-4 relative, the fp32 master weights
+/// within 1e-2 (bf16) or 2e-3 (fp16) of the baseline's (cp_test_util.cc says why).
+void expect_cp_matches_baseline_in(const CoreFactory& make, TrainPrecision precision);
+
+/// Two bf16 steps of cp_model(T) at global batch B: the replicas' model states 2Ψ + 2Ψ + 12Ψ to
+/// the byte, the gradient all_reduce 2(p-1)/p·2Ψ, every report row measured == its closed form.
+/// Returns the rows.
+std::vector<ReportRow> expect_cp_bf16_report_rows_match(const CoreFactory& make, int T, int B);
+
+/// fp16's skip agreed over the group: an overflow injected on the last rank only at step 2 is
+/// skipped by every rank, the state bit-identical, and step 3 trains (stage_test_util.h).
+void expect_cp_fp16_overflow_skipped_by_every_rank(const CoreFactory& make);
 
 }  // namespace llmp

@@ -5,8 +5,8 @@
 #   device_unsupported    cpu_only_stage --device cuda         "cpu_only_stage runs on the CPU
 #                         only" (tests:cpu_only_stage, tensor_parallel's spec without
 #                         supports_device: every real stage takes --device since tp_3d does)
-#   device_mixed          ulysses --device cuda --precision bf16 "--precision bf16: ulysses
-#                         trains in fp32 only" (FP32_ONLY_TRAIN: a stage that takes --device
+#   device_mixed          moe --device cuda --precision bf16 "--precision bf16: moe trains in
+#                         fp32 only" (FP32_ONLY_TRAIN: a stage that takes --device
 #                         but not --precision, named by its folder): a stage without a 16-bit path
 #                         says so, not that its GPU path lacks one (every stage that trains
 #                         bf16/fp16 on the CPU does on a GPU)

@@ -135,11 +135,11 @@ void expect_total_peak_within_plan(const OneStepMeasurement& m, DPStage stage,
 
 void expect_injected_overflow_skipped_by_every_rank(
     const std::function<std::unique_ptr<MixedPrecisionStrategy>(const GPT& model)>& make,
-    const std::function<const Tensor&(const MixedPrecisionStrategy&)>& params16) {
+    const std::function<const Tensor&(const MixedPrecisionStrategy&)>& params16,
+    const GPTConfig& config) {
   const int N = test_world().size();
   setenv("LLMP_TEST_OVERFLOW_STEP", "2", 1);
   setenv("LLMP_TEST_OVERFLOW_RANKS", std::to_string(N - 1).c_str(), 1);
-  const GPTConfig config = GPTConfig::preset("tiny");
   const GPT model(config, TpComm::none(), DType::kF16);
   std::unique_ptr<MixedPrecisionStrategy> strategy = make(model);
   unsetenv("LLMP_TEST_OVERFLOW_STEP");

@@ -126,8 +126,10 @@ ShardedStepMeasurement measure_sharded_step(const StrategyFactory& make, GPTConf
 /// fp32 master weights, m and v stay bit-identical through the step, and step 3 trains again.
 /// `make` builds the data-parallel strategy under test on the tiny fp16 model it is given (with
 /// the hook set while it is built). Collective over test_world(); gtest EXPECTs.
+/// `config`: the model (tiny by default; its ctx is T).
 void expect_injected_overflow_skipped_by_every_rank(
     const std::function<std::unique_ptr<MixedPrecisionStrategy>(const GPT& model)>& make,
-    const std::function<const Tensor&(const MixedPrecisionStrategy&)>& params16);
+    const std::function<const Tensor&(const MixedPrecisionStrategy&)>& params16,
+    const GPTConfig& config = GPTConfig::preset("tiny"));
 
 }  // namespace llmp

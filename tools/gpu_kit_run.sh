@@ -115,7 +115,7 @@ if [ "$mode" = tests ] || [ "$mode" = all ]; then
   check stage_equivalence_cuda 420 bash "$kit/scripts/stage_equivalence_test.sh" cuda \
     "$kit/bin/compare_checkpoints" "$kit/stages/baseline/train"
   check device_flag 300 bash "$kit/scripts/device_flag_test.sh" "$kit/stages/baseline/train" \
-    "$kit/bin/cpu_only_stage" "$kit/stages/ulysses/train" "$kit/scripts/expect_error.sh" \
+    "$kit/bin/cpu_only_stage" "$kit/stages/moe/train" "$kit/scripts/expect_error.sh" \
     "$kit/stages/zero3/train"
   # The third argument names the GPU run's binary: the kit's trainer itself, on the real GPU.
   gpu_check clip_grad 300 bash "$kit/scripts/clip_grad_test.sh" "$kit/bin/compare_checkpoints" \

@@ -6,7 +6,7 @@
 // device (AttentionCore::supports_device()): a core is one more TEST line with its factory and
 // the bytes its collectives stage per block.
 //
-// What crosses, per rank (fp32; B global batch, every rank reads all of it; T positions, Tl = T/p
+// What crosses, per rank (fp32; bf16/fp16 in the Mixed precision tests below; B global batch, every rank reads all of it; T positions, Tl = T/p
 // held; A channels; L blocks; Ψ parameters), with nothing else allowed (a stray host round trip
 // fails the sums):
 //   construction   4Ψ up                 the initial parameters (made on the host, copied once)
@@ -54,12 +54,13 @@ ProcessGroup& world() {
   return *w;
 }
 
-/// tiny with H = 4 heads (Ulysses at p = 2 attends with 2 whole heads per rank).
-GPT cp_model() {
+/// tiny with H = 4 heads (Ulysses at p = 2 attends with 2 whole heads per rank), its activations
+/// in `dt` (f32, or the 16-bit storage of mixed precision).
+GPT cp_model(DType dt = DType::kF32) {
   GPTConfig c = GPTConfig::preset("tiny");
   c.heads = 4;
   c.ctx = kT;
-  return GPT(c);
+  return GPT(c, TpComm::none(), dt);
 }
 
 /// Bytes the core's collectives stage through the host for one block (device tensors given to
@@ -67,27 +68,30 @@ GPT cp_model() {
 struct CoreStaging {
   int64_t step_down, step_up, forward_down, forward_up;
 };
-using StagingForm = std::function<CoreStaging(int64_t B, int64_t Tl, int64_t A)>;
+/// e: bytes per stored activation element (4 in fp32, 2 in bf16 / fp16).
+using StagingForm = std::function<CoreStaging(int64_t B, int64_t Tl, int64_t A, int64_t e)>;
 
-/// Ulysses: all_to_alls of q|k|v (3·B·Tl·A floats) and out (B·Tl·A) forward, dout (B·Tl·A) and
-/// dq|dk|dv (3·B·Tl·A) backward; each whole buffer down before and up after (ulysses.h).
-CoreStaging ulysses_staging(int64_t B, int64_t Tl, int64_t A) {
-  return {4 * (3 + 1 + 1 + 3) * B * Tl * A, 4 * (3 + 1 + 1 + 3) * B * Tl * A,
-          4 * (3 + 1) * B * Tl * A, 4 * (3 + 1) * B * Tl * A};
+/// Ulysses: all_to_alls of q|k|v (3·B·Tl·A elements) and out (B·Tl·A) forward, dout (B·Tl·A)
+/// and dq|dk|dv (3·B·Tl·A) backward, in the activations' dtype; each whole buffer down before and
+/// up after (ulysses.h).
+CoreStaging ulysses_staging(int64_t B, int64_t Tl, int64_t A, int64_t e) {
+  return {e * (3 + 1 + 1 + 3) * B * Tl * A, e * (3 + 1 + 1 + 3) * B * Tl * A,
+          e * (3 + 1) * B * Tl * A, e * (3 + 1) * B * Tl * A};
 }
 
 /// Ring attention (ring_attention.h): per block, p − 1 sends of K|V forward, p − 1 of K|V and p of
 /// the dK|dV accumulator backward, each 8·B·Tl·A bytes, staged down at its sender and up at its
-/// receiver; every rank sends and receives as many as it sends, so down = up.
-CoreStaging ring_attention_staging(int64_t B, int64_t Tl, int64_t A) {
+/// receiver; every rank sends and receives as many as it sends, so down = up. fp32 in every
+/// precision (a 16-bit run widens q|k|v first: widened_core.h).
+CoreStaging ring_attention_staging(int64_t B, int64_t Tl, int64_t A, int64_t /*e*/) {
   const int64_t p = world().size(), send = 8 * B * Tl * A;
   return {(3 * p - 2) * send, (3 * p - 2) * send, (p - 1) * send, (p - 1) * send};
 }
 
 /// Ring self-attention (ring_self_attention.h): per block, p − 1 key and p − 1 value chunks of
 /// 4·B·Tl·A bytes forward, p − 1 [V | dV] and p − 1 [K | dK] of twice that backward, each staged
-/// down at its sender and up at its receiver.
-CoreStaging ring_self_attention_staging(int64_t B, int64_t Tl, int64_t A) {
+/// down at its sender and up at its receiver. fp32 in every precision (widened_core.h).
+CoreStaging ring_self_attention_staging(int64_t B, int64_t Tl, int64_t A, int64_t /*e*/) {
   const int64_t p = world().size(), chunk = 4 * B * Tl * A;
   const int64_t forward = 2 * (p - 1) * chunk, step = forward + 2 * (p - 1) * 2 * chunk;
   return {step, step, forward, forward};
@@ -116,7 +120,8 @@ Crossed now(const testing::FakeDevice* dev) {
   return dev ? Crossed{dev->h2d_bytes(), dev->d2h_bytes()} : Crossed{};
 }
 
-Run train(const CoreFactory& make, const GPT& model, const testing::FakeDevice* dev) {
+Run train(const CoreFactory& make, const GPT& model, const testing::FakeDevice* dev,
+          const MixedPrecisionConfig& mp) {
   const Corpus corpus = Corpus::load("/usr/share/games/fortunes", kT);
   AdamWConfig opt;
   opt.lr = 3e-3f;
@@ -125,7 +130,7 @@ Run train(const CoreFactory& make, const GPT& model, const testing::FakeDevice* 
   const auto& mt = MemoryTracker::instance();
   Run r;
   Crossed c0 = now(dev);
-  ContextParallelStrategy s(model, *group, make, opt, 11);
+  ContextParallelStrategy s(model, *group, make, opt, 11, mp);
   r.init = since(dev, c0);
   r.device_states = mt.current(Device::kCUDA, MemCategory::kParameters) +
                     mt.current(Device::kCUDA, MemCategory::kGradients) +
@@ -155,14 +160,22 @@ Run train(const CoreFactory& make, const GPT& model, const testing::FakeDevice* 
   return r;
 }
 
-/// The stage with core `make` on the CPU and on a guarded FakeDevice: gtest EXPECTs (above).
-void expect_cp_device_run_equals_cpu(const CoreFactory& make, const StagingForm& staging) {
-  const GPT model = cp_model();
-  const Run cpu = train(make, model, nullptr);
+/// The stage with core `make` on the CPU and on a guarded FakeDevice, in `precision`: gtest
+/// EXPECTs (above). Mixed precision (the naive DP recipe, cp_strategy.h): the initial 16-bit
+/// parameters (2Ψ) and the fp32 master copy (4Ψ) go up, the gradient all_reduce stages 2Ψ each
+/// way, get_state reads the master copy, m and v (12Ψ), and the device holds 2Ψ + 2Ψ + 12Ψ.
+void expect_cp_device_run_equals_cpu(const CoreFactory& make, const StagingForm& staging,
+                                     TrainPrecision precision = TrainPrecision::kFP32) {
+  MixedPrecisionConfig mp;
+  mp.precision = precision;
+  mp.scaler.scale = 1024.0f;  // fp16 only
+  const DType dt = storage_dtype(precision);
+  const GPT model = cp_model(dt);
+  const Run cpu = train(make, model, nullptr, mp);
   testing::FakeDevice dev(/*guarded=*/true);
   testing::FakeKernelOps ops(dev);
   const GPT on_device = model.with_device(Device::kCUDA);  // the strategy keeps a reference
-  const Run gpu = train(make, on_device, &dev);
+  const Run gpu = train(make, on_device, &dev, mp);
 
   EXPECT_EQ(gpu.losses, cpu.losses);
   EXPECT_EQ(gpu.eval, cpu.eval);
@@ -173,16 +186,18 @@ void expect_cp_device_run_equals_cpu(const CoreFactory& make, const StagingForm&
 
   const int64_t psi = model.layout().num_params(), p = world().size();
   const int64_t L = model.config().layers, A = model.config().d, B = kB, Tl = kT / p;
-  const CoreStaging core = staging(B, Tl, A);
+  const int64_t e = dtype_size(dt);  // bytes per parameter, gradient and activation element
+  const CoreStaging core = staging(B, Tl, A, e);
   EXPECT_EQ(gpu.device_states, 16 * psi) << "parameters, gradients, m and v on the device";
-  EXPECT_EQ(gpu.init.up, 4 * psi) << "the initial parameters, once";
+  EXPECT_EQ(gpu.init.up, e == 4 ? 4 * psi : 2 * psi + 4 * psi)
+      << "the initial parameters once (mixed: and the fp32 master copy)";
   EXPECT_EQ(gpu.init.down, 0);
-  EXPECT_EQ(gpu.steps.up, kSteps * (4 * (3 * B * Tl + 2 * Tl) + 4 * psi + L * core.step_up));
-  EXPECT_EQ(gpu.steps.down, kSteps * (4 * psi + L * core.step_down));
+  EXPECT_EQ(gpu.steps.up, kSteps * (4 * (3 * B * Tl + 2 * Tl) + e * psi + L * core.step_up));
+  EXPECT_EQ(gpu.steps.down, kSteps * (e * psi + L * core.step_down));
   EXPECT_EQ(gpu.evaluation.up, 4 * (2 * B * Tl + Tl) + L * core.forward_up);
   EXPECT_EQ(gpu.evaluation.down, L * core.forward_down);
   EXPECT_EQ(gpu.get_state.up, 0);
-  EXPECT_EQ(gpu.get_state.down, 12 * psi) << "parameters, m and v through to_host";
+  EXPECT_EQ(gpu.get_state.down, 12 * psi) << "parameters (mixed: the master copy), m and v";
   EXPECT_EQ(gpu.host_activation_peak, 0) << "an activation of the device run on the host";
   EXPECT_EQ(gpu.host_comm_peak, 0) << "a communication buffer of the device run on the host";
 }
@@ -209,6 +224,24 @@ std::unique_ptr<AttentionCore> ring_self_attention(ProcessGroup& g) {
 
 TEST(ContextParallelOnDevice, RingSelfAttentionEqualsTheCpuWithEveryCrossingAccounted) {
   expect_cp_device_run_equals_cpu(ring_self_attention, ring_self_attention_staging);
+}
+
+// Mixed precision on the device: Ulysses' all_to_alls staged at 2 bytes an element; the ring
+// cores widened (fp32 copies on the device, their messages fp32); fp16 with a static-start
+// scaler. Bit for bit against the same precision on the CPU.
+TEST(ContextParallelOnDevice, UlyssesInBf16AndFp16EqualsTheCpu) {
+  expect_cp_device_run_equals_cpu(ulysses, ulysses_staging, TrainPrecision::kBF16);
+  expect_cp_device_run_equals_cpu(ulysses, ulysses_staging, TrainPrecision::kFP16);
+}
+
+TEST(ContextParallelOnDevice, RingCoresInBf16EqualTheCpu) {
+  expect_cp_device_run_equals_cpu(
+      [](ProcessGroup& g) -> std::unique_ptr<AttentionCore> {
+        return std::make_unique<RingAttention>(g);
+      },
+      ring_attention_staging, TrainPrecision::kBF16);
+  expect_cp_device_run_equals_cpu(ring_self_attention, ring_self_attention_staging,
+                                  TrainPrecision::kBF16);
 }
 
 /// A (B,Tl,W) f32 tensor of N(0,1) draws, on the host.

@@ -7,7 +7,8 @@
 adds, next to the stage's cc_binary `train`:
   <stage>_test             mpi_test at p = 1, 2, 4 of <stage>_test.cc (tests/cp_test_util.h)
   bad_input_test           the shared bad-input cases (the batch is not split: any B is valid;
-                           --recompute is refused by the stage, so partition_refused is not its)
+                           --recompute is refused by the stage, so partition_refused is not its;
+                           --precision bf16 is taken)
   cp_bad_input_test        the stage's own refusals (common/cp/cp_bad_input_test.sh <stage>)
 """
 
@@ -27,6 +28,7 @@ def long_sequence_stage(stage, core):
     bad_input_test(
         shared_defaults = {"--world_size": "2"},
         skip = ["indivisible_batch", "partition_refused"],
+        takes_precision = True,
     )
     native.sh_test(
         name = "cp_bad_input_test",

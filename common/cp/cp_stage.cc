@@ -41,6 +41,8 @@ StageSpec cp_stage_spec(const CpStageOptions& o) {
   // (AttentionCore::supports_device()).
   spec.supports_device = true;
   spec.supports_clip_grad = true;  // --clip_grad: each rank holds the whole summed gradient
+  // --precision bf16 / fp16: 16-bit replicas and activations, the fp32 master copy (cp_strategy.h).
+  spec.supports_precision = true;
   spec.validate = [opts](const TrainConfig& cfg) {
     const std::string err = cp_config_error(cfg, *opts);
     if (!err.empty()) user_error(err);
@@ -50,7 +52,8 @@ StageSpec cp_stage_spec(const CpStageOptions& o) {
     const std::string err = cp_config_error(ctx.cfg, *opts);
     all_ranks_ok(err.empty(), err);
     return std::make_unique<ContextParallelStrategy>(ctx.model, ctx.grid.tp_group(),
-                                                     opts->make_core, ctx.opt, ctx.cfg.seed);
+                                                     opts->make_core, ctx.opt, ctx.cfg.seed,
+                                                     ctx.mp);
   };
   return spec;
 }

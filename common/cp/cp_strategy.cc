@@ -3,6 +3,8 @@
 
 #include <string>
 
+#include "common/cp/widened_core.h"
+
 #include "common/nn/unit_runner.h"
 #include "common/optim/decay_mask.h"
 #include "common/plan/memory_planner.h"
@@ -24,6 +26,7 @@ class MeteredCore : public AttentionCore {
   int shards() const override { return inner_->shards(); }
   int rank() const override { return inner_->rank(); }
   bool supports_device() const override { return inner_->supports_device(); }
+  bool takes_16bit() const override { return inner_->takes_16bit(); }
   std::vector<int> positions(int T) const override { return inner_->positions(T); }
   void forward(const Tensor& qkv, Tensor& out, int B, int T, int H, AttentionKeep* keep) override {
     const int64_t before = cpu::flops_done();
@@ -54,6 +57,16 @@ class MeteredCore : public AttentionCore {
   std::unique_ptr<AttentionCore> inner_;
 };
 
+/// The stage's core over `group` for activations in `dt`: as made when it takes them (its closed
+/// forms then count dt's bytes), else inside a WidenedCore (fp32 inside, widened_core.h).
+std::unique_ptr<AttentionCore> core_for(const CoreFactory& make, ProcessGroup& group, DType dt) {
+  std::unique_ptr<AttentionCore> core = make(group);
+  if (dt != DType::kF32 && !core->takes_16bit())
+    return std::make_unique<WidenedCore>(std::move(core));
+  core->set_storage(dt);
+  return core;
+}
+
 int64_t call_count(const CommStats& s) {
   int64_t n = 0;
   for (const auto& [op, calls] : s.calls)
@@ -67,31 +80,24 @@ GridShape context_parallel_grid(int world_size) { return {1, 1, world_size}; }
 
 ContextParallelStrategy::ContextParallelStrategy(const GPT& model, ProcessGroup& group,
                                                  const CoreFactory& make_core, AdamWConfig opt,
-                                                 uint64_t seed)
-    : base_(model),
+                                                 uint64_t seed, MixedPrecisionConfig mp)
+    : MixedPrecisionStrategy(model, mp, &group,
+                             GradClip(opt.clip_grad, nullptr)),  // a replica owns the whole g
+      base_(model),
       group_(group),
       attn_group_(group.duplicate()),
-      core_(std::make_unique<MeteredCore>(make_core(*attn_group_))),
+      core_(std::make_unique<MeteredCore>(
+          core_for(make_core, *attn_group_, storage_dtype(mp.precision)))),
       model_(model.with_attention_core(core_.get())),
-      // --device cuda: the parameters, gradients and AdamW's m and v on the model's device.
-      params_(Tensor::empty({model.layout().num_params()}, DType::kF32, MemCategory::kParameters,
-                            model.device())),
-      grads_(Tensor::empty({model.layout().num_params()}, DType::kF32, MemCategory::kGradients,
-                           model.device())),
-      opt_(model.layout().num_params(), opt, decay_ranges(model.layout(), opt.decay), DType::kF32,
+      // --device cuda: the parameters, gradients and AdamW's state on the model's device.
+      params_(mp_.new_buffer(model.layout().num_params(), MemCategory::kParameters)),
+      grads_(mp_.new_buffer(model.layout().num_params(), MemCategory::kGradients)),
+      opt_(model.layout().num_params(), opt, decay_ranges(model.layout(), opt.decay), mp_.dtype(),
            model.device()),
-      clip_(opt.clip_grad, nullptr),
       metrics_(group) {
-  if (model.activation_dtype() != DType::kF32)
-    throw std::invalid_argument("context parallelism trains in fp32 only (activations in " +
-                                std::string(to_string(model.activation_dtype())) + ")");
-  // Same seed on every rank: same replicas. On a device: initialised on the host, one copy up
-  // (4Ψ bytes).
-  Tensor host = model.device() == Device::kCPU
-                    ? params_
-                    : Tensor::empty({params_.numel()}, DType::kF32, MemCategory::kOther);
-  model.init_params(host.f32(), seed);
-  if (model.device() != Device::kCPU) params_.copy_from(host);
+  // Same seed on every rank: same replicas (and master copies). On a device: initialised on the
+  // host, one copy up (4Ψ bytes in fp32).
+  mp_.init(seed, params_, opt_);
 }
 
 double ContextParallelStrategy::train_step(const int32_t* tokens, const int32_t* targets,
@@ -104,32 +110,40 @@ double ContextParallelStrategy::train_step(const int32_t* tokens, const int32_t*
   metered.forward_flops = 0;
   MemoryTracker::instance().reset_peak();
   // 1. Forward and backward of this rank's Tl positions of every sequence; the loss scale is the
-  //    global 1/(B·T), so the ranks' gradients (and losses) sum to the global mean's.
+  //    global 1/(B·T), so the ranks' gradients (and losses) sum to the global mean's. Mixed
+  //    precision: each unit's gradient summed in fp32, rounded once into the 16-bit buffer
+  //    (FlatGrads); fp16 scales the loss by S.
   grads_.fill(0.0f);
+  mp_.begin_step();
   const float scale = 1.0f / (static_cast<float>(B) * T);
-  const double local = forward_backward(model_, params_.f32(), grads_.f32(), tokens, targets, B,
-                                        T, scale);
+  FlatParams params(model_.layout(), params_);
+  FlatGrads grads(model_.layout(), grads_, {}, mp_.round_stats());
+  const double local = UnitRunner(model_, params, &grads)
+                           .forward_backward(tokens, targets, B, T, mp_.walk_loss_scale(scale, step));
   last_score_peak_ = MemoryTracker::instance().peak(MemTag::kAttentionScores);
   last_kept_per_block_ = RecomputeMeter::instance().bytes_per_block();
   // 2. Σ over the ranks of every weight's gradient: each rank saw other tokens of the same
-  //    sequences with the same weights.                                  sends 2(p-1)/p·4Ψ
-  //    (on a device the MPI backend stages the buffer: 4Ψ down, 4Ψ up)
+  //    sequences with the same weights, in the buffer's dtype.           sends 2(p-1)/p·4Ψ
+  //    (mixed: 2(p-1)/p·2Ψ; on a device the MPI backend stages the buffer down and up)
   group_.all_reduce(grads_, ReduceOp::kSum);
   // 3. The same update everywhere (--clip_grad: scaled by min(1, c/‖g‖), ‖g‖ of this rank's
-  //    copy of the whole summed gradient, the same on every rank).
-  opt_.step(params_.f32(), grads_.f32(), step, -1, clip_.coefficient({grads_}));
+  //    copy of the whole summed gradient, the same on every rank); fp16 skips it on every rank
+  //    when any summed gradient is inf or nan (agreed over the group).
+  mp_.optimizer_step(opt_, params_, grads_, step, -1, &clip_);
   last_grad_bytes_ = group_.stats().total_bytes() - grad_bytes;
   last_attn_bytes_ = attn_group_->stats().total_bytes() - attn_bytes;
   last_attn_calls_ = call_count(attn_group_->stats()) - attn_calls;
   last_attn_flops_ = metered.forward_flops;
   last_B_ = B, last_T_ = T;
-  return metrics_.sum(local);
+  return metrics_.sum(mp_.unscale_loss(local, scale, step));  // fp16: divided by the S used
 }
 
 double ContextParallelStrategy::eval_loss(const int32_t* tokens, const int32_t* targets,
                                           int global_batch, int T) {
   // forward_loss is this rank's Σ over its tokens / (B·T): the ranks' parts sum to the mean.
-  return metrics_.sum(forward_loss(model_, params_.f32(), tokens, targets, global_batch, T));
+  // 16-bit parameters are widened unit by unit as the walk reads them (FlatParams).
+  FlatParams params(model_.layout(), params_);
+  return metrics_.sum(UnitRunner(model_, params).forward_loss(tokens, targets, global_batch, T));
 }
 
 void ContextParallelStrategy::get_state(float* params, float* exp_avg, float* exp_avg_sq) {
@@ -146,21 +160,24 @@ std::vector<ReportRow> ContextParallelStrategy::report() const {
   const int p = group_.size();
   const GPTConfig& c = base_.config();
   const int B = last_B_, T = last_T_, L = c.layers, A = c.d, H = c.heads;
-  auto rows = memory_rows(plan_memory(DPStage::kNaiveDP, psi, p, Precision::fp32()), "4Ψ", "4Ψ",
-                          "8Ψ");
+  const bool mixed = mp_.mixed();
+  const MemoryPlan plan = plan_memory(DPStage::kNaiveDP, psi, p, mp_.plan());
+  auto rows = mixed ? memory_rows(plan, "2Ψ", "2Ψ", "12Ψ") : memory_rows(plan, "4Ψ", "4Ψ", "8Ψ");
   rows.push_back({"gradient all_reduce/step", last_grad_bytes_,
-                  plan_bytes_per_step(DPStage::kNaiveDP, psi, p, 4), "2(p-1)/p·4Ψ"});
+                  plan_bytes_per_step(DPStage::kNaiveDP, psi, p, mp_.plan().grad_bytes),
+                  mixed ? "2(p-1)/p·2Ψ" : "2(p-1)/p·4Ψ"});
   rows.push_back({"attention sent/step", last_attn_bytes_,
                   L * core_->bytes_per_block(B, T, A, H), "L·" + core_->bytes_formula_text()});
   rows.push_back({"peak attention scores", static_cast<double>(last_score_peak_),
                   core_->peak_score_bytes(B, T, A, H, L), core_->peak_score_formula_text()});
   // Kept per block: the per-token tensors of Tl rows without probabilities (the selective row
-  // of recompute_formulas.h), plus what the core keeps instead.
+  // of recompute_formulas.h, in e-byte activations), plus what the core keeps instead.
   const RecomputeDims d{B, T / p, A, H, L};
+  const int e = static_cast<int>(dtype_size(mp_.dtype()));
   rows.push_back({"activations kept per block", last_kept_per_block_,
-                  activation_bytes_per_block(d, Recompute::kSelective, 1, 4) +
+                  activation_bytes_per_block(d, Recompute::kSelective, 1, e) +
                       core_->kept_bytes_per_block(B, T, A, H),
-                  "(s/p)b(64h+16) + keep"});
+                  e == 4 ? "(s/p)b(64h+16) + keep" : "(s/p)b(32h+16) + keep"});
   ReportRow flops{"attention fwd FLOPs/step", static_cast<double>(last_attn_flops_),
                   L * core_->forward_flops_per_block(B, T, A, H), "L·core"};
   flops.flops = true;

@@ -17,6 +17,12 @@
 //
 // Memory per rank: model states 16Ψ (replicated, as naive DP), activations of B·T/p tokens, and
 // the attention scores of whatever the core keeps: the T² term that the methods divide.
+//
+// Mixed precision (--precision bf16 / fp16, common/train/mixed_precision.h), as naive DP: 16-bit
+// parameters and gradients (2Ψ + 2Ψ) and activations, the fp32 master copy with m and v (12Ψ),
+// the gradient all_reduce of 2-byte elements (2(p-1)/p·2Ψ); fp16's overflow skip agreed over the
+// group. The core gets the 16-bit q|k|v as stored: Ulysses moves it in 16 bits; the ring cores
+// run inside a WidenedCore (widened_core.h: fp32 copies in, fp32 messages, results rounded out).
 // Traffic per step: the gradient all_reduce over `group`, and the core's over a duplicate of it
 // (so that each report row counts one kind of traffic).
 //
@@ -36,6 +42,7 @@
 #include "common/optim/adamw.h"
 #include "common/optim/grad_clip.h"
 #include "common/train/dp_util.h"
+#include "common/train/mixed_precision.h"
 #include "common/train/strategy.h"
 
 namespace llmp {
@@ -43,16 +50,19 @@ namespace llmp {
 /// Builds a core whose traffic goes over the given group (a duplicate the strategy owns).
 using CoreFactory = std::function<std::unique_ptr<AttentionCore>(ProcessGroup& group)>;
 
-class ContextParallelStrategy : public Strategy {
+class ContextParallelStrategy : public MixedPrecisionStrategy {
  public:
-  /// Collective over `group` (p = its size). `model` must be the whole, fp32, untiled model;
-  /// every rank initialises the same parameters from `seed`. On model.device() (--device cuda):
-  /// parameters, gradients, AdamW's m and v and every buffer of the step, the gradient
-  /// all_reduce and the core's collectives given device tensors (the MPI backend stages them);
-  /// get_state / set_state cross through to_host / from_host. Throws std::invalid_argument as
-  /// GPT::with_attention_core does (also for a device model with a host-only core).
+  /// Collective over `group` (p = its size). `model` must be the whole, untiled model, its
+  /// activations in mp's storage dtype (f32, bf16 or f16); every rank initialises the same
+  /// parameters from `seed`. On model.device() (--device cuda): parameters, gradients, AdamW's
+  /// state (and master copy) and every buffer of the step, the gradient all_reduce and the
+  /// core's collectives given device tensors (the MPI backend stages them); get_state /
+  /// set_state cross through to_host / from_host. A 16-bit run wraps a core that does not take
+  /// 16-bit tensors (AttentionCore::takes_16bit) in a WidenedCore. Throws std::invalid_argument
+  /// as GPT::with_attention_core does (also for a device model with a host-only core) and as
+  /// MixedPrecision's constructor (activations not in mp's dtype).
   ContextParallelStrategy(const GPT& model, ProcessGroup& group, const CoreFactory& make_core,
-                          AdamWConfig opt, uint64_t seed);
+                          AdamWConfig opt, uint64_t seed, MixedPrecisionConfig mp = {});
 
   /// Every rank reads the whole global batch: [0, B).
   BatchSlice batch_slice(int global_batch) const override { return {0, global_batch}; }
@@ -63,21 +73,22 @@ class ContextParallelStrategy : public Strategy {
                    int T) override;
   void get_state(float* params, float* exp_avg, float* exp_avg_sq) override;
   void set_state(const float* params, const float* exp_avg, const float* exp_avg_sq) override;
-  /// Model states (4Ψ, 4Ψ, 8Ψ); gradient all_reduce bytes 2(p-1)/p·4Ψ; the core's bytes per step
+  /// Model states (4Ψ, 4Ψ, 8Ψ; mixed: 2Ψ, 2Ψ, 12Ψ); gradient all_reduce bytes 2(p-1)/p·4Ψ
+  /// (mixed: ·2Ψ); the core's bytes per step
   /// L·bytes_per_block; peak attention-score bytes (MemTag::kAttentionScores over the step);
   /// activations kept per block (the walk's measure) against the non-attention tensors of Tl
   /// rows plus the core's keep; this rank's attention forward FLOPs against the core's form.
   std::vector<ReportRow> report() const override;
   /// Prints the core's calls per step (measured, and the closed form) and the ring overlap note.
   void finish() override;
-  /// The gradient norm under --clip_grad (grad_clip.h).
-  std::string step_note() const override { return clip_.step_note(); }
 
   const AttentionCore& core() const { return *core_; }
   /// The attention group's CommStats (the core's traffic only).
   const CommStats& attention_stats() const { return attn_group_->stats(); }
   /// Sends and collectives the core made in the last step (receives not counted).
   int64_t last_attention_calls() const { return last_attn_calls_; }
+  /// The working copy of the parameters (16-bit under mixed precision).
+  const Tensor& params_tensor() const { return params_; }
 
  private:
   const GPT& base_;
@@ -85,11 +96,11 @@ class ContextParallelStrategy : public Strategy {
   std::shared_ptr<ProcessGroup> attn_group_;
   std::unique_ptr<AttentionCore> core_;
   GPT model_;  // base_ with core_
-  Tensor params_, grads_;
+  Tensor params_, grads_;  // in mp_.dtype()
   AdamW opt_;
-  // --clip_grad: after the all_reduce every rank holds the whole gradient, so each clips by its
-  // own copy's norm, as a data-parallel replica does (no collective).
-  GradClip clip_;
+  // --clip_grad (clip_, MixedPrecisionStrategy's): after the all_reduce every rank holds the
+  // whole gradient, so each clips by its own copy's norm, as a data-parallel replica does (no
+  // collective).
   MetricsReducer metrics_;
   int last_B_ = 0, last_T_ = 0;
   double last_grad_bytes_ = 0, last_attn_bytes_ = 0;

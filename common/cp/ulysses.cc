@@ -6,10 +6,16 @@
 //   by_heads    (B,Tl,k·A)  -> send (p,B,Tl,k·Ah): chunk j = columns of head group j of each of
 //                              the k parts (q|k|v: k = 3; out, dout: k = 1)
 //   to_rows     recv (p,B,Tl,k·Ah) -> (B,T,k·Ah): chunk i = the rows of rank i's positions
-// and their inverses on the way back. Each is a copy of contiguous runs (Ah floats for the head
+// and their inverses on the way back. Each is a copy of contiguous runs (Ah elements for the head
 // columns, Tl·w for a rank's rows) through the tensors' device allocator: a memmove on the CPU, a
 // device-to-device copy on a GPU (never a host access to device memory); p·B·Tl·k runs for a
 // head re-layout, p·B for a row one. The arithmetic is kernel_ops(device)'s attention.
+//
+// Mixed precision (takes_16bit): every buffer is in the dtype of the q|k|v it is handed (the
+// walk's activations as stored), so in bf16/fp16 the re-layouts copy 2-byte elements and each
+// all_to_all carries 2 bytes per element. The local attention is the whole-sequence sub-layer's
+// call (common/nn/attention.cc) on H/p heads: the same kernel on the same 16-bit values, P kept
+// in 16 bits and, in bf16, P and dS rounded before their products (sublayer.h rounded_products).
 //
 // Glossary: B sequences, T positions, Tl = T/p held, A channels, Ah = A/p, H heads, p ranks.
 #include "common/cp/ulysses.h"
@@ -17,32 +23,38 @@
 #include <stdexcept>
 #include <string>
 
+#include "common/nn/sublayer.h"  // rounded_products
 #include "kernels/ops/kernel_ops.h"
 
 namespace llmp {
 namespace {
 
-Tensor comm_buffer(int64_t n, Device d) {
-  return Tensor::empty({n}, DType::kF32, MemCategory::kCommBuffers, d);
+Tensor comm_buffer(int64_t n, DType dt, Device d) {
+  return Tensor::empty({n}, dt, MemCategory::kCommBuffers, d);
 }
 
-/// Copies n floats from src[s0..) to dst[d0..), both f32 tensors on one device: the device's
-/// own copy (Allocator::copy), so the pointers are never dereferenced here.
+/// Copies n elements from src[s0..) to dst[d0..), two tensors of one dtype on one device: the
+/// device's own copy (Allocator::copy), so the pointers are never dereferenced here.
 class RunCopier {
  public:
   RunCopier(const Tensor& dst, const Tensor& src)
-      : dst_(dst.f32()), src_(src.f32()), dev_(dst.device()), alloc_(allocator_for(dev_)) {
-    if (src.device() != dev_)
+      : dst_(static_cast<char*>(dst.raw())),
+        src_(static_cast<const char*>(src.raw())),
+        es_(dtype_size(dst.dtype())),
+        dev_(dst.device()),
+        alloc_(allocator_for(dev_)) {
+    if (src.device() != dev_ || src.dtype() != dst.dtype())
       throw std::invalid_argument("Ulysses: a re-layout from " + src.describe() + " to " +
-                                  dst.describe() + " crosses devices");
+                                  dst.describe() + " crosses devices or dtypes");
   }
   void operator()(int64_t d0, int64_t s0, int64_t n) const {
-    alloc_.copy(dst_ + d0, dev_, src_ + s0, dev_, int64_t(sizeof(float)) * n);
+    alloc_.copy(dst_ + d0 * es_, dev_, src_ + s0 * es_, dev_, es_ * n);
   }
 
  private:
-  float* dst_;
-  const float* src_;
+  char* dst_;
+  const char* src_;
+  int64_t es_;  // bytes per element
   Device dev_;
   Allocator& alloc_;
 };
@@ -114,20 +126,24 @@ void UlyssesAttention::forward(const Tensor& qkv, Tensor& out, int B, int T, int
   if (const std::string err = split_error(T, H, p); !err.empty()) throw std::invalid_argument(err);
   const int Tl = T / p, A = static_cast<int>(out.dim(2)), Ah = A / p, Hh = H / p;
   const Device dev = qkv.device();  // every buffer beside the model's activations
+  const DType dt = qkv.dtype();     // and in their dtype (f32, or 16-bit as stored)
   *keep = AttentionKeep{};
   {  // all_to_all #1: q|k|v of my rows, by head group -> my head group, every rank's rows
-    Tensor send = comm_buffer(int64_t{B} * Tl * 3 * A, dev), recv = comm_buffer(send.numel(), dev);
+    Tensor send = comm_buffer(int64_t{B} * Tl * 3 * A, dt, dev);
+    Tensor recv = comm_buffer(send.numel(), dt, dev);
     by_heads(send, qkv, p, B, Tl, 3, A);
     group_.all_to_all(send, recv);
-    keep->b = Tensor::empty({B, T, 3 * Ah}, DType::kF32, MemCategory::kActivations, dev);
+    keep->b = Tensor::empty({B, T, 3 * Ah}, dt, MemCategory::kActivations, dev);
     to_rows(keep->b, recv, p, B, Tl, 3 * Ah);
   }
   // Attention of H/p whole heads over whole sequences: nothing here needs another rank.
-  keep->a = attention_scores({B, Hh, T, T}, DType::kF32, dev);
-  Tensor out_h = Tensor::empty({B, T, Ah}, DType::kF32, MemCategory::kActivations, dev);
-  kernel_ops(dev).attention_forward(out_h.f32(), keep->a.f32(), keep->b.f32(), B, T, Ah, Hh);
+  keep->a = attention_scores({B, Hh, T, T}, dt, dev);
+  Tensor out_h = Tensor::empty({B, T, Ah}, dt, MemCategory::kActivations, dev);
+  kernel_ops(dev).attention_forward(as_stored(out_h), as_stored(keep->a), as_stored(keep->b), B, T,
+                                    Ah, Hh, rounded_products(dt));
   // all_to_all #2: the output rows back to the ranks holding their positions.
-  Tensor send = comm_buffer(int64_t{B} * T * Ah, dev), recv = comm_buffer(send.numel(), dev);
+  Tensor send = comm_buffer(int64_t{B} * T * Ah, dt, dev);
+  Tensor recv = comm_buffer(send.numel(), dt, dev);
   from_rows(send, out_h, p, B, Tl, Ah);
   group_.all_to_all(send, recv);
   from_heads(out, recv, p, B, Tl, 1, A);
@@ -140,22 +156,26 @@ void UlyssesAttention::backward(const Tensor& dout, const Tensor& qkv, const Ten
   if (const std::string err = split_error(T, H, p); !err.empty()) throw std::invalid_argument(err);
   const int Tl = T / p, A = static_cast<int>(dout.dim(2)), Ah = A / p, Hh = H / p;
   const Device dev = dout.device();
-  Tensor dout_h = Tensor::empty({B, T, Ah}, DType::kF32, MemCategory::kActivations, dev);
+  const DType dt = dout.dtype();
+  Tensor dout_h = Tensor::empty({B, T, Ah}, dt, MemCategory::kActivations, dev);
   {  // all_to_all #3 (mirror of #2): dout of my rows, by head group
-    Tensor send = comm_buffer(int64_t{B} * Tl * A, dev), recv = comm_buffer(send.numel(), dev);
+    Tensor send = comm_buffer(int64_t{B} * Tl * A, dt, dev);
+    Tensor recv = comm_buffer(send.numel(), dt, dev);
     by_heads(send, dout, p, B, Tl, 1, A);
     group_.all_to_all(send, recv);
     to_rows(dout_h, recv, p, B, Tl, Ah);
   }
-  Tensor dqkv_h = Tensor::empty({B, T, 3 * Ah}, DType::kF32, MemCategory::kActivations, dev);
+  Tensor dqkv_h = Tensor::empty({B, T, 3 * Ah}, dt, MemCategory::kActivations, dev);
   {
-    Tensor scratch = attention_scores({T, T}, DType::kF32, dev);  // dP of one head
-    kernel_ops(dev).attention_backward(dqkv_h.f32(), dout_h.f32(), keep->b.f32(), keep->a.f32(),
-                                       scratch.f32(), B, T, Ah, Hh);
+    Tensor scratch = attention_scores({T, T}, DType::kF32, dev);  // dP of one head (fp32)
+    kernel_ops(dev).attention_backward(as_stored(dqkv_h), as_stored(dout_h), as_stored(keep->b),
+                                       as_stored(keep->a), scratch.f32(), B, T, Ah, Hh,
+                                       rounded_products(dt));
   }
   *keep = AttentionKeep{};
   // all_to_all #4 (mirror of #1): dq|dk|dv rows back to their positions' ranks.
-  Tensor send = comm_buffer(int64_t{B} * T * 3 * Ah, dev), recv = comm_buffer(send.numel(), dev);
+  Tensor send = comm_buffer(int64_t{B} * T * 3 * Ah, dt, dev);
+  Tensor recv = comm_buffer(send.numel(), dt, dev);
   from_rows(send, dqkv_h, p, B, Tl, 3 * Ah);
   group_.all_to_all(send, recv);
   from_heads(dqkv, recv, p, B, Tl, 3, A);
@@ -164,18 +184,27 @@ void UlyssesAttention::backward(const Tensor& dout, const Tensor& qkv, const Ten
 double UlyssesAttention::bytes_per_block(int B, int T, int A, int H) const {
   (void)H;
   const double p = shards(), Tl = double(T) / p;
-  return (p - 1) / p * 4.0 * (3 + 1 + 1 + 3) * B * Tl * A;
+  return (p - 1) / p * stored_bytes() * (3 + 1 + 1 + 3) * B * Tl * A;
+}
+
+std::string UlyssesAttention::bytes_formula_text() const {
+  return stored_bytes() == 4 ? "32(p-1)·bTh/p²" : "16(p-1)·bTh/p²";
 }
 
 double UlyssesAttention::kept_bytes_per_block(int B, int T, int A, int H) const {
   const double p = shards();
-  return 4.0 * B * T * (double(H) * T + 3.0 * A) / p;
+  return stored_bytes() * B * T * (double(H) * T + 3.0 * A) / p;
 }
 
 double UlyssesAttention::peak_score_bytes(int B, int T, int A, int H, int L) const {
   (void)A;
   const double p = shards();
-  return 4.0 * (double(L) * B * (H / p) * T * T + double(T) * T);
+  // L blocks' P in the stored dtype, the backward's dP of one head in fp32.
+  return stored_bytes() * double(L) * B * (H / p) * T * T + 4.0 * double(T) * T;
+}
+
+std::string UlyssesAttention::peak_score_formula_text() const {
+  return stored_bytes() == 4 ? "4(L·bas²/p + s²)" : "2L·bas²/p + 4s²";
 }
 
 double UlyssesAttention::forward_flops_per_block(int B, int T, int A, int H) const {

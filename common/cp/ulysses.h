@@ -21,16 +21,18 @@
 // On a device (--device cuda; supports_device()): every buffer is allocated beside qkv, the
 // re-layouts are device-to-device copies and the attention is kernel_ops(device)'s; the MPI
 // backend stages each all_to_all through the host, its input down and its output up: per block
-// and step 4·(3+1+1+3)·B·Tl·A = 32·B·Tl·A bytes each way (whole buffers, own chunk included).
+// and step e·(3+1+1+3)·B·Tl·A = 8e·B·Tl·A bytes each way (whole buffers, own chunk included;
+// e bytes per stored element, below).
 //
-// Closed forms (fp32, per rank and block; A channels, hs = A/H, Tl = T/p; ProcessGroup counts an
-// all_to_all of an S-byte input as (p-1)/p·S):
-//   bytes per step    (p-1)/p · 4·(3 + 1 + 1 + 3)·B·Tl·A = 32(p-1)·B·Tl·A/p
+// Closed forms (per rank and block, e bytes per stored element: 4 in fp32, 2 in bf16/fp16;
+// A channels, hs = A/H, Tl = T/p; ProcessGroup counts an all_to_all of an S-byte input as
+// (p-1)/p·S):
+//   bytes per step    (p-1)/p · e·(3 + 1 + 1 + 3)·B·Tl·A = 8e(p-1)·B·Tl·A/p
 //                     (q|k|v and out forward, dout and dq|dk|dv backward)
 //   calls per step    4 all_to_alls
-//   kept              P (B,H/p,T,T) and the head-split q|k|v (B,T,3A/p): 4B·T·(H·T + 3A)/p
-//   peak scores       L·4B·(H/p)·T² (every block's P at the end of the forward) + 4T² (the
-//                     backward's dP of one head)
+//   kept              P (B,H/p,T,T) and the head-split q|k|v (B,T,3A/p): e·B·T·(H·T + 3A)/p
+//   peak scores       L·e·B·(H/p)·T² (every block's P at the end of the forward) + 4T² (the
+//                     backward's dP of one head, fp32 in every precision)
 //   forward FLOPs     B·(H/p)·(2T²·hs + T(T+1)·hs)     (the kernel's convention, flops.h)
 //
 // Glossary: B sequences, T positions, Tl = T/p held, A channels (C), H heads, hs head size,
@@ -59,6 +61,8 @@ class UlyssesAttention : public AttentionCore {
   int rank() const override { return group_.rank(); }
   /// True: tensors on any device, copies and attention through that device (ulysses.cc).
   bool supports_device() const override { return true; }
+  /// True: q|k|v, out, dout and dqkv in any dtype; the all_to_alls carry that dtype.
+  bool takes_16bit() const override { return true; }
   /// Contiguous: [r·T/p, (r+1)·T/p). Throws std::invalid_argument when p ∤ T.
   std::vector<int> positions(int T) const override;
   /// Throws std::invalid_argument("Ulysses: p=3 does not divide H=4 heads ...") when p ∤ H.
@@ -67,11 +71,11 @@ class UlyssesAttention : public AttentionCore {
                 Tensor& dqkv, int B, int T, int H) override;
 
   double bytes_per_block(int B, int T, int A, int H) const override;
-  std::string bytes_formula_text() const override { return "32(p-1)·bTh/p²"; }
+  std::string bytes_formula_text() const override;
   int calls_per_block() const override { return 4; }
   double kept_bytes_per_block(int B, int T, int A, int H) const override;
   double peak_score_bytes(int B, int T, int A, int H, int L) const override;
-  std::string peak_score_formula_text() const override { return "4(L·bas²/p + s²)"; }
+  std::string peak_score_formula_text() const override;
   double forward_flops_per_block(int B, int T, int A, int H) const override;
 
  private:

@@ -71,6 +71,17 @@ class AttentionCore {
   /// reads its tensors on the host, and GPT::with_attention_core refuses it for a model on a
   /// device. A core switches itself on by overriding this (Ulysses does).
   virtual bool supports_device() const { return false; }
+  /// Whether forward/backward take q|k|v, out, dout and dqkv stored in 16 bits (bf16 / fp16
+  /// mixed precision: the walk hands the core its activations as stored, common/nn/f32_view.h)
+  /// and move them in 16 bits. False (the default): f32 only; ContextParallelStrategy then runs
+  /// the core inside a WidenedCore (common/cp/widened_core.h: fp32 copies in, results rounded
+  /// out). Ulysses overrides it: its re-layouts and all_to_alls carry whatever dtype they get.
+  virtual bool takes_16bit() const { return false; }
+  /// The dtype of the activations the core is handed (f32, or the 16-bit storage of mixed
+  /// precision), which the closed forms below count in bytes per element. Set by the strategy
+  /// before the first step; f32 until then.
+  void set_storage(DType dtype) { storage_ = dtype; }
+  DType storage() const { return storage_; }
   /// The global positions of the Tl = T/p rows of every sequence this rank holds, ascending.
   /// Throws std::invalid_argument with one line naming T and p when the split is impossible
   /// ("ring attention: T=30 is not divisible by 2p=8 (the balanced causal split)").
@@ -84,7 +95,8 @@ class AttentionCore {
   virtual void backward(const Tensor& dout, const Tensor& qkv, const Tensor& out,
                         AttentionKeep* keep, Tensor& dqkv, int B, int T, int H) = 0;
 
-  // ---- Closed forms (fp32, per rank; derived in the stage's README) ----
+  // ---- Closed forms (per rank, in storage()'s bytes where a tensor is stored in it; derived in
+  //      the stage's README) ----
 
   /// Bytes this rank sends for one block's attention in one training step (forward + backward).
   virtual double bytes_per_block(int B, int T, int A, int H) const = 0;
@@ -100,6 +112,13 @@ class AttentionCore {
   /// Attention FLOPs this rank computes in one block's forward (kernels/cpu/flops.h convention:
   /// 2 per multiply-add actually performed).
   virtual double forward_flops_per_block(int B, int T, int A, int H) const = 0;
+
+ protected:
+  /// Bytes of one stored activation element: 4 (f32) or 2 (bf16, f16).
+  double stored_bytes() const { return static_cast<double>(dtype_size(storage_)); }
+
+ private:
+  DType storage_ = DType::kF32;
 };
 
 }  // namespace llmp

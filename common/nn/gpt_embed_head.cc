@@ -46,11 +46,12 @@ Tensor GPT::embed_forward(const float* emb_params, const int32_t* tokens, int B,
     Tensor ids_dev, pos_dev;
     const int32_t* ids = ids_on(device_, held.data(), int64_t{B} * Tl, ids_dev);
     const int* at = ids_on(device_, pos.data(), Tl, pos_dev);
+    // In the run's activation dtype, rounded as the whole-sequence path below rounds.
     Tensor x = activation({B, Tl, C}, act_dtype_, device_);
     KernelOps& ops = kernel_ops(device_);
-    ops.token_embedding_forward(x.f32(), ids, emb_params, 0, vocab_rows(), B * Tl, C);
-    ops.position_embedding_forward_at(x.f32(), emb_params + int64_t{vocab_rows()} * C, B, Tl, at,
-                                      C);
+    ops.token_embedding_forward(F32Out(x), ids, emb_params, 0, vocab_rows(), B * Tl, C);
+    ops.position_embedding_forward_at(F32Out(x, /*load=*/true),
+                                      emb_params + int64_t{vocab_rows()} * C, B, Tl, at, C);
     return x;
   }
   const int C = cfg_.d, Tl = T / tp_->seq_shards(), Vr = vocab_rows();
@@ -80,9 +81,9 @@ void GPT::embed_backward(const int32_t* tokens, int B, int T, const Tensor& dx,
     const int32_t* ids = ids_on(device_, held.data(), int64_t{B} * Tl, ids_dev);
     const int* at = ids_on(device_, pos.data(), Tl, pos_dev);
     KernelOps& ops = kernel_ops(device_);
-    ops.position_embedding_backward_at(emb_grads + int64_t{vocab_rows()} * C, dx.f32(), B, Tl,
-                                       at, C);
-    ops.token_embedding_backward(emb_grads, dx.f32(), ids, 0, vocab_rows(), B * Tl, C);
+    const F32In d(dx);  // dx itself in fp32; a widened copy of a 16-bit dx
+    ops.position_embedding_backward_at(emb_grads + int64_t{vocab_rows()} * C, d, B, Tl, at, C);
+    ops.token_embedding_backward(emb_grads, d, ids, 0, vocab_rows(), B * Tl, C);
     return;
   }
   const int C = cfg_.d, Tl = T / tp_->seq_shards(), Vr = vocab_rows();

@@ -55,7 +55,8 @@ void validate_before_launch(const TrainConfig& cfg, const StageSpec& spec) {
     user_error("--precision " + cfg.precision + ": " + spec.name +
                " trains in fp32 only (mixed precision: baseline, naive_dp, ddp, zero1, zero2, "
                "zero3, mixed_precision, naive_pp, gpipe, 1f1b, interleaved_1f1b, zero_bubble, "
-               "chimera, pipedream_2bw (bf16), tensor_parallel, sequence_parallel, hybrid_3d)");
+               "chimera, pipedream_2bw (bf16), tensor_parallel, sequence_parallel, hybrid_3d, "
+               "ulysses, ring_attention, ring_self_attention)");
   if (cfg.device != "cpu")
     if (const std::string err = device_error(cfg, spec, /*check_available=*/false); !err.empty())
       user_error(err);

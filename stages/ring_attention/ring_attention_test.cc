@@ -49,6 +49,31 @@ TEST(RingAttention, ReportRowsMatchAndTheBalancedSplitEqualisesTheWork) {
 
 TEST(RingAttention, StateRoundTrip) { expect_cp_state_round_trip(ring(RingAttention::Split::kBalanced)); }
 
+// ---- Mixed precision: the core widened (common/cp/widened_core.h), fp32 inside ----
+
+TEST(RingAttention, MatchesBaselineInBf16) {
+  expect_cp_matches_baseline_in(ring(RingAttention::Split::kBalanced), TrainPrecision::kBF16);
+}
+
+TEST(RingAttention, MatchesBaselineInFp16) {
+  expect_cp_matches_baseline_in(ring(RingAttention::Split::kBalanced), TrainPrecision::kFP16);
+}
+
+// The ring still moves fp32 K|V blocks and accumulators in a bf16 run: its bytes and score peak
+// are the fp32 run's, measured; the model states and the gradient all_reduce are 16-bit.
+TEST(RingAttention, Bf16ReportRowsMatchAndTheRingStaysFp32) {
+  const int T = 32, B = 6;
+  const CoreFactory make = ring(RingAttention::Split::kBalanced);
+  const std::vector<ReportRow> bf16 = expect_cp_bf16_report_rows_match(make, T, B);
+  const std::vector<ReportRow> fp32 = expect_cp_report_rows_match(make, T, B);
+  for (const char* what : {"attention sent/step", "peak attention scores"})
+    EXPECT_EQ(report_row(bf16, what).measured, report_row(fp32, what).measured) << what;
+}
+
+TEST(RingAttention, Fp16InjectedOverflowIsSkippedByEveryRank) {
+  expect_cp_fp16_overflow_skipped_by_every_rank(ring(RingAttention::Split::kBalanced));
+}
+
 TEST(RingAttention, RefusesASplitItCannotMake) {
   EXPECT_EQ(RingAttention::split_error(20, 4, 4),
             "ring attention: T=20 is not divisible by 2p=8 (chunks of the causal split)");

@@ -36,6 +36,30 @@ TEST(RingSelfAttention, ReportRowsMatchTheClosedForms) {
 
 TEST(RingSelfAttention, StateRoundTrip) { expect_cp_state_round_trip(rsa); }
 
+// ---- Mixed precision: the core widened (common/cp/widened_core.h), fp32 inside ----
+
+TEST(RingSelfAttention, MatchesBaselineInBf16) {
+  expect_cp_matches_baseline_in(rsa, TrainPrecision::kBF16);
+}
+
+TEST(RingSelfAttention, MatchesBaselineInFp16) {
+  expect_cp_matches_baseline_in(rsa, TrainPrecision::kFP16);
+}
+
+// The chunks (and the accumulators riding with them) stay fp32 in a bf16 run, and so does the
+// kept P: the attention bytes and the score peak are the fp32 run's, measured.
+TEST(RingSelfAttention, Bf16ReportRowsMatchAndTheRingStaysFp32) {
+  const int T = 32, B = 6;
+  const std::vector<ReportRow> bf16 = expect_cp_bf16_report_rows_match(rsa, T, B);
+  const std::vector<ReportRow> fp32 = expect_cp_report_rows_match(rsa, T, B);
+  for (const char* what : {"attention sent/step", "peak attention scores"})
+    EXPECT_EQ(report_row(bf16, what).measured, report_row(fp32, what).measured) << what;
+}
+
+TEST(RingSelfAttention, Fp16InjectedOverflowIsSkippedByEveryRank) {
+  expect_cp_fp16_overflow_skipped_by_every_rank(rsa);
+}
+
 TEST(RingSelfAttention, RefusesASplitItCannotMake) {
   EXPECT_EQ(RingSelfAttention::split_error(16, 4, 3),
             "ring self-attention: T=16 is not divisible by p=3 (the contiguous split)");

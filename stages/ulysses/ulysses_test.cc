@@ -34,6 +34,31 @@ TEST(Ulysses, ReportRowsMatchTheClosedForms) {
 
 TEST(Ulysses, StateRoundTrip) { expect_cp_state_round_trip(ulysses); }
 
+// ---- Mixed precision: the all_to_alls carry the activations' 16 bits ----
+
+TEST(Ulysses, MatchesBaselineInBf16) { expect_cp_matches_baseline_in(ulysses, TrainPrecision::kBF16); }
+
+TEST(Ulysses, MatchesBaselineInFp16) { expect_cp_matches_baseline_in(ulysses, TrainPrecision::kFP16); }
+
+// In bf16 every all_to_all moves 2-byte elements: half the fp32 run's attention bytes, measured
+// (CommStats), as are the kept head-split q|k|v and P; the score peak is L blocks' 16-bit P plus
+// the backward's fp32 dP of one head.
+TEST(Ulysses, Bf16ReportRowsMatchAndTheAllToAllsHalve) {
+  const int T = 32, B = 6;
+  const std::vector<ReportRow> bf16 = expect_cp_bf16_report_rows_match(ulysses, T, B);
+  const std::vector<ReportRow> fp32 = expect_cp_report_rows_match(ulysses, T, B);
+  EXPECT_EQ(report_row(bf16, "attention sent/step").measured,
+            report_row(fp32, "attention sent/step").measured / 2);
+  const int p = test_world().size();
+  const double L = 2, H = 4;
+  EXPECT_EQ(report_row(bf16, "peak attention scores").measured,
+            2 * L * B * H / p * T * T + 4.0 * T * T);
+}
+
+TEST(Ulysses, Fp16InjectedOverflowIsSkippedByEveryRank) {
+  expect_cp_fp16_overflow_skipped_by_every_rank(ulysses);
+}
+
 TEST(Ulysses, RefusesASplitItCannotMake) {
   EXPECT_EQ(UlyssesAttention::split_error(16, 4, 3), "Ulysses: T=16 is not divisible by p=3 ranks");
   EXPECT_NE(UlyssesAttention::split_error(16, 2, 4).find("p=4 does not divide H=2"),

@@ -1,0 +1,69 @@
+// WidenedCore: an fp32-only attention core run on 16-bit activations, the simple way: every
+// 16-bit tensor the walk hands it is widened into an fp32 copy, the core runs on the copies
+// exactly as in an fp32 run (its messages, its kept tensors and its scores all fp32), and its
+// results are rounded once into the 16-bit tensors the walk holds:
+//
+//   forward    qkv (B,Tl,3A) 16-bit --widen--> fp32 --inner.forward--> out fp32 --round--> out
+//   backward   dout, qkv, out 16-bit --widen--> fp32 --inner.backward--> dqkv fp32 --round--> dqkv
+//
+// This is Micikevicius et al. 2018's "compute in fp32 on 16-bit storage" applied to the whole
+// core, as f32_view.h applies it to one kernel. What it does not do is save bytes inside the
+// core: ring attention and ring self-attention pass fp32 K|V chunks (4 bytes an element, where a
+// 16-bit message would be exact: the values are 16-bit numbers) and keep fp32 statistics or P.
+// Ulysses does better (AttentionCore::takes_16bit: its all_to_alls carry 2-byte elements) and is
+// never wrapped. So the closed forms are the inner core's: the fp32 algorithm's bytes.
+//
+// The fp32 copies are transient (MemCategory::kOther, freed when forward / backward returns): the
+// walk keeps the 16-bit q|k|v and out, the core keeps what it keeps (*keep).
+//
+// Glossary: B sequences, Tl positions held, A channels, "16-bit" bf16 or fp16.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/nn/attention_core.h"
+
+namespace llmp {
+
+class WidenedCore : public AttentionCore {
+ public:
+  /// Takes ownership of `inner` (an fp32 core). Throws std::invalid_argument when it is null.
+  explicit WidenedCore(std::unique_ptr<AttentionCore> inner);
+
+  std::string name() const override { return inner_->name(); }
+  int shards() const override { return inner_->shards(); }
+  int rank() const override { return inner_->rank(); }
+  bool supports_device() const override { return inner_->supports_device(); }
+  bool takes_16bit() const override { return true; }
+  std::vector<int> positions(int T) const override { return inner_->positions(T); }
+  /// qkv and out in one dtype (f32 passes straight through to the inner core).
+  void forward(const Tensor& qkv, Tensor& out, int B, int T, int H, AttentionKeep* keep) override;
+  void backward(const Tensor& dout, const Tensor& qkv, const Tensor& out, AttentionKeep* keep,
+                Tensor& dqkv, int B, int T, int H) override;
+
+  // The inner core's fp32 closed forms: it runs in fp32 (see above).
+  double bytes_per_block(int B, int T, int A, int H) const override {
+    return inner_->bytes_per_block(B, T, A, H);
+  }
+  std::string bytes_formula_text() const override { return inner_->bytes_formula_text(); }
+  int calls_per_block() const override { return inner_->calls_per_block(); }
+  double kept_bytes_per_block(int B, int T, int A, int H) const override {
+    return inner_->kept_bytes_per_block(B, T, A, H);
+  }
+  double peak_score_bytes(int B, int T, int A, int H, int L) const override {
+    return inner_->peak_score_bytes(B, T, A, H, L);
+  }
+  std::string peak_score_formula_text() const override {
+    return inner_->peak_score_formula_text();
+  }
+  double forward_flops_per_block(int B, int T, int A, int H) const override {
+    return inner_->forward_flops_per_block(B, T, A, H);
+  }
+
+ private:
+  std::unique_ptr<AttentionCore> inner_;
+};
+
+}  // namespace llmp
