@@ -99,7 +99,8 @@ MixedPrecisionConfig precision_config(TrainPrecision p) {
 }
 }  // namespace
 
-void expect_cp_matches_baseline_in(const CoreFactory& make, TrainPrecision precision) {
+EquivalenceResult expect_cp_matches_baseline_in(const CoreFactory& make,
+                                                TrainPrecision precision) {
   // The default lr 1e-3 (naive DP's bounds assume it: the noise elements' drift is 2·lr·steps).
   EquivalenceConfig cfg;
   cfg.heads = 4;
@@ -114,6 +115,7 @@ void expect_cp_matches_baseline_in(const CoreFactory& make, TrainPrecision preci
   EXPECT_LE(r.max_param_rel,
             precision == TrainPrecision::kBF16 ? kBf16ParamBound : kFp16ParamBound)
       << "master weights (largest |diff| in " << r.worst_param << ")";
+  return r;
 }
 
 std::vector<ReportRow> expect_cp_bf16_report_rows_match(const CoreFactory& make, int T, int B) {

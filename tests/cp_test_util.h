@@ -35,8 +35,9 @@ void expect_cp_state_round_trip(const CoreFactory& make);
 
 /// 10 steps of the stage and of the baseline in `precision` (B = 12, T = 16, H = 4, the default
 /// lr 1e-3; fp16 with eps 1e-6): losses within 1e-4 relative, the fp32 master weights
-/// within 1e-2 (bf16) or 2e-3 (fp16) of the baseline's (cp_test_util.cc says why).
-void expect_cp_matches_baseline_in(const CoreFactory& make, TrainPrecision precision);
+/// within 1e-2 (bf16) or 2e-3 (fp16) of the baseline's (cp_test_util.cc says why). Returns the
+/// comparison for stage-specific checks.
+EquivalenceResult expect_cp_matches_baseline_in(const CoreFactory& make, TrainPrecision precision);
 
 /// Two bf16 steps of cp_model(T) at global batch B: the replicas' model states 2Ψ + 2Ψ + 12Ψ to
 /// the byte, the gradient all_reduce 2(p-1)/p·2Ψ, every report row measured == its closed form.
