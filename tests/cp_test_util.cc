@@ -148,4 +148,25 @@ void expect_cp_fp16_overflow_skipped_by_every_rank(const CoreFactory& make) {
       config);
 }
 
+void expect_cp_runs_bit_identical(const CoreFactory& a, const CoreFactory& b,
+                                  TrainPrecision precision) {
+  const GPT model(cp_model(16), TpComm::none(), storage_dtype(precision));
+  const int64_t psi = model.layout().num_params();
+  const int B = 6, T = 16;
+  ContextParallelStrategy sa(model, test_world(), a, AdamWConfig{}, 11, precision_config(precision));
+  ContextParallelStrategy sb(model, test_world(), b, AdamWConfig{}, 11, precision_config(precision));
+  const Corpus corpus = Corpus::load("/usr/share/games/fortunes", T);
+  std::vector<int32_t> tok(B * T), tgt(B * T);
+  for (int s = 1; s <= 3; ++s) {
+    sample(corpus.train(), 5, s, 0, B, T, tok.data(), tgt.data());
+    EXPECT_EQ(sa.train_step(tok.data(), tgt.data(), B, T, s),
+              sb.train_step(tok.data(), tgt.data(), B, T, s))
+        << "step " << s;
+  }
+  std::vector<float> pa(psi), ma(psi), va(psi), pb(psi), mb(psi), vb(psi);
+  sa.get_state(pa.data(), ma.data(), va.data());
+  sb.get_state(pb.data(), mb.data(), vb.data());
+  EXPECT_TRUE(pa == pb && ma == mb && va == vb) << "the master weights, m or v differ";
+}
+
 }  // namespace llmp

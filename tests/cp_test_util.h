@@ -48,4 +48,10 @@ std::vector<ReportRow> expect_cp_bf16_report_rows_match(const CoreFactory& make,
 /// skipped by every rank, the state bit-identical, and step 3 trains (stage_test_util.h).
 void expect_cp_fp16_overflow_skipped_by_every_rank(const CoreFactory& make);
 
+/// Three steps of cp_model(16) (B = 6) in `precision` with core `a` and with core `b`, from the
+/// same seed on the same batches: every loss and the final state (master weights, m, v) bit for
+/// bit the same.
+void expect_cp_runs_bit_identical(const CoreFactory& a, const CoreFactory& b,
+                                  TrainPrecision precision);
+
 }  // namespace llmp

@@ -80,12 +80,13 @@ CoreStaging ulysses_staging(int64_t B, int64_t Tl, int64_t A, int64_t e) {
 }
 
 /// Ring attention (ring_attention.h): per block, p − 1 sends of K|V forward, p − 1 of K|V and p of
-/// the dK|dV accumulator backward, each 8·B·Tl·A bytes, staged down at its sender and up at its
-/// receiver; every rank sends and receives as many as it sends, so down = up. fp32 in every
-/// precision (a 16-bit run widens q|k|v first: widened_core.h).
-CoreStaging ring_attention_staging(int64_t B, int64_t Tl, int64_t A, int64_t /*e*/) {
-  const int64_t p = world().size(), send = 8 * B * Tl * A;
-  return {(3 * p - 2) * send, (3 * p - 2) * send, (p - 1) * send, (p - 1) * send};
+/// the dK|dV accumulator backward, staged down at its sender and up at its receiver; every rank
+/// sends and receives as many as it sends, so down = up. A K|V block is 2e·B·Tl·A bytes (16-bit
+/// in a 16-bit run), an accumulator 8·B·Tl·A (fp32 always).
+CoreStaging ring_attention_staging(int64_t B, int64_t Tl, int64_t A, int64_t e) {
+  const int64_t p = world().size(), kv = 2 * e * B * Tl * A, acc = 8 * B * Tl * A;
+  const int64_t step = 2 * (p - 1) * kv + p * acc;
+  return {step, step, (p - 1) * kv, (p - 1) * kv};
 }
 
 /// Ring self-attention (ring_self_attention.h): per block, p − 1 key and p − 1 value chunks of
@@ -226,9 +227,10 @@ TEST(ContextParallelOnDevice, RingSelfAttentionEqualsTheCpuWithEveryCrossingAcco
   expect_cp_device_run_equals_cpu(ring_self_attention, ring_self_attention_staging);
 }
 
-// Mixed precision on the device: Ulysses' all_to_alls staged at 2 bytes an element; the ring
-// cores widened (fp32 copies on the device, their messages fp32); fp16 with a static-start
-// scaler. Bit for bit against the same precision on the CPU.
+// Mixed precision on the device: Ulysses' all_to_alls and ring attention's K|V blocks staged at 2
+// bytes an element (its accumulators at 4); ring self-attention widened (fp32 copies on the
+// device, its messages fp32); fp16 with a static-start scaler. Bit for bit against the same
+// precision on the CPU.
 TEST(ContextParallelOnDevice, UlyssesInBf16AndFp16EqualsTheCpu) {
   expect_cp_device_run_equals_cpu(ulysses, ulysses_staging, TrainPrecision::kBF16);
   expect_cp_device_run_equals_cpu(ulysses, ulysses_staging, TrainPrecision::kFP16);

@@ -26,12 +26,14 @@
 //   D = rowsum(dO ⊙ O);  P = exp(S − lse);  dVᵦ += Pᵀ dO;  dP = dO Vᵦᵀ;
 //   dS = P ⊙ (dP − D) / √hs;  dQ += dS Kᵦ;  dKᵦ += dSᵀ Q
 //
-// Messages (all on `group`, to rank r + 1, from rank r − 1; each 8·B·Tl·A bytes = K|V or dK|dV of
-// one rank's rows, (B,Tl,2A) f32):
+// Messages (all on `group`, to rank r + 1, from rank r − 1; K|V or dK|dV of one rank's rows,
+// (B,Tl,2A): a K|V block in the activations' dtype, 2e·B·Tl·A bytes with e = 4 in fp32 and 2 in
+// bf16/fp16; an accumulator always fp32, 8·B·Tl·A bytes):
 //   forward   p − 1 sends of K|V
 //   backward  p − 1 sends of K|V, and p sends of the dK|dV accumulator: a block's accumulator
 //             visits its p ranks in ring order and the last one sends it home
-//   total     3p − 2 sends, (3p − 2)·8BTA/p bytes per block and step (none at p = 1).
+//   total     3p − 2 sends per block and step (none at p = 1): (3p − 2)·8BTA/p bytes in fp32,
+//             (2p − 1)·8BTA/p in 16 bits (ring_attention.cc says how the 16-bit run computes).
 // Overlap: before computing with the block it holds, a rank issues the isend of that block and
 // the irecv of the next one (double buffering in MemCategory::kCommBuffers), and in the backward
 // also the irecv of the accumulator it will add to; it waits only after the block's computation.
@@ -77,6 +79,8 @@ class RingAttention : public AttentionCore {
   std::string name() const override { return "ring attention"; }
   /// Device-ready: every buffer beside qkv, every step a kernel of kernel_ops(qkv.device()).
   bool supports_device() const override { return true; }
+  /// 16-bit q|k|v: the K|V blocks travel in 16 bits, the math stays fp32 (ring_attention.cc).
+  bool takes_16bit() const override { return true; }
   int shards() const override { return p_; }
   int rank() const override { return r_; }
   Split split() const { return split_; }
@@ -86,18 +90,19 @@ class RingAttention : public AttentionCore {
   /// ("ring attention: T=30 is not divisible by 2p=8 (chunks of the causal split)") when 2p ∤ T.
   std::vector<int> positions(int T) const override;
 
-  /// qkv (B,Tl,3A) f32 -> out (B,Tl,A) f32 (already allocated); keep->a = lse (B,H,Tl). Every
-  /// tensor on qkv's device (CPU or GPU: the math is kernel_ops(qkv.device())'s attention_block
-  /// kernels, kernels/cpu/attention_block.h). Throws std::invalid_argument on 2p ∤ T, H ∤ A, a
-  /// shape that is not (B,Tl,3A) / (B,Tl,A), or out on another device.
+  /// qkv (B,Tl,3A) -> out (B,Tl,A) (already allocated), both f32, bf16 or f16 alike; keep->a =
+  /// lse (B,H,Tl) f32. Every tensor on qkv's device (CPU or GPU: the math is
+  /// kernel_ops(qkv.device())'s attention_block kernels, kernels/cpu/attention_block.h). Throws
+  /// std::invalid_argument on 2p ∤ T, H ∤ A, a shape that is not (B,Tl,3A) / (B,Tl,A), or out on
+  /// another device or in another dtype.
   void forward(const Tensor& qkv, Tensor& out, int B, int T, int H,
                AttentionKeep* keep) override;
   /// dqkv (B,Tl,3A) overwritten from dout (B,Tl,A), qkv, out and keep->a, all on qkv's device
-  /// (std::invalid_argument naming the one that is not); frees *keep.
+  /// and in its dtype (lse f32; std::invalid_argument naming the one that is not); frees *keep.
   void backward(const Tensor& dout, const Tensor& qkv, const Tensor& out, AttentionKeep* keep,
                 Tensor& dqkv, int B, int T, int H) override;
 
-  /// (3p − 2)·8BTA/p for p > 1, 0 at p = 1.
+  /// (3p − 2)·8BTA/p for p > 1 in fp32, (2p − 1)·8BTA/p in 16 bits; 0 at p = 1.
   double bytes_per_block(int B, int T, int A, int H) const override;
   std::string bytes_formula_text() const override;
   /// 3p − 2 for p > 1 (p − 1 forward, 2p − 1 backward), 0 at p = 1.

@@ -49,7 +49,7 @@ TEST(RingAttention, ReportRowsMatchAndTheBalancedSplitEqualisesTheWork) {
 
 TEST(RingAttention, StateRoundTrip) { expect_cp_state_round_trip(ring(RingAttention::Split::kBalanced)); }
 
-// ---- Mixed precision: the core widened (common/cp/widened_core.h), fp32 inside ----
+// ---- Mixed precision: 16-bit K|V blocks, fp32 math and accumulators (ring_attention.cc) ----
 
 TEST(RingAttention, MatchesBaselineInBf16) {
   expect_cp_matches_baseline_in(ring(RingAttention::Split::kBalanced), TrainPrecision::kBF16);
@@ -59,15 +59,39 @@ TEST(RingAttention, MatchesBaselineInFp16) {
   expect_cp_matches_baseline_in(ring(RingAttention::Split::kBalanced), TrainPrecision::kFP16);
 }
 
-// The ring still moves fp32 K|V blocks and accumulators in a bf16 run: its bytes and score peak
-// are the fp32 run's, measured; the model states and the gradient all_reduce are 16-bit.
-TEST(RingAttention, Bf16ReportRowsMatchAndTheRingStaysFp32) {
-  const int T = 32, B = 6;
+// In bf16 the K|V blocks travel in 16 bits and the dK|dV accumulators in fp32: per block
+// 2(p − 1) half-size blocks and p full-size accumulators, (2p − 1)/(3p − 2) of the fp32 run's
+// bytes, measured (CommStats); the score blocks are fp32 in both.
+TEST(RingAttention, Bf16ReportRowsMatchAndTheKvBlocksHalve) {
+  const int T = 32, B = 6, p = test_world().size();
   const CoreFactory make = ring(RingAttention::Split::kBalanced);
   const std::vector<ReportRow> bf16 = expect_cp_bf16_report_rows_match(make, T, B);
   const std::vector<ReportRow> fp32 = expect_cp_report_rows_match(make, T, B);
-  for (const char* what : {"attention sent/step", "peak attention scores"})
-    EXPECT_EQ(report_row(bf16, what).measured, report_row(fp32, what).measured) << what;
+  const double sent32 = report_row(fp32, "attention sent/step").measured;
+  EXPECT_EQ(report_row(bf16, "attention sent/step").measured,
+            p == 1 ? 0.0 : sent32 * (2 * p - 1) / (3 * p - 2));
+  EXPECT_EQ(report_row(bf16, "peak attention scores").measured,
+            report_row(fp32, "peak attention scores").measured);
+}
+
+/// Ring attention told it cannot take 16-bit tensors: the strategy runs it in a WidenedCore
+/// (common/cp/widened_core.h), fp32 inside, its blocks fp32 on the ring.
+struct WidenedRing : RingAttention {
+  using RingAttention::RingAttention;
+  bool takes_16bit() const override { return false; }
+};
+
+// The 16-bit blocks are exact (they hold 16-bit values) and the math is fp32 on the same widened
+// values either way: the native 16-bit ring is the widened fp32 core, bit for bit, with fewer
+// bytes sent.
+TEST(RingAttention, Bf16RingIsTheWidenedFp32CoreBitForBit) {
+  for (auto split : {RingAttention::Split::kBalanced, RingAttention::Split::kContiguous})
+    expect_cp_runs_bit_identical(
+        ring(split),
+        [split](ProcessGroup& g) -> std::unique_ptr<AttentionCore> {
+          return std::make_unique<WidenedRing>(g, split);
+        },
+        TrainPrecision::kBF16);
 }
 
 TEST(RingAttention, Fp16InjectedOverflowIsSkippedByEveryRank) {
