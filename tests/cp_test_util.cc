@@ -84,7 +84,7 @@ void expect_cp_state_round_trip(const CoreFactory& make) {
 // the 16-bit baseline the same ways: each rank rounds its own partial gradient (the baseline
 // rounds the whole batch's once) and the all_reduce rounds at every pairwise addition; the core
 // adds its own (Ulysses: none, it runs the baseline's kernel on the same 16-bit values, per head
-// group; the ring cores: fp32 inside, so out and dqkv are rounded from a differently ordered
+// group; the ring cores: fp32 math inside, so out and dqkv are rounded from a differently ordered
 // fp32 sum). Measured at p = 1, 2, 4 (T = 16, 10 steps): losses ≤ 1.5e-5; master weights in bf16
 // ≤ 8.7e-3 (ring attention at p = 1; Ulysses ≤ 6.5e-3, and 0 at p = 1: the baseline's very
 // arithmetic), every time on c_attn.bias's key part (the noise elements, naive_dp_test.cc); in

@@ -2,7 +2,9 @@
 // and the backward with each block's dK|dV accumulator travelling behind it.
 //
 // Layouts (row-major): qkv (B,Tl,3A) q|k|v; a ring block kv (B,Tl,2A) k|v of its owner's rows,
-// in qkv's dtype; an accumulator (B,Tl,2A) dk|dv, fp32; m, l, lse, D (B,H,Tl), fp32.
+// in qkv's dtype; an accumulator (B,Tl,2A) dk|dv, fp32; m, l, lse, D (B,H,Tl), fp32. Head h of
+// (b) is the (Tl,hs) strided view at channel h·hs; chunk j (0 or 1) of a view is its rows
+// [j·c, (j+1)·c).
 //
 // Mixed precision (takes_16bit): q|k|v, out, dout and dqkv arrive in 16 bits as the walk stores
 // them. The K|V blocks travel in 16 bits (exact: they are 16-bit values; half the bytes of an
@@ -11,8 +13,7 @@
 // fp32, and out and dqkv are rounded once at the end. The dK|dV accumulators stay fp32: each hop
 // adds a contribution, and rounding every partial sum to 16 bits would lose what fp32
 // accumulation is for. So the results are those of the fp32 core run on the widened 16-bit
-// inputs (WidenedCore), bit for bit, with fewer bytes on the ring. Head h of (b) is the (Tl,hs)
-// strided view at channel h·hs; chunk j (0 or 1) of a view is its rows [j·c, (j+1)·c).
+// inputs (WidenedCore), bit for bit, with fewer bytes on the ring.
 //
 // The math of one step (the chunk pairs of this rank's queries with one block's keys, over every
 // (b, h)) is kernels/cpu/attention_block.h, reached through kernel_ops(qkv.device()): the CPU

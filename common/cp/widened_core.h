@@ -8,10 +8,12 @@
 //
 // This is Micikevicius et al. 2018's "compute in fp32 on 16-bit storage" applied to the whole
 // core, as f32_view.h applies it to one kernel. What it does not do is save bytes inside the
-// core: ring attention and ring self-attention pass fp32 K|V chunks (4 bytes an element, where a
-// 16-bit message would be exact: the values are 16-bit numbers) and keep fp32 statistics or P.
-// Ulysses does better (AttentionCore::takes_16bit: its all_to_alls carry 2-byte elements) and is
-// never wrapped. So the closed forms are the inner core's: the fp32 algorithm's bytes.
+// core: ring self-attention, the one core wrapped today, passes fp32 K and V chunks (4 bytes an
+// element, where a 16-bit chunk would be exact: the values are 16-bit numbers; its accumulators
+// ride in the same messages) and keeps an fp32 P. Ulysses and ring attention do better
+// (AttentionCore::takes_16bit: 16-bit all_to_alls, 16-bit K|V blocks) and are never wrapped; ring
+// attention's 16-bit run is this wrapper's result bit for bit (its test). The closed forms are
+// the inner core's: the fp32 algorithm's bytes.
 //
 // The fp32 copies are transient (MemCategory::kOther, freed when forward / backward returns): the
 // walk keeps the 16-bit q|k|v and out, the core keeps what it keeps (*keep).
