@@ -71,7 +71,9 @@ HybridRankPlan hybrid_rank_plan(const TpModelDims& d, const HybridShape& s, int 
     }
     if (s.sp) {
       out.regather = s.m * v * k * 2 * ring_half * A;
-      out.repl_grads = ring_ar * prec.grad * out.psi_repl_r;
+      // ZeRO-2 all-reduces them on the shards: each dp rank the replicated elements of its own
+      // shard, Ψ_repl,r/dp of them on average (which ones depends on the layout's order).
+      out.repl_grads = ring_ar * prec.grad * out.psi_repl_r / (s.zero == 2 ? s.dp : 1);
     }
   } else {
     out.tp = 0;
@@ -85,10 +87,18 @@ HybridRankPlan hybrid_rank_plan(const TpModelDims& d, const HybridShape& s, int 
   out.params = prec.param * out.psi_r;
   out.optimizer = prec.K * (s.zero >= 1 ? out.shard : out.psi_r);
   out.grads = prec.grad * (s.zero >= 2 ? out.shard : out.psi_r);
+  // ZeRO-2 under a pipeline defers the tied wte's two holders (D_r: unit 0 on the first stage,
+  // the wte copy on the last): they add up whole over the m micro-batches, are summed over the
+  // embedding pair, then reduce-scattered once (stages/hybrid_3d/zero2_grads.h).
+  const int64_t deferred = p > 1 ? (r == 0 ? unit0 : 0) + (wte_copy ? d.V * C / t : 0) : 0;
   if (N > 1) {
+    const double ring = double(N - 1) / N;
     if (s.zero == 0) out.dp = 2 * dp_ring * prec.grad, out.dp_calls = 1;
     else if (s.zero == 1) out.dp = dp_ring * (prec.grad + prec.param), out.dp_calls = 2;
-    else out.dp = s.m * dp_ring * prec.grad + dp_ring * prec.param, out.dp_calls = s.m + 1;
+    else
+      out.dp = ring * prec.grad * double(s.m * (out.psi_r - deferred) + deferred) +
+               dp_ring * prec.param,
+      out.dp_calls = s.m + (deferred > 0) + 1;
   }
   out.activations_per_microbatch =
       k * activation_bytes_per_block({b, T, C, d.H, k, t, s.sp, false, s.flash}, s.recompute,

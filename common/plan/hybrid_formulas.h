@@ -38,7 +38,9 @@
 //                              again: m·v·k·2·2(t-1)/t·A.
 //            re-gather (SP)    m·v·k·2·(t-1)/t·A               (ln_1, ln_2 outputs again in bwd)
 //            replicated grads  2(t-1)/t·g·Ψ_repl,r (SP only; Ψ_repl,r = 6C per block held, ctx·C
-//                              on the first stage, 2C on the last)
+//                              on the first stage, 2C on the last); ZeRO-2 all-reduces them on
+//                              the shards, Ψ_repl,r/dp per dp rank on average (the planner's
+//                              figure; each rank's share depends on the layout's order)
 //            pp group          sends·a, sends = m·Σ_chunks([s ≠ last] + [s ≠ 0])
 //            embedding group   g·V·C/t on the first and the last stage's ranks (p > 1): the
 //                              all_reduce of the two wte copies' gradients over 2 ranks
@@ -46,7 +48,11 @@
 //                              parameters: (dp-1)/dp·(g + p_b)·Ψ_r
 //                              ZeRO-2 under a pipeline: every micro-batch's gradients are
 //                              reduce-scattered as they are produced (the accumulation moves to
-//                              the shards): m·(dp-1)/dp·g·Ψ_r + (dp-1)/dp·p_b·Ψ_r
+//                              the shards), except the D_r elements of the tied wte's holders
+//                              (p > 1: unit 0 on the first stage, the wte copy on the last),
+//                              summed whole and reduce-scattered once after the embedding pair's
+//                              all_reduce: (dp-1)/dp·g·(m·(Ψ_r - D_r) + D_r) + (dp-1)/dp·p_b·Ψ_r,
+//                              one bucket per micro-batch: m + [D_r > 0] + 1 calls
 //
 // Glossary: B global batch, dp/pp(p)/tp(t) the grid, m micro-batches, v chunks per rank, k blocks
 // per virtual stage, r pipeline rank, L layers, C channels, H heads, V vocab, T sequence, ctx

@@ -42,11 +42,19 @@ TEST(HybridFormulas, DataParallelBytesForEachZeroStage) {
   EXPECT_EQ(hybrid_rank_plan(kTiny, s, 0, 24, 16).dp, 66336);
   s.zero = 1;  // reduce_scatter + all_gather, 4 bytes each
   EXPECT_EQ(hybrid_rank_plan(kTiny, s, 0, 24, 16).dp, 66336);
-  s.zero = 2;  // a reduce_scatter per micro-batch (m = 3), one all_gather: 4·8292·4
+  // ZeRO-2: a reduce_scatter per micro-batch (m = 3), one all_gather, except the tied wte's
+  // holder (p = 2): the first stage's unit 0, D = V·C/t + ctx·C = 4096 + 512 = 4608 elements,
+  // reduce-scattered once: 3/4·4·(3·(11056 - 4608) + 4608) + 3/4·4·11056 = 71856 + 33168.
+  s.zero = 2;
   const HybridRankPlan z2 = hybrid_rank_plan(kTiny, s, 0, 24, 16);
-  EXPECT_EQ(z2.dp, 132672);
-  EXPECT_EQ(z2.dp_calls, 4);
+  EXPECT_EQ(z2.dp, 105024);
+  EXPECT_EQ(z2.dp_calls, 5) << "3 micro-batch buckets, the deferred unit, the all_gather";
   EXPECT_EQ(z2.grads, 4 * 2764) << "gradients sharded: ⌈11056/4⌉ floats";
+  // Without a pipeline nothing is deferred: 3/4·4·(3·Ψ_r + Ψ_r) with Ψ_r = 17568 (unit 0, both
+  // blocks, ln_f: the whole tp slice), and m + 1 calls.
+  const HybridRankPlan flat = hybrid_rank_plan(kTiny, {4, 1, 2, 3, 1, false, 2}, 0, 24, 16);
+  EXPECT_EQ(flat.dp, 3.0 * 4 * 17568);
+  EXPECT_EQ(flat.dp_calls, 4);
 }
 
 TEST(HybridFormulas, MixedPrecisionHalvesParameterAndActivationBytes) {

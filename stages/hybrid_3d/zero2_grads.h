@@ -40,8 +40,9 @@
 //              instead of the sum on a first stage without the head at m = 1 (unit 0's buffer
 //              is made after the only micro-batch's block transients are freed)
 //
-// common/plan/hybrid_formulas.h has m·(dp-1)/dp·4Ψ_r + (dp-1)/dp·4Ψ_r and m + 1 calls: the same
-// with D_r = 0 and one bucket per micro-batch (all of a micro-batch's units in one message).
+// common/plan/hybrid_formulas.h (the planner's) has the same bytes, D_r from the model's
+// dimensions, and m + [D_r > 0] + 1 calls: one bucket per micro-batch (all of a micro-batch's
+// units in one message).
 //
 // Glossary: dp/p/t the grid, m micro-batches, Ψ_r parameters of this rank (local layout of
 // gpt_partition.h), D_r deferred elements, U_r units per micro-batch, V vocab, C channels.
