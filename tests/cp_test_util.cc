@@ -135,7 +135,7 @@ std::vector<ReportRow> expect_cp_bf16_report_rows_match(const CoreFactory& make,
 }
 
 void expect_cp_fp16_overflow_skipped_by_every_rank(const CoreFactory& make) {
-  GPTConfig config = cp_model(16);
+  const GPTConfig config = cp_model(16);
   expect_injected_overflow_skipped_by_every_rank(
       [make](const GPT& model) -> std::unique_ptr<MixedPrecisionStrategy> {
         return std::make_unique<ContextParallelStrategy>(
@@ -153,8 +153,9 @@ void expect_cp_runs_bit_identical(const CoreFactory& a, const CoreFactory& b,
   const GPT model(cp_model(16), TpComm::none(), storage_dtype(precision));
   const int64_t psi = model.layout().num_params();
   const int B = 6, T = 16;
-  ContextParallelStrategy sa(model, test_world(), a, AdamWConfig{}, 11, precision_config(precision));
-  ContextParallelStrategy sb(model, test_world(), b, AdamWConfig{}, 11, precision_config(precision));
+  const MixedPrecisionConfig mp = precision_config(precision);
+  ContextParallelStrategy sa(model, test_world(), a, AdamWConfig{}, 11, mp);
+  ContextParallelStrategy sb(model, test_world(), b, AdamWConfig{}, 11, mp);
   const Corpus corpus = Corpus::load("/usr/share/games/fortunes", T);
   std::vector<int32_t> tok(B * T), tgt(B * T);
   for (int s = 1; s <= 3; ++s) {

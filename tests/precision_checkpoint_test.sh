@@ -35,13 +35,16 @@ for arg in "$@"; do
     hybrid_3d) extra=(--dp 1 --pp 2 --tp 1 --micro_batches 2) ;;
   esac
   ckpt="$tmp/$name.safetensors"
-  # S0 = 2^30 overflows at once and backs off: on tiny every one of the 6 steps overflows, on
-  # every stage (S ends at 2^24, 6 skipped; the window of 2 never sees two clean steps). The
-  # saved state is not S0. Lower S0 would make the stages' patterns differ (2^20: the data-
-  # parallel stages skip 3 and regrow, the pipelines skip 1, interleaved 1F1B at L = 8 none).
+  # S0 = 2^22 overflows at first and backs off, then trains clean: on tiny, 8 steps end with
+  # every one of the three fields away from its start on every stage (measured: the stages
+  # whose gradients are 16-bit skip 6 and end with 2 clean steps at 2^16; the pipelines, whose
+  # gradients are fp32, skip 2 and end with 6 clean at 2^20). The window of 1000 never regrows
+  # S. So the resumed run must restore a scale that is not S0, a nonzero skipped count and a
+  # nonzero clean-step count.
   common=(--model tiny --precision fp16 --global_batch 4 --world_size "$ranks" --eval_every 0
-          --initial_loss_scale 1073741824 --loss_scale_window 2 --timeout 120 "${extra[@]}")
-  if ! timeout 300 "$bin" "${common[@]}" --steps 6 --quiet --save "$ckpt" >"$tmp/$name.save.log" 2>&1
+          --initial_loss_scale 4194304 --timeout 120 "${extra[@]}")
+  if ! timeout 300 "$bin" "${common[@]}" --loss_scale_window 1000 --steps 8 --quiet \
+       --save "$ckpt" >"$tmp/$name.save.log" 2>&1
   then
     echo "FAIL $name: the fp16 run with --save failed:"; cat "$tmp/$name.save.log"
     fails=$((fails + 1)); continue
@@ -49,23 +52,34 @@ for arg in "$@"; do
   meta=$(head -c 8192 "$ckpt" | tr -c '[:print:]' '\n' | grep -o '"__metadata__":{[^}]*}')
   scale=$(grep -o '"loss_scale":"[^"]*"' <<<"$meta" | cut -d'"' -f4)
   skipped=$(grep -o '"loss_scale_skipped_steps":"[^"]*"' <<<"$meta" | cut -d'"' -f4)
-  if ! grep -q '"precision":"fp16"' <<<"$meta" || [ -z "$scale" ] || [ "$scale" = 1073741824 ] ||
-     [ "${skipped:-0}" -lt 1 ]; then
+  clean=$(grep -o '"loss_scale_clean_steps":"[^"]*"' <<<"$meta" | cut -d'"' -f4)
+  if ! grep -q '"precision":"fp16"' <<<"$meta" || [ -z "$scale" ] || [ "$scale" = 4194304 ] ||
+     [ "${skipped:-0}" -lt 1 ] || [ "${clean:-0}" -lt 1 ]; then
     echo "FAIL $name: metadata lacks fp16's precision or scaler state (scale '$scale', skipped" \
-         "'$skipped'): $meta"
+         "'$skipped', clean '$clean'): $meta"
     fails=$((fails + 1)); continue
   fi
-  if ! timeout 300 "$bin" "${common[@]}" --steps 1 --load "$ckpt" --log_every 1 \
+  # Resumed with a window of clean + 1: the restored counter makes the first step's S double
+  # (one more clean step completes the window), which a counter said but not applied would not.
+  if ! timeout 300 "$bin" "${common[@]}" --loss_scale_window $((clean + 1)) --steps 1 \
+       --load "$ckpt" --log_every 1 \
        >"$tmp/$name.load.log" 2>&1; then
     echo "FAIL $name: --load of its own fp16 checkpoint failed:"; cat "$tmp/$name.load.log"
     fails=$((fails + 1)); continue
   fi
-  if ! grep -q "loss scaler restored: scale $scale," "$tmp/$name.load.log" ||
-     ! grep -q "skipped $skipped\b" "$tmp/$name.load.log"; then
-    echo "FAIL $name: the resumed run did not restore scale $scale / skipped $skipped:"
+  restored="loss scaler restored: scale $scale, clean steps in a row $clean, skipped $skipped"
+  if ! grep -qF "$restored" "$tmp/$name.load.log"; then
+    echo "FAIL $name: the resumed run did not say '$restored':"
     grep -i "scale" "$tmp/$name.load.log" | head -5
     fails=$((fails + 1)); continue
   fi
-  echo "ok   $name: precision fp16, loss scale $scale, skipped $skipped saved and restored"
+  if ! grep -qE "loss scale $((scale * 2)) \| skipped $skipped\b" "$tmp/$name.load.log"; then
+    echo "FAIL $name: S did not double on the resumed run's first clean step (window" \
+         "$((clean + 1)), $clean clean steps restored):"
+    grep -i "scale" "$tmp/$name.load.log" | head -5
+    fails=$((fails + 1)); continue
+  fi
+  echo "ok   $name: precision fp16, loss scale $scale, clean $clean, skipped $skipped saved and" \
+       "restored"
 done
 [ "$fails" -eq 0 ]

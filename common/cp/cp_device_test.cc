@@ -6,9 +6,9 @@
 // device (AttentionCore::supports_device()): a core is one more TEST line with its factory and
 // the bytes its collectives stage per block.
 //
-// What crosses, per rank (fp32; bf16/fp16 in the Mixed precision tests below; B global batch, every rank reads all of it; T positions, Tl = T/p
-// held; A channels; L blocks; Ψ parameters), with nothing else allowed (a stray host round trip
-// fails the sums):
+// What crosses, per rank (fp32; bf16/fp16 in the mixed-precision tests below; B global batch,
+// every rank reads all of it; T positions, Tl = T/p held; A channels; L blocks; Ψ parameters),
+// with nothing else allowed (a stray host round trip fails the sums):
 //   construction   4Ψ up                 the initial parameters (made on the host, copied once)
 //   a train step   4(3·B·Tl + 2·Tl) up   the held ids: tokens and positions for the embedding's
 //                                        forward and again for its backward, targets once

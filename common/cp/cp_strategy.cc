@@ -4,7 +4,6 @@
 #include <string>
 
 #include "common/cp/widened_core.h"
-
 #include "common/nn/unit_runner.h"
 #include "common/optim/decay_mask.h"
 #include "common/plan/memory_planner.h"
@@ -119,7 +118,8 @@ double ContextParallelStrategy::train_step(const int32_t* tokens, const int32_t*
   FlatParams params(model_.layout(), params_);
   FlatGrads grads(model_.layout(), grads_, {}, mp_.round_stats());
   const double local = UnitRunner(model_, params, &grads)
-                           .forward_backward(tokens, targets, B, T, mp_.walk_loss_scale(scale, step));
+                           .forward_backward(tokens, targets, B, T,
+                                             mp_.walk_loss_scale(scale, step));
   last_score_peak_ = MemoryTracker::instance().peak(MemTag::kAttentionScores);
   last_kept_per_block_ = RecomputeMeter::instance().bytes_per_block();
   // 2. Σ over the ranks of every weight's gradient: each rank saw other tokens of the same
