@@ -90,11 +90,11 @@ CoreStaging ring_attention_staging(int64_t B, int64_t Tl, int64_t A, int64_t e) 
 }
 
 /// Ring self-attention (ring_self_attention.h): per block, p − 1 key and p − 1 value chunks of
-/// 4·B·Tl·A bytes forward, p − 1 [V | dV] and p − 1 [K | dK] of twice that backward, each staged
-/// down at its sender and up at its receiver. fp32 in every precision (widened_core.h).
-CoreStaging ring_self_attention_staging(int64_t B, int64_t Tl, int64_t A, int64_t /*e*/) {
-  const int64_t p = world().size(), chunk = 4 * B * Tl * A;
-  const int64_t forward = 2 * (p - 1) * chunk, step = forward + 2 * (p - 1) * 2 * chunk;
+/// e·B·Tl·A bytes forward, p − 1 [V | dV] and p − 1 [K | dK] backward, each a chunk and its fp32
+/// accumulator, (e + 4)·B·Tl·A; each staged down at its sender and up at its receiver.
+CoreStaging ring_self_attention_staging(int64_t B, int64_t Tl, int64_t A, int64_t e) {
+  const int64_t p = world().size(), n = B * Tl * A;
+  const int64_t forward = 2 * (p - 1) * e * n, step = forward + 2 * (p - 1) * (e + 4) * n;
   return {step, step, forward, forward};
 }
 
@@ -227,10 +227,9 @@ TEST(ContextParallelOnDevice, RingSelfAttentionEqualsTheCpuWithEveryCrossingAcco
   expect_cp_device_run_equals_cpu(ring_self_attention, ring_self_attention_staging);
 }
 
-// Mixed precision on the device: Ulysses' all_to_alls and ring attention's K|V blocks staged at 2
-// bytes an element (its accumulators at 4); ring self-attention widened (fp32 copies on the
-// device, its messages fp32); fp16 with a static-start scaler. Bit for bit against the same
-// precision on the CPU.
+// Mixed precision on the device: Ulysses' all_to_alls and the ring cores' K and V chunks staged
+// at 2 bytes an element (their accumulators at 4); fp16 with a static-start scaler. Bit for bit
+// against the same precision on the CPU.
 TEST(ContextParallelOnDevice, UlyssesInBf16AndFp16EqualsTheCpu) {
   expect_cp_device_run_equals_cpu(ulysses, ulysses_staging, TrainPrecision::kBF16);
   expect_cp_device_run_equals_cpu(ulysses, ulysses_staging, TrainPrecision::kFP16);

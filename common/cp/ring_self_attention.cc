@@ -18,6 +18,7 @@
 #include <cmath>
 #include <stdexcept>
 #include <utility>
+#include <vector>
 
 #include "common/cp/ring_waits.h"
 #include "kernels/ops/kernel_ops.h"
@@ -57,41 +58,100 @@ Dims dims_of(const AttentionCore& core, const Tensor& qkv, int B, int T, int H) 
   return {B, T, H, A, hs, p, core.rank(), Tl, 1.0f / std::sqrt(static_cast<float>(hs))};
 }
 
-/// `t` has n elements and lives on `dev`, or a one-line std::invalid_argument naming it.
-void check_tensor(const Tensor& t, long n, Device dev, const char* what) {
+/// `t` has n elements of `dt` and lives on `dev`, or a one-line std::invalid_argument naming it.
+void check_tensor(const Tensor& t, long n, Device dev, DType dt, const char* what) {
   if (!t.defined() || t.numel() != n)
     throw std::invalid_argument(std::string("ring self-attention: ") + what + " " + t.describe() +
                                 " should have " + std::to_string(n) + " elements");
-  if (t.device() != dev)
+  if (t.device() != dev || t.dtype() != dt)
     throw std::invalid_argument(std::string("ring self-attention: ") + what + " " +
-                                t.describe() + " is not on " + to_string(dev) + " with qkv");
+                                t.describe() + " is not " + to_string(dt) + " on " +
+                                to_string(dev) + " with qkv");
 }
 
-/// One ring pass of p steps over buffer `cur` (whose first B·Tl·A floats are the own chunk):
-/// at step s, before(s, cur) runs, then (s < p − 1) the irecv of the next buffer from r − 1
-/// and the isend of cur to r + 1 are issued, under(s, cur) runs while they fly, and both are
-/// waited for. p − 1 isends of cur.nbytes(). The second buffer is a kCommBuffers scratch on
-/// cur's device.
-template <class Before, class Under>
-void ring_pass(ProcessGroup& g, Tensor cur, int tag, const Dims& d, Before before, Under under) {
-  Tensor nxt;
-  if (d.p > 1)
-    nxt = Tensor::empty(cur.shape(), DType::kF32, MemCategory::kCommBuffers, cur.device());
-  for (int s = 0; s < d.p; ++s) {
-    before(s, cur);
-    std::shared_ptr<Work> got, sent;
-    if (s < d.p - 1) {
-      got = g.irecv(nxt, mod(d.r - 1, d.p), tag);
-      sent = g.isend(cur, mod(d.r + 1, d.p), tag);
-      RingWaits::instance().issued(got, sent);  // ring_waits.h: the no-overlap comparison
-    }
-    under(s, cur);  // overlapped with the transfer
-    if (got) {
-      RingWaits::instance().wait(got);
-      RingWaits::instance().wait(sent);
-      std::swap(cur, nxt);
+/// One ring message: a chunk of K or V (B,Tl,A) in the activations' dtype and, in the backward,
+/// the fp32 accumulator (B,Tl,A) of the chunk one hop behind it. In fp32 the two are one
+/// (2,B,Tl,A) buffer sent as one message (Li et al.'s ring); with a 16-bit chunk they are two
+/// messages (the accumulator stays fp32: every hop adds to it). The kernels read the chunk as
+/// fp32: itself, or widened into `scratch` (exact: its values are 16-bit numbers).
+struct RingMsg {
+  std::vector<Tensor> parts;  // [chunk | acc] (fp32), or chunk (16-bit) then acc (fp32)
+  Tensor scratch;             // the widened chunk (16-bit only)
+  int64_t chunk_floats = 0;
+
+  /// A message on `dev` for chunks of `dt`, with an accumulator when `acc`; zeroed.
+  RingMsg(int B, int Tl, int A, DType dt, bool acc, Device dev)
+      : chunk_floats(int64_t{B} * Tl * A) {
+    if (dt == DType::kF32) {
+      parts.push_back(
+          Tensor::zeros({acc ? 2 : 1, B, Tl, A}, DType::kF32, MemCategory::kCommBuffers, dev));
+    } else {
+      parts.push_back(Tensor::zeros({B, Tl, A}, dt, MemCategory::kCommBuffers, dev));
+      if (acc)
+        parts.push_back(Tensor::zeros({B, Tl, A}, DType::kF32, MemCategory::kCommBuffers, dev));
+      scratch = Tensor::empty({B, Tl, A}, DType::kF32, MemCategory::kOther, dev);
     }
   }
+  /// Writes this rank's own chunk: columns [c0, c0 + A) of the fp32 q|k|v x (rows of 3A floats),
+  /// rounded into a 16-bit chunk.
+  void pack(KernelOps& ops, const float* x, int64_t rows, int A) {
+    float* dst = scratch.defined() ? scratch.f32() : parts[0].f32();
+    ops.copy_columns(dst, A, x, 3 * A, rows, A);
+    if (scratch.defined()) ops.round_to(dst, parts[0].raw(), parts[0].dtype(), chunk_floats);
+  }
+  /// The chunk as fp32 floats for a kernel.
+  const float* chunk(KernelOps& ops) {
+    if (!scratch.defined()) return parts[0].f32();
+    ops.widen(parts[0].raw(), parts[0].dtype(), scratch.f32(), chunk_floats);
+    return scratch.f32();
+  }
+  /// The accumulator riding with the chunk (backward messages only).
+  float* acc() { return parts.size() == 1 ? parts[0].f32() + chunk_floats : parts[1].f32(); }
+};
+
+/// One ring pass of p steps over message `cur` (holding the own chunk): at step s, before(s, cur)
+/// runs, then (s < p − 1) the irecv of the next message from r − 1 and the isend of cur to r + 1
+/// are issued (one per part, tag + part), under(s, cur) runs while they fly, and all are waited
+/// for. p − 1 isends of each part. `nxt` is the second message, of cur's shapes.
+template <class Before, class Under>
+void ring_pass(ProcessGroup& g, RingMsg& cur, RingMsg& nxt, int tag, const Dims& d, Before before,
+               Under under) {
+  RingMsg* a = &cur;
+  RingMsg* b = &nxt;
+  for (int s = 0; s < d.p; ++s) {
+    before(s, *a);
+    std::vector<std::shared_ptr<Work>> got, sent;
+    if (s < d.p - 1)
+      for (size_t i = 0; i < a->parts.size(); ++i) {
+        got.push_back(g.irecv(b->parts[i], mod(d.r - 1, d.p), tag + 100 * int(i)));
+        sent.push_back(g.isend(a->parts[i], mod(d.r + 1, d.p), tag + 100 * int(i)));
+        RingWaits::instance().issued(got.back(), sent.back());  // ring_waits.h: no-overlap
+      }
+    under(s, *a);  // overlapped with the transfer
+    for (size_t i = 0; i < got.size(); ++i) {
+      RingWaits::instance().wait(got[i]);
+      RingWaits::instance().wait(sent[i]);
+    }
+    if (!got.empty()) std::swap(a, b);
+  }
+}
+
+/// t itself when fp32, else an fp32 copy (widened on t's device; kOther, conversion scratch).
+Tensor as_f32(const Tensor& t) {
+  if (t.dtype() == DType::kF32) return t;
+  Tensor f = Tensor::empty(t.shape(), DType::kF32, MemCategory::kOther, t.device());
+  kernel_ops(t.device()).widen(t.raw(), t.dtype(), f.f32(), t.numel());
+  return f;
+}
+
+/// An fp32 result for `t`: t itself when fp32, else an fp32 scratch of its shape (round_into).
+Tensor f32_result(const Tensor& t) {
+  if (t.dtype() == DType::kF32) return t;
+  return Tensor::empty(t.shape(), DType::kF32, MemCategory::kOther, t.device());
+}
+void round_into(const Tensor& t, const Tensor& f32) {
+  if (t.dtype() != DType::kF32)
+    kernel_ops(t.device()).round_to(f32.f32(), t.raw(), t.dtype(), t.numel());
 }
 }  // namespace
 
@@ -116,25 +176,26 @@ void RingSelfAttention::forward(const Tensor& qkv, Tensor& out, int B, int T, in
                                 AttentionKeep* keep) {
   const Dims d = dims_of(*this, qkv, B, T, H);
   const Device dev = qkv.device();
+  const DType dt = qkv.dtype();  // f32, or 16-bit as stored: the chunks travel in it
   KernelOps& ops = kernel_ops(dev);
-  const float* x = qkv.f32();
+  const Tensor x32 = as_f32(qkv);  // the products' fp32 q|k|v (qkv itself in fp32)
+  const float* x = x32.f32();
   const int A = d.A, A3 = 3 * d.A, Tl = d.Tl, hs = d.hs;
-  if (!out.defined())
-    out = Tensor::empty({B, Tl, A}, DType::kF32, MemCategory::kActivations, dev);
-  check_tensor(out, d.rows() * A, dev, "out");
+  if (!out.defined()) out = Tensor::empty({B, Tl, A}, dt, MemCategory::kActivations, dev);
+  check_tensor(out, d.rows() * A, dev, dt, "out");
   Tensor S = attention_scores({B, H, Tl, T}, DType::kF32, dev);  // scores, then P in place
   float* s = S.f32();
-  auto comm = [&] { return Tensor::empty({B, Tl, A}, DType::kF32, MemCategory::kCommBuffers, dev); };
+  RingMsg cur(B, Tl, A, dt, /*acc=*/false, dev), nxt(B, Tl, A, dt, false, dev);
 
   // 1. Ring of KEY chunks: S_c = (Q/√hs) K_cᵀ (Tl,hs) @ (hs,Tl) -> (Tl,Tl), for chunks c <= r.
-  Tensor kbuf = comm();
-  ops.copy_columns(kbuf.f32(), A, x + A, A3, d.rows(), A);  // this rank's K: (B,Tl,A)
-  ring_pass(group_, kbuf, kTagKeys, d, [](int, Tensor&) {}, [&](int step, Tensor& cur) {
+  cur.pack(ops, x + A, d.rows(), A);  // this rank's K: (B,Tl,A)
+  ring_pass(group_, cur, nxt, kTagKeys, d, [](int, RingMsg&) {}, [&](int step, RingMsg& m) {
     const int c = d.chunk(step);
     if (c > d.r) return;  // entirely in the future of every local query
+    const float* k = m.chunk(ops);
     for (int b = 0; b < B; ++b)
       ops.gemm_strided_batched(false, true, Tl, Tl, hs, d.scale, x + d.seq(b, A3), A3, hs,
-                               cur.f32() + d.seq(b, A), A, hs, 0.0f, s + d.block(b, c), T,
+                               k + d.seq(b, A), A, hs, 0.0f, s + d.block(b, c), T,
                                d.head_block(), H);
   });
 
@@ -142,19 +203,22 @@ void RingSelfAttention::forward(const Tensor& qkv, Tensor& out, int B, int T, in
   //    j <= g, the tail exactly 0 (the never-computed chunks c > r included).
   ops.causal_softmax_rows(s, long(B) * H * Tl, Tl, T, d.r * Tl);
 
-  // 3. Ring of VALUE chunks: out += P_c V_c (Tl,Tl) @ (Tl,hs) -> (Tl,hs), for c <= r.
-  out.fill(0.0f);
-  float* y = out.f32();
-  Tensor vbuf = comm();
-  ops.copy_columns(vbuf.f32(), A, x + 2 * A, A3, d.rows(), A);  // this rank's V
-  ring_pass(group_, vbuf, kTagValues, d, [](int, Tensor&) {}, [&](int step, Tensor& cur) {
+  // 3. Ring of VALUE chunks: out += P_c V_c (Tl,Tl) @ (Tl,hs) -> (Tl,hs), for c <= r, summed in
+  //    fp32 (a 16-bit out is rounded once at the end).
+  Tensor o = f32_result(out);
+  o.fill(0.0f);
+  float* y = o.f32();
+  cur.pack(ops, x + 2 * A, d.rows(), A);  // this rank's V
+  ring_pass(group_, cur, nxt, kTagValues, d, [](int, RingMsg&) {}, [&](int step, RingMsg& m) {
     const int c = d.chunk(step);
     if (c > d.r) return;
+    const float* v = m.chunk(ops);
     for (int b = 0; b < B; ++b)
       ops.gemm_strided_batched(false, false, Tl, hs, Tl, 1.0f, s + d.block(b, c), T,
-                               d.head_block(), cur.f32() + d.seq(b, A), A, hs, 1.0f,
-                               y + d.seq(b, A), A, hs, H);
+                               d.head_block(), v + d.seq(b, A), A, hs, 1.0f, y + d.seq(b, A), A,
+                               hs, H);
   });
+  round_into(out, o);
   keep->a = S;
   keep->b = Tensor();
 }
@@ -163,48 +227,53 @@ void RingSelfAttention::backward(const Tensor& dout, const Tensor& qkv, const Te
                                  AttentionKeep* keep, Tensor& dqkv, int B, int T, int H) {
   const Dims d = dims_of(*this, qkv, B, T, H);
   const Device dev = qkv.device();
+  const DType dt = qkv.dtype();
   if (dout.numel() != d.rows() * d.A || keep->a.numel() != long(B) * H * d.Tl * T)
     throw std::invalid_argument("ring self-attention: backward got dout " + dout.describe() +
                                 " and P " + keep->a.describe() + " for B=" + std::to_string(B) +
                                 " T=" + std::to_string(T) + " H=" + std::to_string(H));
-  check_tensor(dout, d.rows() * d.A, dev, "dout");
-  check_tensor(keep->a, long(B) * H * d.Tl * T, dev, "keep->a (P)");
-  if (!dqkv.defined())
-    dqkv = Tensor::empty(qkv.shape(), DType::kF32, MemCategory::kActivations, dev);
-  check_tensor(dqkv, qkv.numel(), dev, "dqkv");
+  check_tensor(dout, d.rows() * d.A, dev, dt, "dout");
+  check_tensor(keep->a, long(B) * H * d.Tl * T, dev, DType::kF32, "keep->a (P)");
+  if (!dqkv.defined()) dqkv = Tensor::empty(qkv.shape(), dt, MemCategory::kActivations, dev);
+  check_tensor(dqkv, qkv.numel(), dev, dt, "dqkv");
   KernelOps& ops = kernel_ops(dev);
-  dqkv.fill(0.0f);
-  const float *x = qkv.f32(), *dy = dout.f32(), *P = keep->a.f32();
-  float* dx = dqkv.f32();
+  // The products' fp32 operands (the tensors themselves in fp32) and the fp32 dq|dk|dv.
+  const Tensor x32 = as_f32(qkv), dy32 = as_f32(dout);
+  Tensor dx32 = f32_result(dqkv);
+  dx32.fill(0.0f);
+  const float *x = x32.f32(), *dy = dy32.f32(), *P = keep->a.f32();
+  float* dx = dx32.f32();
   const int A = d.A, A3 = 3 * d.A, Tl = d.Tl, hs = d.hs;
-  const long chunk_floats = d.rows() * A;
   Tensor dP = attention_scores({B, H, Tl, T}, DType::kF32, dev);  // dP, then dS in place
   float* dp = dP.f32();
 
   // 1. Ring of [V_c | dV accumulator of chunk a = c − 1]. Before the send: dV_a += P_aᵀ dO
   //    (Tl,Tl)ᵀ @ (Tl,hs), the accumulator's last stop (a = r at s = p − 1) lands in dqkv. Under
   //    the send: dP_c = dO V_cᵀ (Tl,hs) @ (hs,Tl) -> (Tl,Tl).
-  Tensor vbuf = Tensor::zeros({2, B, Tl, A}, DType::kF32, MemCategory::kCommBuffers, dev);
-  ops.copy_columns(vbuf.f32(), A, x + 2 * A, A3, d.rows(), A);
-  ring_pass(group_, vbuf, kTagValuesBack, d,
-      [&](int step, Tensor& cur) {
-        const int a = mod(d.chunk(step) - 1, d.p);
-        float* acc = cur.f32() + chunk_floats;
-        if (a <= d.r)
+  {
+    RingMsg cur(B, Tl, A, dt, /*acc=*/true, dev), nxt(B, Tl, A, dt, true, dev);  // zeroed
+    cur.pack(ops, x + 2 * A, d.rows(), A);
+    ring_pass(group_, cur, nxt, kTagValuesBack, d,
+        [&](int step, RingMsg& m) {
+          const int a = mod(d.chunk(step) - 1, d.p);
+          float* acc = m.acc();
+          if (a <= d.r)
+            for (int b = 0; b < B; ++b)
+              ops.gemm_strided_batched(true, false, Tl, hs, Tl, 1.0f, P + d.block(b, a), T,
+                                       d.head_block(), dy + d.seq(b, A), A, hs, 1.0f,
+                                       acc + d.seq(b, A), A, hs, H);
+          if (step == d.p - 1) ops.copy_columns(dx + 2 * A, A3, acc, A, d.rows(), A);  // home
+        },
+        [&](int step, RingMsg& m) {
+          const int c = d.chunk(step);
+          if (c > d.r) return;
+          const float* v = m.chunk(ops);
           for (int b = 0; b < B; ++b)
-            ops.gemm_strided_batched(true, false, Tl, hs, Tl, 1.0f, P + d.block(b, a), T,
-                                     d.head_block(), dy + d.seq(b, A), A, hs, 1.0f,
-                                     acc + d.seq(b, A), A, hs, H);
-        if (step == d.p - 1) ops.copy_columns(dx + 2 * A, A3, acc, A, d.rows(), A);  // home
-      },
-      [&](int step, Tensor& cur) {
-        const int c = d.chunk(step);
-        if (c > d.r) return;
-        for (int b = 0; b < B; ++b)
-          ops.gemm_strided_batched(false, true, Tl, Tl, hs, 1.0f, dy + d.seq(b, A), A, hs,
-                                   cur.f32() + d.seq(b, A), A, hs, 0.0f, dp + d.block(b, c), T,
-                                   d.head_block(), H);
-      });
+            ops.gemm_strided_batched(false, true, Tl, Tl, hs, 1.0f, dy + d.seq(b, A), A, hs,
+                                     v + d.seq(b, A), A, hs, 0.0f, dp + d.block(b, c), T,
+                                     d.head_block(), H);
+        });
+  }  // the V ring's buffers freed before the K ring's
 
   // 2. Softmax backward on each whole row, by global position g:
   //    dS[i, j] = P[i, j]·(dP[i, j] − Σ_k P[i, k]·dP[i, k]) / √hs for j <= g, 0 beyond.
@@ -212,12 +281,12 @@ void RingSelfAttention::backward(const Tensor& dout, const Tensor& qkv, const Te
 
   // 3. Ring of [K_c | dK accumulator of chunk a = c − 1]. Before the send: dK_a += dS_aᵀ Q
   //    (Tl,Tl)ᵀ @ (Tl,hs). Under the send: dQ += dS_c K_c (Tl,Tl) @ (Tl,hs).
-  Tensor kbuf = Tensor::zeros({2, B, Tl, A}, DType::kF32, MemCategory::kCommBuffers, dev);
-  ops.copy_columns(kbuf.f32(), A, x + A, A3, d.rows(), A);
-  ring_pass(group_, kbuf, kTagKeysBack, d,
-      [&](int step, Tensor& cur) {
+  RingMsg kcur(B, Tl, A, dt, /*acc=*/true, dev), knxt(B, Tl, A, dt, true, dev);  // zeroed
+  kcur.pack(ops, x + A, d.rows(), A);
+  ring_pass(group_, kcur, knxt, kTagKeysBack, d,
+      [&](int step, RingMsg& m) {
         const int a = mod(d.chunk(step) - 1, d.p);
-        float* acc = cur.f32() + chunk_floats;
+        float* acc = m.acc();
         if (a <= d.r)
           for (int b = 0; b < B; ++b)
             ops.gemm_strided_batched(true, false, Tl, hs, Tl, 1.0f, dp + d.block(b, a), T,
@@ -225,14 +294,16 @@ void RingSelfAttention::backward(const Tensor& dout, const Tensor& qkv, const Te
                                      acc + d.seq(b, A), A, hs, H);
         if (step == d.p - 1) ops.copy_columns(dx + A, A3, acc, A, d.rows(), A);  // home
       },
-      [&](int step, Tensor& cur) {
+      [&](int step, RingMsg& m) {
         const int c = d.chunk(step);
         if (c > d.r) return;
+        const float* k = m.chunk(ops);
         for (int b = 0; b < B; ++b)
           ops.gemm_strided_batched(false, false, Tl, hs, Tl, 1.0f, dp + d.block(b, c), T,
-                                   d.head_block(), cur.f32() + d.seq(b, A), A, hs, 1.0f,
+                                   d.head_block(), k + d.seq(b, A), A, hs, 1.0f,
                                    dx + d.seq(b, A3), A3, hs, H);
       });
+  round_into(dqkv, dx32);
   keep->a = Tensor();
   keep->b = Tensor();
 }
@@ -240,8 +311,19 @@ void RingSelfAttention::backward(const Tensor& dout, const Tensor& qkv, const Te
 // ---- Closed forms (derived in stages/ring_self_attention/README.md) ----
 
 double RingSelfAttention::bytes_per_block(int B, int T, int A, int /*H*/) const {
-  const double Tl = positions(T).size(), p = shards();
-  return 6.0 * (p - 1) * 4.0 * B * Tl * A;  // fwd 2(p−1)·4B·Tl·A + bwd 2(p−1)·8B·Tl·A
+  // fwd 2(p−1) chunks of e·B·Tl·A; bwd 2(p−1) chunks with their fp32 accumulators, (e + 4)·B·Tl·A:
+  // fp32 (e = 4) 6(p−1)·4·B·Tl·A, 16-bit (e = 2) 4(p−1)·4·B·Tl·A.
+  const double Tl = positions(T).size(), p = shards(), e = stored_bytes();
+  return (p - 1) * (2 * e + 2 * (e + 4)) * B * Tl * A;
+}
+
+std::string RingSelfAttention::bytes_formula_text() const {
+  return stored_bytes() == 4 ? "6(p-1)·4·B·T·A/p" : "4(p-1)·4·B·T·A/p";
+}
+
+int RingSelfAttention::calls_per_block() const {
+  const int p = group_.size();
+  return (stored_bytes() == 4 ? 4 : 6) * (p - 1);  // 16-bit: chunk and accumulator apart
 }
 
 double RingSelfAttention::kept_bytes_per_block(int B, int T, int /*A*/, int H) const {

@@ -37,6 +37,15 @@
 // table with the same formula): 2·Tl²·hs per (b, h) and product, squares for every chunk c <= r,
 // nothing for c > r.
 //
+// Mixed precision (takes_16bit): q|k|v, out, dout and dqkv arrive in 16 bits as the walk stores
+// them. The K and V chunks travel in 16 bits (exact: they hold 16-bit values), each widened into
+// an fp32 scratch for its products; the products read a widened copy of q|k|v (and dout), out
+// and dq|dk|dv are summed in fp32 and rounded once, and S/P, dP/dS and the accumulators stay
+// fp32. A backward message is then two isends, the 16-bit chunk and its fp32 accumulator (in
+// fp32 they are one buffer): per block (p − 1)(2e + 2(e + 4))·B·Tl·A bytes, 16(p − 1)·B·Tl·A at
+// e = 2 against 24(p − 1)·B·Tl·A, in 6(p − 1) isends against 4(p − 1). The results are those of
+// the fp32 core on widened copies (common/cp/widened_core.h), bit for bit.
+//
 // Devices (supports_device()): every buffer (S/P, dP/dS, the ring buffers, out, dqkv) is on
 // qkv's device and every operation on them a kernel of kernel_ops(qkv.device()):
 // copy_columns packs a chunk out of qkv and unpacks an accumulator into dqkv,
@@ -70,26 +79,30 @@ class RingSelfAttention : public AttentionCore {
   std::string name() const override { return "ring self-attention"; }
   /// Runs on any device with a KernelOps table: the tensors' device (see the file comment).
   bool supports_device() const override { return true; }
+  /// 16-bit q|k|v: the chunks travel in 16 bits, the accumulators and P stay fp32 (see above).
+  bool takes_16bit() const override { return true; }
   int shards() const override { return group_.size(); }
   int rank() const override { return group_.rank(); }
   /// [r·T/p, (r+1)·T/p). Throws std::invalid_argument naming T and p when p ∤ T or T < 1.
   std::vector<int> positions(int T) const override;
-  /// qkv (B,Tl,3A) f32 -> out (B,Tl,A) (allocated here, kActivations, if undefined); keep->a =
-  /// P (B,H,Tl,T) f32 tagged kAttentionScores. Every tensor on qkv's device. 2(p − 1) isends of
-  /// 4·B·Tl·A bytes. Throws std::invalid_argument (one line) on p ∤ T, H ∤ A, shapes that do not
-  /// match or an `out` on another device.
+  /// qkv (B,Tl,3A) -> out (B,Tl,A) (allocated here, kActivations, if undefined), both f32, bf16
+  /// or f16 alike; keep->a = P (B,H,Tl,T) f32 tagged kAttentionScores. Every tensor on qkv's
+  /// device. 2(p − 1) isends of e·B·Tl·A bytes. Throws std::invalid_argument (one line) on p ∤ T,
+  /// H ∤ A, shapes that do not match or an `out` on another device or in another dtype.
   void forward(const Tensor& qkv, Tensor& out, int B, int T, int H, AttentionKeep* keep) override;
   /// dqkv (B,Tl,3A) overwritten (allocated here, kActivations, if undefined) from dout (B,Tl,A),
-  /// qkv and keep->a, all on qkv's device (else std::invalid_argument naming the tensor); frees
-  /// *keep. 2(p − 1) isends of 8·B·Tl·A bytes.
+  /// qkv and keep->a, all on qkv's device and in qkv's dtype (P f32; else std::invalid_argument
+  /// naming the tensor); frees *keep. 2(p − 1) chunks of e·B·Tl·A bytes with their 4·B·Tl·A
+  /// accumulators: one isend each in fp32, two in 16 bits.
   void backward(const Tensor& dout, const Tensor& qkv, const Tensor& out, AttentionKeep* keep,
                 Tensor& dqkv, int B, int T, int H) override;
 
-  /// 6(p − 1)·4·B·(T/p)·A: forward 2(p − 1) chunks of 4·B·Tl·A, backward 2(p − 1) of twice that.
+  /// 6(p − 1)·4·B·(T/p)·A in fp32: forward 2(p − 1) chunks of 4·B·Tl·A, backward 2(p − 1) of
+  /// twice that; 4(p − 1)·4·B·(T/p)·A with 16-bit chunks (e = 2, the accumulators 4 bytes).
   double bytes_per_block(int B, int T, int A, int H) const override;
-  std::string bytes_formula_text() const override { return "6(p-1)·4·B·T·A/p"; }
-  /// 4(p − 1) isends (the irecvs count under "recv", 0 bytes).
-  int calls_per_block() const override { return 4 * (group_.size() - 1); }
+  std::string bytes_formula_text() const override;
+  /// 4(p − 1) isends in fp32, 6(p − 1) in 16 bits (the irecvs count under "recv", 0 bytes).
+  int calls_per_block() const override;
   /// 4·B·H·(T/p)·T: P of the local rows against all keys.
   double kept_bytes_per_block(int B, int T, int A, int H) const override;
   /// 4·B·H·(T/p)·T·(L + 1): L blocks' P plus the last backward's dP/dS.
