@@ -21,9 +21,9 @@
 // Mixed precision (--precision bf16 / fp16, common/train/mixed_precision.h), as naive DP: 16-bit
 // parameters and gradients (2Ψ + 2Ψ) and activations, the fp32 master copy with m and v (12Ψ),
 // the gradient all_reduce of 2-byte elements (2(p-1)/p·2Ψ); fp16's overflow skip agreed over the
-// group. The core gets the 16-bit q|k|v as stored: Ulysses moves it in 16 bits, ring attention
-// its K|V blocks (fp32 math and accumulators); ring self-attention runs inside a WidenedCore
-// (widened_core.h: fp32 copies in, fp32 messages, results rounded out).
+// group. The core gets the 16-bit q|k|v as stored: Ulysses moves it in 16 bits, the ring cores
+// their K and V (fp32 products and accumulators); a core that cannot take 16 bits would run
+// inside a WidenedCore (widened_core.h: fp32 copies in, fp32 messages, results rounded out).
 // Traffic per step: the gradient all_reduce over `group`, and the core's over a duplicate of it
 // (so that each report row counts one kind of traffic).
 //

@@ -8,12 +8,11 @@
 //
 // This is Micikevicius et al. 2018's "compute in fp32 on 16-bit storage" applied to the whole
 // core, as f32_view.h applies it to one kernel. What it does not do is save bytes inside the
-// core: ring self-attention, the one core wrapped today, passes fp32 K and V chunks (4 bytes an
-// element, where a 16-bit chunk would be exact: the values are 16-bit numbers; its accumulators
-// ride in the same messages) and keeps an fp32 P. Ulysses and ring attention do better
-// (AttentionCore::takes_16bit: 16-bit all_to_alls, 16-bit K|V blocks) and are never wrapped; ring
-// attention's 16-bit run is this wrapper's result bit for bit (its test). The closed forms are
-// the inner core's: the fp32 algorithm's bytes.
+// core: a wrapped ring would pass fp32 K and V (4 bytes an element, where 16 bits are exact: the
+// values are 16-bit numbers). The three cores do better (AttentionCore::takes_16bit: 16-bit
+// all_to_alls, 16-bit K and V on the rings) and are not wrapped; it is the fallback for a core
+// that does not, and the reference the ring cores' 16-bit runs equal bit for bit (their stage
+// tests wrap them on purpose). The closed forms are the inner core's: the fp32 algorithm's bytes.
 //
 // The fp32 copies are transient (MemCategory::kOther, freed when forward / backward returns): the
 // walk keeps the 16-bit q|k|v and out, the core keeps what it keeps (*keep).

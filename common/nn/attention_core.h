@@ -75,8 +75,8 @@ class AttentionCore {
   /// mixed precision: the walk hands the core its activations as stored, common/nn/f32_view.h)
   /// and move them in 16 bits. False (the default): f32 only; ContextParallelStrategy then runs
   /// the core inside a WidenedCore (common/cp/widened_core.h: fp32 copies in, results rounded
-  /// out). Ulysses and ring attention override it: Ulysses' all_to_alls carry whatever dtype they
-  /// get, ring attention's K|V blocks travel in it (its math stays fp32).
+  /// out). The three cores override it: Ulysses' all_to_alls carry whatever dtype they get, the
+  /// ring cores' K and V travel in it (their products stay fp32).
   virtual bool takes_16bit() const { return false; }
   /// The dtype of the activations the core is handed (f32, or the 16-bit storage of mixed
   /// precision), which the closed forms below count in bytes per element. Set by the strategy
