@@ -27,6 +27,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "common/cp/f32_copies.h"
 #include "common/cp/ring_waits.h"
 #include "kernels/cpu/attention_block.h"
 #include "kernels/ops/kernel_ops.h"
@@ -107,25 +108,6 @@ void check_tensor(const Tensor& t, int64_t n, Device dev, DType dt, const char* 
     throw std::invalid_argument(std::string("ring attention: ") + what + " " + t.describe() +
                                 " is not " + to_string(dt) + " on " + to_string(dev) +
                                 " with qkv");
-}
-
-/// t itself when fp32, else an fp32 copy (widened on t's device; kOther, conversion scratch).
-Tensor as_f32(const Tensor& t) {
-  if (t.dtype() == DType::kF32) return t;
-  Tensor f = Tensor::empty(t.shape(), DType::kF32, MemCategory::kOther, t.device());
-  kernel_ops(t.device()).widen(t.raw(), t.dtype(), f.f32(), t.numel());
-  return f;
-}
-
-/// An fp32 result for `t`: t itself when fp32, else an fp32 scratch of its shape, rounded into t
-/// by round_into.
-Tensor f32_result(const Tensor& t) {
-  if (t.dtype() == DType::kF32) return t;
-  return Tensor::empty(t.shape(), DType::kF32, MemCategory::kOther, t.device());
-}
-void round_into(const Tensor& t, const Tensor& f32) {
-  if (t.dtype() != DType::kF32)
-    kernel_ops(t.device()).round_to(f32.f32(), t.raw(), t.dtype(), t.numel());
 }
 
 /// The ring's K|V blocks in qkv's dtype: rank r's own block packed from the fp32 q|k|v `x32`

@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/cp/f32_copies.h"
 #include "common/cp/ring_waits.h"
 #include "kernels/ops/kernel_ops.h"
 
@@ -134,24 +135,6 @@ void ring_pass(ProcessGroup& g, RingMsg& cur, RingMsg& nxt, int tag, const Dims&
     }
     if (!got.empty()) std::swap(a, b);
   }
-}
-
-/// t itself when fp32, else an fp32 copy (widened on t's device; kOther, conversion scratch).
-Tensor as_f32(const Tensor& t) {
-  if (t.dtype() == DType::kF32) return t;
-  Tensor f = Tensor::empty(t.shape(), DType::kF32, MemCategory::kOther, t.device());
-  kernel_ops(t.device()).widen(t.raw(), t.dtype(), f.f32(), t.numel());
-  return f;
-}
-
-/// An fp32 result for `t`: t itself when fp32, else an fp32 scratch of its shape (round_into).
-Tensor f32_result(const Tensor& t) {
-  if (t.dtype() == DType::kF32) return t;
-  return Tensor::empty(t.shape(), DType::kF32, MemCategory::kOther, t.device());
-}
-void round_into(const Tensor& t, const Tensor& f32) {
-  if (t.dtype() != DType::kF32)
-    kernel_ops(t.device()).round_to(f32.f32(), t.raw(), t.dtype(), t.numel());
 }
 }  // namespace
 
