@@ -18,9 +18,9 @@ DelayedUpdateReference::DelayedUpdateReference(const GPT& model, AdamWConfig opt
       older_(model.layout().num_params()),
       newest_(model.layout().num_params()),
       grads_(model.layout().num_params()),
+      bf16_(precision == TrainPrecision::kBF16),
       opt_(model.layout().num_params(), opt, decay_ranges(model.layout(), opt.decay)),
-      clip_(opt.clip_grad),
-      bf16_(precision == TrainPrecision::kBF16) {
+      clip_(opt.clip_grad) {
   if (precision == TrainPrecision::kFP16)
     throw std::invalid_argument("DelayedUpdateReference: fp32 or bf16, not fp16");
   model.init_params(newest_.data(), seed);  // W(0)
