@@ -8,7 +8,9 @@
 #                twins), tensor_device_test, the NCCL process group at 2 ranks (skips on 1 GPU)
 #             3. tests/stage_equivalence_test.sh, cpu (the kit's own check: the trainers and
 #                mpiexec work here) then cuda: every stage with --device cuda against the GPU
-#                baseline, the GPU baseline against the CPU's
+#                baseline, the GPU baseline against the CPU's; tests/mixed_precision_runs_test.sh
+#                cuda: every stage that takes --precision, in bf16 (fp16 for one of each kind)
+#                on the GPU, its report rows ok and its loss the 16-bit GPU baseline's
 #             4. tests/device_flag_test.sh: --device cuda trains where a GPU is, refused by name
 #                where the stage cannot; tests/clip_grad_test.sh: --clip_grad on every stage that
 #                takes it (CPU), then the baseline and zero2 with ZeRO-Offload on the GPU
@@ -114,6 +116,9 @@ if [ "$mode" = tests ] || [ "$mode" = all ]; then
     "$kit/bin/compare_checkpoints" "$kit/stages/baseline/train"
   check stage_equivalence_cuda 420 bash "$kit/scripts/stage_equivalence_test.sh" cuda \
     "$kit/bin/compare_checkpoints" "$kit/stages/baseline/train"
+  # Every 16-bit stage on the GPU (ranks sharing it): report rows ok, the 16-bit baseline's loss.
+  check mixed_precision_runs_cuda 420 bash "$kit/scripts/mixed_precision_runs_test.sh" cuda \
+    "$kit/stages/baseline/train"
   check device_flag 300 bash "$kit/scripts/device_flag_test.sh" "$kit/stages/baseline/train" \
     "$kit/bin/cpu_only_stage" "$kit/stages/moe/train" "$kit/scripts/expect_error.sh" \
     "$kit/stages/zero3/train"
