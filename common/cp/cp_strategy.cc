@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "common/cp/forwarding_core.h"
 #include "common/cp/widened_core.h"
 #include "common/nn/unit_runner.h"
 #include "common/optim/decay_mask.h"
@@ -16,44 +17,16 @@ namespace {
 
 /// The core, with the FLOPs its forwards ran counted (kernels/cpu/flops.h around each call):
 /// what the load-balance row measures. Everything else is passed through.
-class MeteredCore : public AttentionCore {
+class MeteredCore : public ForwardingCore {
  public:
-  explicit MeteredCore(std::unique_ptr<AttentionCore> inner) : inner_(std::move(inner)) {}
+  using ForwardingCore::ForwardingCore;
   int64_t forward_flops = 0;
 
-  std::string name() const override { return inner_->name(); }
-  int shards() const override { return inner_->shards(); }
-  int rank() const override { return inner_->rank(); }
-  bool supports_device() const override { return inner_->supports_device(); }
-  bool takes_16bit() const override { return inner_->takes_16bit(); }
-  std::vector<int> positions(int T) const override { return inner_->positions(T); }
   void forward(const Tensor& qkv, Tensor& out, int B, int T, int H, AttentionKeep* keep) override {
     const int64_t before = cpu::flops_done();
-    inner_->forward(qkv, out, B, T, H, keep);
+    ForwardingCore::forward(qkv, out, B, T, H, keep);
     forward_flops += cpu::flops_done() - before;
   }
-  void backward(const Tensor& dout, const Tensor& qkv, const Tensor& out, AttentionKeep* keep,
-                Tensor& dqkv, int B, int T, int H) override {
-    inner_->backward(dout, qkv, out, keep, dqkv, B, T, H);
-  }
-  double bytes_per_block(int B, int T, int A, int H) const override {
-    return inner_->bytes_per_block(B, T, A, H);
-  }
-  std::string bytes_formula_text() const override { return inner_->bytes_formula_text(); }
-  int calls_per_block() const override { return inner_->calls_per_block(); }
-  double kept_bytes_per_block(int B, int T, int A, int H) const override {
-    return inner_->kept_bytes_per_block(B, T, A, H);
-  }
-  double peak_score_bytes(int B, int T, int A, int H, int L) const override {
-    return inner_->peak_score_bytes(B, T, A, H, L);
-  }
-  std::string peak_score_formula_text() const override { return inner_->peak_score_formula_text(); }
-  double forward_flops_per_block(int B, int T, int A, int H) const override {
-    return inner_->forward_flops_per_block(B, T, A, H);
-  }
-
- private:
-  std::unique_ptr<AttentionCore> inner_;
 };
 
 /// The stage's core over `group` for activations in `dt`: as made when it takes them (its closed

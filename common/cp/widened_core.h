@@ -20,51 +20,21 @@
 // Glossary: B sequences, Tl positions held, A channels, "16-bit" bf16 or fp16.
 #pragma once
 
-#include <memory>
-#include <string>
-#include <vector>
-
-#include "common/nn/attention_core.h"
+#include "common/cp/forwarding_core.h"
 
 namespace llmp {
 
-class WidenedCore : public AttentionCore {
+class WidenedCore : public ForwardingCore {
  public:
   /// Takes ownership of `inner` (an fp32 core). Throws std::invalid_argument when it is null.
-  explicit WidenedCore(std::unique_ptr<AttentionCore> inner);
+  using ForwardingCore::ForwardingCore;
 
-  std::string name() const override { return inner_->name(); }
-  int shards() const override { return inner_->shards(); }
-  int rank() const override { return inner_->rank(); }
-  bool supports_device() const override { return inner_->supports_device(); }
   bool takes_16bit() const override { return true; }
-  std::vector<int> positions(int T) const override { return inner_->positions(T); }
   /// qkv and out in one dtype (f32 passes straight through to the inner core).
   void forward(const Tensor& qkv, Tensor& out, int B, int T, int H, AttentionKeep* keep) override;
   void backward(const Tensor& dout, const Tensor& qkv, const Tensor& out, AttentionKeep* keep,
                 Tensor& dqkv, int B, int T, int H) override;
-
-  // The inner core's fp32 closed forms: it runs in fp32 (see above).
-  double bytes_per_block(int B, int T, int A, int H) const override {
-    return inner_->bytes_per_block(B, T, A, H);
-  }
-  std::string bytes_formula_text() const override { return inner_->bytes_formula_text(); }
-  int calls_per_block() const override { return inner_->calls_per_block(); }
-  double kept_bytes_per_block(int B, int T, int A, int H) const override {
-    return inner_->kept_bytes_per_block(B, T, A, H);
-  }
-  double peak_score_bytes(int B, int T, int A, int H, int L) const override {
-    return inner_->peak_score_bytes(B, T, A, H, L);
-  }
-  std::string peak_score_formula_text() const override {
-    return inner_->peak_score_formula_text();
-  }
-  double forward_flops_per_block(int B, int T, int A, int H) const override {
-    return inner_->forward_flops_per_block(B, T, A, H);
-  }
-
- private:
-  std::unique_ptr<AttentionCore> inner_;
+  // The closed forms are the inner core's fp32 ones (ForwardingCore): it runs in fp32.
 };
 
 }  // namespace llmp
