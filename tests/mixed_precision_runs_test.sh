@@ -23,6 +23,7 @@
 # DEVICE cuda without a GPU (or in a binary built without CUDA): skipped with the reason, a
 # skipped test case in $XML_OUTPUT_FILE, exit 0 (as stage_equivalence_test.sh).
 set -u
+source "$(dirname "$0")/skip_without_gpu.sh"
 device=$1 stages=$(dirname "$(dirname "$2")") trainer=$(basename "$2")
 readonly kLoss=2e-3
 tmp=$(mktemp -d)
@@ -49,21 +50,9 @@ run() {
   grep -o '^done: [0-9]* steps | train loss [0-9.]*' "$tmp/$name.log" | awk '{print $NF}'
 }
 
-if [ "$device" = cuda ] &&
-   ! "$stages/baseline/$trainer" "${common[@]}" --steps 1 </dev/null >"$tmp/probe.log" 2>&1; then
-  why=$(grep -m1 'error:' "$tmp/probe.log")
-  if grep -qE -- '--device cuda: (no CUDA device|no kernels for device cuda)' <<<"$why"; then
-    echo "SKIPPED: no GPU to train on ($why)"
-    if [ -n "${XML_OUTPUT_FILE:-}" ]; then
-      cat >"$XML_OUTPUT_FILE" <<EOF
-<?xml version="1.0" encoding="UTF-8"?>
-<testsuites tests="1" failures="0" skipped="1"><testsuite name="mixed_precision_runs_cuda" tests="1" skipped="1"><testcase name="every_16_bit_stage_on_the_gpu" result="skipped"><skipped message="no GPU"/></testcase></testsuite></testsuites>
-EOF
-    fi
-    exit 0
-  fi
-  echo "FAIL: baseline --device cuda refused on this machine: $why"
-  exit 1
+if [ "$device" = cuda ]; then
+  skip_without_gpu mixed_precision_runs_cuda every_16_bit_stage_on_the_gpu "$tmp/probe.log" -- \
+    "$stages/baseline/$trainer" "${common[@]}" --steps 1
 fi
 
 # close A B: |A − B| <= kLoss.

@@ -48,6 +48,7 @@
 # reason; the test prints it, writes a skipped test case to $XML_OUTPUT_FILE and exits 0, as the
 # GPU twin tests do. Any other refusal on a machine with a GPU fails.
 set -u
+source "$(dirname "$0")/skip_without_gpu.sh"
 device=$1 compare=$2 stages=$(dirname "$(dirname "$3")") trainer=$(basename "$3")
 backend=${4:-auto}
 readonly kSameDevice=1e-4 kCrossDevice=1e-3
@@ -99,22 +100,8 @@ check_differs() {
 }
 
 if [ "$device" = cuda ]; then
-  if ! "$stages/baseline/$trainer" "${common[@]}" "${model[@]}" --steps 1 --device cuda </dev/null \
-       >"$tmp/probe.log" 2>&1; then
-    why=$(grep -m1 'error:' "$tmp/probe.log")
-    if grep -qE -- '--device cuda: (no CUDA device|no kernels for device cuda)' <<<"$why"; then
-      echo "SKIPPED: no GPU to train on ($why)"
-      if [ -n "${XML_OUTPUT_FILE:-}" ]; then
-        cat >"$XML_OUTPUT_FILE" <<EOF
-<?xml version="1.0" encoding="UTF-8"?>
-<testsuites tests="1" failures="0" skipped="1"><testsuite name="stage_equivalence_cuda" tests="1" skipped="1"><testcase name="every_stage_on_the_gpu" result="skipped"><skipped message="no GPU"/></testcase></testsuite></testsuites>
-EOF
-      fi
-      exit 0
-    fi
-    echo "FAIL: baseline --device cuda refused on this machine: $why"
-    exit 1
-  fi
+  skip_without_gpu stage_equivalence_cuda every_stage_on_the_gpu "$tmp/probe.log" -- \
+    "$stages/baseline/$trainer" "${common[@]}" "${model[@]}" --steps 1 --device cuda
 fi
 
 # --backend nccl must mean NCCL: without --quiet the trainer names the backend of the world group

@@ -19,7 +19,8 @@
 #                          MPICH, UCX (and its shared-memory module, lib/ucx), hwloc, spdlog, fmt,
 #                          the CUDA runtime, Bazel's shared objects of the test binaries
 #   scripts/               stage_equivalence_test.sh, clip_grad_test.sh, gpu_bench.sh, gpu_profile.sh,
-#                          device_flag_test.sh, mixed_precision_runs_test.sh and what they source;
+#                          device_flag_test.sh, mixed_precision_runs_test.sh and what they source
+#                          (skip_without_gpu.sh, expect_error.sh);
 #                          run.sh (tools/gpu_kit_run.sh)
 #   data/fortunes/         the default corpus (/usr/share/games/fortunes)
 # The device tool carries at most 64 MiB: the binaries are stripped and the kit xz-compressed;
@@ -81,7 +82,7 @@ fi
 strip --strip-unneeded "${binaries[@]}" "$kit"/lib/*.so* "$kit"/lib/ucx/*.so* 2>/dev/null || true
 
 cp tests/stage_equivalence_test.sh tests/device_flag_test.sh tests/clip_grad_test.sh \
-   tests/mixed_precision_runs_test.sh tools/gpu_bench.sh tools/gpu_profile.sh common/testing/expect_error.sh "$kit/scripts/"
+   tests/mixed_precision_runs_test.sh tests/skip_without_gpu.sh tools/gpu_bench.sh tools/gpu_profile.sh common/testing/expect_error.sh "$kit/scripts/"
 cp tools/gpu_kit_run.sh "$kit/run.sh"
 cp -r /usr/share/games/fortunes "$kit/data/fortunes"
 {
