@@ -9,8 +9,8 @@ every stage can run at its default world size (2 layers cannot be cut into 4 pip
 2 heads cannot be split over 4 tensor-parallel ranks); so they run through a wrapper that adds
 each flag of `shared_defaults` the command line does not set (e.g. --world_size 2). `skip` names
 cases that do not apply to the stage (a stage that does not split the batch over its ranks takes
-any global batch). `takes_precision` False (the 2D/2.5D/3D stages, moe) adds the case that
---precision bf16 is refused by name; tensor and sequence parallelism, hybrid_3d, the
+any global batch). `takes_precision` False (the 2D/2.5D/3D stages) adds the case that
+--precision bf16 is refused by name; tensor and sequence parallelism, hybrid_3d, moe, the
 long-sequence stages (common/cp/cp_stage.bzl) and the pipelines (tests/pipeline_tests.bzl;
 PipeDream-2BW takes bf16 only) pass True, and the
 data-parallel stages declare their sh_test without --fp32_only. `save_world_size`: the ranks of

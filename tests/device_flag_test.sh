@@ -5,8 +5,8 @@
 #   device_unsupported    cpu_only_stage --device cuda         "cpu_only_stage runs on the CPU
 #                         only" (tests:cpu_only_stage, tensor_parallel's spec without
 #                         supports_device: every real stage takes --device since tp_3d does)
-#   device_mixed          moe --device cuda --precision bf16 "--precision bf16: moe trains in
-#                         fp32 only" (FP32_ONLY_TRAIN: a stage that takes --device
+#   device_mixed          tp_2d --device cuda --precision bf16 "--precision bf16: tp_2d trains
+#                         in fp32 only" (FP32_ONLY_TRAIN: a stage that takes --device
 #                         but not --precision, named by its folder): a stage without a 16-bit path
 #                         says so, not that its GPU path lacks one (every stage that trains
 #                         bf16/fp16 on the CPU does on a GPU)
@@ -29,7 +29,7 @@ expect_exit_2 device_unsupported "--device cuda: cpu_only_stage runs on the CPU 
   "$cpu_only_stage" --device cuda --world_size 2 "${fast[@]}"
 expect_exit_2 device_mixed \
   "--precision bf16: $fp32_only_name trains in fp32 only (mixed precision:" -- \
-  "$fp32_only" --device cuda --precision bf16 --world_size 2 "${fast[@]}"
+  "$fp32_only" --device cuda --precision bf16 --world_size 4 "${fast[@]}"
 expect_exit_2 device_host_only "--tile_factor 2 with --device cuda: weight tiles are host memory" \
   -- "$zero3" --device cuda --world_size 2 --tile_factor 2 "${fast[@]}"
 expect_exit_2 device_host_only "--constant_buffer_mb with --device cuda: the constant buffer" \

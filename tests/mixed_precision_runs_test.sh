@@ -6,7 +6,9 @@
 # baseline's printed training loss in the same precision on the same device. The in-process tests
 # (stages/*/..._test, tests/*mixed_precision*) compare 16-bit runs more finely on the CPU; this
 # is their check of the binaries (flags, the precision reaching each strategy) and, on a GPU, the
-# one that runs every 16-bit stage there (the kit: tools/gpu_kit_run.sh).
+# one that runs every 16-bit stage there (the kit: tools/gpu_kit_run.sh). The mixture-of-experts
+# stage trains moe-tiny (same L and H; blocks 1 and 3 hold 4 experts each) at ep = 2 against the
+# baseline's moe-tiny run in the same precision.
 #
 #   mixed_precision_runs_test.sh DEVICE BASELINE
 #     DEVICE     cpu or cuda (every run gets --device DEVICE)
@@ -28,16 +30,16 @@ device=$1 stages=$(dirname "$(dirname "$2")") trainer=$(basename "$2")
 readonly kLoss=2e-3
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-common=(--model tiny --layers 4 --heads 4 --global_batch 8 --eval_every 0 --timeout 120
-        --device "$device")
+common=(--layers 4 --heads 4 --global_batch 8 --eval_every 0 --timeout 120 --device "$device")
+model=tiny  # run's --model (the MoE runs set moe-tiny)
 failures=()
 
 # run NAME STAGE PRECISION WORLD [FLAGS...]: prints the final training loss; 1 on failure.
 run() {
   local name=$1 stage=$2 precision=$3 world=$4
   shift 4
-  if ! "$stages/$stage/$trainer" "${common[@]}" --steps 5 --precision "$precision" \
-       --world_size "$world" "$@" </dev/null >"$tmp/$name.log" 2>&1; then
+  if ! "$stages/$stage/$trainer" --model "$model" "${common[@]}" --steps 5 \
+       --precision "$precision" --world_size "$world" "$@" </dev/null >"$tmp/$name.log" 2>&1; then
     echo "FAIL $name: $stage --precision $precision --world_size $world $* exited non-zero:" >&2
     tail -5 "$tmp/$name.log" >&2
     return 1
@@ -52,7 +54,7 @@ run() {
 
 if [ "$device" = cuda ]; then
   skip_without_gpu mixed_precision_runs_cuda every_16_bit_stage_on_the_gpu "$tmp/probe.log" -- \
-    "$stages/baseline/$trainer" "${common[@]}" --steps 1
+    "$stages/baseline/$trainer" --model tiny "${common[@]}" --steps 1
 fi
 
 # close A B: |A − B| <= kLoss.
@@ -98,6 +100,21 @@ ulysses 2 both
 ring_attention 2 both
 ring_self_attention 2 both
 EOF
+  # A mixture of experts against the baseline's moe-tiny run: tokens dispatched and returned in
+  # 16 bits by the all_to_alls of 2 expert-parallel ranks, the router and the combine in fp32.
+  model=moe-tiny
+  if ! ref=$(run "baseline_moe_$precision" baseline "$precision" 1); then
+    failures+=("baseline_moe_$precision")
+  elif ! loss=$(run "moe_$precision" moe "$precision" 2); then
+    failures+=("moe_$precision")
+  elif close "$loss" "$ref"; then
+    echo "ok   moe_$precision: train loss $loss, every report row ok (baseline moe-tiny $ref," \
+         "bound $kLoss)"
+  else
+    echo "FAIL moe_$precision: train loss $loss, baseline moe-tiny $ref (bound $kLoss)"
+    failures+=("moe_$precision")
+  fi
+  model=tiny
 done
 
 # The negative control: PipeDream-2BW's stale weights do not end at the baseline's loss.

@@ -36,8 +36,9 @@ ProcessGrid& moe_grid(int ep) {
 }
 
 std::unique_ptr<ExpertParallelStrategy> make_moe_strategy(const GPT& model, int ep,
-                                                          AdamWConfig opt, uint64_t seed) {
-  return std::make_unique<ExpertParallelStrategy>(model, moe_grid(ep), opt, seed);
+                                                          AdamWConfig opt, uint64_t seed,
+                                                          MixedPrecisionConfig mp) {
+  return std::make_unique<ExpertParallelStrategy>(model, moe_grid(ep), opt, seed, mp);
 }
 
 std::vector<int> moe_ep_sizes(int experts) {
@@ -48,8 +49,8 @@ std::vector<int> moe_ep_sizes(int experts) {
 }
 
 MoeEquivalence run_moe_against_baseline(const GPTConfig& config, int ep, int steps, int B,
-                                        uint64_t seed, AdamWConfig opt) {
-  const GPT model(config);
+                                        uint64_t seed, AdamWConfig opt, MixedPrecisionConfig mp) {
+  const GPT model(config, TpComm::none(), storage_dtype(mp.precision));
   const int T = config.ctx;
   const Corpus corpus = Corpus::load("/usr/share/games/fortunes", T);
   const bool print = test_world().rank() == 0;
@@ -58,7 +59,7 @@ MoeEquivalence run_moe_against_baseline(const GPTConfig& config, int ep, int ste
   EquivalenceResult& res = out.r;
 
   // 1. The reference: the whole global batch on this rank alone (its own MoeContext: ep = 1).
-  SingleRankStrategy base(model, opt, seed);
+  SingleRankStrategy base(model, opt, seed, mp);
   std::vector<int32_t> tok(B * T), tgt(B * T);
   for (int s = 1; s <= steps; ++s) {
     sample(corpus.train(), seed, s, 0, B, T, tok.data(), tgt.data());
@@ -70,7 +71,7 @@ MoeEquivalence run_moe_against_baseline(const GPTConfig& config, int ep, int ste
                  out.base_state.data() + 2 * psi);
 
   // 2. The stage, each rank on its B/W sequences of the same batches.
-  std::unique_ptr<ExpertParallelStrategy> stage = make_moe_strategy(model, ep, opt, seed);
+  std::unique_ptr<ExpertParallelStrategy> stage = make_moe_strategy(model, ep, opt, seed, mp);
   const BatchSlice sl = stage->batch_slice(B);
   std::vector<int32_t> ltok(sl.num_seqs * T), ltgt(sl.num_seqs * T);
   for (int s = 1; s <= steps; ++s) {

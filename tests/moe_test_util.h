@@ -33,9 +33,10 @@ GPTConfig moe_tiny(int top_k, double capacity_factor, int moe_every, int experts
 /// strategy keeps references to its groups, so they must outlive it). Collective on first use.
 ProcessGrid& moe_grid(int ep);
 
-/// ExpertParallelStrategy over moe_grid(ep) for `model`.
+/// ExpertParallelStrategy over moe_grid(ep) for `model` (its activations in mp's dtype).
 std::unique_ptr<ExpertParallelStrategy> make_moe_strategy(const GPT& model, int ep,
-                                                          AdamWConfig opt, uint64_t seed);
+                                                          AdamWConfig opt, uint64_t seed,
+                                                          MixedPrecisionConfig mp = {});
 
 /// The expert-parallel sizes the test world allows with E experts: the divisors of W that
 /// divide E, largest (ep = W) first.
@@ -50,10 +51,12 @@ struct MoeEquivalence {
 
 /// Collective over the test world. Trains SingleRankStrategy on the whole global batch B and
 /// ExpertParallelStrategy at `ep` on this rank's B/W sequences, `steps` steps from `seed`, and
-/// compares. Prints one line per step and a summary on rank 0.
+/// compares. Prints one line per step and a summary on rank 0. `mp`: both in that precision
+/// (the model's activations in its storage dtype; the states compared are the fp32 master
+/// weights, m and v).
 MoeEquivalence run_moe_against_baseline(const GPTConfig& config, int ep, int steps = 4,
                                         int B = 8, uint64_t seed = 1234,
-                                        AdamWConfig opt = {});
+                                        AdamWConfig opt = {}, MixedPrecisionConfig mp = {});
 
 /// gtest EXPECTs: the two routing statistics are the same counts (routed, kept, first per expert;
 /// assignments, dropped, aux terms, forwards) and aux_sum within 1e-6 relative.

@@ -12,7 +12,7 @@ trap 'rm -rf "$tmp"' EXIT
 fails=0
 fp32_only=${1#--fp32_only=}
 shift
-refusal=$(timeout 60 "$fp32_only" --model tiny --precision bf16 --world_size 2 --steps 1 2>&1)
+refusal=$(timeout 60 "$fp32_only" --model tiny --precision bf16 --world_size 4 --steps 1 2>&1)
 for arg in "$@"; do
   name=${arg%%=*}
   if ! grep -qE "[ (]$name[ ,)]" <<<"$refusal"; then
@@ -26,13 +26,14 @@ for arg in "$@"; do
   [ "$name" = baseline ] && ranks=1
   # The pipelines: 2 micro-batches of the global batch of 4 (naive_pp has 1, and no flag);
   # interleaved with one chunk, since tiny's 2 layers cannot be cut into 2·2 virtual stages.
-  extra=()
+  extra=() model=tiny
   case "$name" in
     gpipe|1f1b|zero_bubble|chimera) extra=(--micro_batches 2) ;;
     interleaved_1f1b) extra=(--micro_batches 2 --chunks 1) ;;
     # 3D: two stages of one replica (the fp16 skip agreed over the world, the master on the
     # ZeRO shard of a one-rank dp group)
     hybrid_3d) extra=(--dp 1 --pp 2 --tp 1 --micro_batches 2) ;;
+    moe) model=moe-tiny ;;  # a mixture of experts (ep = 2): the skip agreed over both ranks
   esac
   ckpt="$tmp/$name.safetensors"
   # S0 = 2^22 overflows at first and backs off, then trains clean: on tiny, 8 steps end with
@@ -41,7 +42,7 @@ for arg in "$@"; do
   # gradients are fp32, skip 2 and end with 6 clean at 2^20). The window of 1000 never regrows
   # S. So the resumed run must restore a scale that is not S0, a nonzero skipped count and a
   # nonzero clean-step count.
-  common=(--model tiny --precision fp16 --global_batch 4 --world_size "$ranks" --eval_every 0
+  common=(--model "$model" --precision fp16 --global_batch 4 --world_size "$ranks" --eval_every 0
           --initial_loss_scale 4194304 --timeout 120 "${extra[@]}")
   if ! timeout 300 "$bin" "${common[@]}" --loss_scale_window 1000 --steps 8 --quiet \
        --save "$ckpt" >"$tmp/$name.save.log" 2>&1

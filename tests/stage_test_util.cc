@@ -161,9 +161,11 @@ void expect_injected_overflow_skipped_by_every_rank(
     }
   };
   const auto state = [&] {
-    State st{std::vector<uint16_t>(psi), std::vector<float>(psi), std::vector<float>(psi),
+    // The 16-bit parameters this rank holds (a MoE rank: its experts only), the whole state.
+    const int64_t held = params16(s).numel();
+    State st{std::vector<uint16_t>(held), std::vector<float>(psi), std::vector<float>(psi),
              std::vector<float>(psi)};
-    std::memcpy(st.p16.data(), params16(s).raw(), psi * 2);
+    std::memcpy(st.p16.data(), params16(s).raw(), held * 2);
     s.get_state(st.master.data(), st.m.data(), st.v.data());
     return st;
   };

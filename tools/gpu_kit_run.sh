@@ -120,7 +120,7 @@ if [ "$mode" = tests ] || [ "$mode" = all ]; then
   check mixed_precision_runs_cuda 420 bash "$kit/scripts/mixed_precision_runs_test.sh" cuda \
     "$kit/stages/baseline/train"
   check device_flag 300 bash "$kit/scripts/device_flag_test.sh" "$kit/stages/baseline/train" \
-    "$kit/bin/cpu_only_stage" "$kit/stages/moe/train" "$kit/scripts/expect_error.sh" \
+    "$kit/bin/cpu_only_stage" "$kit/stages/tp_2d/train" "$kit/scripts/expect_error.sh" \
     "$kit/stages/zero3/train"
   # The third argument names the GPU run's binary: the kit's trainer itself, on the real GPU.
   gpu_check clip_grad 300 bash "$kit/scripts/clip_grad_test.sh" "$kit/bin/compare_checkpoints" \

@@ -1,4 +1,14 @@
-// The mixture-of-experts sub-layer (moe.h), forward and backward, line by line. fp32 only.
+// The mixture-of-experts sub-layer (moe.h), forward and backward, line by line.
+//
+// Mixed precision (--precision bf16 / fp16; common/nn/f32_view.h): the activations the layer
+// keeps and the four all_to_all buffers are in the block input's 16-bit dtype, so the tokens
+// travel at 2 bytes an element; the experts' products, GELU and LayerNorm take them as stored,
+// as the dense MLP does (mlp.cc). The router and the combine stay fp32, Switch Transformer's
+// "selective precision" (Fedus et al. 2021, §2.4): the router logits z, the gates, dgate, the
+// router's dlogits and ln_2's input gradient dln (k + 1 terms summed) are fp32, and their
+// products run under an fp32 operand declaration (kernel_ops.h MatmulOperands): the gates and
+// dlogits are not 16-bit values, and a GPU must not round them to 16-bit operands. fp32 runs
+// the code it ran before (every view below is then the tensor's own floats).
 //
 // Buffers of the dispatch: D (E,G,cap,C) on the tokens' rank, ordered by expert so that chunk j
 // of the all_to_all is rank j's experts; after it, rank r holds (ep, E/ep, G, cap, C): from each
@@ -15,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/nn/f32_view.h"
 #include "common/nn/gpt.h"
 #include "common/nn/sublayer.h"
 #include "kernels/ops/kernel_ops.h"
@@ -44,19 +55,20 @@ MoeContext::MoeContext(int experts, ExpertComm* comm) : comm_(comm ? comm : &Exp
 namespace {
 
 // (a, b, rest) -> (b, a, rest): the (ep, E/ep) <-> (E/ep, ep) swap of the expert buffers, as
-// a·b copies of `rest` floats on the buffer's device (no host touches device memory).
+// a·b copies of `rest` elements (in's dtype) on the buffer's device (no host touches device
+// memory).
 Tensor swap_leading(const Tensor& in, int64_t a, int64_t b, MemCategory cat) {
   const int64_t rest = in.numel() / (a * b);
-  Tensor out = Tensor::empty({b, a, rest}, DType::kF32, cat, in.device());
+  Tensor out = Tensor::empty({b, a, rest}, in.dtype(), cat, in.device());
   for (int64_t i = 0; i < a; ++i)
     for (int64_t j = 0; j < b; ++j)
       out.narrow((j * a + i) * rest, rest).copy_from(in.narrow((i * b + j) * rest, rest));
   return out;
 }
 
-// dst row pairs[i].first = src row pairs[i].second (rows of C floats), one copy per contiguous
-// run (both rows advancing by one), on the tensors' device: the token permutation into expert
-// order and back is integer bookkeeping on the host and row copies on the device.
+// dst row pairs[i].first = src row pairs[i].second (rows of C elements, one dtype), one copy per
+// contiguous run (both rows advancing by one), on the tensors' device: the token permutation
+// into expert order and back is integer bookkeeping on the host and row copies on the device.
 void copy_rows(Tensor& dst, const Tensor& src, const std::vector<std::pair<int64_t, int64_t>>& pairs,
                int C) {
   for (size_t i = 0; i < pairs.size();) {
@@ -99,11 +111,8 @@ Tensor to_device(const std::vector<float>& v, std::vector<int64_t> shape, Device
   return d;
 }
 
-void check_f32(const Tensor& x) {
-  if (x.dtype() != DType::kF32)
-    throw std::invalid_argument(std::string("a mixture of experts trains in fp32 only (got ") +
-                                to_string(x.dtype()) + ")");
-}
+// Elements [off, off + n) of t as stored: one held expert's rows of a (E/ep, M, ·) buffer.
+Act part(const Tensor& t, int64_t off, int64_t n) { return as_stored(t.narrow(off, n)); }
 
 }  // namespace
 
@@ -114,8 +123,8 @@ void check_f32(const Tensor& x) {
 // moves by row copies (copy_rows) and KernelOps.
 Tensor moe_forward(const GPTConfig& cfg, const BlockShape& s, MoeContext& ctx, const float* unit,
                    const Tensor& res1, int B, int T, MoeCache* c) {
-  check_f32(res1);
   const int C = s.C, E = cfg.experts, k = cfg.top_k, F = s.ffn;
+  const DType dt = res1.dtype();  // f32, or mixed precision's 16-bit storage (f32_view.h)
   const Device dev = res1.device();
   KernelOps& ops = kernel_ops(dev);
   ExpertComm& comm = ctx.comm();
@@ -124,15 +133,16 @@ Tensor moe_forward(const GPTConfig& cfg, const BlockShape& s, MoeContext& ctx, c
   const auto bp = block_params(unit, s);
   const auto mp = moe_params(unit, s, E, held);
   *c = MoeCache{};
-  c->ln2 = activation({B, T, C}, DType::kF32, dev);
+  c->ln2 = activation({B, T, C}, dt, dev);
   c->ln2_mean = statistic({B, T}, dev);
   c->ln2_rstd = statistic({B, T}, dev);
-  ops.layernorm_forward(c->ln2.f32(), c->ln2_mean.f32(), c->ln2_rstd.f32(), res1.f32(), bp.ln2_w,
-                        bp.ln2_b, n, C);
-  // Router: z (n,E) = ln2 @ W_router; top-k, gates and slots per sequence, on the host.
+  ops.layernorm_forward(as_stored(c->ln2), c->ln2_mean.f32(), c->ln2_rstd.f32(), as_stored(res1),
+                        bp.ln2_w, bp.ln2_b, n, C);
+  // Router: z (n,E) = ln2 @ W_router, fp32 (its operands are 16-bit values: ln2 as stored and the
+  // 16-bit weights' copy); top-k, gates and slots per sequence, on the host.
   {
     Tensor z = Tensor::empty({n, E}, DType::kF32, MemCategory::kActivations, dev);
-    ops.matmul_forward(z.f32(), c->ln2.f32(), mp.router, nullptr, n, C, E);
+    ops.matmul_forward(z.f32(), as_stored(c->ln2), mp.router, nullptr, n, C, E);
     c->routing = route(on_host(z).f32(), n, E, k, T, cfg.capacity_factor);  // 4·n·E down
   }
   const Routing& r = c->routing;
@@ -143,46 +153,55 @@ Tensor moe_forward(const GPTConfig& cfg, const BlockShape& s, MoeContext& ctx, c
   st.assignments += static_cast<int64_t>(n) * k;
   for (int e = 0; e < E; ++e) st.dropped += r.routed[e] - r.kept[e];
   st.aux_sum += r.aux_sum, st.aux_terms += G, st.z_sum += r.z_sum, ++st.forwards;
-  // Dispatch: D[e][g][s] = ln2[t] (E,G,cap,C); to the experts' ranks.     sends (ep-1)/ep·4·|D|
+  // Dispatch: D[e][g][s] = ln2[t] (E,G,cap,C), in ln2's dtype; to the experts' ranks.
+  //                                                                  sends (ep-1)/ep·e·|D|
   const std::vector<std::pair<int64_t, int64_t>> rows = kept_rows(r);
   Tensor x;
   {
-    Tensor D = Tensor::zeros({E, G, cap, C}, DType::kF32, MemCategory::kCommBuffers, dev);
+    Tensor D = Tensor::zeros({E, G, cap, C}, dt, MemCategory::kCommBuffers, dev);
     std::vector<std::pair<int64_t, int64_t>> from_tokens;  // (row, t)
     for (const auto& [row, a] : rows) from_tokens.push_back({row, a / k});
     copy_rows(D, c->ln2, from_tokens, C);
     const Tensor R = comm.all_to_all(D);  // (ep, E/ep, G, cap, C)
     x = swap_leading(R, ep, held, MemCategory::kActivations);
   }
-  // The held experts, each over its M = ep·G·cap rows: Y = gelu(X @ W_fc + b) @ W_proj + b.
+  // The held experts, each over its M = ep·G·cap rows: Y = gelu(X @ W_fc + b) @ W_proj + b,
+  // every activation as stored (the dense MLP's products, mlp.cc).
   const int M = ep * G * cap;
+  const int64_t MC = static_cast<int64_t>(M) * C, MF = static_cast<int64_t>(M) * F;
   c->x = x.view({held, M, C});
-  c->fch = activation({held, M, F}, DType::kF32, dev);
-  c->fch_gelu = activation({held, M, F}, DType::kF32, dev);
-  Tensor y = Tensor::empty({held, M, C}, DType::kF32, MemCategory::kActivations, dev);
+  c->fch = activation({held, M, F}, dt, dev);
+  c->fch_gelu = activation({held, M, F}, dt, dev);
+  Tensor y = Tensor::empty({held, M, C}, dt, MemCategory::kActivations, dev);
   for (int e = 0; e < held; ++e) {
     const auto& w = mp.experts[e];
-    const int64_t xo = static_cast<int64_t>(e) * M * C, fo = static_cast<int64_t>(e) * M * F;
-    ops.matmul_forward(c->fch.f32() + fo, c->x.f32() + xo, w.fc_w, w.fc_b, M, C, F);
-    ops.gelu_forward(c->fch_gelu.f32() + fo, c->fch.f32() + fo, static_cast<long>(M) * F);
-    ops.matmul_forward(y.f32() + xo, c->fch_gelu.f32() + fo, w.proj_w, w.proj_b, M, F, C);
+    const int64_t xo = e * MC, fo = e * MF;
+    ops.matmul_forward(part(c->fch, fo, MF), part(c->x, xo, MC), w.fc_w, w.fc_b, M, C, F);
+    ops.gelu_forward(part(c->fch_gelu, fo, MF), part(c->fch, fo, MF), static_cast<long>(MF));
+    ops.matmul_forward(part(y, xo, MC), part(c->fch_gelu, fo, MF), w.proj_w, w.proj_b, M, F, C);
   }
-  // Back to the tokens' ranks.                                            sends (ep-1)/ep·4·|D|
+  // Back to the tokens' ranks.                                       sends (ep-1)/ep·e·|D|
   const Tensor yd = comm.all_to_all(swap_leading(y, held, ep, MemCategory::kCommBuffers));
   // Combine: Yg[t][j] = Yd[e_j][g][s_j] (zeros when dropped), then per token
-  // out[t] (1,C) = res1[t] + g(t) (1,k) @ Yg[t] (k,C): a matmul with res1[t] as its bias.
-  c->yg = Tensor::zeros({n, k, C}, DType::kF32, MemCategory::kActivations, dev);
+  // out[t] (1,C) = res1[t] + g(t) (1,k) @ Yg[t] (k,C): a matmul with res1[t] as its bias, fp32
+  // on fp32 views of Yg and res1 (the gates are fp32), out rounded once.
+  c->yg = Tensor::zeros({n, k, C}, dt, MemCategory::kActivations, dev);
   {
     std::vector<std::pair<int64_t, int64_t>> to_assignments;  // (t·k + j, row)
     for (const auto& [row, a] : rows) to_assignments.push_back({a, row});
     copy_rows(c->yg, yd, to_assignments, C);
   }
   c->gates = to_device(r.gate, {n, k}, dev);  // 4·n·k up
-  Tensor out = activation({B, T, C}, DType::kF32, dev);
-  for (int t = 0; t < n; ++t) {
-    const int64_t o = static_cast<int64_t>(t) * C;
-    ops.matmul_forward(out.f32() + o, c->gates.f32() + static_cast<int64_t>(t) * k,
-                       c->yg.f32() + o * k, res1.f32() + o, 1, k, C);
+  Tensor out = activation({B, T, C}, dt, dev);
+  {
+    const MatmulOperands fp32_operands(ops, DType::kF32);
+    const F32In yg(c->yg), res(res1);
+    F32Out o32(out);
+    for (int t = 0; t < n; ++t) {
+      const int64_t o = static_cast<int64_t>(t) * C;
+      ops.matmul_forward(o32.get() + o, c->gates.f32() + static_cast<int64_t>(t) * k,
+                         yg.get() + o * k, res.get() + o, 1, k, C);
+    }
   }
   return out;
 }
@@ -192,56 +211,70 @@ Tensor moe_backward_input(const GPTConfig& cfg, const BlockShape& s, MoeContext&
                           MoeGrads* keep) {
   if (!c->filled()) throw std::invalid_argument("moe_backward_input: the cache is not filled");
   const int C = s.C, E = cfg.experts, k = cfg.top_k, F = s.ffn;
+  const DType dt = res1.dtype();
   const Device dev = res1.device();
   KernelOps& ops = kernel_ops(dev);
   ExpertComm& comm = ctx.comm();
   const int ep = comm.size(), held = E / ep;
   const Routing& r = c->routing;
   const int n = r.n, G = r.groups(), cap = r.cap, M = ep * G * cap;
+  const int64_t MC = static_cast<int64_t>(M) * C, MF = static_cast<int64_t>(M) * F;
   const auto bp = block_params(unit, s);
   const auto mp = moe_params(unit, s, E, held);
   const std::vector<std::pair<int64_t, int64_t>> rows = kept_rows(r);
   *keep = MoeGrads{};
   keep->dy = dout;
-  // Combine's backward, per token: dgate[t] (1,k) = dout[t] (1,C) @ Yg[t]ᵀ (C,k) (0 for a
-  // dropped assignment: its Yg row is zero) and dYg[t] (k,C) += g(t)ᵀ (k,1) @ dout[t] (1,C).
+  // Combine's backward, per token, in fp32: dgate[t] (1,k) = dout[t] (1,C) @ Yg[t]ᵀ (C,k) (0 for
+  // a dropped assignment: its Yg row is zero) and dYg[t] (k,C) += g(t)ᵀ (k,1) @ dout[t] (1,C),
+  // dYg rounded once into dout's dtype.
   Tensor dyx;
   std::vector<float> dgate(static_cast<size_t>(n) * k);
   {
     Tensor dgate_d = Tensor::empty({n, k}, DType::kF32, MemCategory::kActivations, dev);
-    Tensor dyg = Tensor::zeros({n, k, C}, DType::kF32, MemCategory::kActivations, dev);
-    for (int t = 0; t < n; ++t) {
-      const int64_t o = static_cast<int64_t>(t) * C, g = static_cast<int64_t>(t) * k;
-      ops.matmul_backward_input(dgate_d.f32() + g, dout.f32() + o, c->yg.f32() + o * k, 1, k, C);
-      ops.matmul_backward_weight(dyg.f32() + o * k, nullptr, dout.f32() + o, c->gates.f32() + g,
-                                 1, k, C);
+    Tensor dyg = Tensor::zeros({n, k, C}, dt, MemCategory::kActivations, dev);
+    {
+      const MatmulOperands fp32_operands(ops, DType::kF32);
+      const F32In d(dout), yg(c->yg);
+      F32Out dyg32(dyg, /*load=*/true);  // zeros, accumulated into
+      for (int t = 0; t < n; ++t) {
+        const int64_t o = static_cast<int64_t>(t) * C, g = static_cast<int64_t>(t) * k;
+        ops.matmul_backward_input(dgate_d.f32() + g, d.get() + o, yg.get() + o * k, 1, k, C);
+        ops.matmul_backward_weight(dyg32.get() + o * k, nullptr, d.get() + o,
+                                   c->gates.f32() + g, 1, k, C);
+      }
     }
     std::memcpy(dgate.data(), on_host(dgate_d).f32(), dgate.size() * sizeof(float));  // 4·n·k down
     c->yg = Tensor(), c->gates = Tensor();
-    // dYd[row] = dYg[t][j] for each kept assignment; to the experts.   sends (ep-1)/ep·4·|D|
-    Tensor dYd = Tensor::zeros({E, G, cap, C}, DType::kF32, MemCategory::kCommBuffers, dev);
+    // dYd[row] = dYg[t][j] for each kept assignment; to the experts.  sends (ep-1)/ep·e·|D|
+    Tensor dYd = Tensor::zeros({E, G, cap, C}, dt, MemCategory::kCommBuffers, dev);
     std::vector<std::pair<int64_t, int64_t>> to_rows;  // (row, t·k + j)
     for (const auto& [row, a] : rows) to_rows.push_back({row, a});
     copy_rows(dYd, dyg, to_rows, C);
     dyx = swap_leading(comm.all_to_all(dYd), ep, held, MemCategory::kActivations);
   }
   keep->dyx = dyx.view({held, M, C});
-  keep->dfch = activation({held, M, F}, DType::kF32, dev);
-  Tensor dx = Tensor::empty({held, M, C}, DType::kF32, MemCategory::kCommBuffers, dev);
-  for (int e = 0; e < held; ++e) {
-    const auto& w = mp.experts[e];
-    const int64_t xo = static_cast<int64_t>(e) * M * C, fo = static_cast<int64_t>(e) * M * F;
-    float* dfch = keep->dfch.f32() + fo;
-    ops.matmul_backward_input(dfch, keep->dyx.f32() + xo, w.proj_w, M, F, C);  // dfch_gelu
-    ops.gelu_backward(dfch, c->fch.f32() + fo, dfch, static_cast<long>(M) * F);
-    ops.matmul_backward_input(dx.f32() + xo, dfch, w.fc_w, M, C, F);
+  keep->dfch = activation({held, M, F}, dt, dev);
+  Tensor dx = Tensor::empty({held, M, C}, dt, MemCategory::kCommBuffers, dev);
+  {
+    // dfch_gelu stays fp32 for gelu_backward, which writes dfch rounded once (the dense MLP's
+    // order, mlp.cc): an fp32 scratch under 16-bit activations, dfch itself (in place) in fp32.
+    const Tensor dfch_gelu =
+        dt == DType::kF32 ? Tensor() : Tensor::empty({MF}, DType::kF32, MemCategory::kOther, dev);
+    for (int e = 0; e < held; ++e) {
+      const auto& w = mp.experts[e];
+      const int64_t xo = e * MC, fo = e * MF;
+      float* dg = dt == DType::kF32 ? keep->dfch.f32() + fo : dfch_gelu.f32();
+      ops.matmul_backward_input(dg, part(keep->dyx, xo, MC), w.proj_w, M, F, C);  // dfch_gelu
+      ops.gelu_backward(part(keep->dfch, fo, MF), part(c->fch, fo, MF), dg, static_cast<long>(MF));
+      ops.matmul_backward_input(part(dx, xo, MC), part(keep->dfch, fo, MF), w.fc_w, M, C, F);
+    }
   }
   c->fch = Tensor();  // W needs only GELU's output
-  // Back to the tokens (the dispatch's backward).                    sends (ep-1)/ep·4·|D|
+  // Back to the tokens (the dispatch's backward).                    sends (ep-1)/ep·e·|D|
   const Tensor dD = comm.all_to_all(swap_leading(dx, held, ep, MemCategory::kCommBuffers));
   // The router: dlogits from the gates, the load-balancing loss (weight α per sequence of the
   // global mean: α·loss_scale·T) and the z-loss (β per token: β·loss_scale), on the host, then
-  // up (4·n·E); dln2 = dlogits @ W_routerᵀ + Σ_j dD[row(t,j)].
+  // up (4·n·E); dln2 (fp32) = dlogits @ W_routerᵀ + Σ_j dD[row(t,j)].
   {
     std::vector<float> dlogits(static_cast<size_t>(n) * E);
     route_backward(r, dgate.data(), cfg.aux_loss_coef * ctx.loss_scale() * r.S, dlogits.data(),
@@ -249,24 +282,29 @@ Tensor moe_backward_input(const GPTConfig& cfg, const BlockShape& s, MoeContext&
     keep->dlogits = to_device(dlogits, {n / r.S, r.S, E}, dev);
   }
   keep->dln = activation({n / r.S, r.S, C}, DType::kF32, dev);
-  ops.matmul_backward_input(keep->dln.f32(), keep->dlogits.f32(), mp.router, n, C, E);
+  {
+    const MatmulOperands fp32_operands(ops, DType::kF32);
+    ops.matmul_backward_input(keep->dln.f32(), keep->dlogits.f32(), mp.router, n, C, E);
+  }
   {
     // dDg[j][t] = dD[row(t,j)] (k,n,C), zeros when dropped; dln += dDg[j] for each j (the
     // residual add with a zero bias: element-wise, no FLOPs counted, as the CPU loop was).
-    Tensor dDg = Tensor::zeros({k, n, C}, DType::kF32, MemCategory::kActivations, dev);
+    Tensor dDg = Tensor::zeros({k, n, C}, dt, MemCategory::kActivations, dev);
     std::vector<std::pair<int64_t, int64_t>> from_rows;  // (j·n + t, row)
     for (const auto& [row, a] : rows) from_rows.push_back({(a % k) * n + a / k, row});
     std::sort(from_rows.begin(), from_rows.end());
     copy_rows(dDg, dD, from_rows, C);
+    const F32In dg(dDg);
     const Tensor zero = Tensor::zeros({C}, DType::kF32, MemCategory::kActivations, dev);
     for (int j = 0; j < k; ++j)
       ops.residual_bias_add(keep->dln.f32(), keep->dln.f32(),
-                            dDg.f32() + static_cast<int64_t>(j) * n * C, zero.f32(), n, C);
+                            dg.get() + static_cast<int64_t>(j) * n * C, zero.f32(), n, C);
   }
-  // dres1 = dout (residual) + LN2ᵀ(dln2).
-  Tensor dres1 = activation(res1.shape(), DType::kF32, dev);
-  ops.layernorm_backward(dres1.f32(), dout.f32(), nullptr, nullptr, keep->dln.f32(), res1.f32(),
-                         bp.ln2_w, c->ln2_mean.f32(), c->ln2_rstd.f32(), n, C);
+  // dres1 = dout (residual) + LN2ᵀ(dln2), written once in res1's dtype.
+  Tensor dres1 = activation(res1.shape(), dt, dev);
+  ops.layernorm_backward(as_stored(dres1), as_stored(dout), nullptr, nullptr,
+                         keep->dln.f32(), as_stored(res1), bp.ln2_w, c->ln2_mean.f32(),
+                         c->ln2_rstd.f32(), n, C);
   return dres1;
 }
 
@@ -277,20 +315,25 @@ void moe_backward_weight(const GPTConfig& cfg, const BlockShape& s, MoeContext& 
   KernelOps& ops = kernel_ops(res1.device());
   const int held = E / ctx.comm().size();
   const int n = c.routing.n, M = static_cast<int>(c.x.dim(1));
+  const int64_t MC = static_cast<int64_t>(M) * C, MF = static_cast<int64_t>(M) * F;
   const auto g = block_params(unit_grads, s);
   const auto mg = moe_params(unit_grads, s, E, held);
-  // Router: dW (C,E) += ln2ᵀ @ dlogits.
-  ops.matmul_backward_weight(mg.router, nullptr, keep.dlogits.f32(), c.ln2.f32(), n, C, E);
+  // Router: dW (C,E) += ln2ᵀ @ dlogits (fp32 dlogits: an fp32 product).
+  {
+    const MatmulOperands fp32_operands(ops, DType::kF32);
+    ops.matmul_backward_weight(mg.router, nullptr, keep.dlogits.f32(), as_stored(c.ln2), n, C, E);
+  }
   // Each held expert over its M rows (empty slots have zero gradients: they add nothing).
   for (int e = 0; e < held; ++e) {
     const auto& w = mg.experts[e];
-    const int64_t xo = static_cast<int64_t>(e) * M * C, fo = static_cast<int64_t>(e) * M * F;
-    ops.matmul_backward_weight(w.proj_w, w.proj_b, keep.dyx.f32() + xo, c.fch_gelu.f32() + fo, M,
-                               F, C);
-    ops.matmul_backward_weight(w.fc_w, w.fc_b, keep.dfch.f32() + fo, c.x.f32() + xo, M, C, F);
+    const int64_t xo = e * MC, fo = e * MF;
+    ops.matmul_backward_weight(w.proj_w, w.proj_b, part(keep.dyx, xo, MC),
+                               part(c.fch_gelu, fo, MF), M, F, C);
+    ops.matmul_backward_weight(w.fc_w, w.fc_b, part(keep.dfch, fo, MF), part(c.x, xo, MC), M, C,
+                               F);
   }
-  ops.layernorm_backward_weight(g.ln2_w, g.ln2_b, keep.dln.f32(), res1.f32(), c.ln2_mean.f32(),
-                                c.ln2_rstd.f32(), n, C);
+  ops.layernorm_backward_weight(g.ln2_w, g.ln2_b, keep.dln.f32(), as_stored(res1),
+                                c.ln2_mean.f32(), c.ln2_rstd.f32(), n, C);
 }
 
 }  // namespace llmp

@@ -56,7 +56,7 @@ void validate_before_launch(const TrainConfig& cfg, const StageSpec& spec) {
                " trains in fp32 only (mixed precision: baseline, naive_dp, ddp, zero1, zero2, "
                "zero3, mixed_precision, naive_pp, gpipe, 1f1b, interleaved_1f1b, zero_bubble, "
                "chimera, pipedream_2bw (bf16), tensor_parallel, sequence_parallel, hybrid_3d, "
-               "ulysses, ring_attention, ring_self_attention)");
+               "ulysses, ring_attention, ring_self_attention, moe)");
   if (cfg.device != "cpu")
     if (const std::string err = device_error(cfg, spec, /*check_available=*/false); !err.empty())
       user_error(err);
@@ -71,8 +71,6 @@ void validate_before_launch(const TrainConfig& cfg, const StageSpec& spec) {
     if (m.experts > 0 && !spec.supports_moe)
       user_error("--model " + m.name + " (experts=" + std::to_string(m.experts) + "): " +
                  spec.name + " trains dense models only (a mixture of experts: baseline, moe)");
-    if (m.experts > 0 && cfg.precision != "fp32")
-      user_error("--precision " + cfg.precision + ": a mixture of experts trains in fp32 only");
     if (m.experts > 0 && cfg.recompute != "none")
       user_error("--recompute " + cfg.recompute + ": a mixture of experts is not recomputed "
                  "(its routing statistics and all_to_alls would run twice)");

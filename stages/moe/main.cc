@@ -46,7 +46,8 @@ int main(int argc, char** argv) {
   spec.summary = "mixture of experts: experts split over ep ranks (all_to_all to them and back), "
                  "the rest replicated (data parallel over all ranks)";
   spec.supports_moe = true;
-  spec.supports_device = true;  // --device cuda (fp32): the routing on the host (common/nn/moe.h)
+  spec.supports_precision = true;  // --precision fp32|bf16|fp16: 16-bit tokens, fp32 router
+  spec.supports_device = true;  // --device cuda: the routing on the host (common/nn/moe.h)
   spec.supports_clip_grad = true;  // each dense tensor and each expert counted once in ‖g‖
   spec.default_model = "moe-mini";
   spec.add_flags = [](CLI::App& app) {
@@ -70,7 +71,7 @@ int main(int argc, char** argv) {
     if (const std::string err = split_error(ctx.cfg); !err.empty())
       throw std::invalid_argument(err);
     return std::make_unique<llmp::ExpertParallelStrategy>(ctx.model, ctx.grid, ctx.opt,
-                                                          ctx.cfg.seed);
+                                                          ctx.cfg.seed, ctx.mp);
   };
   return llmp::train_main(argc, argv, spec);
 }

@@ -23,9 +23,9 @@ MoeParamCounts MoeParamCounts::of(const GPTConfig& c, int ep) {
   return n;
 }
 
-double moe_all_to_all_bytes(const GPTConfig& c, int ep, int G, int T) {
+double moe_all_to_all_bytes(const GPTConfig& c, int ep, int G, int T, int e) {
   const double cap = std::ceil(static_cast<double>(c.top_k) * T * c.capacity_factor / c.experts);
-  const double buffer = 4.0 * c.experts * G * std::max(1.0, cap) * c.d;  // (E,G,cap,C) f32
+  const double buffer = static_cast<double>(e) * c.experts * G * std::max(1.0, cap) * c.d;  // (E,G,cap,C)
   return 4.0 * c.moe_blocks() * (ep - 1.0) / ep * buffer;
 }
 
@@ -34,29 +34,29 @@ GridShape expert_parallel_grid(int world_size, int ep) {
 }
 
 ExpertParallelStrategy::ExpertParallelStrategy(const GPT& model, ProcessGrid& grid,
-                                               AdamWConfig opt, uint64_t seed)
-    : world_(grid.world()),
+                                               AdamWConfig opt, uint64_t seed,
+                                               MixedPrecisionConfig mp)
+    : MixedPrecisionStrategy(model, mp, &grid.world(),  // fp16's skip agreed by all W ranks
+                             GradClip(opt.clip_grad, &grid.world())),  // ‖g‖² Σ over them
+      world_(grid.world()),
       edp_(grid.dp_group()),
       ep_(grid.tp_group().duplicate()),
       ep_comm_(*ep_),
       model_(model.with_expert_comm(&ep_comm_)),
-      // --device cuda: parameters, gradients, m and v on the model's device.
-      params_(Tensor::empty({model_.layout().num_params()}, DType::kF32,
-                            MemCategory::kParameters, model_.device())),
-      grads_(Tensor::empty({model_.layout().num_params()}, DType::kF32, MemCategory::kGradients,
-                           model_.device())),
+      // --device cuda: parameters, gradients, m and v (and the master copy) on the model's
+      // device; 16-bit parameters and gradients under mixed precision.
+      params_(mp_.new_buffer(model_.layout().num_params(), MemCategory::kParameters)),
+      grads_(mp_.new_buffer(model_.layout().num_params(), MemCategory::kGradients)),
       opt_(model_.layout().num_params(), opt, decay_ranges(model_.layout(), opt.decay),
-           DType::kF32, model_.device()),
+           mp_.dtype(), model_.device()),
       metrics_(grid.world()),
       book_(grid.tp_group().duplicate()) {
-  if (model.activation_dtype() != DType::kF32)
-    throw std::invalid_argument("expert parallelism trains in fp32 only");
   // The buffer's runs of dense and of expert tensors (each MoE unit: dense prefix, experts).
   for (const ParamSpec& p : model_.layout().params()) {
     // --clip_grad: a dense tensor is counted by world rank 0, an expert by the first rank of
     // the ranks holding it (expert-data-parallel rank 0), so each counts once in ‖g‖.
     if ((p.split == Split::kExpert ? edp_.rank() : world_.rank()) == 0)
-      clip_owned_.add(p.offset, p.numel);
+      owned_.add(p.offset, p.numel);
     auto& runs = p.split == Split::kExpert ? expert_ : dense_;
     (p.split == Split::kExpert ? expert_numel_ : dense_numel_) += p.numel;
     if (!runs.empty() && runs.back().first + runs.back().second == p.offset)
@@ -64,11 +64,16 @@ ExpertParallelStrategy::ExpertParallelStrategy(const GPT& model, ProcessGrid& gr
     else
       runs.push_back({p.offset, p.numel});
   }
-  clip_ = GradClip(opt.clip_grad, &world_);  // collective over the world when clipping
-  // Each rank: its part of the whole model's init, on the host, then up once (4Ψ_r bytes).
+  // Each rank: its part of the whole model's init, on the host, then up once (4Ψ_r bytes; mixed:
+  // into the master copy, and rounded on the host into the 16-bit parameters, 2Ψ_r bytes up).
   std::vector<float> init(model_.layout().num_params());
   model_.init_params(init.data(), seed);
-  from_host(params_, init.data());
+  if (opt_.has_master_weights()) {
+    from_host(opt_.master(), init.data());
+    round_from_host(params_, init.data());
+  } else {
+    from_host(params_, init.data());
+  }
 }
 
 BatchSlice ExpertParallelStrategy::batch_slice(int global_batch) const {
@@ -76,11 +81,12 @@ BatchSlice ExpertParallelStrategy::batch_slice(int global_batch) const {
 }
 
 namespace {
-/// Σ over `group` of the runs of `buf`, through one packed kCommBuffers tensor on buf's device
-/// (the packing is device copies; a device buffer's all_reduce is staged by the backend).
+/// Σ over `group` of the runs of `buf`, through one packed kCommBuffers tensor in buf's dtype on
+/// buf's device (the packing is device copies; a device buffer's all_reduce is staged by the
+/// backend).
 void all_reduce_runs(ProcessGroup& group, const Tensor& buf,
                      const std::vector<std::pair<int64_t, int64_t>>& runs, int64_t numel) {
-  Tensor packed = Tensor::empty({numel}, DType::kF32, MemCategory::kCommBuffers, buf.device());
+  Tensor packed = Tensor::empty({numel}, buf.dtype(), MemCategory::kCommBuffers, buf.device());
   int64_t at = 0;
   for (const auto& [off, n] : runs) packed.narrow(at, n).copy_from(buf.narrow(off, n)), at += n;
   group.all_reduce(packed, ReduceOp::kSum);
@@ -95,44 +101,58 @@ double ExpertParallelStrategy::train_step(const int32_t* tokens, const int32_t* 
   const double a2a = ep_->stats().total_bytes(), dense = world_.stats().total_bytes(),
                expert = edp_.stats().total_bytes();
   model_.moe()->stats().reset(model_.config().experts);
-  // 1. This rank's G sequences; the all_to_alls inside every MoE block.
+  // 1. This rank's G sequences; the all_to_alls inside every MoE block. Mixed precision: each
+  //    unit's gradient summed in fp32, rounded once into the 16-bit buffer (FlatGrads); fp16
+  //    scales the loss by S.
   grads_.fill(0.0f);
+  mp_.begin_step();
   const float scale = 1.0f / (static_cast<float>(global_batch) * T);
-  const double local = forward_backward(model_, params_.f32(), grads_.f32(), tokens, targets, G,
-                                        T, scale);
-  // 2. Dense gradients: Σ over all W ranks.                            sends 2(W-1)/W·4Ψ_d
+  FlatParams params(model_.layout(), params_);
+  FlatGrads grads(model_.layout(), grads_, {}, mp_.round_stats());
+  const double local = UnitRunner(model_, params, &grads)
+                           .forward_backward(tokens, targets, G, T,
+                                             mp_.walk_loss_scale(scale, step));
+  // 2. Dense gradients: Σ over all W ranks.              sends 2(W-1)/W·4Ψ_d (mixed: ·2Ψ_d)
   all_reduce_runs(world_, grads_, dense_, dense_numel_);
   // 3. Expert gradients: complete on their rank when ep = W; else Σ over the ranks holding the
-  //    same experts.                                                   sends 2(D-1)/D·4Ψ_x
+  //    same experts.                                     sends 2(D-1)/D·4Ψ_x (mixed: ·2Ψ_x)
   if (edp_.size() > 1) all_reduce_runs(edp_, grads_, expert_, expert_numel_);
-  // 4. --clip_grad: ‖g‖² = Σ over all W ranks of the owned elements' squares (one 8-byte
-  //    all_reduce on a duplicate of the world: the dense row's bytes stay the formula's).
-  const float clip = clip_.coefficient(clip_owned_.views(grads_));
-  // 5. AdamW on this rank's parameters, the gradients times the clipping coefficient.
-  opt_.step(params_.f32(), grads_.f32(), step, -1, clip);
+  // 4. fp16: skipped on every rank when any rank's owned elements hold an inf or nan (agreed
+  //    over the world). --clip_grad: ‖g‖² = Σ over all W ranks of the owned elements' squares
+  //    (one 8-byte all_reduce on a duplicate of the world: the dense row's bytes stay the
+  //    formula's).
+  // 5. AdamW on this rank's parameters, the gradients times the clipping coefficient (and 1/S).
+  const std::vector<Tensor> owned = owned_.views(grads_);
+  mp_.optimizer_step(opt_, params_, grads_, step, -1, &clip_, &owned);
   last_a2a_ = ep_->stats().total_bytes() - a2a;
   last_dense_ = world_.stats().total_bytes() - dense;
   last_expert_ = edp_.stats().total_bytes() - expert;
   last_G_ = G, last_T_ = T;
   last_routing_ = sum_over(metrics_, model_.moe()->stats());
-  return metrics_.sum(local);
+  return metrics_.sum(mp_.unscale_loss(local, scale, step));  // fp16: divided by the S used
 }
 
 double ExpertParallelStrategy::eval_loss(const int32_t* tokens, const int32_t* targets,
                                          int global_batch, int T) {
-  // Every rank its B/W sequences, the mean of the W means (dp_util.h), over all W ranks.
-  return dp_eval_loss(model_, params_.f32(), tokens, targets, global_batch, T, world_, metrics_);
+  // Every rank its B/W sequences, the mean of the W means (dp_util.h), over all W ranks; 16-bit
+  // parameters widened unit by unit as the walk reads them (FlatParams).
+  FlatParams params(model_.layout(), params_);
+  const double local_mean =
+      UnitRunner(model_, params).forward_loss(tokens, targets, global_batch / world_.size(), T);
+  return metrics_.sum(local_mean) / world_.size();
 }
 
 void ExpertParallelStrategy::get_state(float* params, float* exp_avg, float* exp_avg_sq) {
   // Each expert lives on one rank of the expert-parallel group: write ours into zeros, Σ over
   // the group (the experts are disjoint), then the replicated tensors from this rank. On a
   // device, each local state comes down first (4Ψ_r bytes each); the gathering is on the host.
+  // Mixed precision: the parameters' full-precision state is the fp32 master copy.
   const GPTLayout& lay = model_.layout();
   const int64_t full = GPTLayout(model_.config()).num_params();  // the whole model's Ψ
   Tensor buf = Tensor::empty({full}, DType::kF32, MemCategory::kOther);
   std::vector<float> host(lay.num_params());
-  for (auto [state, out] : {std::pair<const Tensor*, float*>{&params_, params},
+  const Tensor& full_params = opt_.has_master_weights() ? opt_.master() : params_;
+  for (auto [state, out] : {std::pair<const Tensor*, float*>{&full_params, params},
                             {&opt_.exp_avg(), exp_avg},
                             {&opt_.exp_avg_sq(), exp_avg_sq}}) {
     to_host(host.data(), *state);
@@ -151,8 +171,14 @@ void ExpertParallelStrategy::set_state(const float* params, const float* exp_avg
                                        const float* exp_avg_sq) {
   const GPTLayout& lay = model_.layout();
   std::vector<float> host(lay.num_params());  // this rank's part, then up (4Ψ_r bytes each)
-  for (auto [in, state] : {std::pair<const float*, const Tensor*>{params, &params_},
-                           {exp_avg, &opt_.exp_avg()},
+  lay.copy_from_full(params, host.data());
+  if (opt_.has_master_weights()) {  // the master copy, and the 16-bit working copy rounded from it
+    from_host(opt_.master(), host.data());
+    round_from_host(params_, host.data());
+  } else {
+    from_host(params_, host.data());
+  }
+  for (auto [in, state] : {std::pair<const float*, const Tensor*>{exp_avg, &opt_.exp_avg()},
                            {exp_avg_sq, &opt_.exp_avg_sq()}}) {
     lay.copy_from_full(in, host.data());
     from_host(*state, host.data());
@@ -165,18 +191,23 @@ std::vector<ReportRow> ExpertParallelStrategy::report() const {
   const int W = world_.size(), ep = ep_->size(), D = W / ep;
   const MoeParamCounts n = MoeParamCounts::of(c, ep);
   const double psi = n.dense + n.experts;
+  // Bytes per element: parameters and gradients (4 or 2), optimizer state (8, or 12 with the
+  // master copy), and what the all_to_alls and all_reduces move (the buffers' dtype).
+  const int e = mp_.mixed() ? 2 : 4, k = mp_.mixed() ? 12 : 8;
+  const std::string es = std::to_string(e), ks = std::to_string(k);
   return {
-      {"parameters", static_cast<double>(mt.current(MemCategory::kParameters)), 4 * psi,
-       "4(Ψ_d+Ψ_x)"},
-      {"gradients", static_cast<double>(mt.current(MemCategory::kGradients)), 4 * psi,
-       "4(Ψ_d+Ψ_x)"},
-      {"optimizer state", static_cast<double>(mt.current(MemCategory::kOptimizerState)), 8 * psi,
-       "8(Ψ_d+Ψ_x)"},
-      {"all_to_all/step", last_a2a_, moe_all_to_all_bytes(c, ep, last_G_, last_T_),
-       "4L_m(ep-1)/ep·4EG·cap·C"},
-      {"dense all_reduce/step", last_dense_, 2.0 * (W - 1) / W * 4 * n.dense, "2(W-1)/W·4Ψ_d"},
-      {"expert all_reduce/step", last_expert_, 2.0 * (D - 1) / D * 4 * n.experts,
-       "2(D-1)/D·4Ψ_x"},
+      {"parameters", static_cast<double>(mt.current(MemCategory::kParameters)), e * psi,
+       es + "(Ψ_d+Ψ_x)"},
+      {"gradients", static_cast<double>(mt.current(MemCategory::kGradients)), e * psi,
+       es + "(Ψ_d+Ψ_x)"},
+      {"optimizer state", static_cast<double>(mt.current(MemCategory::kOptimizerState)), k * psi,
+       ks + "(Ψ_d+Ψ_x)"},
+      {"all_to_all/step", last_a2a_, moe_all_to_all_bytes(c, ep, last_G_, last_T_, e),
+       "4L_m(ep-1)/ep·" + es + "EG·cap·C"},
+      {"dense all_reduce/step", last_dense_, 2.0 * (W - 1) / W * e * n.dense,
+       "2(W-1)/W·" + es + "Ψ_d"},
+      {"expert all_reduce/step", last_expert_, 2.0 * (D - 1) / D * e * n.experts,
+       "2(D-1)/D·" + es + "Ψ_x"},
   };
 }
 

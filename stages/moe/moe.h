@@ -20,6 +20,13 @@
 //      first rank holding it, summed over all W ranks (common/optim/grad_clip.h);
 //   5. AdamW on this rank's Ψ_d + Ψ_x parameters.
 //
+// Mixed precision (--precision bf16 / fp16, common/train/mixed_precision.h), as naive DP: 16-bit
+// parameters and gradients (2 + 2 bytes per Ψ_d + Ψ_x) and activations, the fp32 master copy with
+// m and v (12); both gradient all_reduces at 2 bytes an element. The all_to_alls move the tokens
+// in 16 bits (2·E·G·cap·C bytes a buffer: half of fp32's); the router and the combine compute
+// in fp32 (Switch Transformer's selective precision, common/nn/moe.cc). fp16's overflow skip is
+// agreed over all W ranks, each checking the elements it owns (those --clip_grad counts).
+//
 // Grid: dp × pp × tp = W/ep × 1 × ep, the expert-parallel group in the tensor-parallel slot (ranks
 // r·ep .. r·ep+ep-1) and the expert-data-parallel group in the data-parallel slot. W = 4, ep = 2:
 //   expert-parallel groups {0,1} {2,3} (each holds all E experts, E/2 per rank);
@@ -28,7 +35,8 @@
 //
 // Glossary: W ranks, ep expert-parallel ranks, D = W/ep, B global batch, G = B/W sequences per
 // rank, T sequence length, E experts, k, c, cap = ⌈k·T·c/E⌉, C channels, L_m MoE blocks,
-// Ψ_d dense parameters, Ψ_x = L_m·(E/ep)·(8C² + 5C) this rank's expert parameters.
+// Ψ_d dense parameters, Ψ_x = L_m·(E/ep)·(8C² + 5C) this rank's expert parameters, e bytes per
+// activation element (4 in fp32, 2 in bf16/fp16).
 #pragma once
 
 #include <memory>
@@ -41,6 +49,7 @@
 #include "common/optim/adamw.h"
 #include "common/optim/grad_clip.h"
 #include "common/train/dp_util.h"
+#include "common/train/mixed_precision.h"
 #include "common/train/strategy.h"
 #include "stages/moe/expert_parallel_comm.h"
 
@@ -53,15 +62,18 @@ struct MoeParamCounts {
   static MoeParamCounts of(const GPTConfig& c, int ep);
 };
 
-/// all_to_all bytes one rank sends per training step: 4·L_m·(ep-1)/ep·4·E·G·cap·C.
-double moe_all_to_all_bytes(const GPTConfig& c, int ep, int G, int T);
+/// all_to_all bytes one rank sends per training step: 4·L_m·(ep-1)/ep·e·E·G·cap·C, e bytes per
+/// element (4: fp32, 2: bf16/fp16).
+double moe_all_to_all_bytes(const GPTConfig& c, int ep, int G, int T, int e = 4);
 
-class ExpertParallelStrategy : public Strategy {
+class ExpertParallelStrategy : public MixedPrecisionStrategy {
  public:
   /// Collective over grid.world(). `grid`: W/ep × 1 × ep (expert_parallel_grid). `model`: the
-  /// whole MoE model (fp32). Throws std::invalid_argument when the model has no experts or ep
-  /// does not divide E.
-  ExpertParallelStrategy(const GPT& model, ProcessGrid& grid, AdamWConfig opt, uint64_t seed);
+  /// whole MoE model, its activations in mp's storage dtype (f32, bf16 or f16). Throws
+  /// std::invalid_argument when the model has no experts or ep does not divide E, and as
+  /// MixedPrecision's constructor (activations not in mp's dtype).
+  ExpertParallelStrategy(const GPT& model, ProcessGrid& grid, AdamWConfig opt, uint64_t seed,
+                         MixedPrecisionConfig mp = {});
 
   /// Sequences [r·B/W, (r+1)·B/W) of world rank r.
   BatchSlice batch_slice(int global_batch) const override;
@@ -71,18 +83,19 @@ class ExpertParallelStrategy : public Strategy {
                    int T) override;
   void get_state(float* params, float* exp_avg, float* exp_avg_sq) override;
   void set_state(const float* params, const float* exp_avg, const float* exp_avg_sq) override;
-  /// Parameters, gradients, optimizer state (4, 4, 8 bytes per Ψ_d + Ψ_x); all_to_all, dense
-  /// all_reduce and expert all_reduce bytes of the last step, each next to its closed form.
+  /// Parameters, gradients, optimizer state (4, 4, 8 bytes per Ψ_d + Ψ_x; mixed: 2, 2, 12);
+  /// all_to_all, dense all_reduce and expert all_reduce bytes of the last step (mixed: at 2
+  /// bytes an element), each next to its closed form.
   std::vector<ReportRow> report() const override;
   /// Prints the last step's routing over the global batch (moe_report.h).
   void finish() override;
-  /// --clip_grad: the last step's global gradient norm (grad_clip.h), "" without clipping.
-  std::string step_note() const override { return clip_.step_note(); }
 
   /// The last training step's routing statistics summed over the global batch (every rank).
   const MoeStats& last_routing() const { return last_routing_; }
   const GPT& model() const { return model_; }
   int ep() const { return ep_comm_.size(); }
+  /// The working copy of this rank's parameters (16-bit under mixed precision).
+  const Tensor& params_tensor() const { return params_; }
 
  private:
   ProcessGroup& world_;
@@ -92,10 +105,11 @@ class ExpertParallelStrategy : public Strategy {
   GPT model_;
   std::vector<std::pair<int64_t, int64_t>> dense_, expert_;  // [offset, numel) runs of the buffer
   int64_t dense_numel_ = 0, expert_numel_ = 0;
-  Tensor params_, grads_;
+  Tensor params_, grads_;       // in mp_.dtype()
   AdamW opt_;
-  OwnedRanges clip_owned_;      // --clip_grad: the elements this rank counts in ‖g‖
-  GradClip clip_{0, nullptr};   // their squares summed over the world
+  // The elements this rank owns: those it counts in ‖g‖ (--clip_grad: clip_, the base's, sums
+  // their squares over the world) and checks for fp16's overflow (agreed over the world).
+  OwnedRanges owned_;
   MetricsReducer metrics_;
   std::shared_ptr<ProcessGroup> book_;  // state gathering, not counted as training traffic
   MoeStats last_routing_;

@@ -1,23 +1,25 @@
 // Expert parallelism with --device cuda's placement, at 2 ranks (ep = W = 2), without a GPU: the
 // model, its states and activations on a guarded FakeDevice (common/testing/fake_device.h; a host
 // read of device memory is a SIGSEGV) with the CPU kernels as the device's, against the same
-// stage on the CPU: losses, the evaluation loss and the final state (params, m, v) bit for bit,
-// and every byte the FakeDevice saw cross between host and device equal to a closed form:
+// stage on the CPU in the same precision (fp32, bf16): losses, the evaluation loss and the final
+// state (params or the master copy, m, v) bit for bit, and every byte the FakeDevice saw cross
+// between host and device equal to a closed form:
 //
-//   up    4Ψ_r                         the initial parameters, once
+//   up    init                         fp32: 4Ψ_r; bf16: the master 4Ψ_r and the rounded 2Ψ_r
 //         + steps·(3·4n                tokens twice (embed forward, backward), targets once
 //                  + L_m·4n(k+E)       per MoE block: the gates (forward), dlogits (backward)
 //                  + L_m·4·|D|         per MoE block: 4 all_to_alls' outputs, staged up
-//                  + 4Ψ_d)             the dense gradients' all_reduce, staged up
+//                  + eΨ_d)             the dense gradients' all_reduce, staged up
 //         + 2·4n + L_m·(4nk + 2|D|)    the evaluation: ids, gates, 2 all_to_alls
-//   down  steps·(L_m·4n(E+k)           per MoE block: the router logits z, dgate
-//                + L_m·4·|D| + 4Ψ_d)   the same collectives' inputs, staged down
+//   down  steps·(L_m·4n(E+k)           per MoE block: the router logits z, dgate (fp32 always)
+//                + L_m·4·|D| + eΨ_d)   the same collectives' inputs, staged down
 //         + L_m·(4nE + 2|D|)           the evaluation: z, 2 all_to_alls
-//         + 3·4Ψ_r                     get_state: params, m, v of this rank
+//         + 3·4Ψ_r                     get_state: params (bf16: the master copy), m, v
 //
 // Glossary: n = G·T tokens of this rank (G = B/W sequences), E experts, k per token, L_m MoE
-// blocks, |D| = 4·E·G·cap·C bytes of the dispatch buffer (cap = ⌈k·T·c/E⌉), Ψ_r = Ψ_d + (E/ep)·Ψ_e
-// the rank's parameters (Ψ_d dense, moe.h's MoeParamCounts), W = 2 ranks.
+// blocks, e bytes per activation and gradient element (4 fp32, 2 bf16), |D| = e·E·G·cap·C bytes
+// of the dispatch buffer (cap = ⌈k·T·c/E⌉), Ψ_r = Ψ_d + (E/ep)·Ψ_e the rank's parameters (Ψ_d
+// dense, moe.h's MoeParamCounts), W = 2 ranks.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -43,13 +45,13 @@ struct MoeRun {
   std::vector<float> state;  // params, m, v (3Ψ, the whole model)
 };
 
-MoeRun train(const GPT& model, int ep) {
+MoeRun train(const GPT& model, int ep, MixedPrecisionConfig mp) {
   const int T = model.config().ctx;
   const Corpus corpus = Corpus::load("/usr/share/games/fortunes", T);
   AdamWConfig opt;
   opt.lr = 3e-3f;
   opt.weight_decay = 0.1f;
-  const auto s = make_moe_strategy(model, ep, opt, 11);
+  const auto s = make_moe_strategy(model, ep, opt, 11, mp);
   const BatchSlice sl = s->batch_slice(kGlobalBatch);
   std::vector<int32_t> tok(sl.num_seqs * T), tgt(sl.num_seqs * T);
   MoeRun r;
@@ -64,16 +66,18 @@ MoeRun train(const GPT& model, int ep) {
   return r;
 }
 
-TEST(MoeOnDevice, EqualsTheCpuRunWithEveryCrossingAccounted) {
+void expect_device_run_equals_cpu_run(TrainPrecision precision) {
   const int W = test_world().size(), ep = W;
   ASSERT_EQ(W, 2) << "the closed form below is for ep = W = 2";
   const GPTConfig c = moe_tiny(/*top_k=*/2, /*capacity_factor=*/1.0, /*moe_every=*/2);
-  const GPT model(c);
-  const MoeRun cpu = train(model, ep);
+  MixedPrecisionConfig mp;
+  mp.precision = precision;
+  const GPT model(c, TpComm::none(), storage_dtype(precision));
+  const MoeRun cpu = train(model, ep, mp);
 
   testing::FakeDevice dev(/*guarded=*/true);
   testing::FakeKernelOps ops(dev);
-  const MoeRun gpu = train(model.with_device(Device::kCUDA), ep);
+  const MoeRun gpu = train(model.with_device(Device::kCUDA), ep, mp);
 
   EXPECT_EQ(gpu.losses, cpu.losses);
   EXPECT_EQ(gpu.eval_loss, cpu.eval_loss);
@@ -85,17 +89,28 @@ TEST(MoeOnDevice, EqualsTheCpuRunWithEveryCrossingAccounted) {
   const int64_t G = kGlobalBatch / W, T = c.ctx, n = G * T, E = c.experts, k = c.top_k;
   const int64_t Lm = c.moe_blocks();
   const int64_t cap = static_cast<int64_t>(std::ceil(k * T * c.capacity_factor / E));
-  const int64_t D = 4 * E * G * cap * c.d;
+  const int64_t e = is_mixed(precision) ? 2 : 4;
+  const int64_t D = e * E * G * cap * c.d;
   const MoeParamCounts psi = MoeParamCounts::of(c, ep);
   const int64_t psi_d = static_cast<int64_t>(psi.dense);
   const int64_t psi_r = static_cast<int64_t>(psi.dense + psi.experts);
   ASSERT_GT(Lm, 0);
-  const int64_t up = 4 * psi_r + kSteps * (3 * 4 * n + Lm * 4 * n * (k + E) + Lm * 4 * D + 4 * psi_d) +
+  const int64_t init = is_mixed(precision) ? 4 * psi_r + 2 * psi_r : 4 * psi_r;
+  const int64_t up = init +
+                     kSteps * (3 * 4 * n + Lm * 4 * n * (k + E) + Lm * 4 * D + e * psi_d) +
                      2 * 4 * n + Lm * (4 * n * k + 2 * D);
-  const int64_t down = kSteps * (Lm * 4 * n * (E + k) + Lm * 4 * D + 4 * psi_d) +
+  const int64_t down = kSteps * (Lm * 4 * n * (E + k) + Lm * 4 * D + e * psi_d) +
                        Lm * (4 * n * E + 2 * D) + 3 * 4 * psi_r;
   EXPECT_EQ(dev.h2d_bytes(), up);
   EXPECT_EQ(dev.d2h_bytes(), down);
+}
+
+TEST(MoeOnDevice, EqualsTheCpuRunWithEveryCrossingAccounted) {
+  expect_device_run_equals_cpu_run(TrainPrecision::kFP32);
+}
+
+TEST(MoeOnDevice, Bf16EqualsTheCpuRunWithTheTokensCrossingIn16Bits) {
+  expect_device_run_equals_cpu_run(TrainPrecision::kBF16);
 }
 
 }  // namespace
