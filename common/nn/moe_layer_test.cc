@@ -9,7 +9,11 @@
 //     k = 2 gives out = res1 + (g_1 + g_2)·mlp = the dense block's out (renormalised gates sum
 //     to 1), compared with a plain `tiny` GPT's block holding that MLP;
 // (c) block_backward_input then block_backward_weight equals block_backward bit for bit;
-// (d) MoeStats after one forward: n·k assignments, Σ(routed − kept) dropped, B aux terms.
+// (d) MoeStats after one forward: n·k assignments, Σ(routed − kept) dropped, B aux terms;
+// (e) in bf16 (the layer's 16-bit path, moe.cc) the router and the combine are fp32: the gates
+//     are route() of ln2 @ W_router computed in fp32 from the layer's own stored bf16 ln2, and
+//     out = bf16(res1 + g·Yg) with the fp32 gates, bit for bit; what is kept and dispatched is
+//     bf16; the block's backward runs under the walk's bf16 operand declaration.
 // The router's logits are recomputed here in double (LayerNorm, then ln2 @ W_router) and routed
 // with a fresh route(), independently of the layer's own router pass.
 //
@@ -27,6 +31,9 @@
 #include "common/nn/gpt.h"
 #include "common/nn/init.h"
 #include "common/nn/moe_routing.h"
+#include "kernels/cpu/convert.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/ops/kernel_ops.h"
 
 namespace llmp {
 namespace {
@@ -268,6 +275,78 @@ TEST(MoeStatsAfterForward, CountsMatchAFreshRouting) {
   st.reset(E);
   EXPECT_EQ(st.assignments, 0);
   EXPECT_EQ(st.kept, std::vector<int64_t>(E, 0));
+}
+
+// ---- (e) bf16: the router and the combine in fp32 (Switch's selective precision) ---------------
+
+/// t's elements widened to fp32 (t on the CPU, any dtype).
+std::vector<float> widened(const Tensor& t) {
+  std::vector<float> f(t.numel());
+  cpu::widen(t.raw(), t.dtype(), f.data(), t.numel());
+  return f;
+}
+
+TEST(MoeInBf16, RoutesAndCombinesInFp32OnTheStoredBf16Activations) {
+  MoeBlock s(2, 1.0);
+  const int C = s.cfg.d, E = s.cfg.experts, k = 2, n = kB * kT;
+  // The parameters as a 16-bit walk reads them (FlatParams: bf16 values widened), the input bf16.
+  std::vector<uint16_t> p16(s.params.size());
+  cpu::round_to(s.params.data(), p16.data(), DType::kBF16, p16.size());
+  cpu::widen(p16.data(), DType::kBF16, s.params.data(), p16.size());
+  const GPT m(s.cfg, TpComm::none(), DType::kBF16);
+  const Tensor x32 = random_input(9);
+  Tensor x = Tensor::empty(x32.shape(), DType::kBF16, MemCategory::kActivations);
+  cpu::round_to(x32.f32(), x.raw(), DType::kBF16, x.numel());
+  // The walk's declaration (unit_runner.cc): every other product's operands are bf16 values,
+  // which the CPU checks operand by operand; the layer's fp32 ones must declare themselves.
+  const MatmulOperands bf16_operands(kernel_ops(Device::kCPU), DType::kBF16);
+  BlockCache cache;
+  const Tensor out = m.block_forward(kLayer, s.unit(), x, kB, kT, &cache);
+  const MoeCache& c = cache.moe;
+  EXPECT_EQ(out.dtype(), DType::kBF16);
+  EXPECT_EQ(c.ln2.dtype(), DType::kBF16) << "ln_2's output is a kept activation";
+  EXPECT_EQ(c.x.dtype(), DType::kBF16) << "the dispatched rows travel in 16 bits";
+  EXPECT_EQ(c.yg.dtype(), DType::kBF16);
+  EXPECT_EQ(c.gates.dtype(), DType::kF32);
+  // The router in fp32 on the stored ln2: z = widen(ln2) @ W_router, no rounding of z.
+  const std::vector<float> ln2 = widened(c.ln2);
+  std::vector<float> z(static_cast<size_t>(n) * E);
+  cpu::matmul_forward(z.data(), ln2.data(), s.at("h.1.mlp.router.weight"), nullptr, n, C, E);
+  const Routing r = route(z.data(), n, E, k, kT, s.cfg.capacity_factor);
+  EXPECT_EQ(r.expert, c.routing.expert);
+  EXPECT_EQ(r.gate, c.routing.gate) << "the gates are not those of an fp32 router";
+  // ... and the same gates from a router whose logits were rounded to bf16 differ: the check
+  // above can tell.
+  std::vector<uint16_t> z16(z.size());
+  std::vector<float> zr(z.size());
+  cpu::round_to(z.data(), z16.data(), DType::kBF16, z.size());
+  cpu::widen(z16.data(), DType::kBF16, zr.data(), z.size());
+  EXPECT_NE(route(zr.data(), n, E, k, kT, s.cfg.capacity_factor).gate, c.routing.gate);
+  // The combine: out[t] = bf16(res1[t] + g(t) @ Yg[t]) in fp32, the gates unrounded.
+  const std::vector<float> res1 = widened(cache.res1), yg = widened(c.yg);
+  std::vector<float> want(static_cast<size_t>(n) * C);
+  for (int t = 0; t < n; ++t) {
+    const int64_t o = static_cast<int64_t>(t) * C;
+    cpu::matmul_forward(want.data() + o, r.gate.data() + static_cast<int64_t>(t) * k,
+                        yg.data() + o * k, res1.data() + o, 1, k, C);
+  }
+  std::vector<uint16_t> want16(want.size());
+  cpu::round_to(want.data(), want16.data(), DType::kBF16, want.size());
+  EXPECT_EQ(std::memcmp(out.raw(), want16.data(), want16.size() * 2), 0)
+      << "out is not the fp32 combine rounded once";
+  // The backward under the same declaration: its router and combine products are fp32.
+  m.moe()->set_loss_scale(1.0f / (kB * kT));
+  Tensor dy = Tensor::empty(out.shape(), DType::kBF16, MemCategory::kActivations);
+  const Tensor dy32 = random_input(10);
+  cpu::round_to(dy32.f32(), dy.raw(), DType::kBF16, dy.numel());
+  std::vector<float> g(m.layout().unit_numel(1 + kLayer), 0.0f);
+  const Tensor dx = m.block_backward(kLayer, s.unit(), x, &cache, dy, g.data());
+  EXPECT_EQ(dx.dtype(), DType::kBF16);
+  const ParamSpec& router = m.layout().find("h.1.mlp.router.weight");
+  const int64_t ro = router.offset - m.layout().unit_offset(1 + kLayer);
+  double norm = 0;
+  for (int64_t i = 0; i < router.numel; ++i) norm += std::abs(g[ro + i]);
+  EXPECT_GT(norm, 0.0) << "the router got no gradient";
 }
 
 }  // namespace
