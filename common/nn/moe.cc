@@ -182,9 +182,10 @@ Tensor moe_forward(const GPTConfig& cfg, const BlockShape& s, MoeContext& ctx, c
   }
   // Back to the tokens' ranks.                                       sends (ep-1)/ep·e·|D|
   const Tensor yd = comm.all_to_all(swap_leading(y, held, ep, MemCategory::kCommBuffers));
-  // Combine: Yg[t][j] = Yd[e_j][g][s_j] (zeros when dropped), then per token
-  // out[t] (1,C) = res1[t] + g(t) (1,k) @ Yg[t] (k,C): a matmul with res1[t] as its bias, fp32
-  // on fp32 views of Yg and res1 (the gates are fp32), out rounded once.
+  // Combine: Yg[t][j] = Yd[e_j][g][s_j] (zeros when dropped), then for every token
+  // out[t] (1,C) = res1[t] + g(t) (1,k) @ Yg[t] (k,C): n products of (1,k) @ (k,C) in ONE
+  // strided-batched GEMM (β = 1 onto res1), fp32 on fp32 views of Yg and res1 (the gates are
+  // fp32), out rounded once. One launch on a GPU where n per-token matmuls were n launches.
   c->yg = Tensor::zeros({n, k, C}, dt, MemCategory::kActivations, dev);
   {
     std::vector<std::pair<int64_t, int64_t>> to_assignments;  // (t·k + j, row)
@@ -195,13 +196,11 @@ Tensor moe_forward(const GPTConfig& cfg, const BlockShape& s, MoeContext& ctx, c
   Tensor out = activation({B, T, C}, dt, dev);
   {
     const MatmulOperands fp32_operands(ops, DType::kF32);
-    const F32In yg(c->yg), res(res1);
-    F32Out o32(out);
-    for (int t = 0; t < n; ++t) {
-      const int64_t o = static_cast<int64_t>(t) * C;
-      ops.matmul_forward(o32.get() + o, c->gates.f32() + static_cast<int64_t>(t) * k,
-                         yg.get() + o * k, res.get() + o, 1, k, C);
-    }
+    const F32In yg(c->yg);
+    const Fp32Copy o32(as_stored(out), as_stored(res1), int64_t{n} * C, dev);  // starts as res1
+    // out[t] (1,C) = g(t) (1,k) @ Yg[t] (k,C) + out[t], t = 0..n-1: strides k, k·C and C.
+    ops.gemm_strided_batched(false, false, 1, C, k, 1.0f, c->gates.f32(), k, k, yg.get(), C,
+                             int64_t{k} * C, 1.0f, o32.get(), C, C, n);
   }
   return out;
 }
@@ -224,24 +223,24 @@ Tensor moe_backward_input(const GPTConfig& cfg, const BlockShape& s, MoeContext&
   const std::vector<std::pair<int64_t, int64_t>> rows = kept_rows(r);
   *keep = MoeGrads{};
   keep->dy = dout;
-  // Combine's backward, per token, in fp32: dgate[t] (1,k) = dout[t] (1,C) @ Yg[t]ᵀ (C,k) (0 for
-  // a dropped assignment: its Yg row is zero) and dYg[t] (k,C) += g(t)ᵀ (k,1) @ dout[t] (1,C),
-  // dYg rounded once into dout's dtype.
+  // Combine's backward, for every token in fp32, each one strided-batched GEMM over the n tokens:
+  // dgate[t] (1,k) = dout[t] (1,C) @ Yg[t]ᵀ (C,k) (0 for a dropped assignment: its Yg row is
+  // zero) and dYg[t] (k,C) = g(t)ᵀ (k,1) @ dout[t] (1,C), dYg rounded once into dout's dtype.
   Tensor dyx;
   std::vector<float> dgate(static_cast<size_t>(n) * k);
   {
     Tensor dgate_d = Tensor::empty({n, k}, DType::kF32, MemCategory::kActivations, dev);
-    Tensor dyg = Tensor::zeros({n, k, C}, dt, MemCategory::kActivations, dev);
+    Tensor dyg = activation({n, k, C}, dt, dev);
     {
       const MatmulOperands fp32_operands(ops, DType::kF32);
       const F32In d(dout), yg(c->yg);
-      F32Out dyg32(dyg, /*load=*/true);  // zeros, accumulated into
-      for (int t = 0; t < n; ++t) {
-        const int64_t o = static_cast<int64_t>(t) * C, g = static_cast<int64_t>(t) * k;
-        ops.matmul_backward_input(dgate_d.f32() + g, d.get() + o, yg.get() + o * k, 1, k, C);
-        ops.matmul_backward_weight(dyg32.get() + o * k, nullptr, d.get() + o,
-                                   c->gates.f32() + g, 1, k, C);
-      }
+      F32Out dyg32(dyg);
+      // dgate[t] (1,k) = dout[t] (1,C) @ Yg[t]ᵀ (C,k): Yg[t] stored (k,C), transposed.
+      ops.gemm_strided_batched(false, true, 1, k, C, 1.0f, d.get(), C, C, yg.get(), C,
+                               int64_t{k} * C, 0.0f, dgate_d.f32(), k, k, n);
+      // dYg[t] (k,C) = g(t)ᵀ (k,1) @ dout[t] (1,C): g(t) stored (1,k), transposed.
+      ops.gemm_strided_batched(true, false, k, C, 1, 1.0f, c->gates.f32(), k, k, d.get(), C, C,
+                               0.0f, dyg32.get(), C, int64_t{k} * C, n);
     }
     std::memcpy(dgate.data(), on_host(dgate_d).f32(), dgate.size() * sizeof(float));  // 4·n·k down
     c->yg = Tensor(), c->gates = Tensor();

@@ -33,6 +33,7 @@
 #include "common/nn/moe_routing.h"
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/ring_self_block.h"
 #include "kernels/ops/kernel_ops.h"
 
 namespace llmp {
@@ -322,14 +323,12 @@ TEST(MoeInBf16, RoutesAndCombinesInFp32OnTheStoredBf16Activations) {
   cpu::round_to(z.data(), z16.data(), DType::kBF16, z.size());
   cpu::widen(z16.data(), DType::kBF16, zr.data(), z.size());
   EXPECT_NE(route(zr.data(), n, E, k, kT, s.cfg.capacity_factor).gate, c.routing.gate);
-  // The combine: out[t] = bf16(res1[t] + g(t) @ Yg[t]) in fp32, the gates unrounded.
-  const std::vector<float> res1 = widened(cache.res1), yg = widened(c.yg);
-  std::vector<float> want(static_cast<size_t>(n) * C);
-  for (int t = 0; t < n; ++t) {
-    const int64_t o = static_cast<int64_t>(t) * C;
-    cpu::matmul_forward(want.data() + o, r.gate.data() + static_cast<int64_t>(t) * k,
-                        yg.data() + o * k, res1.data() + o, 1, k, C);
-  }
+  // The combine: out[t] = bf16(res1[t] + g(t) @ Yg[t]) in fp32, the gates unrounded (the
+  // layer's one strided-batched product over the tokens, β = 1 onto res1).
+  const std::vector<float> yg = widened(c.yg);
+  std::vector<float> want = widened(cache.res1);
+  cpu::gemm_strided_batched(false, false, 1, C, k, 1.0f, r.gate.data(), k, k, yg.data(), C,
+                            int64_t{k} * C, 1.0f, want.data(), C, C, n);
   std::vector<uint16_t> want16(want.size());
   cpu::round_to(want.data(), want16.data(), DType::kBF16, want.size());
   EXPECT_EQ(std::memcmp(out.raw(), want16.data(), want16.size() * 2), 0)
