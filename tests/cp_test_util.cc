@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <stdexcept>
 #include <vector>
 
 #include "common/data/corpus.h"
@@ -75,6 +76,78 @@ void expect_cp_state_round_trip(const CoreFactory& make) {
   sample(corpus.train(), 5, 4, 0, B, T, tok.data(), tgt.data());
   EXPECT_EQ(a.train_step(tok.data(), tgt.data(), B, T, 4),
             b.train_step(tok.data(), tgt.data(), B, T, 4));
+}
+
+void expect_cp_full_recomputation_bit_identical(const CoreFactory& make,
+                                                TrainPrecision precision) {
+  GPTConfig c = cp_model(16);
+  c.layers = 4;
+  MixedPrecisionConfig mp;
+  mp.precision = precision;
+  const int B = 6, T = 16, L = c.layers;
+  const Corpus corpus = Corpus::load("/usr/share/games/fortunes", T);
+  struct Run {
+    std::vector<double> losses;
+    std::vector<float> state;
+    std::vector<ReportRow> rows;
+    int64_t recomputed = 0, calls = 0, calls_formula = 0;
+  };
+  const auto train = [&](const GPTConfig& config) {
+    const GPT model(config, TpComm::none(), storage_dtype(precision));
+    const int64_t psi = model.layout().num_params();
+    ContextParallelStrategy s(model, test_world(), make, AdamWConfig{}, 11, mp);
+    std::vector<int32_t> tok(B * T), tgt(B * T);
+    Run r;
+    for (int step = 1; step <= 3; ++step) {
+      sample(corpus.train(), 5, step, 0, B, T, tok.data(), tgt.data());
+      r.losses.push_back(s.train_step(tok.data(), tgt.data(), B, T, step));
+    }
+    r.state.resize(3 * psi);
+    s.get_state(r.state.data(), r.state.data() + psi, r.state.data() + 2 * psi);
+    r.rows = s.report();
+    r.recomputed = s.last_recomputed_blocks();
+    r.calls = s.last_attention_calls();
+    const bool full = config.recompute == Recompute::kFull;
+    r.calls_formula = L * (s.core().calls_per_block() +
+                           (full ? s.core().forward_calls_per_block() : 0));
+    return r;
+  };
+  const Run none = train(c);
+  EXPECT_EQ(none.recomputed, 0);
+  EXPECT_EQ(none.calls, none.calls_formula) << "the core's sends and collectives in a step";
+  {  // Selective recomputation would drop nothing a core keeps: refused, not ignored.
+    GPTConfig cs = c;
+    cs.recompute = Recompute::kSelective;
+    const GPT model(cs, TpComm::none(), storage_dtype(precision));
+    EXPECT_THROW(ContextParallelStrategy(model, test_world(), make, AdamWConfig{}, 11, mp),
+                 std::invalid_argument);
+  }
+  for (int k : {1, 2, 3}) {
+    SCOPED_TRACE("--recompute full --recompute_every " + std::to_string(k));
+    GPTConfig cf = c;
+    cf.recompute = Recompute::kFull;
+    cf.recompute_every = k;
+    const Run full = train(cf);
+    EXPECT_EQ(full.losses, none.losses) << "recomputation changed a loss";
+    EXPECT_TRUE(full.state == none.state) << "recomputation changed the state";
+    EXPECT_EQ(full.recomputed, L) << "block forwards run again in one step";
+    EXPECT_EQ(full.calls, full.calls_formula) << "L·(calls + the forward's again)";
+    for (const ReportRow& r : full.rows)
+      EXPECT_TRUE(report_row_ok(r)) << r.what << ": measured " << r.measured << ", formula "
+                                    << r.formula << " (" << r.formula_text << ")";
+    EXPECT_GT(report_row(full.rows, "recomputed forward FLOPs per step").measured, 0);
+    if (test_world().size() > 1) {  // p = 1 sends nothing either way
+      EXPECT_GT(report_row(full.rows, "attention sent/step").measured,
+                report_row(none.rows, "attention sent/step").measured)
+          << "the recomputed forwards' communication";
+    }
+    const std::string kept = "activations kept per block (full" +
+                             (k > 1 ? ", every " + std::to_string(k) : std::string()) + ")";
+    EXPECT_LT(report_row(full.rows, kept).measured,
+              report_row(none.rows, "activations kept per block").measured);
+    EXPECT_LE(report_row(full.rows, "peak attention scores").measured,
+              report_row(none.rows, "peak attention scores").measured);
+  }
 }
 
 // ---- Mixed precision ----

@@ -31,6 +31,15 @@ std::vector<ReportRow> expect_cp_report_rows_match(const CoreFactory& make, int 
 /// same loss on the next step.
 void expect_cp_state_round_trip(const CoreFactory& make);
 
+/// --recompute full (every 1, 2 and 3 blocks) against none, in `precision`: three steps of
+/// cp_model(16) with L = 4 blocks (B = 6) from the same seed on the same batches, every loss and
+/// the final state (master weights or parameters, m, v) bit for bit the same; the recomputed
+/// run's report rows each equal to their closed form (its core's forward communication run
+/// again, the recomputed FLOPs, the kept checkpoints), L block forwards recomputed per step,
+/// fewer activation bytes kept per block and no higher a score peak than without.
+void expect_cp_full_recomputation_bit_identical(const CoreFactory& make,
+                                                TrainPrecision precision = TrainPrecision::kFP32);
+
 // ---- Mixed precision (--precision bf16 / fp16; cp_strategy.h) ----
 
 /// 10 steps of the stage and of the baseline in `precision` (B = 12, T = 16, H = 4, the default

@@ -10,8 +10,12 @@ stage=$2
 source "${TEST_SRCDIR:+$TEST_SRCDIR/$TEST_WORKSPACE/}common/testing/expect_error.sh"  # expect, finish
 
 fast=(--steps 1 --eval_every 0 --quiet --model tiny)
-expect recompute_refused "--recompute full: $stage trains without recomputation" -- \
-  "$bin" --world_size 2 --recompute full "${fast[@]}"
+expect recompute_selective_refused "--recompute selective: $stage recomputes whole blocks only" \
+  -- "$bin" --world_size 2 --recompute selective "${fast[@]}"
+expect partition_refused "--partition_activations: $stage splits the sequence" -- \
+  "$bin" --world_size 2 --recompute full --partition_activations "${fast[@]}"
+expect cpu_checkpointing_refused "--cpu_checkpointing: $stage keeps its checkpoints" -- \
+  "$bin" --world_size 2 --recompute full --cpu_checkpointing --device cuda "${fast[@]}"
 expect attention_refused "--attention flash: $stage attends through its own core" -- \
   "$bin" --world_size 2 --attention flash "${fast[@]}"
 case "$stage" in

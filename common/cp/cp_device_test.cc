@@ -21,6 +21,8 @@
 //   the evaluation 4(2·B·Tl + Tl) up     tokens, positions and targets once (no backward)
 //                  L·core's forward staging (Ulysses: 16·B·Tl·A each way)
 //   get_state      12Ψ down              parameters, m and v through to_host
+// With --recompute full each training step also stages L·core's forward staging once more: every
+// block's forward, its collectives included, runs again before its backward.
 // and no activation or communication buffer of the device run on the host (MemoryTracker).
 //
 // Glossary: p ranks (2), B sequences, T positions, Tl = T/p, A channels, H heads, L blocks.
@@ -55,11 +57,12 @@ ProcessGroup& world() {
 }
 
 /// tiny with H = 4 heads (Ulysses at p = 2 attends with 2 whole heads per rank), its activations
-/// in `dt` (f32, or the 16-bit storage of mixed precision).
-GPT cp_model(DType dt = DType::kF32) {
+/// in `dt` (f32, or the 16-bit storage of mixed precision); `recompute`: --recompute full.
+GPT cp_model(DType dt = DType::kF32, bool recompute = false) {
   GPTConfig c = GPTConfig::preset("tiny");
   c.heads = 4;
   c.ctx = kT;
+  if (recompute) c.recompute = Recompute::kFull;
   return GPT(c, TpComm::none(), dt);
 }
 
@@ -166,12 +169,13 @@ Run train(const CoreFactory& make, const GPT& model, const testing::FakeDevice* 
 /// parameters (2Ψ) and the fp32 master copy (4Ψ) go up, the gradient all_reduce stages 2Ψ each
 /// way, get_state reads the master copy, m and v (12Ψ), and the device holds 2Ψ + 2Ψ + 12Ψ.
 void expect_cp_device_run_equals_cpu(const CoreFactory& make, const StagingForm& staging,
-                                     TrainPrecision precision = TrainPrecision::kFP32) {
+                                     TrainPrecision precision = TrainPrecision::kFP32,
+                                     bool recompute = false) {
   MixedPrecisionConfig mp;
   mp.precision = precision;
   mp.scaler.scale = 1024.0f;  // fp16 only
   const DType dt = storage_dtype(precision);
-  const GPT model = cp_model(dt);
+  const GPT model = cp_model(dt, recompute);
   const Run cpu = train(make, model, nullptr, mp);
   testing::FakeDevice dev(/*guarded=*/true);
   testing::FakeKernelOps ops(dev);
@@ -193,8 +197,10 @@ void expect_cp_device_run_equals_cpu(const CoreFactory& make, const StagingForm&
   EXPECT_EQ(gpu.init.up, e == 4 ? 4 * psi : 2 * psi + 4 * psi)
       << "the initial parameters once (mixed: and the fp32 master copy)";
   EXPECT_EQ(gpu.init.down, 0);
-  EXPECT_EQ(gpu.steps.up, kSteps * (4 * (3 * B * Tl + 2 * Tl) + e * psi + L * core.step_up));
-  EXPECT_EQ(gpu.steps.down, kSteps * (e * psi + L * core.step_down));
+  const int64_t R = recompute ? L : 0;  // block forwards run again per step
+  EXPECT_EQ(gpu.steps.up, kSteps * (4 * (3 * B * Tl + 2 * Tl) + e * psi + L * core.step_up +
+                                    R * core.forward_up));
+  EXPECT_EQ(gpu.steps.down, kSteps * (e * psi + L * core.step_down + R * core.forward_down));
   EXPECT_EQ(gpu.evaluation.up, 4 * (2 * B * Tl + Tl) + L * core.forward_up);
   EXPECT_EQ(gpu.evaluation.down, L * core.forward_down);
   EXPECT_EQ(gpu.get_state.up, 0);
@@ -225,6 +231,19 @@ std::unique_ptr<AttentionCore> ring_self_attention(ProcessGroup& g) {
 
 TEST(ContextParallelOnDevice, RingSelfAttentionEqualsTheCpuWithEveryCrossingAccounted) {
   expect_cp_device_run_equals_cpu(ring_self_attention, ring_self_attention_staging);
+}
+
+// --recompute full on the device: each block's forward runs again with its collectives (staged
+// once more), the result bit for bit the CPU's recomputed run (itself the run without).
+TEST(ContextParallelOnDevice, FullRecomputationEqualsTheCpuWithTheForwardsStagedAgain) {
+  expect_cp_device_run_equals_cpu(ulysses, ulysses_staging, TrainPrecision::kFP32, true);
+  expect_cp_device_run_equals_cpu(
+      [](ProcessGroup& g) -> std::unique_ptr<AttentionCore> {
+        return std::make_unique<RingAttention>(g);
+      },
+      ring_attention_staging, TrainPrecision::kBF16, true);
+  expect_cp_device_run_equals_cpu(ring_self_attention, ring_self_attention_staging,
+                                  TrainPrecision::kFP32, true);
 }
 
 // Mixed precision on the device: Ulysses' all_to_alls and the ring cores' K and V chunks staged

@@ -9,10 +9,18 @@
 namespace llmp {
 
 std::string cp_config_error(const TrainConfig& cfg, const CpStageOptions& o) {
-  if (cfg.recompute != "none")
-    return "--recompute " + cfg.recompute + ": " + o.name +
-           " trains without recomputation (its attention keeps what its method keeps; the other "
-           "stages take --recompute)";
+  if (cfg.recompute == "selective")
+    return "--recompute selective: " + o.name +
+           " recomputes whole blocks only (--recompute full): selective recomputation drops the "
+           "whole-sequence attention's probabilities, and a core keeps what its method keeps";
+  if (cfg.partition_activations)
+    return "--partition_activations: " + o.name +
+           " splits the sequence, not the channels: each rank's checkpoints are already its T/p "
+           "rows (Pa partitions tensor parallelism's replicated checkpoints)";
+  if (cfg.cpu_checkpointing)
+    return "--cpu_checkpointing: " + o.name +
+           " keeps its checkpoints on the device (the context-parallel stages do not copy them "
+           "to the host)";
   try {
     const GPTConfig mc = model_config(cfg);
     if (o.split_error) {

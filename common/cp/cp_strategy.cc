@@ -1,10 +1,12 @@
 // The context-parallel strategy (cp_strategy.h): the step, and the report of what it measured.
 #include "common/cp/cp_strategy.h"
 
+#include <stdexcept>
 #include <string>
 
 #include "common/cp/forwarding_core.h"
 #include "common/cp/widened_core.h"
+#include "common/nn/recompute.h"
 #include "common/nn/unit_runner.h"
 #include "common/optim/decay_mask.h"
 #include "common/plan/memory_planner.h"
@@ -67,6 +69,15 @@ ContextParallelStrategy::ContextParallelStrategy(const GPT& model, ProcessGroup&
       opt_(model.layout().num_params(), opt, decay_ranges(model.layout(), opt.decay), mp_.dtype(),
            model.device()),
       metrics_(group) {
+  const GPTConfig& c = model.config();
+  if (c.recompute == Recompute::kSelective)
+    throw std::invalid_argument(
+        "context parallelism recomputes whole blocks only (recompute full): selective "
+        "recomputation drops the whole-sequence attention's probabilities, and a core keeps what "
+        "its method keeps");
+  if (c.cpu_checkpoints)
+    throw std::invalid_argument(
+        "context parallelism does not copy its checkpoints to the host (cpu_checkpoints)");
   // Same seed on every rank: same replicas (and master copies). On a device: initialised on the
   // host, one copy up (4Ψ bytes in fp32).
   mp_.init(seed, params_, opt_);
@@ -81,6 +92,8 @@ double ContextParallelStrategy::train_step(const int32_t* tokens, const int32_t*
   const int64_t attn_calls = call_count(attn_group_->stats());
   metered.forward_flops = 0;
   MemoryTracker::instance().reset_peak();
+  const RecomputeMeter& meter = RecomputeMeter::instance();
+  const int64_t recomputed_flops = meter.recomputed_flops, recomputed = meter.recomputed_blocks;
   // 1. Forward and backward of this rank's Tl positions of every sequence; the loss scale is the
   //    global 1/(B·T), so the ranks' gradients (and losses) sum to the global mean's. Mixed
   //    precision: each unit's gradient summed in fp32, rounded once into the 16-bit buffer
@@ -94,7 +107,9 @@ double ContextParallelStrategy::train_step(const int32_t* tokens, const int32_t*
                            .forward_backward(tokens, targets, B, T,
                                              mp_.walk_loss_scale(scale, step));
   last_score_peak_ = MemoryTracker::instance().peak(MemTag::kAttentionScores);
-  last_kept_per_block_ = RecomputeMeter::instance().bytes_per_block();
+  last_kept_per_block_ = meter.bytes_per_block();
+  last_recomputed_flops_ = meter.recomputed_flops - recomputed_flops;
+  last_recomputed_blocks_ = meter.recomputed_blocks - recomputed;
   // 2. Σ over the ranks of every weight's gradient: each rank saw other tokens of the same
   //    sequences with the same weights, in the buffer's dtype.           sends 2(p-1)/p·4Ψ
   //    (mixed: 2(p-1)/p·2Ψ; on a device the MPI backend stages the buffer down and up)
@@ -134,34 +149,73 @@ std::vector<ReportRow> ContextParallelStrategy::report() const {
   const GPTConfig& c = base_.config();
   const int B = last_B_, T = last_T_, L = c.layers, A = c.d, H = c.heads;
   const bool mixed = mp_.mixed();
+  // --recompute full: every block's forward runs twice (the walk drops its cache and runs it
+  // again from the nearest kept input before its backward), the core's communication with it;
+  // R = L block forwards recomputed per step. k: --recompute_every.
+  const bool full = c.recompute == Recompute::kFull;
+  const int R = full ? L : 0, k = c.recompute_every;
   const MemoryPlan plan = plan_memory(DPStage::kNaiveDP, psi, p, mp_.plan());
   auto rows = mixed ? memory_rows(plan, "2Ψ", "2Ψ", "12Ψ") : memory_rows(plan, "4Ψ", "4Ψ", "8Ψ");
   rows.push_back({"gradient all_reduce/step", last_grad_bytes_,
                   plan_bytes_per_step(DPStage::kNaiveDP, psi, p, mp_.plan().grad_bytes),
                   mixed ? "2(p-1)/p·2Ψ" : "2(p-1)/p·4Ψ"});
   rows.push_back({"attention sent/step", last_attn_bytes_,
-                  L * core_->bytes_per_block(B, T, A, H), "L·" + core_->bytes_formula_text()});
+                  L * core_->bytes_per_block(B, T, A, H) +
+                      R * core_->forward_bytes_per_block(B, T, A, H),
+                  "L·" + core_->bytes_formula_text() + (full ? " + L·forward's" : "")});
+  // Recomputed, a block's scores live from its forward run again to its backward: those of one
+  // segment of k blocks at a time (the formula's L read as k).
   rows.push_back({"peak attention scores", static_cast<double>(last_score_peak_),
-                  core_->peak_score_bytes(B, T, A, H, L), core_->peak_score_formula_text()});
+                  core_->peak_score_bytes(B, T, A, H, full ? k : L),
+                  core_->peak_score_formula_text() + (full ? ", L = k" : "")});
   // Kept per block: the per-token tensors of Tl rows without probabilities (the selective row
   // of recompute_formulas.h, in e-byte activations), plus what the core keeps instead.
+  // Recomputed: the block inputs kept, every k-th (recompute_formulas.h's full row, s/p rows).
   const RecomputeDims d{B, T / p, A, H, L};
   const int e = static_cast<int>(dtype_size(mp_.dtype()));
-  rows.push_back({"activations kept per block", last_kept_per_block_,
-                  activation_bytes_per_block(d, Recompute::kSelective, 1, e) +
-                      core_->kept_bytes_per_block(B, T, A, H),
-                  e == 4 ? "(s/p)b(64h+16) + keep" : "(s/p)b(32h+16) + keep"});
+  if (full) {
+    rows.push_back({"activations kept per block (full" +
+                        (k > 1 ? ", every " + std::to_string(k) : std::string()) + ")",
+                    last_kept_per_block_, activation_bytes_per_block(d, Recompute::kFull, k, e),
+                    std::string(activation_formula_text(Recompute::kFull, k, e, false)) +
+                        ", s/p rows"});
+  } else {
+    rows.push_back({"activations kept per block", last_kept_per_block_,
+                    activation_bytes_per_block(d, Recompute::kSelective, 1, e) +
+                        core_->kept_bytes_per_block(B, T, A, H),
+                    e == 4 ? "(s/p)b(64h+16) + keep" : "(s/p)b(32h+16) + keep"});
+  }
   ReportRow flops{"attention fwd FLOPs/step", static_cast<double>(last_attn_flops_),
-                  L * core_->forward_flops_per_block(B, T, A, H), "L·core"};
+                  (L + R) * core_->forward_flops_per_block(B, T, A, H),
+                  full ? "2L·core" : "L·core"};
   flops.flops = true;
   rows.push_back(flops);
+  if (full) {
+    // The blocks' forwards run again: their linear layers on B·T/p rows (24·h² per row: c_attn
+    // 6h², attn.c_proj 2h², c_fc 8h², mlp.c_proj 8h²) and the core's attention, which is not
+    // the whole-sequence walk's (recompute_report.h): so this stage reports the row itself.
+    ReportRow rec{"recomputed forward FLOPs per step", static_cast<double>(last_recomputed_flops_),
+                  R * (24.0 * B * (double(T) / p) * A * A +
+                       core_->forward_flops_per_block(B, T, A, H)),
+                  "L·(24b(s/p)h² + core)"};
+    rec.flops = true;
+    rows.push_back(rec);
+  }
   return rows;
 }
 
 void ContextParallelStrategy::finish() {
-  log_all_ranks("{}: {} attention calls per step (sends and collectives; closed form L·{} = {})",
-                core_->name(), last_attn_calls_, core_->calls_per_block(),
-                base_.config().layers * core_->calls_per_block());
+  const GPTConfig& c = base_.config();
+  if (c.recompute == Recompute::kFull)  // the recomputed forwards call again
+    log_all_ranks("{}: {} attention calls per step (sends and collectives; closed form "
+                  "L·({} + {} recomputed) = {})",
+                  core_->name(), last_attn_calls_, core_->calls_per_block(),
+                  core_->forward_calls_per_block(),
+                  c.layers * (core_->calls_per_block() + core_->forward_calls_per_block()));
+  else
+    log_all_ranks("{}: {} attention calls per step (sends and collectives; closed form L·{} = {})",
+                  core_->name(), last_attn_calls_, core_->calls_per_block(),
+                  c.layers * core_->calls_per_block());
 }
 
 }  // namespace llmp

@@ -80,6 +80,11 @@ class ContextParallelStrategy : public MixedPrecisionStrategy {
   /// activations kept per block (the walk's measure) against the non-attention tensors of Tl
   /// rows plus the core's keep; this rank's attention forward FLOPs against the core's form.
   std::vector<ReportRow> report() const override;
+  /// --recompute full: report() has the recomputed forward FLOPs (the linear layers' and the
+  /// core's, not the whole-sequence walk's) and the kept checkpoints itself.
+  bool reports_recomputation() const override { return true; }
+  /// Block forwards the walk ran again in the last step (L under --recompute full).
+  int64_t last_recomputed_blocks() const { return last_recomputed_blocks_; }
   /// Prints the core's calls per step (measured, and the closed form) and the ring overlap note.
   void finish() override;
 
@@ -107,6 +112,7 @@ class ContextParallelStrategy : public MixedPrecisionStrategy {
   double last_grad_bytes_ = 0, last_attn_bytes_ = 0;
   int64_t last_attn_calls_ = 0, last_score_peak_ = 0, last_attn_flops_ = 0;
   double last_kept_per_block_ = 0;
+  int64_t last_recomputed_flops_ = 0, last_recomputed_blocks_ = 0;
 };
 
 /// The grid of the context-parallel stages: the p ranks of the world form one group, cut like a

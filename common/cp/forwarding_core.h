@@ -41,6 +41,10 @@ class ForwardingCore : public AttentionCore {
   }
   std::string bytes_formula_text() const override { return inner_->bytes_formula_text(); }
   int calls_per_block() const override { return inner_->calls_per_block(); }
+  double forward_bytes_per_block(int B, int T, int A, int H) const override {
+    return inner_->forward_bytes_per_block(B, T, A, H);
+  }
+  int forward_calls_per_block() const override { return inner_->forward_calls_per_block(); }
   double kept_bytes_per_block(int B, int T, int A, int H) const override {
     return inner_->kept_bytes_per_block(B, T, A, H);
   }

@@ -285,6 +285,9 @@ std::string RingAttention::bytes_formula_text() const {
   return stored_bytes() == 4 ? "(3p-2)·8BTA/p" : "(2p-1)·8BTA/p";
 }
 int RingAttention::calls_per_block() const { return p_ == 1 ? 0 : 3 * p_ - 2; }
+double RingAttention::forward_bytes_per_block(int B, int T, int A, int /*H*/) const {
+  return (p_ - 1.0) * 2 * stored_bytes() * B * (static_cast<double>(T) / p_) * A;
+}
 double RingAttention::kept_bytes_per_block(int B, int T, int /*A*/, int H) const {
   return 4.0 * B * H * (static_cast<double>(T) / p_);
 }

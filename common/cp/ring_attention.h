@@ -107,6 +107,9 @@ class RingAttention : public AttentionCore {
   std::string bytes_formula_text() const override;
   /// 3p − 2 for p > 1 (p − 1 forward, 2p − 1 backward), 0 at p = 1.
   int calls_per_block() const override;
+  /// The forward's p − 1 K|V blocks of 2e·B·Tl·A bytes; 0 at p = 1.
+  double forward_bytes_per_block(int B, int T, int A, int H) const override;
+  int forward_calls_per_block() const override { return p_ - 1; }
   /// lse: 4·B·H·T/p.
   double kept_bytes_per_block(int B, int T, int A, int H) const override;
   /// 8(T/p)²: the backward's P and dS of one (Tl,Tl) block.

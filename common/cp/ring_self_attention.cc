@@ -300,6 +300,11 @@ double RingSelfAttention::bytes_per_block(int B, int T, int A, int /*H*/) const 
   return (p - 1) * (2 * e + 2 * (e + 4)) * B * Tl * A;
 }
 
+double RingSelfAttention::forward_bytes_per_block(int B, int T, int A, int /*H*/) const {
+  const double Tl = positions(T).size(), p = shards();
+  return 2 * (p - 1) * stored_bytes() * B * Tl * A;
+}
+
 std::string RingSelfAttention::bytes_formula_text() const {
   return stored_bytes() == 4 ? "6(p-1)·4·B·T·A/p" : "4(p-1)·4·B·T·A/p";
 }

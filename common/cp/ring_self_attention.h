@@ -103,6 +103,9 @@ class RingSelfAttention : public AttentionCore {
   std::string bytes_formula_text() const override;
   /// 4(p − 1) isends in fp32, 6(p − 1) in 16 bits (the irecvs count under "recv", 0 bytes).
   int calls_per_block() const override;
+  /// The forward's 2(p − 1) chunks (keys, then values) of e·B·Tl·A bytes, one isend each.
+  double forward_bytes_per_block(int B, int T, int A, int H) const override;
+  int forward_calls_per_block() const override { return 2 * (shards() - 1); }
   /// 4·B·H·(T/p)·T: P of the local rows against all keys.
   double kept_bytes_per_block(int B, int T, int A, int H) const override;
   /// 4·B·H·(T/p)·T·(L + 1): L blocks' P plus the last backward's dP/dS.

@@ -187,6 +187,12 @@ double UlyssesAttention::bytes_per_block(int B, int T, int A, int H) const {
   return (p - 1) / p * stored_bytes() * (3 + 1 + 1 + 3) * B * Tl * A;
 }
 
+double UlyssesAttention::forward_bytes_per_block(int B, int T, int A, int H) const {
+  (void)H;
+  const double p = shards(), Tl = double(T) / p;
+  return (p - 1) / p * stored_bytes() * (3 + 1) * B * Tl * A;
+}
+
 std::string UlyssesAttention::bytes_formula_text() const {
   return stored_bytes() == 4 ? "32(p-1)·bTh/p²" : "16(p-1)·bTh/p²";
 }

@@ -73,6 +73,9 @@ class UlyssesAttention : public AttentionCore {
   double bytes_per_block(int B, int T, int A, int H) const override;
   std::string bytes_formula_text() const override;
   int calls_per_block() const override { return 4; }
+  /// The forward's two all_to_alls (q|k|v to the head split, out back): (p-1)/p·e·4·B·Tl·A.
+  double forward_bytes_per_block(int B, int T, int A, int H) const override;
+  int forward_calls_per_block() const override { return 2; }
   double kept_bytes_per_block(int B, int T, int A, int H) const override;
   double peak_score_bytes(int B, int T, int A, int H, int L) const override;
   std::string peak_score_formula_text() const override;

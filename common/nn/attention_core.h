@@ -105,6 +105,11 @@ class AttentionCore {
   virtual std::string bytes_formula_text() const = 0;
   /// Collective calls (sends, all_to_alls) this rank makes for one block in one training step.
   virtual int calls_per_block() const = 0;
+  /// Of bytes_per_block and calls_per_block, what one forward sends and calls: what a block's
+  /// forward run again costs (full recomputation, common/nn/recompute.h, reruns the core's
+  /// forward with its communication before the block's backward).
+  virtual double forward_bytes_per_block(int B, int T, int A, int H) const = 0;
+  virtual int forward_calls_per_block() const = 0;
   /// Bytes of *keep after one block's forward.
   virtual double kept_bytes_per_block(int B, int T, int A, int H) const = 0;
   /// Peak bytes of MemTag::kAttentionScores on this rank during one training step of L blocks.

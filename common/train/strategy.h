@@ -71,6 +71,13 @@ class Strategy {
   /// during the last step).
   virtual std::vector<ReportRow> report() const = 0;
 
+  /// Whether report() carries the rows of --recompute itself (the recomputed forward FLOPs, the
+  /// activations kept per block). False (the default): the shared trainer appends them from
+  /// common/train/recompute_report.h, whose closed forms are the whole-sequence walk's; a stage
+  /// whose recomputation runs other arithmetic (context parallelism's attention cores) says
+  /// true and reports its own.
+  virtual bool reports_recomputation() const { return false; }
+
   /// What the progress line adds after the loss for the last step, e.g. " | loss scale 32768 |
   /// skipped 1" (the fp16 loss scaler's state, the same on every rank). Default: nothing.
   virtual std::string step_note() const { return ""; }

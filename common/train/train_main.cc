@@ -270,10 +270,11 @@ int run(int argc, char** argv, const StageSpec& spec) {
 
   if (cfg.steps > 0) {
     std::vector<ReportRow> rows = strategy->report();
-    for (ReportRow& r : recompute_rows(model.config(), spec.grid(cfg), B, T,
-                                       static_cast<int>(dtype_size(model.activation_dtype())),
-                                       last_step_meter))
-      rows.push_back(std::move(r));
+    if (!strategy->reports_recomputation())
+      for (ReportRow& r : recompute_rows(model.config(), spec.grid(cfg), B, T,
+                                         static_cast<int>(dtype_size(model.activation_dtype())),
+                                         last_step_meter))
+        rows.push_back(std::move(r));
     for (const ReportRow& row : arena_report_rows()) rows.push_back(row);
     // On a device the memory rows measure device bytes: the model states live there.
     print_report(*world, cfg.device == "cpu" ? spec.name : spec.name + " on " + cfg.device, psi,

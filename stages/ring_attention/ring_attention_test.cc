@@ -49,6 +49,13 @@ TEST(RingAttention, ReportRowsMatchAndTheBalancedSplitEqualisesTheWork) {
 
 TEST(RingAttention, StateRoundTrip) { expect_cp_state_round_trip(ring(RingAttention::Split::kBalanced)); }
 
+// --recompute full: every block's forward ring runs again, the result to the bit.
+TEST(RingAttention, FullRecomputationIsBitIdentical) {
+  expect_cp_full_recomputation_bit_identical(ring(RingAttention::Split::kBalanced));
+  expect_cp_full_recomputation_bit_identical(ring(RingAttention::Split::kContiguous),
+                                             TrainPrecision::kBF16);
+}
+
 // ---- Mixed precision: 16-bit K|V blocks, fp32 math and accumulators (ring_attention.cc) ----
 
 TEST(RingAttention, MatchesBaselineInBf16) {

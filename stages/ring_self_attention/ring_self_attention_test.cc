@@ -36,6 +36,12 @@ TEST(RingSelfAttention, ReportRowsMatchTheClosedForms) {
 
 TEST(RingSelfAttention, StateRoundTrip) { expect_cp_state_round_trip(rsa); }
 
+// --recompute full: every block's key and value chunks go around again, the result to the bit.
+TEST(RingSelfAttention, FullRecomputationIsBitIdentical) {
+  expect_cp_full_recomputation_bit_identical(rsa);
+  expect_cp_full_recomputation_bit_identical(rsa, TrainPrecision::kBF16);
+}
+
 // ---- Mixed precision: 16-bit chunks, fp32 products, accumulators and P ----
 
 TEST(RingSelfAttention, MatchesBaselineInBf16) {

@@ -34,6 +34,12 @@ TEST(Ulysses, ReportRowsMatchTheClosedForms) {
 
 TEST(Ulysses, StateRoundTrip) { expect_cp_state_round_trip(ulysses); }
 
+// --recompute full: the all_to_alls of every block's forward run again, the result to the bit.
+TEST(Ulysses, FullRecomputationIsBitIdentical) {
+  expect_cp_full_recomputation_bit_identical(ulysses);
+  expect_cp_full_recomputation_bit_identical(ulysses, TrainPrecision::kBF16);
+}
+
 // ---- Mixed precision: the all_to_alls carry the activations' 16 bits ----
 
 // At p = 1 Ulysses is the baseline's arithmetic to the bit: the same kernels on the same 16-bit
