@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Every stage takes --recompute and --recompute_every through the shared walk, and recomputation
 # changes no bit of the result: after 3 steps of the tiny model with 4 blocks, the checkpoint
-# (parameters, Adam m and v) of a run with --recompute full, full every 2 and 3 and selective is byte
-# for byte the checkpoint of the run without (cmp). The context-parallel stages (ulysses,
+# (parameters, Adam m and v) of a run with --recompute full, full every 2 and 3 and selective is
+# byte for byte the checkpoint of the run without (cmp). The context-parallel stages (ulysses,
 # ring_attention, ring_self_attention) recompute whole blocks only: full, every 2 and 3 (their
-# cores' forward communication runs again, and their reports say so). Each run's report must show the measured
+# cores' forward communication runs again, and their reports say so). moe and baseline_moe train
+# moe-tiny with 4 blocks (2 of them mixtures: a recomputed one routes and all_to_alls again).
+# Each run's report must show the measured
 # recomputed FLOPs next to the formula with "ok" (a stage whose walk ignored the policy shows 0),
 # and no row of it may differ from its formula (what recomputation adds to a stage's traffic,
 # e.g. tensor parallelism's g all_reduces or ZeRO-3's tiles gathered again, is in its formula).
@@ -15,14 +17,17 @@ trap 'rm -rf "$tmp"' EXIT
 fails=0
 for arg in "$@"; do
   name=${arg%%=*} bin=${arg#*=}
-  ranks=2 extra=() policies=("full" "full --recompute_every 2" "full --recompute_every 3" "selective")
+  ranks=2 extra=() model=tiny
+  policies=("full" "full --recompute_every 2" "full --recompute_every 3" "selective")
   case "$name" in
+    moe) model=moe-tiny ;;  # the routing and both all_to_alls of a recomputed MoE block again
+    baseline_moe) model=moe-tiny ranks=1 ;;
     ulysses|ring_attention|ring_self_attention) unset 'policies[3]' ;;
     baseline) ranks=1 ;;
     mixed_bf16) extra=(--precision bf16) ;;
     zero3_tiled) extra=(--tile_factor 2) ;;  # recomputation gathers the tiles again
   esac
-  common=(--model tiny --layers 4 --global_batch 8 --world_size "$ranks" --eval_every 0
+  common=(--model "$model" --layers 4 --global_batch 8 --world_size "$ranks" --eval_every 0
           --steps 3 --quiet --timeout 120 "${extra[@]}")
   run() {  # run LABEL FLAGS...: trains, saves $tmp/$name.LABEL.safetensors, keeps the log
     local label=$1; shift

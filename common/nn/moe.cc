@@ -147,12 +147,14 @@ Tensor moe_forward(const GPTConfig& cfg, const BlockShape& s, MoeContext& ctx, c
   }
   const Routing& r = c->routing;
   const int cap = r.cap;
-  MoeStats& st = ctx.stats();
-  for (int e = 0; e < E; ++e) st.routed[e] += r.routed[e], st.kept[e] += r.kept[e];
-  for (int t = 0; t < n; ++t) ++st.first[r.expert[t * k]];
-  st.assignments += static_cast<int64_t>(n) * k;
-  for (int e = 0; e < E; ++e) st.dropped += r.routed[e] - r.kept[e];
-  st.aux_sum += r.aux_sum, st.aux_terms += G, st.z_sum += r.z_sum, ++st.forwards;
+  if (!ctx.recomputing()) {  // a recomputed forward routes the same tokens again: counted once
+    MoeStats& st = ctx.stats();
+    for (int e = 0; e < E; ++e) st.routed[e] += r.routed[e], st.kept[e] += r.kept[e];
+    for (int t = 0; t < n; ++t) ++st.first[r.expert[t * k]];
+    st.assignments += static_cast<int64_t>(n) * k;
+    for (int e = 0; e < E; ++e) st.dropped += r.routed[e] - r.kept[e];
+    st.aux_sum += r.aux_sum, st.aux_terms += G, st.z_sum += r.z_sum, ++st.forwards;
+  }
   // Dispatch: D[e][g][s] = ln2[t] (E,G,cap,C), in ln2's dtype; to the experts' ranks.
   //                                                                  sends (ep-1)/ep·e·|D|
   const std::vector<std::pair<int64_t, int64_t>> rows = kept_rows(r);

@@ -91,11 +91,16 @@ class MoeContext {
   float loss_scale() const { return loss_scale_; }
   MoeStats& stats() { return stats_; }
   const MoeStats& stats() const { return stats_; }
+  /// Set by the walk around a full recomputation's forwards (unit_runner.cc): the routing runs
+  /// again, to the same result, and is not counted again in stats().
+  void set_recomputing(bool on) { recomputing_ = on; }
+  bool recomputing() const { return recomputing_; }
 
  private:
   ExpertComm* comm_;
   float loss_scale_ = 0;
   MoeStats stats_;
+  bool recomputing_ = false;
 };
 
 /// A MoE block's router and held experts, inside its unit after ln_2 (block_params.h).

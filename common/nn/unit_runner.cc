@@ -185,12 +185,15 @@ void UnitRunner::recompute_if_dropped(int j, const UnitRange& r, const Args& a, 
   }
   if (tape->x[c].ndim() == 1)  // ZeRO-R Pa: this rank's part only; the whole from every rank
     tape->x[c] = model_.gather_checkpoint(tape->x[c], {a.B, a.T, model_.config().d});
+  MoeContext* moe = model_.moe();  // a mixture of experts routes again without counting again
+  if (moe) moe->set_recomputing(true);
   for (int i = c; i <= j; ++i) {
     Tensor y = model_.block_forward(r.first_block + i, params_.get(1 + r.first_block + i), tape->x[i], a.B, a.T,
                                     &tape->cache[i]);
     if (i < j) tape->x[i + 1] = std::move(y);
     ++stats_.recomputed_blocks;
   }
+  if (moe) moe->set_recomputing(false);
   RecomputeMeter& meter = RecomputeMeter::instance();
   meter.recomputed_blocks += j - c + 1;
   meter.recomputed_flops += cpu::flops_done() - flops;

@@ -23,6 +23,22 @@ double activation_bytes_per_block(const RecomputeDims& d, Recompute policy, int 
   return 0;
 }
 
+double moe_block_activation_bytes(const RecomputeDims& d, Recompute policy, int e, int64_t E,
+                                  int64_t k, int64_t cap) {
+  const double s = d.s, b = d.b, h = d.h, a = d.a;
+  if (policy == Recompute::kFull) return activation_bytes_per_block(d, policy, 1, e);
+  const double probs = policy == Recompute::kSelective ? 0 : d.flash ? 4 * a : e * a * s;
+  const double per_token = e * 8 * h + 16 + probs + 9.0 * e * h * E * cap / s + e * k * h + 4 * k;
+  return s * b * per_token;
+}
+
+double moe_block_forward_flops(int64_t b, int64_t s, int64_t h, int64_t E, int64_t k,
+                               int64_t cap, bool flash) {
+  const double B = b, S = s, H = h, N = B * S;
+  const double attention = flash ? 3 * B * S * S * H : 2 * B * S * S * H + B * S * (S + 1) * H;
+  return 8 * N * H * H + attention + 2 * N * H * E + 16 * H * H * E * B * cap + 2 * N * k * H;
+}
+
 double recomputed_flops_per_walk(const RecomputeDims& d, Recompute policy) {
   const double s = d.s, b = d.b, h = d.h, N = d.b * d.s, t = d.t;
   switch (policy) {

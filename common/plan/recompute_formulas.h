@@ -63,6 +63,26 @@ double activation_bytes_per_block(const RecomputeDims& d, Recompute policy, int 
 /// tensor-parallel rank is 1/t of the whole (its heads, its columns, all N rows).
 double recomputed_flops_per_walk(const RecomputeDims& d, Recompute policy);
 
+/// Activation bytes one mixture-of-experts block (common/nn/moe.h) keeps for its backward under
+/// kNone or kSelective (kFull: its input, as a dense block), per rank of b sequences of s tokens
+/// (t = 1): per token the block output, ln_1, res1 and ln_2 (4h), qkv and atty (4h) in e bytes and
+/// the four LayerNorm statistics (16 bytes); the probabilities as a dense block's (none: e·a·s,
+/// flash: the fp32 lse 4a, selective: none); the experts' rows, c_fc outputs and GELU outputs
+/// ((1 + 4 + 4)h per slot, E·cap slots per sequence: 9eh·E·cap/s per token); the experts' outputs
+/// gathered per assignment Yg (e·k·h) and the fp32 gates (4k):
+///   e·8h + 16 + probs + 9eh·E·cap/s + e·k·h + 4k   bytes per token.
+double moe_block_activation_bytes(const RecomputeDims& d, Recompute policy, int e, int64_t E,
+                                  int64_t k, int64_t cap);
+
+/// One mixture-of-experts block's forward FLOPs (common/nn/moe.h) on b sequences of s tokens, the
+/// FLOPs full recomputation runs again for it: attention's two linear layers 8Nh² and its
+/// products (as the dense block's), the router 2NhE, the experts' rows, every slot of the static
+/// buffer whether it holds a token or not, E·b·cap rows through C → 4C → C (16h² each; the
+/// same on any ep: E/ep experts each multiply ep·b·cap rows), and the combine 2Nkh. N = b·s;
+/// cap slots per expert and sequence (moe_routing.h expert_capacity).
+double moe_block_forward_flops(int64_t b, int64_t s, int64_t h, int64_t E, int64_t k,
+                               int64_t cap, bool flash = false);
+
 /// The text of the closed form activation_bytes_per_block evaluates, e.g. "sbh(64+4as/h)+16sb".
 /// With `flash`, the text of the flash attention's row (none): "sbh(64+4a/h)+16sb".
 const char* activation_formula_text(Recompute policy, int every, int e, bool flash = false);

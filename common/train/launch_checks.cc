@@ -71,9 +71,6 @@ void validate_before_launch(const TrainConfig& cfg, const StageSpec& spec) {
     if (m.experts > 0 && !spec.supports_moe)
       user_error("--model " + m.name + " (experts=" + std::to_string(m.experts) + "): " +
                  spec.name + " trains dense models only (a mixture of experts: baseline, moe)");
-    if (m.experts > 0 && cfg.recompute != "none")
-      user_error("--recompute " + cfg.recompute + ": a mixture of experts is not recomputed "
-                 "(its routing statistics and all_to_alls would run twice)");
   }
   if (cfg.partition_activations && spec.grid(cfg).tp == 1)
     user_error("--partition_activations: " + spec.name +

@@ -33,6 +33,10 @@ std::string split_error(const llmp::TrainConfig& cfg) {
   if (mc.experts % ep != 0)
     return "experts E=" + std::to_string(mc.experts) +
            " are not divisible by expert-parallel size ep=" + std::to_string(ep);
+  if (cfg.partition_activations)
+    return "--partition_activations: moe has no tensor-parallel group to partition its "
+           "checkpoints over (its tp slot is the expert-parallel group; every rank holds its "
+           "checkpoints whole)";
   if (cfg.global_batch % cfg.world_size != 0)
     return "global batch " + std::to_string(cfg.global_batch) + " is not divisible by world "
            "size " + std::to_string(cfg.world_size) + " (every rank reads its own sequences)";

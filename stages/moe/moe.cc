@@ -11,6 +11,7 @@
 #include "common/optim/decay_mask.h"
 #include "common/runtime/log.h"
 #include "common/train/moe_report.h"
+#include "common/train/recompute_report.h"
 
 namespace llmp {
 
@@ -26,7 +27,8 @@ MoeParamCounts MoeParamCounts::of(const GPTConfig& c, int ep) {
 double moe_all_to_all_bytes(const GPTConfig& c, int ep, int G, int T, int e) {
   const double cap = std::ceil(static_cast<double>(c.top_k) * T * c.capacity_factor / c.experts);
   const double buffer = static_cast<double>(e) * c.experts * G * std::max(1.0, cap) * c.d;  // (E,G,cap,C)
-  return 4.0 * c.moe_blocks() * (ep - 1.0) / ep * buffer;
+  const double per_block = c.recompute == Recompute::kFull ? 6.0 : 4.0;  // + the forward's two
+  return per_block * c.moe_blocks() * (ep - 1.0) / ep * buffer;
 }
 
 GridShape expert_parallel_grid(int world_size, int ep) {
@@ -101,6 +103,7 @@ double ExpertParallelStrategy::train_step(const int32_t* tokens, const int32_t* 
   const double a2a = ep_->stats().total_bytes(), dense = world_.stats().total_bytes(),
                expert = edp_.stats().total_bytes();
   model_.moe()->stats().reset(model_.config().experts);
+  RecomputeMeter::instance().reset();  // the recomputation rows are this step's
   // 1. This rank's G sequences; the all_to_alls inside every MoE block. Mixed precision: each
   //    unit's gradient summed in fp32, rounded once into the 16-bit buffer (FlatGrads); fp16
   //    scales the loss by S.
@@ -129,6 +132,7 @@ double ExpertParallelStrategy::train_step(const int32_t* tokens, const int32_t* 
   last_expert_ = edp_.stats().total_bytes() - expert;
   last_G_ = G, last_T_ = T;
   last_routing_ = sum_over(metrics_, model_.moe()->stats());
+  last_meter_ = RecomputeMeter::instance();
   return metrics_.sum(mp_.unscale_loss(local, scale, step));  // fp16: divided by the S used
 }
 
@@ -195,7 +199,8 @@ std::vector<ReportRow> ExpertParallelStrategy::report() const {
   // master copy), and what the all_to_alls and all_reduces move (the buffers' dtype).
   const int e = mp_.mixed() ? 2 : 4, k = mp_.mixed() ? 12 : 8;
   const std::string es = std::to_string(e), ks = std::to_string(k);
-  return {
+  const std::string a2a_blocks = c.recompute == Recompute::kFull ? "6L_m" : "4L_m";
+  std::vector<ReportRow> rows = {
       {"parameters", static_cast<double>(mt.current(MemCategory::kParameters)), e * psi,
        es + "(Ψ_d+Ψ_x)"},
       {"gradients", static_cast<double>(mt.current(MemCategory::kGradients)), e * psi,
@@ -203,12 +208,17 @@ std::vector<ReportRow> ExpertParallelStrategy::report() const {
       {"optimizer state", static_cast<double>(mt.current(MemCategory::kOptimizerState)), k * psi,
        ks + "(Ψ_d+Ψ_x)"},
       {"all_to_all/step", last_a2a_, moe_all_to_all_bytes(c, ep, last_G_, last_T_, e),
-       "4L_m(ep-1)/ep·" + es + "EG·cap·C"},
+       a2a_blocks + "(ep-1)/ep·" + es + "EG·cap·C"},
       {"dense all_reduce/step", last_dense_, 2.0 * (W - 1) / W * e * n.dense,
        "2(W-1)/W·" + es + "Ψ_d"},
       {"expert all_reduce/step", last_expert_, 2.0 * (D - 1) / D * e * n.experts,
        "2(D-1)/D·" + es + "Ψ_x"},
   };
+  // --recompute: what the walk of this rank's G sequences kept and ran again (a MoE block's forward
+  // with its routing and both all_to_alls), as the baseline's walk of G sequences would.
+  for (ReportRow& r : recompute_rows(c, GridShape{W, 1, 1}, W * last_G_, last_T_, e, last_meter_))
+    rows.push_back(std::move(r));
+  return rows;
 }
 
 void ExpertParallelStrategy::finish() {

@@ -46,6 +46,7 @@
 #include "common/comm/grid.h"
 #include "common/comm/process_group.h"
 #include "common/nn/gpt.h"
+#include "common/nn/recompute.h"
 #include "common/optim/adamw.h"
 #include "common/optim/grad_clip.h"
 #include "common/train/dp_util.h"
@@ -63,7 +64,8 @@ struct MoeParamCounts {
 };
 
 /// all_to_all bytes one rank sends per training step: 4·L_m·(ep-1)/ep·e·E·G·cap·C, e bytes per
-/// element (4: fp32, 2: bf16/fp16).
+/// element (4: fp32, 2: bf16/fp16); under full recomputation (c.recompute) each MoE block's
+/// forward runs again, its dispatch and return with it: 6·L_m·(ep-1)/ep·e·E·G·cap·C.
 double moe_all_to_all_bytes(const GPTConfig& c, int ep, int G, int T, int e = 4);
 
 class ExpertParallelStrategy : public MixedPrecisionStrategy {
@@ -87,6 +89,9 @@ class ExpertParallelStrategy : public MixedPrecisionStrategy {
   /// all_to_all, dense all_reduce and expert all_reduce bytes of the last step (mixed: at 2
   /// bytes an element), each next to its closed form.
   std::vector<ReportRow> report() const override;
+  /// --recompute: report() carries the recomputation rows, from recompute_rows with this stage's
+  /// walk (B/W sequences per rank, every product whole: grid W × 1 × 1), not its grid's tp = ep.
+  bool reports_recomputation() const override { return true; }
   /// Prints the last step's routing over the global batch (moe_report.h).
   void finish() override;
 
@@ -113,6 +118,7 @@ class ExpertParallelStrategy : public MixedPrecisionStrategy {
   MetricsReducer metrics_;
   std::shared_ptr<ProcessGroup> book_;  // state gathering, not counted as training traffic
   MoeStats last_routing_;
+  RecomputeMeter last_meter_;  // what the last step's walk kept and recomputed
   int last_G_ = 0, last_T_ = 0;
   double last_a2a_ = 0, last_dense_ = 0, last_expert_ = 0;
 };

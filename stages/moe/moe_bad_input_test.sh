@@ -4,7 +4,7 @@
 #   usage: moe_bad_input_test.sh [--moe=path/to/moe/train] [--baseline=path/to/baseline/train]
 #                                [--dense=path/to/a/dense/stage/train] [--skip=CASE ...]
 # --moe: the MoE stage's flags (E not divisible by ep, k > E, c <= 0, ep not dividing the world
-# size, a dense model, an indivisible batch, recomputation), refused before launch (exit 2), and
+# size, a dense model, an indivisible batch), refused before launch (exit 2), and
 # some inside the ranks (mpiexec directly: the launcher's checks are skipped, every rank ends).
 # --baseline: the single-rank trainer refuses k > E on moe-tiny. --dense: a dense stage refuses a
 # mixture of experts by name. --skip names a case left out (see the BUILD rule's comment).
@@ -66,8 +66,6 @@ if [ -n "$moe" ]; then
   expect_exit_2 dense_model "--model mini has no experts" -- "$moe" "${fast[@]}" --model mini
   expect_exit_2 indivisible_batch_moe "global batch 6 is not divisible by world size 4" -- \
     "$moe" "${fast[@]}" --world_size 4 --global_batch 6
-  expect_exit_2 recompute_moe "--recompute full: a mixture of experts" -- \
-    "$moe" "${fast[@]}" --recompute full
   # The same refusals inside the ranks: every rank ends.
   expect_in_ranks experts_not_divisible_in_ranks \
     "experts E=6 are not divisible by expert-parallel size ep=4" -- \

@@ -236,5 +236,62 @@ TEST(Moe, StateMatchesTheBaselineAndMovesBetweenEpSizes) {
   }
 }
 
+// --recompute full: each MoE block's forward runs again before its backward, its routing and its
+// two all_to_alls with it. The result is the run without, to the bit; the routing statistics
+// count each forward once; the report's rows (the all_to_alls at 6 per MoE block, the kept inputs,
+// the recomputed FLOPs of dense and MoE blocks) equal their closed forms.
+TEST(Moe, FullRecomputationIsBitIdenticalAndRoutesOnce) {
+  const int W = test_world().size(), B = 8;
+  GPTConfig c = moe_tiny(2, 1.0, 2);
+  c.layers = 4;  // blocks 1 and 3 are mixtures
+  const int T = c.ctx, G = B / W, ep = W;
+  const Corpus corpus = Corpus::load("/usr/share/games/fortunes", T);
+  struct Run {
+    std::vector<double> losses;
+    std::vector<float> state;
+    MoeStats routing;
+    std::vector<ReportRow> rows;
+  };
+  const auto train = [&](const GPTConfig& config) {
+    const GPT model(config);
+    auto s = make_moe_strategy(model, ep, AdamWConfig{}, 5);
+    const BatchSlice sl = s->batch_slice(B);
+    std::vector<int32_t> tok(G * T), tgt(G * T);
+    Run r;
+    for (int step = 1; step <= 3; ++step) {
+      sample(corpus.train(), 5, step, sl.first_seq, sl.num_seqs, T, tok.data(), tgt.data());
+      r.losses.push_back(s->train_step(tok.data(), tgt.data(), B, T, step));
+    }
+    const int64_t psi = GPTLayout(config).num_params();
+    r.state.resize(3 * psi);
+    s->get_state(r.state.data(), r.state.data() + psi, r.state.data() + 2 * psi);
+    r.routing = s->last_routing();
+    r.rows = s->report();
+    return r;
+  };
+  const Run none = train(c);
+  for (int k : {1, 2}) {
+    SCOPED_TRACE("--recompute full --recompute_every " + std::to_string(k));
+    GPTConfig cf = c;
+    cf.recompute = Recompute::kFull;
+    cf.recompute_every = k;
+    const Run full = train(cf);
+    EXPECT_EQ(full.losses, none.losses);
+    EXPECT_TRUE(full.state == none.state) << "recomputation changed the state";
+    EXPECT_EQ(full.routing.assignments, none.routing.assignments) << "a recomputed forward counted";
+    EXPECT_EQ(full.routing.forwards, none.routing.forwards);
+    EXPECT_EQ(full.routing.routed, none.routing.routed);
+    EXPECT_EQ(full.routing.dropped, none.routing.dropped);
+    EXPECT_EQ(full.routing.aux_sum, none.routing.aux_sum);
+    for (const ReportRow& r : full.rows)
+      EXPECT_TRUE(report_row_ok(r)) << r.what << ": measured " << r.measured << ", formula "
+                                    << r.formula << " (" << r.formula_text << ")";
+    EXPECT_GT(report_row(full.rows, "recomputed forward FLOPs per step").measured, 0);
+    EXPECT_EQ(report_row(full.rows, "all_to_all/step").measured,
+              1.5 * report_row(none.rows, "all_to_all/step").measured)
+        << "the dispatch and the return of each recomputed MoE block's forward";
+  }
+}
+
 }  // namespace
 }  // namespace llmp
