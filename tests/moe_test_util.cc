@@ -10,6 +10,7 @@
 
 #include "common/data/corpus.h"
 #include "common/data/sampler.h"
+#include "common/tensor/memory.h"
 #include "common/testing/max_or_nan.h"
 #include "common/train/single_rank.h"
 #include "tests/stage_test_util.h"
@@ -106,6 +107,35 @@ MoeEquivalence run_moe_against_baseline(const GPTConfig& config, int ep, int ste
                 static_cast<long long>(out.routing.assignments));
   std::fflush(stdout);
   return out;
+}
+
+MoeStepMeasurement measure_moe_steps(const GPT& model, int ep, MixedPrecisionConfig mp) {
+  const int W = test_world().size(), B = 8, T = model.config().ctx, G = B / W;
+  const Corpus corpus = Corpus::load("/usr/share/games/fortunes", T);
+  auto& mt = MemoryTracker::instance();
+  ProcessGrid& grid = moe_grid(ep);
+  MoeStepMeasurement m;
+  const int64_t p0 = mt.current(MemCategory::kParameters),
+                g0 = mt.current(MemCategory::kGradients),
+                o0 = mt.current(MemCategory::kOptimizerState);
+  auto s = make_moe_strategy(model, ep, AdamWConfig{}, 7, mp);
+  m.params = mt.current(MemCategory::kParameters) - p0;
+  m.grads = mt.current(MemCategory::kGradients) - g0;
+  m.optimizer = mt.current(MemCategory::kOptimizerState) - o0;
+  const BatchSlice sl = s->batch_slice(B);
+  std::vector<int32_t> tok(G * T), tgt(G * T);
+  double world0 = 0, edp0 = 0;
+  for (int step = 1; step <= 2; ++step) {
+    sample(corpus.train(), 7, step, sl.first_seq, sl.num_seqs, T, tok.data(), tgt.data());
+    world0 = grid.world().stats().total_bytes(), edp0 = grid.dp_group().stats().total_bytes();
+    s->train_step(tok.data(), tgt.data(), B, T, step);
+  }
+  m.world_sent = grid.world().stats().total_bytes() - world0;
+  m.edp_sent = grid.dp_group().stats().total_bytes() - edp0;
+  m.rows = s->report();
+  m.assignments = s->last_routing().assignments;
+  m.layout_params = s->model().layout().num_params();
+  return m;
 }
 
 void expect_same_routing(const MoeStats& stage, const MoeStats& baseline) {

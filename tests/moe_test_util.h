@@ -58,6 +58,19 @@ MoeEquivalence run_moe_against_baseline(const GPTConfig& config, int ep, int ste
                                         int B = 8, uint64_t seed = 1234,
                                         AdamWConfig opt = {}, MixedPrecisionConfig mp = {});
 
+/// What two training steps of the stage at `ep` measured (moe-tiny-shaped `model`, B = 8, seed 7):
+/// the report, the model states the strategy allocated (MemoryTracker growth while it was built),
+/// and the bytes the world and the expert-data-parallel group sent in the second step.
+struct MoeStepMeasurement {
+  std::vector<ReportRow> rows;
+  int64_t params = 0, grads = 0, optimizer = 0;
+  double world_sent = 0, edp_sent = 0;
+  int64_t assignments = 0;  ///< the last step's routing over the global batch
+  int64_t layout_params = 0;  ///< Ψ_d + Ψ_x: the parameters of the rank's layout
+};
+/// Collective over the test world. `model`'s activations in mp's dtype.
+MoeStepMeasurement measure_moe_steps(const GPT& model, int ep, MixedPrecisionConfig mp = {});
+
 /// gtest EXPECTs: the two routing statistics are the same counts (routed, kept, first per expert;
 /// assignments, dropped, aux terms, forwards) and aux_sum within 1e-6 relative.
 void expect_same_routing(const MoeStats& stage, const MoeStats& baseline);

@@ -84,48 +84,31 @@ TEST(MoeMixedPrecision, TopOneEveryBlockInBf16MatchesTheBaseline) {
 
 TEST(MoeMixedPrecision, Bf16ReportRowsHalveEveryByteThatMoves) {
   const GPTConfig c = moe_tiny(2, 1.0, 2);
-  const int W = test_world().size(), B = 8, T = c.ctx, G = B / W;
-  const Corpus corpus = Corpus::load("/usr/share/games/fortunes", T);
-  auto& mt = MemoryTracker::instance();
+  const int W = test_world().size(), G = 8 / W;
   for (int ep : moe_ep_sizes(c.experts)) {
     SCOPED_TRACE("ep " + std::to_string(ep));
     const int D = W / ep, held = c.experts / ep;
-    const GPT model(c, TpComm::none(), DType::kBF16);
-    ProcessGrid& grid = moe_grid(ep);
-    const int64_t p0 = mt.current(MemCategory::kParameters),
-                  g0 = mt.current(MemCategory::kGradients),
-                  o0 = mt.current(MemCategory::kOptimizerState);
-    auto s =
-        make_moe_strategy(model, ep, AdamWConfig{}, 7, precision_config(TrainPrecision::kBF16));
-    const BatchSlice sl = s->batch_slice(B);
-    std::vector<int32_t> tok(G * T), tgt(G * T);
-    double world0 = 0, edp0 = 0;
-    for (int step = 1; step <= 2; ++step) {
-      sample(corpus.train(), 7, step, sl.first_seq, sl.num_seqs, T, tok.data(), tgt.data());
-      world0 = grid.world().stats().total_bytes(), edp0 = grid.dp_group().stats().total_bytes();
-      s->train_step(tok.data(), tgt.data(), B, T, step);
-    }
-    const std::vector<ReportRow> rows = s->report();
-    for (const ReportRow& r : rows) {
+    const MoeStepMeasurement m = measure_moe_steps(GPT(c, TpComm::none(), DType::kBF16), ep,
+                                                   precision_config(TrainPrecision::kBF16));
+    for (const ReportRow& r : m.rows) {
       EXPECT_EQ(r.measured, r.formula) << r.what << " (" << r.formula_text << ")";
       EXPECT_TRUE(report_row_ok(r)) << r.what;
     }
     // Model states: 16-bit parameters and gradients, the fp32 master copy with m and v.
     const double psi_r = kDense + held * kExpert;
-    EXPECT_EQ(mt.current(MemCategory::kParameters) - p0, 2 * psi_r) << "16-bit parameters";
-    EXPECT_EQ(mt.current(MemCategory::kGradients) - g0, 2 * psi_r) << "16-bit gradients";
-    EXPECT_EQ(mt.current(MemCategory::kOptimizerState) - o0, 12 * psi_r) << "master, m, v";
+    EXPECT_EQ(m.params, 2 * psi_r) << "16-bit parameters";
+    EXPECT_EQ(m.grads, 2 * psi_r) << "16-bit gradients";
+    EXPECT_EQ(m.optimizer, 12 * psi_r) << "master, m, v";
     // Both gradient all_reduces at 2 bytes an element (the world's and the expert-data group's
     // CommStats; the clipping norm is off).
-    EXPECT_EQ(grid.world().stats().total_bytes() - world0, 2.0 * (W - 1) / W * 2 * kDense);
-    EXPECT_EQ(grid.dp_group().stats().total_bytes() - edp0,
-              2.0 * (D - 1) / D * 2 * held * kExpert);
+    EXPECT_EQ(m.world_sent, 2.0 * (W - 1) / W * 2 * kDense);
+    EXPECT_EQ(m.edp_sent, 2.0 * (D - 1) / D * 2 * held * kExpert);
     // The tokens: 4 all_to_alls per MoE block of the (E,G,cap,C) buffer at 2 bytes an element,
     // half of fp32's (moe_test.cc: 4·(ep-1)/ep·4 B·E·G·cap·C).
-    EXPECT_EQ(report_row(rows, "all_to_all/step").measured,
+    EXPECT_EQ(report_row(m.rows, "all_to_all/step").measured,
               4 * (ep - 1.0) / ep * 2 * 4 * G * 8 * 32);
     if (W == 2 && ep == 2) {
-      EXPECT_EQ(report_row(rows, "all_to_all/step").measured, 16384.0) << "fp32's 32768 halved";
+      EXPECT_EQ(report_row(m.rows, "all_to_all/step").measured, 16384.0) << "fp32's 32768 halved";
     }
   }
 }

@@ -83,48 +83,32 @@ TEST(Moe, ExpertDataParallelMatchesTheBaselineAtEpBelowW) {
 TEST(Moe, ReportRowsAreMeasuredAndMatchTheClosedForms) {
   const GPTConfig c = moe_tiny(2, 1.0, 2);
   const int W = test_world().size(), B = 8, T = c.ctx, G = B / W;
-  const Corpus corpus = Corpus::load("/usr/share/games/fortunes", T);
-  auto& mt = MemoryTracker::instance();
   for (int ep : moe_ep_sizes(c.experts)) {
     SCOPED_TRACE("ep " + std::to_string(ep));
     const int D = W / ep, held = c.experts / ep;
     const GPT model(c);
-    ProcessGrid& grid = moe_grid(ep);
-    const int64_t p0 = mt.current(MemCategory::kParameters),
-                  g0 = mt.current(MemCategory::kGradients),
-                  o0 = mt.current(MemCategory::kOptimizerState);
-    auto s = make_moe_strategy(model, ep, AdamWConfig{}, 7);
-    const BatchSlice sl = s->batch_slice(B);
-    std::vector<int32_t> tok(G * T), tgt(G * T);
-    double world0 = 0, edp0 = 0;
-    for (int step = 1; step <= 2; ++step) {
-      sample(corpus.train(), 7, step, sl.first_seq, sl.num_seqs, T, tok.data(), tgt.data());
-      world0 = grid.world().stats().total_bytes(), edp0 = grid.dp_group().stats().total_bytes();
-      s->train_step(tok.data(), tgt.data(), B, T, step);
-    }
-    const double world_sent = grid.world().stats().total_bytes() - world0,
-                 edp_sent = grid.dp_group().stats().total_bytes() - edp0;
-    const std::vector<ReportRow> rows = s->report();
+    const MoeStepMeasurement m = measure_moe_steps(model, ep);
+    const std::vector<ReportRow>& rows = m.rows;
     for (const ReportRow& r : rows) {
       EXPECT_EQ(r.measured, r.formula) << r.what << " (" << r.formula_text << ")";
       EXPECT_TRUE(report_row_ok(r)) << r.what;
     }
     // Memory: the dense part and this rank's E/ep experts, 4 + 4 + 8 bytes each.
     const double psi_r = kDense + held * kExpert;
-    EXPECT_EQ(4 * psi_r, 4.0 * s->model().layout().num_params()) << "the rank's layout";
+    EXPECT_EQ(psi_r, m.layout_params) << "the rank's layout";
     EXPECT_EQ(report_row(rows, "parameters").measured, 4 * psi_r);
-    EXPECT_EQ(mt.current(MemCategory::kParameters) - p0, 4 * psi_r);
+    EXPECT_EQ(m.params, 4 * psi_r);
     EXPECT_EQ(report_row(rows, "gradients").measured, 4 * psi_r);
-    EXPECT_EQ(mt.current(MemCategory::kGradients) - g0, 4 * psi_r);
+    EXPECT_EQ(m.grads, 4 * psi_r);
     EXPECT_EQ(report_row(rows, "optimizer state").measured, 8 * psi_r);
-    EXPECT_EQ(mt.current(MemCategory::kOptimizerState) - o0, 8 * psi_r);
+    EXPECT_EQ(m.optimizer, 8 * psi_r);
     // Dense gradients: all_reduce over all W ranks (the world group's CommStats).
     const ReportRow& dense = report_row(rows, "dense all_reduce/step");
-    EXPECT_EQ(dense.measured, world_sent);
+    EXPECT_EQ(dense.measured, m.world_sent);
     EXPECT_EQ(dense.measured, 2.0 * (W - 1) / W * 4 * kDense);
     // Expert gradients: none at ep = W; all_reduce over the D ranks holding the same experts.
     const ReportRow& expert = report_row(rows, "expert all_reduce/step");
-    EXPECT_EQ(expert.measured, edp_sent);
+    EXPECT_EQ(expert.measured, m.edp_sent);
     EXPECT_EQ(expert.measured, 2.0 * (D - 1) / D * 4 * held * kExpert);
     if (ep == W) {
       EXPECT_EQ(expert.measured, 0) << "ep = W: every expert saw the whole batch";
@@ -139,7 +123,7 @@ TEST(Moe, ReportRowsAreMeasuredAndMatchTheClosedForms) {
       EXPECT_EQ(report_row(rows, "all_to_all/step").measured, 32768.0);
     }
     // Routing over the global batch: n·k assignments in the one MoE block.
-    EXPECT_EQ(s->last_routing().assignments, int64_t{B} * T * 2);
+    EXPECT_EQ(m.assignments, int64_t{B} * T * 2);
   }
 }
 
