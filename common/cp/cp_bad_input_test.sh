@@ -14,8 +14,6 @@ expect recompute_selective_refused "--recompute selective: $stage recomputes who
   -- "$bin" --world_size 2 --recompute selective "${fast[@]}"
 expect partition_refused "--partition_activations: $stage splits the sequence" -- \
   "$bin" --world_size 2 --recompute full --partition_activations "${fast[@]}"
-expect cpu_checkpointing_refused "--cpu_checkpointing: $stage keeps its checkpoints" -- \
-  "$bin" --world_size 2 --recompute full --cpu_checkpointing --device cuda "${fast[@]}"
 expect attention_refused "--attention flash: $stage attends through its own core" -- \
   "$bin" --world_size 2 --attention flash "${fast[@]}"
 case "$stage" in

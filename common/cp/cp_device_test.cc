@@ -22,7 +22,9 @@
 //                  L·core's forward staging (Ulysses: 16·B·Tl·A each way)
 //   get_state      12Ψ down              parameters, m and v through to_host
 // With --recompute full each training step also stages L·core's forward staging once more: every
-// block's forward, its collectives included, runs again before its backward.
+// block's forward, its collectives included, runs again before its backward; with ZeRO-R's
+// Pa+cpu (cpu_checkpoints) each of the L kept block inputs (e·B·Tl·A bytes) goes down after its
+// forward and up before its recomputation.
 // and no activation or communication buffer of the device run on the host (MemoryTracker).
 //
 // Glossary: p ranks (2), B sequences, T positions, Tl = T/p, A channels, H heads, L blocks.
@@ -45,6 +47,7 @@
 #include "common/data/sampler.h"
 #include "common/testing/fake_device.h"
 #include "common/testing/fake_kernel_ops.h"
+#include "common/train/report.h"
 
 namespace llmp {
 namespace {
@@ -58,11 +61,12 @@ ProcessGroup& world() {
 
 /// tiny with H = 4 heads (Ulysses at p = 2 attends with 2 whole heads per rank), its activations
 /// in `dt` (f32, or the 16-bit storage of mixed precision); `recompute`: --recompute full.
-GPT cp_model(DType dt = DType::kF32, bool recompute = false) {
+GPT cp_model(DType dt = DType::kF32, bool recompute = false, bool cpu_checkpoints = false) {
   GPTConfig c = GPTConfig::preset("tiny");
   c.heads = 4;
   c.ctx = kT;
   if (recompute) c.recompute = Recompute::kFull;
+  c.cpu_checkpoints = cpu_checkpoints;
   return GPT(c, TpComm::none(), dt);
 }
 
@@ -113,6 +117,7 @@ struct Run {
   Crossed init, steps, evaluation, get_state;
   int64_t host_activation_peak = 0, host_comm_peak = 0;  // during the steps (device run)
   int64_t device_states = 0;                             // params + grads + m, v on the device
+  std::vector<ReportRow> rows;                           // after the steps
 };
 
 Crossed since(const testing::FakeDevice* dev, const Crossed& before) {
@@ -151,6 +156,7 @@ Run train(const CoreFactory& make, const GPT& model, const testing::FakeDevice* 
         std::max(r.host_comm_peak, mt.peak(Device::kCPU, MemCategory::kCommBuffers));
   }
   r.steps = since(dev, c0);
+  r.rows = s.report();
   r.grad_bytes = group->stats().total_bytes();
   r.attn_bytes = s.attention_stats().total_bytes();
   c0 = now(dev);
@@ -170,7 +176,7 @@ Run train(const CoreFactory& make, const GPT& model, const testing::FakeDevice* 
 /// way, get_state reads the master copy, m and v (12Ψ), and the device holds 2Ψ + 2Ψ + 12Ψ.
 void expect_cp_device_run_equals_cpu(const CoreFactory& make, const StagingForm& staging,
                                      TrainPrecision precision = TrainPrecision::kFP32,
-                                     bool recompute = false) {
+                                     bool recompute = false, bool cpu_checkpoints = false) {
   MixedPrecisionConfig mp;
   mp.precision = precision;
   mp.scaler.scale = 1024.0f;  // fp16 only
@@ -179,7 +185,9 @@ void expect_cp_device_run_equals_cpu(const CoreFactory& make, const StagingForm&
   const Run cpu = train(make, model, nullptr, mp);
   testing::FakeDevice dev(/*guarded=*/true);
   testing::FakeKernelOps ops(dev);
-  const GPT on_device = model.with_device(Device::kCUDA);  // the strategy keeps a reference
+  // Pa+cpu moves device checkpoints only: the CPU run is the plain recomputed one.
+  const GPT on_device = cpu_checkpoints ? cp_model(dt, recompute, true).with_device(Device::kCUDA)
+                                        : model.with_device(Device::kCUDA);
   const Run gpu = train(make, on_device, &dev, mp);
 
   EXPECT_EQ(gpu.losses, cpu.losses);
@@ -198,14 +206,29 @@ void expect_cp_device_run_equals_cpu(const CoreFactory& make, const StagingForm&
       << "the initial parameters once (mixed: and the fp32 master copy)";
   EXPECT_EQ(gpu.init.down, 0);
   const int64_t R = recompute ? L : 0;  // block forwards run again per step
+  const int64_t ckpt = cpu_checkpoints ? L * e * B * Tl * A : 0;  // Pa+cpu, each way per step
   EXPECT_EQ(gpu.steps.up, kSteps * (4 * (3 * B * Tl + 2 * Tl) + e * psi + L * core.step_up +
-                                    R * core.forward_up));
-  EXPECT_EQ(gpu.steps.down, kSteps * (e * psi + L * core.step_down + R * core.forward_down));
+                                    R * core.forward_up + ckpt));
+  EXPECT_EQ(gpu.steps.down,
+            kSteps * (e * psi + L * core.step_down + R * core.forward_down + ckpt));
+  for (const ReportRow& r : gpu.rows)
+    EXPECT_TRUE(report_row_ok(r)) << r.what << ": measured " << r.measured << ", formula "
+                                  << r.formula << " (" << r.formula_text << ")";
+  if (cpu_checkpoints) {
+    bool row = false;
+    for (const ReportRow& r : gpu.rows)
+      if (r.what == "checkpoints copied to the host per step (and back)") {
+        row = true;
+        EXPECT_EQ(r.measured, ckpt) << "the report's Pa+cpu bytes";
+      }
+    EXPECT_TRUE(row) << "no Pa+cpu row in the report";
+  }
   EXPECT_EQ(gpu.evaluation.up, 4 * (2 * B * Tl + Tl) + L * core.forward_up);
   EXPECT_EQ(gpu.evaluation.down, L * core.forward_down);
   EXPECT_EQ(gpu.get_state.up, 0);
   EXPECT_EQ(gpu.get_state.down, 12 * psi) << "parameters (mixed: the master copy), m and v";
-  EXPECT_EQ(gpu.host_activation_peak, 0) << "an activation of the device run on the host";
+  // Pa+cpu: at the end of the forward all L checkpoints are on the host, and nothing else is.
+  EXPECT_EQ(gpu.host_activation_peak, ckpt) << "an activation of the device run on the host";
   EXPECT_EQ(gpu.host_comm_peak, 0) << "a communication buffer of the device run on the host";
 }
 
@@ -244,6 +267,18 @@ TEST(ContextParallelOnDevice, FullRecomputationEqualsTheCpuWithTheForwardsStaged
       ring_attention_staging, TrainPrecision::kBF16, true);
   expect_cp_device_run_equals_cpu(ring_self_attention, ring_self_attention_staging,
                                   TrainPrecision::kFP32, true);
+}
+
+// ZeRO-R's Pa+cpu with recomputation (--device cuda --recompute full --cpu_checkpointing): each
+// kept block input (this rank's T/p rows) waits on the host between its forward and its
+// recomputation; the result bit for bit the CPU's, the checkpoints' bytes each way exactly.
+TEST(ContextParallelOnDevice, CheckpointsOnTheHostEqualTheCpuWithTheirBytesEachWay) {
+  expect_cp_device_run_equals_cpu(ulysses, ulysses_staging, TrainPrecision::kBF16, true, true);
+  expect_cp_device_run_equals_cpu(
+      [](ProcessGroup& g) -> std::unique_ptr<AttentionCore> {
+        return std::make_unique<RingAttention>(g);
+      },
+      ring_attention_staging, TrainPrecision::kFP32, true, true);
 }
 
 // Mixed precision on the device: Ulysses' all_to_alls and the ring cores' K and V chunks staged

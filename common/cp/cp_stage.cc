@@ -17,10 +17,6 @@ std::string cp_config_error(const TrainConfig& cfg, const CpStageOptions& o) {
     return "--partition_activations: " + o.name +
            " splits the sequence, not the channels: each rank's checkpoints are already its T/p "
            "rows (Pa partitions tensor parallelism's replicated checkpoints)";
-  if (cfg.cpu_checkpointing)
-    return "--cpu_checkpointing: " + o.name +
-           " keeps its checkpoints on the device (the context-parallel stages do not copy them "
-           "to the host)";
   try {
     const GPTConfig mc = model_config(cfg);
     if (o.split_error) {

@@ -16,8 +16,9 @@
 // before launch and inside the ranks: a sequence length (--ctx, or the preset's) that the core
 // cannot split over p ranks, or H not divisible by p for Ulysses (the core's split_error);
 // --recompute selective (a core keeps what its method keeps; --recompute full and
-// --recompute_every k run the blocks' forwards again, the core's communication with them:
-// cp_strategy.h), --partition_activations and --cpu_checkpointing.
+// --recompute_every k run the blocks' forwards again, the core's communication with them, and
+// with --device cuda --cpu_checkpointing the kept inputs wait on the host: cp_strategy.h) and
+// --partition_activations.
 // Every stage here takes --device (StageSpec::supports_device): the strategy, the walk and the
 // three cores run on the model's device; and --precision bf16 / fp16
 // (StageSpec::supports_precision; cp_strategy.h says what is 16-bit).

@@ -75,9 +75,6 @@ ContextParallelStrategy::ContextParallelStrategy(const GPT& model, ProcessGroup&
         "context parallelism recomputes whole blocks only (recompute full): selective "
         "recomputation drops the whole-sequence attention's probabilities, and a core keeps what "
         "its method keeps");
-  if (c.cpu_checkpoints)
-    throw std::invalid_argument(
-        "context parallelism does not copy its checkpoints to the host (cpu_checkpoints)");
   // Same seed on every rank: same replicas (and master copies). On a device: initialised on the
   // host, one copy up (4Ψ bytes in fp32).
   mp_.init(seed, params_, opt_);
@@ -93,7 +90,8 @@ double ContextParallelStrategy::train_step(const int32_t* tokens, const int32_t*
   metered.forward_flops = 0;
   MemoryTracker::instance().reset_peak();
   const RecomputeMeter& meter = RecomputeMeter::instance();
-  const int64_t recomputed_flops = meter.recomputed_flops, recomputed = meter.recomputed_blocks;
+  const int64_t recomputed_flops = meter.recomputed_flops, recomputed = meter.recomputed_blocks,
+                checkpoint_down = meter.checkpoint_bytes_down;
   // 1. Forward and backward of this rank's Tl positions of every sequence; the loss scale is the
   //    global 1/(B·T), so the ranks' gradients (and losses) sum to the global mean's. Mixed
   //    precision: each unit's gradient summed in fp32, rounded once into the 16-bit buffer
@@ -109,6 +107,7 @@ double ContextParallelStrategy::train_step(const int32_t* tokens, const int32_t*
   last_score_peak_ = MemoryTracker::instance().peak(MemTag::kAttentionScores);
   last_kept_per_block_ = meter.bytes_per_block();
   last_recomputed_flops_ = meter.recomputed_flops - recomputed_flops;
+  last_checkpoint_bytes_down_ = meter.checkpoint_bytes_down - checkpoint_down;
   last_recomputed_blocks_ = meter.recomputed_blocks - recomputed;
   // 2. Σ over the ranks of every weight's gradient: each rank saw other tokens of the same
   //    sequences with the same weights, in the buffer's dtype.           sends 2(p-1)/p·4Ψ
@@ -200,6 +199,14 @@ std::vector<ReportRow> ContextParallelStrategy::report() const {
                   "L·(24b(s/p)h² + core)"};
     rec.flops = true;
     rows.push_back(rec);
+    if (c.cpu_checkpoints && base_.device() != Device::kCPU) {
+      // ZeRO-R's Pa+cpu: each kept block input (this rank's T/p rows) went down after its
+      // forward and came back before its recomputation, once each per step.
+      rows.push_back({"checkpoints copied to the host per step (and back)",
+                      static_cast<double>(last_checkpoint_bytes_down_),
+                      double((L + k - 1) / k) * B * (double(T) / p) * A * e,
+                      "⌈L/k⌉·b·(s/p)·h·" + std::to_string(e)});
+    }
   }
   return rows;
 }

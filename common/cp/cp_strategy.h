@@ -112,7 +112,7 @@ class ContextParallelStrategy : public MixedPrecisionStrategy {
   double last_grad_bytes_ = 0, last_attn_bytes_ = 0;
   int64_t last_attn_calls_ = 0, last_score_peak_ = 0, last_attn_flops_ = 0;
   double last_kept_per_block_ = 0;
-  int64_t last_recomputed_flops_ = 0, last_recomputed_blocks_ = 0;
+  int64_t last_recomputed_flops_ = 0, last_recomputed_blocks_ = 0, last_checkpoint_bytes_down_ = 0;
 };
 
 /// The grid of the context-parallel stages: the p ranks of the world form one group, cut like a
