@@ -155,6 +155,8 @@ hybrid_3d 8
 ulysses 2
 ring_attention 2
 ring_self_attention 2
+ulysses 2 --recompute full
+ring_attention 2 --recompute full --recompute_every 2
 baseline 1 --make_vocab_size_divisible_by 96
 tensor_parallel 2 --make_vocab_size_divisible_by 96
 1f1b 2 --make_vocab_size_divisible_by 96
@@ -171,8 +173,13 @@ if [ "$device" = cuda ]; then  # ZeRO-Offload: the optimizer's step on the host
     check zero2_cpu_ckpt base "$kSameDevice"
   train tp_pa_cpu_ckpt tensor_parallel cuda 2 --recompute full --partition_activations \
     --cpu_checkpointing && check tp_pa_cpu_ckpt base "$kSameDevice"
+  train rsa_cpu_ckpt ring_self_attention cuda 2 --recompute full --cpu_checkpointing && \
+    check rsa_cpu_ckpt base "$kSameDevice"
 fi
 train moe moe "$device" 2 --model moe-tiny && check moe moe_base "$kSameDevice"
+# A recomputed MoE block routes and all_to_alls again, to the same result.
+train moe_recompute moe "$device" 2 --model moe-tiny --recompute full && \
+  check moe_recompute moe_base "$kSameDevice"
 
 # The negative control: PipeDream-2BW's stale weights are not the baseline's.
 if train pipedream_2bw pipedream_2bw "$device" 2; then
