@@ -6,6 +6,8 @@
 // derive the closed forms the stages' own reports check them against.
 //
 //   bazel run //stages/long_sequences:train -- --ctx 1024 2048 --batch 2 --timed 2
+// --recompute full measures every row with full recomputation (common/nn/recompute.h): the
+// methods' forwards and their communication run again, and each block keeps only its input.
 // --device cuda runs every row on the GPU(s): a rank per GPU, or the ranks sharing one with their
 // collectives staged through host buffers (common/train/device_setup.h); peaks in device bytes.
 #include <CLI/CLI.hpp>
@@ -31,6 +33,7 @@ int main(int argc, char** argv) {
   int world_size = 4, batch = 2, timed = 2;
   std::vector<int> ctx = {1024, 2048};
   TrainConfig dev_cfg;  // --device, and what setup_device reads of it
+  std::string recompute = "none";
   CLI::App app{"long_sequences: ring self-attention, ring attention and Ulysses against the "
                "baseline at long T, measured"};
   app.add_option("--world_size", world_size, "p ranks")->check(CLI::Range(1, 64))->capture_default_str();
@@ -39,6 +42,11 @@ int main(int argc, char** argv) {
   app.add_option("--timed", timed, "timed steps per row (after one warm-up step)")->check(CLI::Range(1, 100))->capture_default_str();
   app.add_option("--device", dev_cfg.device, "where the walks run: cpu, or cuda (peaks in GPU bytes)")
       ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
+  app.add_option("--recompute", recompute,
+                 "every row with full recomputation (none or full: the methods recompute whole "
+                 "blocks only)")
+      ->check(CLI::IsMember({"none", "full"}))
       ->capture_default_str();
   parse_flags_or_exit(app, argc, argv);
   const Device device = dev_cfg.device == "cuda" ? Device::kCUDA : Device::kCPU;
@@ -49,13 +57,14 @@ int main(int argc, char** argv) {
   if (device != Device::kCPU) world = setup_device(dev_cfg, world);
   const bool root = world->rank() == 0;
   if (root)
-    std::printf("tiny widths (L = 2, C = 32, H = 4), B = %d, p = %d ranks on %s; peaks and sends "
-                "are the largest over the ranks, tokens/s over %d timed steps\n\n"
+    std::printf("tiny widths (L = 2, C = 32, H = 4), B = %d, p = %d ranks on %s, --recompute %s; "
+                "peaks and sends are the largest over the ranks, tokens/s over %d timed steps\n\n"
                 "| T | method | attention-score peak per rank | attention sent per step | calls "
                 "per step | activations kept per block | tokens/s |\n|---|---|---|---|---|---|---|\n",
-                batch, world->size(), dev_cfg.device.c_str(), timed);
+                batch, world->size(), dev_cfg.device.c_str(), recompute.c_str(), timed);
   for (int T : ctx) {
-    const GPTConfig c = table_model(T);
+    GPTConfig c = table_model(T);
+    if (recompute == "full") c.recompute = Recompute::kFull;
     for (AttentionMethod a : {AttentionMethod::kMaterialized, AttentionMethod::kFlash}) {
       if (!root) break;  // whole sequences on one rank: the baseline, then --attention flash
       GPTConfig one = c;

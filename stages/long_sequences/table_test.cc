@@ -55,6 +55,29 @@ TEST(LongSequenceTable, TheMethodsRankAsTheReadmeSays) {
   EXPECT_GT(f.score_peak, ring_peak);
 }
 
+// --recompute full: every method keeps fewer activation bytes per block (its block inputs only)
+// and sends more (its forward's communication again), with no higher a score peak; the baseline
+// too keeps fewer. What the table's --recompute full rows show against the default ones.
+TEST(LongSequenceTable, FullRecomputationTradesBytesSentForActivationsKept) {
+  const int T = 32, B = 2;
+  const GPTConfig c = table_model(T);
+  GPTConfig cf = c;
+  cf.recompute = Recompute::kFull;
+  EXPECT_LT(measure_baseline(cf, B, 1).kept, measure_baseline(c, B, 1).kept);
+  for (const Method& me : methods()) {
+    const Row none = measure_method(me, c, B, /*timed=*/1, test_world());
+    const Row full = measure_method(me, cf, B, /*timed=*/1, test_world());
+    EXPECT_LT(full.kept, none.kept) << me.label;
+    EXPECT_EQ(full.kept, 4.0 * B * (T / test_world().size()) * c.d) << me.label
+                                                                      << ": the block input";
+    EXPECT_LE(full.score_peak, none.score_peak) << me.label;
+    if (test_world().size() > 1) {
+      EXPECT_GT(full.sent, none.sent) << me.label;
+      EXPECT_GT(full.calls, none.calls) << me.label;
+    }
+  }
+}
+
 // The rows on a device: the same attention-score peaks, bytes sent, calls and activations kept as
 // on the CPU (a buffer left on the host, or a collective that skipped its staging, would change
 // one of them or fail the guarded FakeDevice's host-read check), and the walks took time.
