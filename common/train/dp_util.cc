@@ -54,11 +54,12 @@ std::vector<ReportRow> memory_rows(const MemoryPlan& plan, const char* params_te
   };
 }
 
-double dp_eval_loss(const GPT& model, const float* params, const int32_t* tokens,
+double dp_eval_loss(const GPT& model, const Tensor& params, const int32_t* tokens,
                     const int32_t* targets, int global_batch, int T, const ProcessGroup& dp,
                     MetricsReducer& metrics) {
   const int B = global_batch / dp.size();  // this rank's sequences
-  const double local_mean = forward_loss(model, params, tokens, targets, B, T);
+  FlatParams flat(model.layout(), params);
+  const double local_mean = UnitRunner(model, flat).forward_loss(tokens, targets, B, T);
   return metrics.sum(local_mean) / dp.size();  // equal slices: the mean of the means
 }
 
@@ -81,23 +82,30 @@ void round_from_host(const Tensor& dst, const float* src) {
   Tensor(dst).copy_from(rounded);  // a handle to the same storage
 }
 
+const Tensor& full_precision_params(const Tensor& params, AdamW& opt) {
+  return opt.has_master_weights() ? opt.master() : params;
+}
+
+void params_from_host(const Tensor& params, AdamW& opt, const float* src) {
+  if (opt.has_master_weights()) {  // the master copy, and the 16-bit working copy rounded from it
+    from_host(opt.master(), src);
+    round_from_host(params, src);
+  } else {
+    from_host(params, src);
+  }
+}
+
 void copy_replicated_state_out(const Tensor& params, AdamW& opt, float* params_out, float* m_out,
                                float* v_out) {
   // Mixed precision: the full-precision state is the fp32 master copy, not the 16-bit one.
-  const Tensor& full = opt.has_master_weights() ? opt.master() : params;
-  to_host(params_out, full);  // host buffers, from the state's device (a memcpy on the CPU)
+  to_host(params_out, full_precision_params(params, opt));  // from the state's device
   to_host(m_out, opt.exp_avg());
   to_host(v_out, opt.exp_avg_sq());
 }
 
 void copy_replicated_state_in(Tensor& params, AdamW& opt, const float* params_in,
                               const float* m_in, const float* v_in) {
-  if (opt.has_master_weights()) {  // the master copy, and the 16-bit working copy rounded from it
-    from_host(opt.master(), params_in);
-    round_from_host(params, params_in);
-  } else {
-    from_host(params, params_in);
-  }
+  params_from_host(params, opt, params_in);
   from_host(opt.exp_avg(), m_in);
   from_host(opt.exp_avg_sq(), v_in);
 }

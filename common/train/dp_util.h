@@ -56,8 +56,10 @@ std::vector<ReportRow> memory_rows(const MemoryPlan& plan, const char* params_te
 /// Mean loss (nats/token) of a global batch of B sequences split evenly over the N ranks of `dp`
 /// (the eval_loss of a data-parallel stage with full parameters on every rank): this rank's
 /// forward over its B/N sequences, tokens and targets (B/N, T), then the mean of the N local
-/// means, summed through `metrics` (not counted in CommStats). Collective over `dp`.
-double dp_eval_loss(const GPT& model, const float* params, const int32_t* tokens,
+/// means, summed through `metrics` (not counted in CommStats). Collective over `dp`. `params`:
+/// the Ψ parameters in f32, or 16-bit under mixed precision (widened unit by unit as the walk
+/// reads them: FlatParams).
+double dp_eval_loss(const GPT& model, const Tensor& params, const int32_t* tokens,
                     const int32_t* targets, int global_batch, int T, const ProcessGroup& dp,
                     MetricsReducer& metrics);
 
@@ -69,6 +71,14 @@ void from_host(const Tensor& dst, const float* src);
 /// fp32 (mixed precision's working copy from a full-precision state): rounded on the host, then
 /// one copy up when dst is on a device (2 bytes per element cross for 16-bit, not 4).
 void round_from_host(const Tensor& dst, const float* src);
+
+/// The parameters' full-precision state: under mixed precision the fp32 master weights in `opt`,
+/// else `params` itself.
+const Tensor& full_precision_params(const Tensor& params, AdamW& opt);
+/// Overwrites the parameters with the host fp32 values at `src` (params.numel() floats): under
+/// mixed precision the master weights, and the 16-bit parameters rounded from them
+/// (round_from_host); else params itself (from_host).
+void params_from_host(const Tensor& params, AdamW& opt, const float* src);
 
 /// Replicated model state (baseline, naive DP, DDP): this rank's copy is the full state. Copies
 /// the Ψ parameters and AdamW's m and v (Ψ floats each) out to the caller's buffers. Under mixed

@@ -70,12 +70,7 @@ ExpertParallelStrategy::ExpertParallelStrategy(const GPT& model, ProcessGrid& gr
   // into the master copy, and rounded on the host into the 16-bit parameters, 2Ψ_r bytes up).
   std::vector<float> init(model_.layout().num_params());
   model_.init_params(init.data(), seed);
-  if (opt_.has_master_weights()) {
-    from_host(opt_.master(), init.data());
-    round_from_host(params_, init.data());
-  } else {
-    from_host(params_, init.data());
-  }
+  params_from_host(params_, opt_, init.data());
 }
 
 BatchSlice ExpertParallelStrategy::batch_slice(int global_batch) const {
@@ -139,11 +134,8 @@ double ExpertParallelStrategy::train_step(const int32_t* tokens, const int32_t* 
 double ExpertParallelStrategy::eval_loss(const int32_t* tokens, const int32_t* targets,
                                          int global_batch, int T) {
   // Every rank its B/W sequences, the mean of the W means (dp_util.h), over all W ranks; 16-bit
-  // parameters widened unit by unit as the walk reads them (FlatParams).
-  FlatParams params(model_.layout(), params_);
-  const double local_mean =
-      UnitRunner(model_, params).forward_loss(tokens, targets, global_batch / world_.size(), T);
-  return metrics_.sum(local_mean) / world_.size();
+  // parameters widened unit by unit as the walk reads them.
+  return dp_eval_loss(model_, params_, tokens, targets, global_batch, T, world_, metrics_);
 }
 
 void ExpertParallelStrategy::get_state(float* params, float* exp_avg, float* exp_avg_sq) {
@@ -155,8 +147,8 @@ void ExpertParallelStrategy::get_state(float* params, float* exp_avg, float* exp
   const int64_t full = GPTLayout(model_.config()).num_params();  // the whole model's Ψ
   Tensor buf = Tensor::empty({full}, DType::kF32, MemCategory::kOther);
   std::vector<float> host(lay.num_params());
-  const Tensor& full_params = opt_.has_master_weights() ? opt_.master() : params_;
-  for (auto [state, out] : {std::pair<const Tensor*, float*>{&full_params, params},
+  for (auto [state, out] : {std::pair<const Tensor*, float*>{&full_precision_params(params_, opt_),
+                                                              params},
                             {&opt_.exp_avg(), exp_avg},
                             {&opt_.exp_avg_sq(), exp_avg_sq}}) {
     to_host(host.data(), *state);
@@ -176,12 +168,7 @@ void ExpertParallelStrategy::set_state(const float* params, const float* exp_avg
   const GPTLayout& lay = model_.layout();
   std::vector<float> host(lay.num_params());  // this rank's part, then up (4Ψ_r bytes each)
   lay.copy_from_full(params, host.data());
-  if (opt_.has_master_weights()) {  // the master copy, and the 16-bit working copy rounded from it
-    from_host(opt_.master(), host.data());
-    round_from_host(params_, host.data());
-  } else {
-    from_host(params_, host.data());
-  }
+  params_from_host(params_, opt_, host.data());  // mixed: the master copy, rounded into params_
   for (auto [in, state] : {std::pair<const float*, const Tensor*>{exp_avg, &opt_.exp_avg()},
                            {exp_avg_sq, &opt_.exp_avg_sq()}}) {
     lay.copy_from_full(in, host.data());
