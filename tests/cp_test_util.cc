@@ -82,8 +82,7 @@ void expect_cp_full_recomputation_bit_identical(const CoreFactory& make,
                                                 TrainPrecision precision) {
   GPTConfig c = cp_model(16);
   c.layers = 4;
-  MixedPrecisionConfig mp;
-  mp.precision = precision;
+  const MixedPrecisionConfig mp = precision_config(precision);
   const int B = 6, T = 16, L = c.layers;
   const Corpus corpus = Corpus::load("/usr/share/games/fortunes", T);
   struct Run {
@@ -164,12 +163,6 @@ void expect_cp_full_recomputation_bit_identical(const CoreFactory& make,
 // fp16 ≤ 8.1e-4 (ring self-attention at p = 2, on wte).
 namespace {
 constexpr double kLossBound = 1e-4, kBf16ParamBound = 1e-2, kFp16ParamBound = 2e-3;
-
-MixedPrecisionConfig precision_config(TrainPrecision p) {
-  MixedPrecisionConfig mp;
-  mp.precision = p;  // fp16: the dynamic scaler's defaults (S = 2^16, window 1000)
-  return mp;
-}
 }  // namespace
 
 EquivalenceResult expect_cp_matches_baseline_in(const CoreFactory& make,

@@ -133,6 +133,12 @@ void expect_total_peak_within_plan(const OneStepMeasurement& m, DPStage stage,
   EXPECT_LT(slack, full) << "the bound is too loose to catch a hidden full-Ψ buffer";
 }
 
+MixedPrecisionConfig precision_config(TrainPrecision p) {
+  MixedPrecisionConfig mp;
+  mp.precision = p;  // fp16: the dynamic scaler's defaults (S = 2^16, window 1000)
+  return mp;
+}
+
 void expect_injected_overflow_skipped_by_every_rank(
     const std::function<std::unique_ptr<MixedPrecisionStrategy>(const GPT& model)>& make,
     const std::function<const Tensor&(const MixedPrecisionStrategy&)>& params16,

@@ -120,6 +120,10 @@ ShardedStepMeasurement measure_sharded_step(const StrategyFactory& make, GPTConf
   return m;
 }
 
+/// A MixedPrecisionConfig in precision `p` (fp16: the dynamic scaler's defaults, S = 2^16,
+/// window 1000).
+MixedPrecisionConfig precision_config(TrainPrecision p);
+
 /// fp16's skip, agreed: MixedPrecision's test hook multiplies step 2's loss scale by 2^64 on the
 /// LAST rank of test_world() only, so only its gradients overflow to inf. Every rank must skip
 /// step 2: the loss scale halves everywhere, the 16-bit parameters (read by `params16`), the

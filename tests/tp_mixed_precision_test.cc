@@ -41,23 +41,17 @@ constexpr double kLossBound = 1e-4;
 constexpr double kBf16ParamBound = 2e-2;
 constexpr double kFp16ParamBound = 2e-3;
 
-MixedPrecisionConfig precision(TrainPrecision p) {
-  MixedPrecisionConfig mp;
-  mp.precision = p;  // fp16: the dynamic scaler's defaults (S = 2^16, window 1000)
-  return mp;
-}
-
 std::unique_ptr<TensorParallelStrategy> make(const GPTConfig& c, bool sp, TrainPrecision p,
                                              AdamWConfig opt = {}, uint64_t seed = 1234) {
   return std::make_unique<TensorParallelStrategy>(c, test_world(), opt, seed, sp, Device::kCPU,
-                                                  precision(p));
+                                                  precision_config(p));
 }
 
 void expect_matches_baseline(TrainPrecision p, double param_bound, AdamWConfig opt = {}) {
   for (bool sp : {false, true}) {
     EquivalenceConfig cfg;
     cfg.heads = 4;
-    cfg.mp = precision(p);
+    cfg.mp = precision_config(p);
     cfg.opt = opt;
     const EquivalenceResult r = run_against_baseline(
         [sp, p](const GPT& model, AdamWConfig o, uint64_t seed) -> std::unique_ptr<Strategy> {

@@ -236,16 +236,16 @@ std::unique_ptr<AttentionCore> ulysses(ProcessGroup& g) {
   return std::make_unique<UlyssesAttention>(g);
 }
 
+std::unique_ptr<AttentionCore> ring_attention(ProcessGroup& g) {
+  return std::make_unique<RingAttention>(g);
+}
+
 TEST(ContextParallelOnDevice, UlyssesEqualsTheCpuWithEveryCrossingAccounted) {
   expect_cp_device_run_equals_cpu(ulysses, ulysses_staging);
 }
 
 TEST(ContextParallelOnDevice, RingAttentionEqualsTheCpuWithEveryCrossingAccounted) {
-  expect_cp_device_run_equals_cpu(
-      [](ProcessGroup& g) -> std::unique_ptr<AttentionCore> {
-        return std::make_unique<RingAttention>(g);
-      },
-      ring_attention_staging);
+  expect_cp_device_run_equals_cpu(ring_attention, ring_attention_staging);
 }
 
 std::unique_ptr<AttentionCore> ring_self_attention(ProcessGroup& g) {
@@ -260,11 +260,8 @@ TEST(ContextParallelOnDevice, RingSelfAttentionEqualsTheCpuWithEveryCrossingAcco
 // once more), the result bit for bit the CPU's recomputed run (itself the run without).
 TEST(ContextParallelOnDevice, FullRecomputationEqualsTheCpuWithTheForwardsStagedAgain) {
   expect_cp_device_run_equals_cpu(ulysses, ulysses_staging, TrainPrecision::kFP32, true);
-  expect_cp_device_run_equals_cpu(
-      [](ProcessGroup& g) -> std::unique_ptr<AttentionCore> {
-        return std::make_unique<RingAttention>(g);
-      },
-      ring_attention_staging, TrainPrecision::kBF16, true);
+  expect_cp_device_run_equals_cpu(ring_attention, ring_attention_staging, TrainPrecision::kBF16,
+                                  true);
   expect_cp_device_run_equals_cpu(ring_self_attention, ring_self_attention_staging,
                                   TrainPrecision::kFP32, true);
 }
@@ -274,11 +271,8 @@ TEST(ContextParallelOnDevice, FullRecomputationEqualsTheCpuWithTheForwardsStaged
 // recomputation; the result bit for bit the CPU's, the checkpoints' bytes each way exactly.
 TEST(ContextParallelOnDevice, CheckpointsOnTheHostEqualTheCpuWithTheirBytesEachWay) {
   expect_cp_device_run_equals_cpu(ulysses, ulysses_staging, TrainPrecision::kBF16, true, true);
-  expect_cp_device_run_equals_cpu(
-      [](ProcessGroup& g) -> std::unique_ptr<AttentionCore> {
-        return std::make_unique<RingAttention>(g);
-      },
-      ring_attention_staging, TrainPrecision::kFP32, true, true);
+  expect_cp_device_run_equals_cpu(ring_attention, ring_attention_staging, TrainPrecision::kFP32,
+                                  true, true);
 }
 
 // Mixed precision on the device: Ulysses' all_to_alls and the ring cores' K and V chunks staged
@@ -290,11 +284,7 @@ TEST(ContextParallelOnDevice, UlyssesInBf16AndFp16EqualsTheCpu) {
 }
 
 TEST(ContextParallelOnDevice, RingCoresInBf16EqualTheCpu) {
-  expect_cp_device_run_equals_cpu(
-      [](ProcessGroup& g) -> std::unique_ptr<AttentionCore> {
-        return std::make_unique<RingAttention>(g);
-      },
-      ring_attention_staging, TrainPrecision::kBF16);
+  expect_cp_device_run_equals_cpu(ring_attention, ring_attention_staging, TrainPrecision::kBF16);
   expect_cp_device_run_equals_cpu(ring_self_attention, ring_self_attention_staging,
                                   TrainPrecision::kBF16);
 }

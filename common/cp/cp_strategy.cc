@@ -212,17 +212,13 @@ std::vector<ReportRow> ContextParallelStrategy::report() const {
 }
 
 void ContextParallelStrategy::finish() {
-  const GPTConfig& c = base_.config();
-  if (c.recompute == Recompute::kFull)  // the recomputed forwards call again
-    log_all_ranks("{}: {} attention calls per step (sends and collectives; closed form "
-                  "L·({} + {} recomputed) = {})",
-                  core_->name(), last_attn_calls_, core_->calls_per_block(),
-                  core_->forward_calls_per_block(),
-                  c.layers * (core_->calls_per_block() + core_->forward_calls_per_block()));
-  else
-    log_all_ranks("{}: {} attention calls per step (sends and collectives; closed form L·{} = {})",
-                  core_->name(), last_attn_calls_, core_->calls_per_block(),
-                  c.layers * core_->calls_per_block());
+  // --recompute full: each block's forward calls again.
+  const bool full = base_.config().recompute == Recompute::kFull;
+  const int calls = core_->calls_per_block(), again = full ? core_->forward_calls_per_block() : 0;
+  const std::string form = full ? fmt::format("({} + {} recomputed)", calls, again)
+                                : std::to_string(calls);
+  log_all_ranks("{}: {} attention calls per step (sends and collectives; closed form L·{} = {})",
+                core_->name(), last_attn_calls_, form, base_.config().layers * (calls + again));
 }
 
 }  // namespace llmp

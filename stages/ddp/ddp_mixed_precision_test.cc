@@ -35,12 +35,6 @@ StrategyFactory ddp_on_world(DDPOptions o, MixedPrecisionConfig mp) {
   };
 }
 
-MixedPrecisionConfig precision(TrainPrecision p) {
-  MixedPrecisionConfig mp;
-  mp.precision = p;  // fp16: the dynamic scaler's defaults (S = 2^16, window 1000)
-  return mp;
-}
-
 // Bounds on the largest relative differences against the baseline in the same 16-bit precision
 // (10 steps of tiny, B = 12, lr 1e-3), losses and final fp32 master weights bounded apart.
 //
@@ -82,7 +76,7 @@ void expect_close(const EquivalenceResult& r, double param_bound) {
 // micro-step) and then at every pairwise addition of each bucket's 16-bit all_reduce: the bounds and their reasons are above.
 TEST(DDP, MatchesBaselineInBf16) {
   EquivalenceConfig cfg;
-  cfg.mp = precision(TrainPrecision::kBF16);
+  cfg.mp = precision_config(TrainPrecision::kBF16);
   expect_close(run_against_baseline(ddp_on_world({kSmallBucketMb, 1}, cfg.mp), test_world(), cfg),
                kBf16ParamBound);
   cfg.global_batch = 24;  // N·K divides 24 for N = 1..4, K = 2
@@ -94,7 +88,7 @@ TEST(DDP, MatchesBaselineInBf16) {
 // stepped on the scaled gradients S·g (AdamW is scale-invariant but for eps) would fail.
 TEST(DDP, MatchesBaselineInFp16WithDynamicLossScaling) {
   EquivalenceConfig cfg;
-  cfg.mp = precision(TrainPrecision::kFP16);
+  cfg.mp = precision_config(TrainPrecision::kFP16);
   cfg.opt.eps = 1e-6f;
   expect_close(run_against_baseline(ddp_on_world({kSmallBucketMb, 1}, cfg.mp), test_world(), cfg),
                kFp16ParamBound);
@@ -113,7 +107,7 @@ TEST(DDP, MixedPrecisionMemoryBucketsAndBytesPerStep) {
       std::vector<int64_t> micro_calls;
     } s;
     static_cast<OneStepMeasurement&>(s) = measure_one_step(
-        ddp_on_world({kSmallBucketMb, 1}, precision(p)), GPTConfig::preset("tiny"), 12,
+        ddp_on_world({kSmallBucketMb, 1}, precision_config(p)), GPTConfig::preset("tiny"), 12,
         /*seed=*/7, /*steps=*/1,
         [&s](Strategy& strategy, const GPT&) {
           const auto& ddp = dynamic_cast<const DDPStrategy&>(strategy);
@@ -167,7 +161,7 @@ TEST(DDP, Bf16BucketsLaunchWithTheirFinalRoundedGradients) {
   const GPT model(config, TpComm::none(), DType::kBF16);
   const Corpus corpus = Corpus::load("/usr/share/games/fortunes", config.ctx);
   const int T = config.ctx, B = 24;
-  const MixedPrecisionConfig mp = precision(TrainPrecision::kBF16);
+  const MixedPrecisionConfig mp = precision_config(TrainPrecision::kBF16);
   for (int K : {1, 2}) {
     DDPStrategy ddp(model, test_world(), AdamWConfig{}, /*seed=*/7, {0.02, K}, mp);
     ASSERT_GE(ddp.buckets().size(), 3u);
@@ -213,7 +207,7 @@ TEST(DDP, Fp16InjectedOverflowIsSkippedByEveryRank) {
       [](const GPT& model) -> std::unique_ptr<MixedPrecisionStrategy> {
         return std::make_unique<DDPStrategy>(model, test_world(), AdamWConfig{}, /*seed=*/7,
                                              DDPOptions{kSmallBucketMb, 1},
-                                             precision(TrainPrecision::kFP16));
+                                             precision_config(TrainPrecision::kFP16));
       },
       [](const MixedPrecisionStrategy& s) -> const Tensor& {
         return static_cast<const DDPStrategy&>(s).params_tensor();

@@ -70,8 +70,7 @@ void expect_device_run_equals_cpu_run(TrainPrecision precision) {
   const int W = test_world().size(), ep = W;
   ASSERT_EQ(W, 2) << "the closed form below is for ep = W = 2";
   const GPTConfig c = moe_tiny(/*top_k=*/2, /*capacity_factor=*/1.0, /*moe_every=*/2);
-  MixedPrecisionConfig mp;
-  mp.precision = precision;
+  const MixedPrecisionConfig mp = precision_config(precision);
   const GPT model(c, TpComm::none(), storage_dtype(precision));
   const MoeRun cpu = train(model, ep, mp);
 

@@ -39,12 +39,6 @@ namespace {
 constexpr double kLossBound = 1e-4, kBf16ParamBound = 1e-2, kFp16ParamBound = 2e-3;
 constexpr double kDense = 25952, kExpert = 8352;  // moe-tiny's Ψ_d and one expert (moe_test.cc)
 
-MixedPrecisionConfig precision_config(TrainPrecision p) {
-  MixedPrecisionConfig mp;
-  mp.precision = p;  // fp16: the dynamic scaler's defaults (S = 2^16, window 1000)
-  return mp;
-}
-
 void expect_matches_16_bit_baseline(TrainPrecision p, const GPTConfig& c, int ep) {
   SCOPED_TRACE(std::string(p == TrainPrecision::kBF16 ? "bf16" : "fp16") + ", ep " +
                std::to_string(ep));

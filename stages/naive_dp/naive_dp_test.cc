@@ -61,12 +61,6 @@ StrategyFactory naive_dp_on_world(MixedPrecisionConfig mp = {}) {
   };
 }
 
-MixedPrecisionConfig precision(TrainPrecision p) {
-  MixedPrecisionConfig mp;
-  mp.precision = p;  // fp16: the dynamic scaler's defaults (S = 2^16, window 1000)
-  return mp;
-}
-
 TEST(NaiveDP, MatchesBaselineAfterTenSteps) {
   // tiny preset, global batch 12, T = 16, 10 steps (EquivalenceConfig's defaults).
   expect_equivalent(run_against_baseline(naive_dp_on_world(), test_world()), /*max_rel=*/1e-5);
@@ -129,7 +123,7 @@ TEST(NaiveDP, BytesSentPerStepEqualOneAllReduceOfTheGradients) {
 // all_reduce: the bounds and their reasons are above.
 TEST(NaiveDP, MatchesBaselineInBf16) {
   EquivalenceConfig cfg;
-  cfg.mp = precision(TrainPrecision::kBF16);
+  cfg.mp = precision_config(TrainPrecision::kBF16);
   const EquivalenceResult r = run_against_baseline(naive_dp_on_world(cfg.mp), test_world(), cfg);
   expect_close(r, kBf16ParamBound);
 }
@@ -140,7 +134,7 @@ TEST(NaiveDP, MatchesBaselineInBf16) {
 // move those parameters by ~lr instead of ~lr·|g|/(|g| + eps), far above the bound.
 TEST(NaiveDP, MatchesBaselineInFp16WithDynamicLossScaling) {
   EquivalenceConfig cfg;
-  cfg.mp = precision(TrainPrecision::kFP16);
+  cfg.mp = precision_config(TrainPrecision::kFP16);
   cfg.opt.eps = 1e-6f;
   const EquivalenceResult r = run_against_baseline(naive_dp_on_world(cfg.mp), test_world(), cfg);
   expect_close(r, kFp16ParamBound);
@@ -151,7 +145,7 @@ TEST(NaiveDP, MatchesBaselineInFp16WithDynamicLossScaling) {
 TEST(NaiveDP, MixedPrecisionMemoryAndBytesPerStep) {
   for (TrainPrecision p : {TrainPrecision::kBF16, TrainPrecision::kFP16}) {
     const OneStepMeasurement s =
-        measure_one_step(naive_dp_on_world(precision(p)), GPTConfig::preset("tiny"),
+        measure_one_step(naive_dp_on_world(precision_config(p)), GPTConfig::preset("tiny"),
                          /*global_batch=*/12, /*seed=*/7, /*steps=*/1, {}, storage_dtype(p));
     const int N = test_world().size();
     const ReportRow& sent = report_row(s.rows, "sent per step");
@@ -180,7 +174,7 @@ TEST(NaiveDP, Fp16InjectedOverflowIsSkippedByEveryRank) {
   expect_injected_overflow_skipped_by_every_rank(
       [](const GPT& model) -> std::unique_ptr<MixedPrecisionStrategy> {
         return std::make_unique<NaiveDPStrategy>(model, test_world(), AdamWConfig{}, /*seed=*/7,
-                                                 precision(TrainPrecision::kFP16));
+                                                 precision_config(TrainPrecision::kFP16));
       },
       [](const MixedPrecisionStrategy& s) -> const Tensor& {
         return static_cast<const NaiveDPStrategy&>(s).params_tensor();
