@@ -25,4 +25,13 @@ void expect_tp2d_report_ok(int depth);
 /// does (loss and parameters after one more step within max_rel).
 void expect_tp2d_state_round_trip(int depth, double max_rel);
 
+/// Activation recomputation (gpt_2p5d.h) against none on tiny with L = 4 (B = 12): selective,
+/// and full every 1, 2 and 3 blocks. Three steps from the same seed on the same batches: every
+/// loss and the final state (parameters, m, v) bit for bit the same; L blocks (full) or L
+/// softmax probabilities (selective) made again per step (RecomputeMeter); every report row, the
+/// recomputed FLOPs row of common/train/recompute_report.h included, equal to its closed form;
+/// fewer activation bytes kept per block; under full, more sent on the row and column groups
+/// than without (q > 1), under selective the same.
+void expect_tp2d_recomputation_bit_identical(int depth);
+
 }  // namespace llmp

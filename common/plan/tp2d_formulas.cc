@@ -11,9 +11,43 @@ double tp2d_params_per_rank(const TpModelDims& m, int q) {
   return tp2d_vector_params(m, q) + double(m.V * m.C + 12 * m.L * m.C * m.C) / (double(q) * q);
 }
 
-double tp2d_activation_bytes_per_block(const TpModelDims& m, int64_t B, int64_t T, int q, int d) {
+double tp2d_activation_bytes_per_block(const TpModelDims& m, int64_t B, int64_t T, int q, int d,
+                                       Recompute policy, int every) {
   const double Bl = double(B) / (d * q), N = Bl * T;
+  switch (policy) {
+    case Recompute::kFull: {
+      const double checkpoints = (m.L + every - 1) / every;  // ⌈L/k⌉
+      return checkpoints / m.L * 4.0 * N * m.C / q;
+    }
+    case Recompute::kSelective: return 4.0 * (15.0 * N * m.C / q + 4.0 * N);
+    case Recompute::kNone: break;
+  }
   return 4.0 * (15.0 * N * m.C / q + 4.0 * N + Bl * m.H * T * T / q);
+}
+
+const char* tp2d_activation_formula_text(Recompute policy) {
+  switch (policy) {
+    case Recompute::kFull: return "⌈L/k⌉/L·4N·C/q (the checkpoints)";
+    case Recompute::kSelective: return "4(15N·C/q + 4N) (P made again)";
+    case Recompute::kNone: break;
+  }
+  return "4(15N·C/q + 4N + Bl·H·T²/q)";
+}
+
+double tp2d_recompute_row_bytes_per_step(const TpModelDims& m, int64_t B, int64_t T, int q,
+                                         int d) {
+  if (q == 1) return 0;
+  const double N = double(B) * T / (d * q), f = 2.0 * (q - 1) / q;
+  return m.L * (28.0 * N * m.C + f * 16.0 * N);
+}
+
+double tp2d_recompute_column_bytes_per_step(const TpModelDims& m, int q) {
+  if (q == 1) return 0;
+  return m.L * 48.0 * m.C * m.C / q;
+}
+
+double tp2d_recompute_calls_per_step(const TpModelDims& m, int q) {
+  return m.L * (8.0 * q + 4);
 }
 
 double tp2d_row_bytes_per_step(const TpModelDims& m, int64_t B, int64_t T, int q, int d) {

@@ -30,10 +30,22 @@
 // Collective calls per step (counted on groups of one rank too): row (12L+3)q + 3(2L+1) + 2,
 // column (12L+3)q + 4, depth 2.
 //
+// Activation recomputation (common/nn/recompute.h; the walk: common/tp2d/gpt_2p5d.h):
+//   selective  a block keeps all of the above but P: 4·(15N·C/q + 4N). P is made again from the
+//              rank's own q and k (its heads, whole sequences): nothing more is sent.
+//   full       the kept bytes are the checkpoints, ⌈L/k⌉ block inputs of N·Cl floats over the L
+//              blocks: ⌈L/k⌉/L·4N·C/q per block (k = --recompute_every). Each of the L blocks runs
+//              its forward once more, so a step adds the forward's share of the traffic:
+//     row      L·(28NC + 2(q-1)/q·16N)   AB's X broadcasts, q·4·N·K/q for K = C, C, C, 4C, and
+//                                        two LayerNorms' two all_reduces of N floats
+//     column   L·48C²/q                  AB's W broadcasts, 4·K·M/q for K·M = 3C², C², 4C², 4C²
+//     calls    L·(8q + 4)                4q broadcasts on each group, 4 all_reduces on the row
+//
 // Glossary: B global batch, T sequence, C channels, H heads, V vocab, L layers, ctx positions,
 // q grid side, d depth (grid layers), P = d·q² ranks.
 #pragma once
 
+#include "common/nn/recompute.h"
 #include "common/plan/tp_formulas.h"  // TpModelDims
 
 namespace llmp {
@@ -42,8 +54,18 @@ namespace llmp {
 double tp2d_vector_params(const TpModelDims& m, int q);
 /// Ψ_local = Ψ_vec + (VC + 12LC²)/q².
 double tp2d_params_per_rank(const TpModelDims& m, int q);
-/// 4·(15·N·C/q + 4N + Bl·H·T²/q), N = B·T/(dq), Bl = B/(dq).
-double tp2d_activation_bytes_per_block(const TpModelDims& m, int64_t B, int64_t T, int q, int d);
+/// Bytes one block keeps under `policy`, N = B·T/(dq), Bl = B/(dq): none 4·(15·N·C/q + 4N +
+/// Bl·H·T²/q), selective 4·(15·N·C/q + 4N), full (every `every` blocks) ⌈L/k⌉/L·4N·C/q.
+double tp2d_activation_bytes_per_block(const TpModelDims& m, int64_t B, int64_t T, int q, int d,
+                                       Recompute policy = Recompute::kNone, int every = 1);
+/// Its formula's text, as the report prints it.
+const char* tp2d_activation_formula_text(Recompute policy);
+/// Full recomputation, added per step: the L forwards' row bytes L·(28NC + 2(q-1)/q·16N),
+/// column bytes L·48C²/q (0 at q = 1) and collective calls L·(8q + 4).
+double tp2d_recompute_row_bytes_per_step(const TpModelDims& m, int64_t B, int64_t T, int q,
+                                         int d);
+double tp2d_recompute_column_bytes_per_step(const TpModelDims& m, int q);
+double tp2d_recompute_calls_per_step(const TpModelDims& m, int q);
 /// Bytes one rank sends per step on its row, column and depth group (formulas above).
 double tp2d_row_bytes_per_step(const TpModelDims& m, int64_t B, int64_t T, int q, int d);
 double tp2d_column_bytes_per_step(const TpModelDims& m, int64_t B, int64_t T, int q, int d);

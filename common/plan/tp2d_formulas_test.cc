@@ -25,6 +25,36 @@ TEST(Tp2dFormulas, ActivationsPerBlock) {
   EXPECT_DOUBLE_EQ(tp2d_activation_bytes_per_block(kTiny, 12, 16, 2, 2), 49920);
 }
 
+TEST(Tp2dFormulas, ActivationsPerBlockUnderRecomputation) {
+  // q = 2, d = 1, N = 96. Selective: P's 1536 floats go, 15·96·16 + 4·96 = 23,424 floats.
+  EXPECT_DOUBLE_EQ(
+      tp2d_activation_bytes_per_block(kTiny, 12, 16, 2, 1, Recompute::kSelective), 93696);
+  // Full: the checkpoints, N·Cl = 96·16 floats each; k = 1: one per block, 6144 bytes.
+  EXPECT_DOUBLE_EQ(tp2d_activation_bytes_per_block(kTiny, 12, 16, 2, 1, Recompute::kFull, 1),
+                   6144);
+  // k = 2 and k = 3: ⌈2/k⌉ = 1 checkpoint over L = 2 blocks, 3072 per block.
+  EXPECT_DOUBLE_EQ(tp2d_activation_bytes_per_block(kTiny, 12, 16, 2, 1, Recompute::kFull, 2),
+                   3072);
+  EXPECT_DOUBLE_EQ(tp2d_activation_bytes_per_block(kTiny, 12, 16, 2, 1, Recompute::kFull, 3),
+                   3072);
+  // d = 2: N = 48, half of everything.
+  EXPECT_DOUBLE_EQ(tp2d_activation_bytes_per_block(kTiny, 12, 16, 2, 2, Recompute::kFull, 1),
+                   3072);
+}
+
+TEST(Tp2dFormulas, FullRecomputationSendsTheForwardsAgain) {
+  // q = 2, d = 1, N = 96. Row: 2·(28·96·32 + 1·16·96) = 2·(86,016 + 1536) = 175,104.
+  EXPECT_DOUBLE_EQ(tp2d_recompute_row_bytes_per_step(kTiny, 12, 16, 2, 1), 175104);
+  // d = 2: N = 48, 87,552. Column: 2·48·1024/2 = 49,152 whatever d.
+  EXPECT_DOUBLE_EQ(tp2d_recompute_row_bytes_per_step(kTiny, 12, 16, 2, 2), 87552);
+  EXPECT_DOUBLE_EQ(tp2d_recompute_column_bytes_per_step(kTiny, 2), 49152);
+  // Calls: 2·(8·2 + 4) = 40; q = 1: 2·12 = 24 (groups of one rank count too). No bytes at q = 1.
+  EXPECT_DOUBLE_EQ(tp2d_recompute_calls_per_step(kTiny, 2), 40);
+  EXPECT_DOUBLE_EQ(tp2d_recompute_calls_per_step(kTiny, 1), 24);
+  EXPECT_DOUBLE_EQ(tp2d_recompute_row_bytes_per_step(kTiny, 12, 16, 1, 1), 0);
+  EXPECT_DOUBLE_EQ(tp2d_recompute_column_bytes_per_step(kTiny, 1), 0);
+}
+
 TEST(Tp2dFormulas, BytesPerStepPerGroup) {
   // q = 2, d = 1, N = 96. Row: 2·84·96·32 = 516,096; 12·96·256 = 294,912; LayerNorms
   // 5·1·16·96 = 7680; cross-entropy 1·12·96 = 1152: 819,840.

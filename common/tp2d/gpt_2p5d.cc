@@ -1,12 +1,16 @@
 // The 2.5D walk (see gpt_2p5d.h).
 #include "common/tp2d/gpt_2p5d.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
+#include "common/nn/recompute.h"
 #include "common/tp2d/summa.h"
 #include "common/tp_grid/grid_cross_entropy.h"
 #include "common/tp_grid/grid_layernorm.h"
+#include "kernels/cpu/flops.h"
 #include "kernels/ops/kernel_ops.h"
 
 namespace llmp {
@@ -21,6 +25,7 @@ Tensor Gpt2p5d::tmp(int64_t n) const {
 /// What one block's forward keeps for its backward (the block input x is kept by the walk).
 struct Gpt2p5d::Cache {
   Tensor ln1, m1, r1, qkv, att, atty, res1, ln2, m2, r2, fch, fchg;
+  bool filled() const { return qkv.defined(); }  // false: dropped by full recomputation
   int64_t bytes() const {
     int64_t s = 0;
     for (const Tensor* t : {&ln1, &m1, &r1, &qkv, &att, &atty, &res1, &ln2, &m2, &r2, &fch, &fchg})
@@ -95,6 +100,13 @@ Tensor Gpt2p5d::block_backward(const float* p, float* g, int l, const Tensor& x,
   Tensor datty = tmp(N * Cl);  // (N,Cl)@(Cl,Cl)
   summa_abt(row, col, datty.f32(), dres1.f32(), at(p, l, "attn.c_proj.weight"), N, Cl, Cl, dev_);
   summa_atb(row, col, at(g, l, "attn.c_proj.weight"), c.atty.f32(), dres1.f32(), N, Cl, Cl, dev_);
+  if (!c.att.defined()) {  // selective recomputation: P again from this rank's q and k, locally
+    const int64_t flops = cpu::flops_done();
+    c.att = act(int64_t(Bl) * Hl * T * T);
+    ops.attention_probs(c.att.f32(), c.qkv.f32(), Bl, T, Cl, Hl);
+    RecomputeMeter::instance().recomputed_probs += 1;
+    RecomputeMeter::instance().recomputed_flops += cpu::flops_done() - flops;
+  }
   Tensor dqkv = tmp(N * 3 * Cl), scratch = tmp(int64_t(T) * T);
   ops.attention_backward(dqkv.f32(), datty.f32(), c.qkv.f32(), c.att.f32(), scratch.f32(), Bl, T,
                           Cl, Hl);
@@ -106,6 +118,23 @@ Tensor Gpt2p5d::block_backward(const float* p, float* g, int l, const Tensor& x,
                           Cl, C, dev_);
   c = Cache();
   return dres1;  // dx = dy + the two sub-layers' input gradients
+}
+
+void Gpt2p5d::recompute(const float* p, int l, std::vector<Tensor>& xs, std::vector<Cache>& caches,
+                        int Bl, int T) {
+  // From the nearest checkpoint at or before block l (x_0 always is one): the forwards of blocks
+  // c..l run again, with their SUMMA broadcasts and LayerNorm all_reduces, and each keeps its
+  // cache for its backward; each output but block l's (dy comes from above) is the next input.
+  const int64_t flops = cpu::flops_done();
+  int c = l;
+  while (!xs[c].defined()) --c;
+  for (int i = c; i <= l; ++i) {
+    Tensor y = block_forward(p, i, xs[i], Bl, T, caches[i]);
+    if (i < l) xs[i + 1] = std::move(y);
+  }
+  RecomputeMeter& meter = RecomputeMeter::instance();
+  meter.recomputed_blocks += l - c + 1;
+  meter.recomputed_flops += cpu::flops_done() - flops;
 }
 
 double Gpt2p5d::forward_backward(const float* p, float* g, const int32_t* tokens,
@@ -134,17 +163,29 @@ double Gpt2p5d::forward_backward(const float* p, float* g, const int32_t* tokens
   col.reduce_scatter(look, xs[0]);  // (q-1)/q·4·qN·Cl
   ops.position_embedding_forward(xs[0].f32(), at(p, -1, "wpe.weight"), Bl, T, 0, Cl);
   std::vector<Cache> caches(L);
+  const bool backward = g != nullptr;
+  // What a training forward keeps (common/nn/recompute.h): none, every cache; selective, every
+  // cache but P; full, only the checkpoints x_l (l % k == 0), nothing of the blocks' caches.
+  const Recompute policy = backward ? cfg_.recompute : Recompute::kNone;
+  const int every = policy == Recompute::kFull ? std::max(1, cfg_.recompute_every) : 1;
+  int64_t checkpoint_bytes = 0;
   for (int l = 0; l < L; ++l) {
     xs[l + 1] = block_forward(p, l, xs[l], Bl, T, caches[l]);
+    if (policy == Recompute::kSelective) caches[l].att = Tensor();  // made again in the backward
     block_bytes_ = caches[l].bytes();
+    if (policy == Recompute::kFull) {
+      caches[l] = Cache();  // its forward runs again before its backward
+      if (l % every != 0) xs[l] = Tensor();  // remade from its segment's checkpoint
+      checkpoint_bytes += xs[l].nbytes();    // 0 for an undefined tensor
+    }
   }
+  if (policy == Recompute::kFull) block_bytes_ = checkpoint_bytes / L;  // kept per block
   // Head: ln_f, logits block (i, vocabulary j) = Σ_k xf_ik·wte_jkᵀ, vocab-split cross-entropy.
   Tensor xf = act(N * Cl), mf = act(N), rf = act(N), z = act(N * Vq);
   grid_layernorm_forward(row, xf.f32(), mf.f32(), rf.f32(), xs[L].f32(), at(p, -1, "ln_f.weight"),
                          at(p, -1, "ln_f.bias"), N, Cl, C, dev_);
   // (N,Cl)@(Cl,Vq)
   summa_abt(row, col, z.f32(), xf.f32(), at(p, -1, "wte.weight"), N, Cl, Vq, dev_);
-  const bool backward = g != nullptr;
   double loss = grid_cross_entropy(row, z.f32(), row_targets, j * Vq, N, Vq, loss_scale,
                                    backward, dev_);
   Tensor total = Tensor::empty({1}, DType::kF64, MemCategory::kCommBuffers);
@@ -160,7 +201,11 @@ double Gpt2p5d::forward_backward(const float* p, float* g, const int32_t* tokens
   grid_layernorm_backward(row, dx.f32(), at(g, -1, "ln_f.weight"), at(g, -1, "ln_f.bias"),
                           dxf.f32(), xs[L].f32(), at(p, -1, "ln_f.weight"), mf.f32(), rf.f32(), N,
                           Cl, C, dev_);
-  for (int l = L - 1; l >= 0; --l) dx = block_backward(p, g, l, xs[l], caches[l], dx, Bl, T);
+  for (int l = L - 1; l >= 0; --l) {
+    if (!caches[l].filled()) recompute(p, l, xs, caches, Bl, T);
+    dx = block_backward(p, g, l, xs[l], caches[l], dx, Bl, T);
+    xs[l + 1] = Tensor();  // neither this block's backward nor the ones below read it again
+  }
   // Embedding backward: wpe's columns j from this rank's rows, then all_gather the layer's rows
   // over the column group and scatter-add those whose token is in vocabulary block i.
   ops.position_embedding_backward(at(g, -1, "wpe.weight"), dx.f32(), Bl, T, 0, Cl);

@@ -22,6 +22,14 @@
 // Σ_j ln_f(x)_ij·wte_ljᵀ (summa_abt), so rank (i,l) holds sequences block i × vocabulary block
 // l, and grid_cross_entropy over the row group; no rank holds the (B,T,V) logits.
 //
+// Activation recomputation (cfg.recompute, common/nn/recompute.h), training walks only:
+//   selective  each cache without P (Bl, H/q, T, T); the backward makes it again from q and k
+//              (attention_probs), locally: attention needs no communication in this walk.
+//   full       only the block inputs x_l with l % k == 0 (k = cfg.recompute_every); right before
+//              block l's backward the forwards from its segment's checkpoint run again, their
+//              SUMMA broadcasts and LayerNorm all_reduces with them (tp2d_formulas.h has the
+//              bytes). Bit-identical to none: the same kernels and collectives on the same inputs.
+//
 // Glossary: B global batch, Bd = B/d sequences of a depth layer, Bl = Bd/q of a row block,
 // N = Bl·T rows, T sequence, C channels (Cl = C/q), H heads, V vocab, L layers, q grid side,
 // d depth, (h,i,j) this rank.
@@ -54,7 +62,9 @@ class Gpt2p5d {
   /// row and column groups. Throws std::invalid_argument when q does not divide Bd.
   double forward_backward(const float* params, float* grads, const int32_t* tokens,
                           const int32_t* targets, int Bd, int T, float loss_scale);
-  /// Bytes one block's forward kept for its backward in the last call (kActivations tensors).
+  /// Bytes one block's forward kept for its backward in the last call (kActivations tensors):
+  /// its cache (without P under selective recomputation; the block input, kept by the walk, not
+  /// counted), or under full recomputation the checkpoints x_l kept over the L blocks, per block.
   int64_t block_kept_bytes() const { return block_bytes_; }
 
  private:
@@ -62,6 +72,10 @@ class Gpt2p5d {
   Tensor block_forward(const float* p, int l, const Tensor& x, int Bl, int T, Cache& c);
   Tensor block_backward(const float* p, float* g, int l, const Tensor& x, Cache& c,
                         const Tensor& dy, int Bl, int T);
+  /// Full recomputation: block l's cache (and the inputs of its segment) made again from the
+  /// nearest kept input at or before it; counted in RecomputeMeter.
+  void recompute(const float* p, int l, std::vector<Tensor>& xs, std::vector<Cache>& caches,
+                 int Bl, int T);
   const float* at(const float* p, int l, const char* name) const;
   float* at(float* p, int l, const char* name) const;
   Tensor act(int64_t n) const;  ///< an activation kept for the backward, on dev_

@@ -32,8 +32,13 @@ else
   expect_exit_2 batch_not_divisible "global batch 6 is not divisible by d·q = 4" -- \
     "$bin" --world_size 8 --depth 2 --global_batch 6 "${fast[@]}"
 fi
-expect_exit_2 recompute_refused "--recompute full: $stage has its own walk" -- \
-  "$bin" --recompute full "${fast[@]}"
+grid4=(--world_size 4)  # a 2×2 grid: tp_2p5d at depth 1
+[[ "$stage" == tp_2p5d ]] && grid4+=(--depth 1)
+# --recompute none, selective and full are the walk's; ZeRO-R's Pa and Pa+cpu are not.
+expect_exit_2 partition_refused "--partition_activations: $stage's checkpoints are already split" \
+  -- "$bin" --recompute full --partition_activations "${fast[@]}"
+expect_exit_2 partition_refused_in_ranks "--partition_activations: $stage's checkpoints" -- \
+  mpiexec -n 4 "$bin" "${grid4[@]}" --recompute full --partition_activations "${fast[@]}"
 expect_exit_2 attention_refused "--attention flash: $stage has its own walk" -- \
   "$bin" --attention flash "${fast[@]}"
 

@@ -35,6 +35,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "common/testing/fake_device.h"
@@ -145,6 +147,47 @@ void expect_device_run_equals_cpu(int depth) {
 }
 
 TEST(Tp2dOnDevice, EqualsTheCpuRunWithSummaStaged) { expect_device_run_equals_cpu(1); }
+
+// Activation recomputation on the device (q = 2, d = 1): selective makes P again with the
+// device's attention_probs and stages nothing more; full (every 1 and 2 blocks) runs the L
+// forwards again, so per step each block's four AB products stage their X and W broadcasts once
+// more (7N·Cl floats down at the row root and up at the q-1 others; 12·Cl² on the column group),
+// and its two grid LayerNorms their forward sums (16N bytes each way). Each equals the CPU run
+// with the same policy bit for bit, and that the run without recomputation.
+TEST(Tp2dOnDevice, RecomputationEqualsTheCpuRunAndStagesTheForwardsAgain) {
+  auto world = ProcessGroup::world();
+  const int q = 2;
+  ASSERT_EQ(world->size(), q * q);
+  testing::FakeDevice dev(/*guarded=*/true);
+  testing::FakeKernelOps ops(dev);
+  GPTConfig base = GPTConfig::preset("tiny");
+  auto none_group = world->duplicate();
+  const Result none = train(base, *none_group, 1, Device::kCUDA);
+  const int64_t T = base.ctx, L = base.layers, Cl = base.d / q, N = kBatch / q * T;
+  for (const auto& [mode, every] : {std::pair<Recompute, int>{Recompute::kSelective, 1},
+                                    {Recompute::kFull, 1}, {Recompute::kFull, 2}}) {
+    SCOPED_TRACE(std::string("--recompute ") + to_string(mode) + " every " +
+                 std::to_string(every));
+    GPTConfig cfg = base;
+    cfg.recompute = mode, cfg.recompute_every = every;
+    auto cpu_group = world->duplicate(), dev_group = world->duplicate();
+    const Result cpu = train(cfg, *cpu_group, 1, Device::kCPU);
+    const Result gpu = train(cfg, *dev_group, 1, Device::kCUDA);
+    EXPECT_EQ(gpu.losses, cpu.losses);
+    EXPECT_EQ(gpu.state, cpu.state);
+    EXPECT_EQ(gpu.losses, none.losses);
+    EXPECT_EQ(gpu.eval, none.eval);
+    EXPECT_EQ(gpu.state, none.state);
+    const bool full = mode == Recompute::kFull;
+    const int64_t a = L * 7 * N * Cl, w = L * 12 * Cl * Cl, ln = L * 16 * N;
+    EXPECT_EQ(gpu.row_st.to_host_bytes - none.row_st.to_host_bytes, full ? kSteps * (4 * a + ln) : 0);
+    EXPECT_EQ(gpu.row_st.to_device_bytes - none.row_st.to_device_bytes,
+              full ? kSteps * (4 * (q - 1) * a + ln) : 0);
+    EXPECT_EQ(gpu.col_st.to_host_bytes - none.col_st.to_host_bytes, full ? kSteps * 4 * w : 0);
+    EXPECT_EQ(gpu.col_st.to_device_bytes - none.col_st.to_device_bytes,
+              full ? kSteps * 4 * (q - 1) * w : 0);
+  }
+}
 
 TEST(Tp2p5dOnDevice, EqualsTheCpuRunWithTheDepthAllReduceStaged) {
   expect_device_run_equals_cpu(4);

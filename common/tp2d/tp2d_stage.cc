@@ -14,9 +14,16 @@ namespace llmp {
 
 std::string tp2d_config_error(const TrainConfig& cfg, const std::string& stage, int depth) {
   const int P = cfg.world_size;
-  if (cfg.recompute != "none")
-    return "--recompute " + cfg.recompute + ": " + stage +
-           " has its own walk (common/tp2d/gpt_2p5d.h), which does not recompute";
+  // --recompute none, selective and full (with --recompute_every) are the walk's own
+  // (gpt_2p5d.h); ZeRO-R's partitioned and host checkpoints are not.
+  if (cfg.partition_activations)
+    return "--partition_activations: " + stage +
+           "'s checkpoints are already split over its grid (each rank keeps N·C/q of a block "
+           "input); ZeRO-R's Pa partitions a checkpoint tensor parallelism replicates";
+  if (cfg.cpu_checkpointing)
+    return "--cpu_checkpointing: " + stage +
+           " keeps its checkpoints on the device (its walk, common/tp2d/gpt_2p5d.h, has no "
+           "host copies)";
   if (cfg.attention != "materialized")
     return "--attention " + cfg.attention + ": " + stage +
            " has its own walk (common/tp2d/gpt_2p5d.h), whose attention is materialized";

@@ -12,8 +12,9 @@
 //   - "tp_2d needs P = q×q ranks: world size 6 is not a square";
 //   - "tp_2p5d needs P = q×q×d ranks: world size 6 is not q²·4 (--depth 4)";
 //   - "--depth 0 must be at least 1";
-//   - "--recompute full: tp_2d has its own walk (common/tp2d/gpt_2p5d.h), which does not
-//     recompute";
+//   - "--partition_activations: tp_2d's checkpoints are already split over its grid ..." (the
+//     walk recomputes, --recompute selective or full, but has no ZeRO-R Pa; nor Pa+cpu:
+//     --cpu_checkpointing is refused alike);
 //   - "grid side q=2 does not divide H=3, C=33, 4C=132 and V=256" (Layout2p5d);
 //   - "global batch 6 is not divisible by d·q = 4 (rank rows hold whole sequences)".
 //

@@ -153,8 +153,16 @@ std::vector<ReportRow> Tp2p5dStrategy::report() const {
   const int q = grid_->q(), d = grid_->d();
   const double psi = tp2d_params_per_rank(m, q);
   const MemoryTracker& mt = MemoryTracker::instance();
-  ReportRow calls_row{"collective calls per step", calls_, tp2d_calls_per_step(m, q),
-                      "row (12L+3)q+6L+5, column (12L+3)q+4, depth 2"};
+  // Full recomputation runs every block's forward once more: its SUMMA broadcasts and LayerNorm
+  // all_reduces again (tp2d_formulas.h). Selective sends nothing more (P is made locally).
+  const bool full = c.recompute == Recompute::kFull;
+  const auto again = [full](const char* text) {
+    return full ? std::string(text) + " + recompute" : std::string(text);
+  };
+  ReportRow calls_row{"collective calls per step", calls_,
+                      tp2d_calls_per_step(m, q) + (full ? tp2d_recompute_calls_per_step(m, q) : 0),
+                      full ? "row (12L+3)q+6L+5, column (12L+3)q+4, depth 2 + L(8q+4) (recompute)"
+                           : "row (12L+3)q+6L+5, column (12L+3)q+4, depth 2"};
   calls_row.count = true;
   return {
       {"parameters", double(mt.current(MemCategory::kParameters)), 4 * psi,
@@ -162,13 +170,18 @@ std::vector<ReportRow> Tp2p5dStrategy::report() const {
       {"gradients", double(mt.current(MemCategory::kGradients)), 4 * psi, "4Ψ_local"},
       {"optimizer state", double(mt.current(MemCategory::kOptimizerState)), 8 * psi, "8Ψ_local"},
       {"activations per block", double(model_->block_kept_bytes()),
-       tp2d_activation_bytes_per_block(m, last_B_, last_T_, q, d), "4(15N·C/q + 4N + Bl·H·T²/q)"},
+       tp2d_activation_bytes_per_block(m, last_B_, last_T_, q, d, c.recompute,
+                                       c.recompute_every),
+       tp2d_activation_formula_text(c.recompute)},
       {"sent per step (row group)", row_bytes_,
-       tp2d_row_bytes_per_step(m, last_B_, last_T_, q, d),
-       "84LNC + 12NV + 2(q-1)/q·(16(2L+1)N + 12N)"},
+       tp2d_row_bytes_per_step(m, last_B_, last_T_, q, d) +
+           (full ? tp2d_recompute_row_bytes_per_step(m, last_B_, last_T_, q, d) : 0),
+       again("84LNC + 12NV + 2(q-1)/q·(16(2L+1)N + 12N)") +
+           (full ? " L(28NC + 2(q-1)/q·16N)" : "")},
       {"sent per step (column group)", col_bytes_,
-       tp2d_column_bytes_per_step(m, last_B_, last_T_, q, d),
-       "(144LC² + 12VC)/q + 2(q-1)/q·(4NC + 8 + 4Ψ_vec)"},
+       tp2d_column_bytes_per_step(m, last_B_, last_T_, q, d) +
+           (full ? tp2d_recompute_column_bytes_per_step(m, q) : 0),
+       again("(144LC² + 12VC)/q + 2(q-1)/q·(4NC + 8 + 4Ψ_vec)") + (full ? " 48LC²/q" : "")},
       {"sent per step (depth group)", depth_bytes_, tp2d_depth_bytes_per_step(m, q, d),
        "2(d-1)/d·(8 + 4Ψ_local)"},
       calls_row};

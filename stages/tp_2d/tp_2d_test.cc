@@ -15,5 +15,9 @@ TEST(Tp2d, EveryReportRowMatchesItsClosedForm) { expect_tp2d_report_ok(1); }
 
 TEST(Tp2d, StateRoundTripAndBaselineCheckpoint) { expect_tp2d_state_round_trip(1, 1e-5); }
 
+// --recompute selective and full (every 1, 2, 3): the same bits, fewer bytes kept, and the
+// recomputed forwards' communication and FLOPs as their closed forms.
+TEST(Tp2d, RecomputationIsBitIdentical) { expect_tp2d_recomputation_bit_identical(1); }
+
 }  // namespace
 }  // namespace llmp

@@ -19,5 +19,9 @@ TEST(Tp2p5d, EveryReportRowMatchesItsClosedForm) { expect_tp2d_report_ok(depth()
 
 TEST(Tp2p5d, StateRoundTripAndBaselineCheckpoint) { expect_tp2d_state_round_trip(depth(), 1e-5); }
 
+// --recompute selective and full (every 1, 2, 3): the same bits, fewer bytes kept, and the
+// recomputed forwards' communication and FLOPs as their closed forms.
+TEST(Tp2p5d, RecomputationIsBitIdentical) { expect_tp2d_recomputation_bit_identical(depth()); }
+
 }  // namespace
 }  // namespace llmp
