@@ -6,7 +6,8 @@
 # ring_attention, ring_self_attention) recompute whole blocks only: full, every 2 and 3 (their
 # cores' forward communication runs again, and their reports say so). moe and baseline_moe train
 # moe-tiny with 4 blocks (2 of them mixtures: a recomputed one routes and all_to_alls again).
-# tp_2d recomputes in its own walk on a 2×2 grid (its SUMMA products and grid LayerNorms again).
+# tp_2d and tp_3d recompute in their own walks, on a 2×2 grid (its SUMMA products and grid
+# LayerNorms again) and a 2×2×2 cube (its 3D linears' collectives again).
 # Each run's report must show the measured
 # recomputed FLOPs next to the formula with "ok" (a stage whose walk ignored the policy shows 0),
 # and no row of it may differ from its formula (what recomputation adds to a stage's traffic,
@@ -25,6 +26,7 @@ for arg in "$@"; do
     baseline_moe) model=moe-tiny ranks=1 ;;
     ulysses|ring_attention|ring_self_attention) unset 'policies[3]' ;;
     tp_2d) ranks=4 ;;  # a 2×2 grid: its own walk (common/tp2d/gpt_2p5d.h), SUMMA run again
+    tp_3d) ranks=8 ;;  # a 2×2×2 cube: its own walk (common/tp3d/gpt_3d.h)
     baseline) ranks=1 ;;
     mixed_bf16) extra=(--precision bf16) ;;
     zero3_tiled) extra=(--tile_factor 2) ;;  # recomputation gathers the tiles again

@@ -15,6 +15,7 @@
 #include "common/train/report.h"
 #include "common/train/single_rank.h"
 #include "common/tp2d/tp2d_strategy.h"
+#include "tests/recompute_check.h"
 #include "tests/stage_test_util.h"
 
 namespace llmp {
@@ -99,74 +100,28 @@ void expect_tp2d_state_round_trip(int depth, double max_rel) {
 void expect_tp2d_recomputation_bit_identical(int depth) {
   GPTConfig c = GPTConfig::preset("tiny");
   c.layers = 4;  // k = 2 and k = 3 cut different segments
-  const int T = c.ctx, L = c.layers, P = test_world().size();
+  const int T = c.ctx, P = test_world().size();
   const int64_t psi = GPT(c).layout().num_params();
   const Corpus corpus = Corpus::load("/usr/share/games/fortunes", T);
-  struct Run {
-    std::vector<double> losses;
-    std::vector<float> state;
-    std::vector<ReportRow> rows;
-    RecomputeMeter meter;  // the last step's
-  };
   const auto train = [&](const GPTConfig& config) {
     Tp2p5dStrategy s(config, test_world(), depth, AdamWConfig{}, 11);
-    Run r;
+    RecomputeRun r;
     for (int k = 1; k <= 3; ++k) {
-      // As train_main does before each step, and the forward_* fields too: this walk does not
-      // write them (its kept row is its own), and an earlier test's common walk may have.
-      RecomputeMeter::instance() = RecomputeMeter();
+      RecomputeMeter::instance() = RecomputeMeter();  // as train_main resets it (recompute_check.h)
       r.losses.push_back(step(s, corpus, T, 5, k));
     }
     r.meter = RecomputeMeter::instance();
     r.state.resize(3 * psi);
     s.get_state(r.state.data(), r.state.data() + psi, r.state.data() + 2 * psi);
     r.rows = s.report();
-    // The rows train_main adds for a stage that does not report them itself (recomputed FLOPs):
-    // every rank walks B/(dq) sequences with 1/q of each product, 1/P of the whole model's.
+    // train_main's rows for a stage that does not report them itself (recomputed FLOPs): every
+    // rank walks B/(dq) sequences with 1/q of each product, 1/P of the whole model's.
     for (ReportRow& row : recompute_rows(config, GridShape{1, 1, P}, kB, T, 4, r.meter))
       r.rows.push_back(std::move(row));
     return r;
   };
-  const Run none = train(c);
-  EXPECT_EQ(none.meter.recomputed_blocks, 0);
-  EXPECT_EQ(none.meter.recomputed_probs, 0);
-  struct Policy {
-    Recompute mode;
-    int every;
-  };
-  for (const Policy& p : {Policy{Recompute::kSelective, 1}, Policy{Recompute::kFull, 1},
-                          Policy{Recompute::kFull, 2}, Policy{Recompute::kFull, 3}}) {
-    const std::string name = std::string("--recompute ") + to_string(p.mode) +
-                             (p.every > 1 ? " --recompute_every " + std::to_string(p.every) : "");
-    SCOPED_TRACE(name);
-    GPTConfig cr = c;
-    cr.recompute = p.mode;
-    cr.recompute_every = p.every;
-    const Run run = train(cr);
-    EXPECT_EQ(run.losses, none.losses) << "recomputation changed a loss";
-    EXPECT_TRUE(run.state == none.state) << "recomputation changed the state";
-    const bool full = p.mode == Recompute::kFull;
-    EXPECT_EQ(run.meter.recomputed_blocks, full ? L : 0) << "block forwards run again per step";
-    EXPECT_EQ(run.meter.recomputed_probs, full ? 0 : L) << "P made again per step";
-    for (const ReportRow& r : run.rows) {
-      if (test_world().rank() == 0)
-        std::printf("P=%d d=%d %s: %-36s measured %.0f formula %.0f (%s)\n", P, depth,
-                    name.c_str(), r.what.c_str(), r.measured, r.formula, r.formula_text.c_str());
-      EXPECT_TRUE(report_row_ok(r)) << r.what << ": measured " << r.measured << ", formula "
-                                    << r.formula << " (" << r.formula_text << ")";
-    }
-    EXPECT_GT(report_row(run.rows, "recomputed forward FLOPs per step").measured, 0);
-    EXPECT_LT(report_row(run.rows, "activations per block").measured,
-              report_row(none.rows, "activations per block").measured);
-    for (const char* group : {"sent per step (row group)", "sent per step (column group)"}) {
-      const double with = report_row(run.rows, group).measured,
-                   without = report_row(none.rows, group).measured;
-      if (full && P / depth > 1)
-        EXPECT_GT(with, without) << group << ": the recomputed forwards' SUMMA and LayerNorms";
-      else
-        EXPECT_EQ(with, without) << group;
-    }
-  }
+  expect_recomputation_bit_identical(
+      c, train, {"sent per step (row group)", "sent per step (column group)"}, P / depth > 1);
 }
 
 }  // namespace llmp

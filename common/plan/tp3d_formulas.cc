@@ -9,10 +9,40 @@ double tp3d_params_per_rank(const Tp3dDims& d, int q) {
          (double(d.ctx) * C + 13.0 * d.layers * C + 2.0 * C) / q;
 }
 
-double tp3d_activation_bytes_per_block(const Tp3dDims& d, int B, int T, int q) {
+double tp3d_activation_bytes_per_block(const Tp3dDims& d, int B, int T, int q, Recompute policy,
+                                       int every) {
   const double BT = double(B) * T, q2 = double(q) * q, q3 = q2 * q;
+  switch (policy) {
+    case Recompute::kFull: {
+      const double checkpoints = (d.layers + every - 1) / every;  // ⌈L/k⌉
+      return checkpoints / d.layers * 4.0 * BT * d.d / q3;
+    }
+    case Recompute::kSelective: return 4.0 * (BT * d.d * (9.0 + 7.0 * q) / q3 + 4.0 * BT / q2);
+    case Recompute::kNone: break;
+  }
   return 4.0 * (BT * d.d * (9.0 + 7.0 * q) / q3 + 4.0 * BT / q2 + double(B) * d.heads * T * T / q3);
 }
+
+const char* tp3d_activation_formula_text(Recompute policy) {
+  switch (policy) {
+    case Recompute::kFull: return "⌈L/k⌉/L·4BTC/q³ (the checkpoints)";
+    case Recompute::kSelective: return "4[BTC(9+7q)/q³ + 4BT/q²] (P made again)";
+    case Recompute::kNone: break;
+  }
+  return "4[BTC(9+7q)/q³ + 4BT/q² + BHT²/q³]";
+}
+
+Tp3dBytes tp3d_recompute_bytes_per_step(const Tp3dDims& d, int B, int T, int q) {
+  const double C = d.d, L = d.layers, M = double(B) * T, q2 = double(q) * q;
+  const double f = (q - 1.0) / q, m = M / q2;
+  Tp3dBytes b;
+  b.i_axis = 48.0 * f / q2 * L * C * C;
+  b.j_axis = 16.0 * f / q2 * L * M * C;
+  b.l_axis = 48.0 * f / q2 * L * M * C + 32.0 * f * L * m;
+  return b;
+}
+
+int64_t tp3d_recompute_calls_per_step(const Tp3dDims& d) { return 16 * int64_t{d.layers}; }
 
 Tp3dBytes tp3d_bytes_per_step(const Tp3dDims& d, int B, int T, int q) {
   const double C = d.d, V = d.vocab, L = d.layers, M = double(B) * T, q2 = double(q) * q;

@@ -14,6 +14,8 @@
 
 #include <cstdint>
 
+#include "common/nn/recompute.h"
+
 namespace llmp {
 
 struct Tp3dDims {
@@ -29,7 +31,13 @@ double tp3d_params_per_rank(const Tp3dDims& d, int q);
 ///   + GELU output gathered (4q·m·Cq)                            = 7q·m·Cq  (linears' X_g)
 ///   + 2 LayerNorms' mean and rstd (4m) + probabilities (B/q²)(H/q)T²,
 /// times 4 bytes: 4·[BTC(9 + 7q)/q³ + 4BT/q² + BHT²/q³].
-double tp3d_activation_bytes_per_block(const Tp3dDims& d, int B, int T, int q);
+/// Under activation recomputation (common/nn/recompute.h): selective keeps all but P,
+/// 4·[BTC(9 + 7q)/q³ + 4BT/q²]; full only the checkpoints, the inputs of ⌈L/k⌉ blocks of the L
+/// (k = `every`): ⌈L/k⌉/L·4BTC/q³.
+double tp3d_activation_bytes_per_block(const Tp3dDims& d, int B, int T, int q,
+                                       Recompute policy = Recompute::kNone, int every = 1);
+/// Its formula's text, as the report prints it.
+const char* tp3d_activation_formula_text(Recompute policy);
 
 /// Bytes one rank sends in a training step, per group.
 struct Tp3dBytes {
@@ -42,6 +50,16 @@ struct Tp3dBytes {
 ///                                                    vectors' gradients
 ///   plane(j) 8f2·7LC/q + 16f2                       B vectors' gradients, the loss (1 double)
 Tp3dBytes tp3d_bytes_per_step(const Tp3dDims& d, int B, int T, int q);
+
+/// Full recomputation adds the L block forwards' share once more (linear_3d.h's forward: x
+/// gathered over gx, W over gw, y reduce-scattered over gy; the LayerNorms' two all_reduces):
+///   i-axis  48f/q²·LC²                      the four weights' all_gathers (K·N = 3C², C², 4C², 4C²)
+///   j-axis  16f/q²·L·MC                     c_attn's and c_fc's x, the c_projs' y
+///   l-axis  48f/q²·L·MC + 32f·L·m           c_attn's and c_fc's y, the c_projs' x; 2 LayerNorms
+///   planes  0
+Tp3dBytes tp3d_recompute_bytes_per_step(const Tp3dDims& d, int B, int T, int q);
+/// ... in 16L calls (3 per linear, 2 per LayerNorm).
+int64_t tp3d_recompute_calls_per_step(const Tp3dDims& d);
 
 /// Collective calls per step, all groups: 7(4L+1) linears + 3(2L+1) LayerNorms + 2 embedding
 /// + 2 cross-entropy + 2 gradient all_reduces + 1 loss = 34L + 17 (independent of q: a group

@@ -25,6 +25,31 @@ TEST(Tp3dFormulas, ActivationsPerBlock) {
   EXPECT_EQ(tp3d_activation_bytes_per_block(kTiny, 16, 16, 1), 4 * 140288);
 }
 
+TEST(Tp3dFormulas, ActivationsPerBlockUnderRecomputation) {
+  // q=2: selective drops the 1024 floats of P, 23,808 floats.
+  EXPECT_EQ(tp3d_activation_bytes_per_block(kTiny, 16, 16, 2, Recompute::kSelective), 95232);
+  // full: the checkpoints x (m·Cq = 64·16 floats); k = 1 one per block, k = 2 one over L = 2.
+  EXPECT_EQ(tp3d_activation_bytes_per_block(kTiny, 16, 16, 2, Recompute::kFull, 1), 4096);
+  EXPECT_EQ(tp3d_activation_bytes_per_block(kTiny, 16, 16, 2, Recompute::kFull, 2), 2048);
+  // q=1: x is 256·32 floats.
+  EXPECT_EQ(tp3d_activation_bytes_per_block(kTiny, 16, 16, 1, Recompute::kFull, 1), 32768);
+}
+
+TEST(Tp3dFormulas, FullRecomputationSendsTheForwardsAgain) {
+  // q=2, f = 1/2, M = 256, m = 64, per block forward: i-axis (1/2)·4·(3+1+4+4)·1024/4 = 6144;
+  // j-axis (1/2)·4·(32+32+32+32)·256/4 = 16,384; l-axis (1/2)·4·(96+32+128+128)·256/4 = 49,152
+  // plus two LayerNorms' 2 all_reduces of 64 floats, 2·2·2·(1/2)·256 = 1024. Times L = 2.
+  const Tp3dBytes b = tp3d_recompute_bytes_per_step(kTiny, 16, 16, 2);
+  EXPECT_EQ(b.i_axis, 12288);
+  EXPECT_EQ(b.j_axis, 32768);
+  EXPECT_EQ(b.l_axis, 100352);
+  EXPECT_EQ(b.plane_l, 0);
+  EXPECT_EQ(b.plane_j, 0);
+  EXPECT_EQ(tp3d_recompute_calls_per_step(kTiny), 32);  // 4 linears × 3 + 2 LayerNorms × 2, × L
+  const Tp3dBytes one = tp3d_recompute_bytes_per_step(kTiny, 16, 16, 1);  // q=1 sends nothing
+  EXPECT_EQ(one.i_axis + one.j_axis + one.l_axis, 0);
+}
+
 TEST(Tp3dFormulas, BytesPerStepPerGroup) {
   // q=2: f = 1/2, f2 = 3/4, M = 256, m = 64.
   const Tp3dBytes b = tp3d_bytes_per_step(kTiny, 16, 16, 2);

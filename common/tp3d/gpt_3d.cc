@@ -2,11 +2,14 @@
 // cross-entropy, and back (see gpt_3d.h).
 #include "common/tp3d/gpt_3d.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
+#include "common/nn/recompute.h"
 #include "common/tp_grid/grid_cross_entropy.h"
 #include "common/tp_grid/grid_layernorm.h"
+#include "kernels/cpu/flops.h"
 #include "kernels/ops/kernel_ops.h"
 
 namespace llmp {
@@ -52,11 +55,22 @@ double Gpt3d::forward_backward(const Tensor& P, Tensor* G, const int32_t* tokens
   emb = Tensor();
   ops.position_embedding_forward(x.f32(), view(P, "wpe.weight").f32(), Bl, T, 0, Cq);
 
+  // What a training forward keeps (common/nn/recompute.h): none, every cache; selective, every
+  // cache but P; full, only the checkpoints (the inputs of blocks l % k == 0, in caches[l].x).
+  const Recompute policy = G != nullptr ? cfg_.recompute : Recompute::kNone;
+  const int every = policy == Recompute::kFull ? std::max(1, cfg_.recompute_every) : 1;
   std::vector<Block3dCache> caches(L);
   int64_t kept = 0;
   for (int layer = 0; layer < L; ++layer) {
-    x = block_forward(layer, P, x, Bl, T, &caches[layer]);
-    kept += caches[layer].bytes();
+    Block3dCache& c = caches[layer];
+    x = block_forward(layer, P, x, Bl, T, &c);
+    if (policy == Recompute::kSelective) c.att = Tensor();  // made again in the backward
+    if (policy == Recompute::kFull) {  // its forward runs again before its backward
+      Tensor input = c.x;
+      c = Block3dCache();
+      if (layer % every == 0) c.x = std::move(input);  // a checkpoint
+    }
+    kept += c.bytes();
   }
   block_bytes_ = static_cast<double>(kept) / L;
 
@@ -82,8 +96,10 @@ double Gpt3d::forward_backward(const Tensor& P, Tensor* G, const int32_t* tokens
   grid_layernorm_backward(*cube_.l_axis, dx.f32(), view(*G, "ln_f.weight").f32(),
                           view(*G, "ln_f.bias").f32(), dlnf.f32(), x.f32(),
                           view(P, "ln_f.weight").f32(), mean.f32(), rstd.f32(), m, Cq, C, dev_);
-  for (int layer = L - 1; layer >= 0; --layer)
+  for (int layer = L - 1; layer >= 0; --layer) {
+    if (!caches[layer].qkv.defined()) recompute(layer, P, caches, Bl, T);
     dx = block_backward(layer, P, *G, &caches[layer], dx, Bl, T);
+  }
   // Embedding backward: wpe from this rank's rows (summed over the plane below); wte from all M
   // rows, gathered over the plane (the mirror of the forward's reduce_scatter).
   ops.position_embedding_backward(view(*G, "wpe.weight").f32(), dx.f32(), Bl, T, 0, Cq);
@@ -92,6 +108,21 @@ double Gpt3d::forward_backward(const Tensor& P, Tensor* G, const int32_t* tokens
   ops.token_embedding_backward(dwte.f32(), dx_all.f32(), tokens, v0, Vr, M, Cq);
   all_reduce_replicated_grads(*G);
   return loss.f64()[0] * dloss;
+}
+
+void Gpt3d::recompute(int layer, const Tensor& P, std::vector<Block3dCache>& caches, int Bl,
+                      int T) {
+  // From the nearest checkpoint at or before the block (block 0's input always is one): the
+  // forwards of blocks c..layer run again, with their 3D linears' collectives and the grid
+  // LayerNorms' all_reduces, each keeping its cache (its input in it) for its backward.
+  const int64_t flops = cpu::flops_done();
+  int c = layer;
+  while (!caches[c].x.defined()) --c;
+  Tensor x = caches[c].x;
+  for (int i = c; i <= layer; ++i) x = block_forward(i, P, x, Bl, T, &caches[i]);
+  RecomputeMeter& meter = RecomputeMeter::instance();
+  meter.recomputed_blocks += layer - c + 1;
+  meter.recomputed_flops += cpu::flops_done() - flops;
 }
 
 void Gpt3d::all_reduce_replicated_grads(Tensor& G) {

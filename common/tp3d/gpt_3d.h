@@ -17,6 +17,13 @@
 // Then every layout-A vector's gradient is all-reduced over plane(l), every layout-B vector's
 // over plane(j), each packed into one call.
 //
+// Activation recomputation (cfg.recompute, common/nn/recompute.h), training walks only:
+// selective drops each block's P and makes it again from q and k in the backward (local: the
+// heads and whole sequences are the rank's); full keeps only the inputs x of blocks l % k == 0
+// (k = cfg.recompute_every) and runs each segment's forwards again before its backward, their
+// 3D linears' all_gathers and reduce_scatters and the LayerNorms' all_reduces with them
+// (tp3d_formulas.h). Bit-identical to none.
+//
 // On a device (`device`, Device::kCUDA, fp32): params, grads and every activation and collective
 // buffer are that device's memory, every kernel is kernel_ops(device)'s, and each call copies its
 // ids up (all B·T tokens, the m targets of this rank's rows: 4(B·T + m) bytes). The loss's sum
@@ -70,7 +77,8 @@ class Gpt3d {
   /// unless q² | B.
   double forward_backward(const Tensor& params, Tensor* grads, const int32_t* tokens,
                           const int32_t* targets, int B, int T);
-  /// Bytes one block's forward kept in the last call (averaged over the L blocks).
+  /// Bytes one block's forward kept in the last call (averaged over the L blocks): its cache,
+  /// without P under selective recomputation, only the checkpoints x under full.
   double last_block_bytes() const { return block_bytes_; }
 
  private:
@@ -78,6 +86,10 @@ class Gpt3d {
                        Block3dCache* c);
   Tensor block_backward(int layer, const Tensor& params, Tensor& grads, Block3dCache* c,
                         const Tensor& dy, int Bl, int T);
+  /// Full recomputation: the caches of `layer` and of its segment's earlier blocks made again
+  /// from the nearest checkpoint (a cache holding only x); counted in RecomputeMeter.
+  void recompute(int layer, const Tensor& params, std::vector<Block3dCache>& caches, int Bl,
+                 int T);
   /// A view of tensor `name` in `buf` (this rank's block of it).
   Tensor view(const Tensor& buf, const std::string& name) const;
   Linear3dGroups a_to_b() const { return {cube_.j_axis.get(), cube_.i_axis.get(), cube_.l_axis.get()}; }

@@ -5,7 +5,9 @@
 
 #include <string>
 
+#include "common/nn/recompute.h"
 #include "common/tp_grid/grid_layernorm.h"
+#include "kernels/cpu/flops.h"
 #include "kernels/ops/kernel_ops.h"
 
 namespace llmp {
@@ -102,6 +104,13 @@ Tensor Gpt3d::block_backward(int layer, const Tensor& P, Tensor& G, Block3dCache
   dw = view(G, h + "attn.c_proj.weight");
   Tensor datty = linear3d_backward(b_to_a(), dres1, c->atty_g, view(P, h + "attn.c_proj.weight"),
                                    dw, C, C, false);  // (m, Cq) layout B
+  if (!c->att.defined()) {  // selective recomputation: P again from q and k, locally
+    const int64_t flops = cpu::flops_done();
+    c->att = act({Bl, Hq, T, T});
+    ops.attention_probs(c->att.f32(), c->qkv.f32(), Bl, T, Cq, Hq);
+    RecomputeMeter::instance().recomputed_probs += 1;
+    RecomputeMeter::instance().recomputed_flops += cpu::flops_done() - flops;
+  }
   Tensor dqkv = act({m, 3 * Cq});
   Tensor scratch = act({static_cast<int64_t>(T) * T});
   ops.attention_backward(dqkv.f32(), datty.f32(), c->qkv.f32(), c->att.f32(), scratch.f32(), Bl, T,

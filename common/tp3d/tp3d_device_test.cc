@@ -35,6 +35,8 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "common/testing/fake_device.h"
@@ -87,6 +89,42 @@ Result train(const GPTConfig& cfg, ProcessGroup& all, Device device) {
   }
   r.psi_r = s.local_params().numel();
   return r;
+}
+
+// Activation recomputation on the device: selective (P again with the device's attention_probs)
+// and full (every 1 and 2 blocks: the forwards again, their collectives staged again) equal the
+// CPU run with the same policy and the run without recomputation, bit for bit; selective stages
+// nothing more, full more on the three axes and nothing more on the planes.
+TEST(Tp3dOnDevice, RecomputationEqualsTheCpuRun) {
+  auto world = ProcessGroup::world();
+  testing::FakeDevice dev(/*guarded=*/true);
+  testing::FakeKernelOps ops(dev);
+  const GPTConfig base = GPTConfig::preset("tiny");
+  auto none_group = world->duplicate();
+  const Result none = train(base, *none_group, Device::kCUDA);
+  for (const auto& [mode, every] : {std::pair<Recompute, int>{Recompute::kSelective, 1},
+                                    {Recompute::kFull, 1}, {Recompute::kFull, 2}}) {
+    SCOPED_TRACE(std::string("--recompute ") + to_string(mode) + " every " +
+                 std::to_string(every));
+    GPTConfig cfg = base;
+    cfg.recompute = mode, cfg.recompute_every = every;
+    auto cpu_group = world->duplicate(), dev_group = world->duplicate();
+    const Result cpu = train(cfg, *cpu_group, Device::kCPU);
+    const Result gpu = train(cfg, *dev_group, Device::kCUDA);
+    EXPECT_EQ(gpu.losses, cpu.losses);
+    EXPECT_EQ(gpu.state, cpu.state);
+    EXPECT_EQ(gpu.losses, none.losses);
+    EXPECT_EQ(gpu.eval, none.eval);
+    EXPECT_EQ(gpu.state, none.state);
+    for (int k = 0; k < kGroups; ++k) {
+      EXPECT_EQ(gpu.bytes[k], cpu.bytes[k]) << "group " << k;
+      const int64_t more = gpu.st[k].to_host_bytes - none.st[k].to_host_bytes;
+      if (mode == Recompute::kFull && k < 3)  // the i-, j- and l-axis groups
+        EXPECT_GT(more, 0) << "group " << k << ": the forwards' collectives staged again";
+      else
+        EXPECT_EQ(more, 0) << "group " << k;
+    }
+  }
 }
 
 TEST(Tp3dOnDevice, EqualsTheCpuRunWithEveryCollectiveStaged) {

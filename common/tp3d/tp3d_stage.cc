@@ -21,9 +21,14 @@ std::string tp3d_config_error(const TrainConfig& cfg) {
   } catch (const std::invalid_argument& e) {
     return e.what();
   }
-  if (cfg.recompute != "none")
-    return "--recompute " + cfg.recompute +
-           ": tp_3d does not recompute (its walk keeps every block's activations)";
+  // --recompute selective and full are the walk's own (gpt_3d.h); ZeRO-R's Pa and Pa+cpu are not.
+  if (cfg.partition_activations)
+    return "--partition_activations: tp_3d's checkpoints are already split over its cube (each "
+           "rank keeps B·T·C/q³ of a block input); ZeRO-R's Pa partitions a checkpoint tensor "
+           "parallelism replicates";
+  if (cfg.cpu_checkpointing)
+    return "--cpu_checkpointing: tp_3d keeps its checkpoints on the device (its walk, "
+           "common/tp3d/gpt_3d.h, has no host copies)";
   if (cfg.attention != "materialized")
     return "--attention " + cfg.attention +
            ": tp_3d has its own walk (common/tp3d), whose attention is materialized";

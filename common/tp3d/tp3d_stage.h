@@ -6,7 +6,9 @@
 //   - "3D tensor parallelism with q=2 needs q | H, q² | C and q² | V: H=2 C=36 V=256";
 //   - "global batch 6 is not divisible by q² = 4 (3D tensor parallelism splits it into q²
 //     sequence sub-blocks)";
-//   - "--recompute full: tp_3d does not recompute (its walk keeps every block's activations)".
+//   - "--partition_activations: tp_3d's checkpoints are already split over its cube ..." (the
+//     walk recomputes, --recompute selective or full, but has no ZeRO-R Pa; --cpu_checkpointing
+//     is refused alike).
 // Glossary: P ranks, q cube side, H heads, C channels, V vocab, B global batch.
 #pragma once
 

@@ -126,7 +126,17 @@ std::vector<ReportRow> Tp3dStrategy::report() const {
   const Tp3dDims d{c.vocab, c.ctx, c.layers, c.d, c.heads};
   const int q = cube_.q;
   const double psi_r = tp3d_params_per_rank(d, q);
-  const Tp3dBytes f = tp3d_bytes_per_step(d, last_B_, last_T_, q);
+  Tp3dBytes f = tp3d_bytes_per_step(d, last_B_, last_T_, q);
+  // Full recomputation: every block's forward once more, its collectives with it
+  // (tp3d_formulas.h); selective sends nothing more (P is made from the rank's own q and k).
+  const bool full = c.recompute == Recompute::kFull;
+  if (full) {
+    const Tp3dBytes r = tp3d_recompute_bytes_per_step(d, last_B_, last_T_, q);
+    f.i_axis += r.i_axis, f.j_axis += r.j_axis, f.l_axis += r.l_axis;
+  }
+  const auto again = [full](std::string text, const char* extra) {
+    return full ? text + " + recompute " + extra : text;
+  };
   const MemoryTracker& mt = MemoryTracker::instance();
   std::vector<ReportRow> rows = {
       {"parameters", double(mt.current(MemCategory::kParameters)), 4 * psi_r,
@@ -134,17 +144,20 @@ std::vector<ReportRow> Tp3dStrategy::report() const {
       {"gradients", double(mt.current(MemCategory::kGradients)), 4 * psi_r, "4Ψ_r"},
       {"optimizer state", double(mt.current(MemCategory::kOptimizerState)), 8 * psi_r, "8Ψ_r"},
       {"activations per block", model_->last_block_bytes(),
-       tp3d_activation_bytes_per_block(d, last_B_, last_T_, q),
-       "4[BTC(9+7q)/q³ + 4BT/q² + BHT²/q³]"},
-      {"sent per step (i-axis group)", bytes_[0], f.i_axis, "12f/q²·(12LC²+VC)"},
-      {"sent per step (j-axis group)", bytes_[1], f.j_axis, "4f/q²·(8L+2)·BTC + 24f·BT/q²"},
+       tp3d_activation_bytes_per_block(d, last_B_, last_T_, q, c.recompute, c.recompute_every),
+       tp3d_activation_formula_text(c.recompute)},
+      {"sent per step (i-axis group)", bytes_[0], f.i_axis,
+       again("12f/q²·(12LC²+VC)", "48f/q²·LC²")},
+      {"sent per step (j-axis group)", bytes_[1], f.j_axis,
+       again("4f/q²·(8L+2)·BTC + 24f·BT/q²", "16f/q²·L·BTC")},
       {"sent per step (l-axis group)", bytes_[2], f.l_axis,
-       "4f/q²·(24LC+2V)·BT + 32f·(2L+1)·BT/q²"},
+       again("4f/q²·(24LC+2V)·BT + 32f·(2L+1)·BT/q²", "48f/q²·L·BTC + 32f·L·BT/q²")},
       {"sent per step (plane group, same l)", bytes_[3], f.plane_l,
        "8f2·BTC/q + 8f2·(ctx+6L+2)C/q"},
       {"sent per step (plane group, same j)", bytes_[4], f.plane_j, "8f2·7LC/q + 16f2"}};
-  ReportRow calls{"collective calls per step", double(calls_), double(tp3d_calls_per_step(d)),
-                  "34L+17"};
+  ReportRow calls{"collective calls per step", double(calls_),
+                  double(tp3d_calls_per_step(d) + (full ? tp3d_recompute_calls_per_step(d) : 0)),
+                  full ? "34L+17 + 16L (recompute)" : "34L+17"};
   calls.count = true;
   rows.push_back(calls);
   return rows;

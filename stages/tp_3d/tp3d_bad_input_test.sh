@@ -24,9 +24,9 @@ expect_exit_2 batch_not_divisible "global batch 6 is not divisible by q² = 4" -
   "$bin" --model tiny --world_size 8 --global_batch 6 "${fast[@]}"
 expect_exit_2 batch_not_divisible_in_ranks "global batch 6 is not divisible by q² = 4" -- \
   mpiexec -n 8 "$bin" --model tiny --world_size 8 --global_batch 6 "${fast[@]}"
-# The walk keeps every block's activations: recomputation is refused, not ignored.
-expect_exit_2 recompute_refused "--recompute full: tp_3d does not recompute" -- \
-  "$bin" --model tiny --world_size 1 --recompute full "${fast[@]}"
+# The walk recomputes (selective, full), but has no ZeRO-R Pa: refused, not ignored.
+expect_exit_2 partition_refused "--partition_activations: tp_3d's checkpoints are already split" \
+  -- "$bin" --model tiny --world_size 8 --recompute full --partition_activations "${fast[@]}"
 expect_exit_2 attention_refused "--attention flash: tp_3d has its own walk" -- \
   "$bin" --model tiny --world_size 1 --attention flash "${fast[@]}"
 

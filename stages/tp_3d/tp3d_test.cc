@@ -14,9 +14,11 @@
 #include "common/data/corpus.h"
 #include "common/data/sampler.h"
 #include "common/plan/tp3d_formulas.h"
+#include "common/train/recompute_report.h"
 #include "common/train/report.h"
 #include "common/train/single_rank.h"
 #include "tests/equivalence.h"
+#include "tests/recompute_check.h"
 #include "tests/stage_test_util.h"
 
 namespace llmp {
@@ -88,6 +90,39 @@ TEST(Tp3d, StateRoundTripAndABaselineCheckpointContinuesIdentically) {
   base.get_state(p.data(), mm.data(), v.data());
   cube.get_state(p2.data(), m2.data(), v2.data());
   EXPECT_LE(max_rel_diff(p2.data(), p.data(), psi), 1e-5);
+}
+
+// --recompute selective and full (every 1, 2, 3) on the cube (L = 4, B = 16): the same bits,
+// fewer bytes kept, the recomputed forwards' collectives and FLOPs as their closed forms
+// (tests/recompute_check.h).
+TEST(Tp3d, RecomputationIsBitIdentical) {
+  GPTConfig c = GPTConfig::preset("tiny");
+  c.layers = 4;
+  const int B = 16, T = c.ctx, P = test_world().size();
+  const int64_t psi = GPT(c).layout().num_params();
+  const auto train = [&](const GPTConfig& config) {
+    Tp3dStrategy s(config, test_world(), AdamWConfig{}, 11);
+    std::vector<int32_t> tok, tgt;
+    RecomputeRun r;
+    for (int k = 1; k <= 3; ++k) {
+      RecomputeMeter::instance() = RecomputeMeter();  // as train_main resets it
+      batch(B, T, k, 5, &tok, &tgt);
+      r.losses.push_back(s.train_step(tok.data(), tgt.data(), B, T, k));
+    }
+    r.meter = RecomputeMeter::instance();
+    r.state.resize(3 * psi);
+    s.get_state(r.state.data(), r.state.data() + psi, r.state.data() + 2 * psi);
+    r.rows = s.report();
+    // train_main's recomputed-FLOPs row: each rank multiplies 1/P of every product (grid 1×1×P).
+    for (ReportRow& row : recompute_rows(config, GridShape{1, 1, P}, B, T, 4, r.meter))
+      r.rows.push_back(std::move(row));
+    return r;
+  };
+  expect_recomputation_bit_identical(
+      c, train,
+      {"sent per step (i-axis group)", "sent per step (j-axis group)",
+       "sent per step (l-axis group)"},  // the planes' rows: the formulas, unchanged
+      P > 1);
 }
 
 }  // namespace
