@@ -34,8 +34,9 @@
 # two tensor-parallel ranks (rank 1 holds rows 144-287, 32 of them padding), on a pipeline (wte
 # tied across the first and last stages) and under Ulysses (the context-parallel embedding).
 # Flash attention (--attention flash, common/nn/flash_attention.h) is the same model attending in
-# another order: checked against the materialized baseline on one rank, a pipeline and two
-# tensor-parallel ranks (each rank's heads). On a GPU it runs ring attention's blockwise kernels.
+# another order: checked against the materialized baseline on one rank, a pipeline, two
+# tensor-parallel ranks (each rank's heads) and the 2D grid's own walk (with its full
+# recomputation too). On a GPU it runs ring attention's blockwise kernels.
 # The check can fail: pipedream_2bw (stale weights by design) must DIFFER from the baseline by
 # more than kSameDevice on either device (a negative control of the comparison and its bound).
 #
@@ -164,6 +165,7 @@ ulysses 2 --make_vocab_size_divisible_by 96
 baseline 1 --attention flash
 1f1b 2 --attention flash
 tensor_parallel 2 --attention flash
+tp_2d 4 --attention flash --recompute full
 EOF
 if [ "$device" = cuda ]; then  # ZeRO-Offload: the optimizer's step on the host
   train zero2_offload zero2 cuda 2 --offload optimizer && check zero2_offload base "$kSameDevice"

@@ -11,11 +11,10 @@
 #include "common/data/corpus.h"
 #include "common/data/sampler.h"
 #include "common/nn/recompute.h"
-#include "common/train/recompute_report.h"
 #include "common/train/report.h"
 #include "common/train/single_rank.h"
 #include "common/tp2d/tp2d_strategy.h"
-#include "tests/recompute_check.h"
+#include "tests/own_walk_checks.h"
 #include "tests/stage_test_util.h"
 
 namespace llmp {
@@ -97,31 +96,41 @@ void expect_tp2d_state_round_trip(int depth, double max_rel) {
   EXPECT_LE(dp, max_rel);
 }
 
-void expect_tp2d_recomputation_bit_identical(int depth) {
+namespace {
+
+// Three steps of `config` on the test world at depth d from seed 11, on training batches 1-3.
+WalkRun train_tp2d(const GPTConfig& config, int depth) {
+  const int T = config.ctx;
+  static const Corpus corpus = Corpus::load("/usr/share/games/fortunes", T);
+  Tp2p5dStrategy s(config, test_world(), depth, AdamWConfig{}, 11);
+  std::vector<double> losses;
+  for (int k = 1; k <= 3; ++k) {
+    RecomputeMeter::instance() = RecomputeMeter();  // as train_main resets it (own_walk_checks.h)
+    losses.push_back(step(s, corpus, T, 5, k));
+  }
+  return finish_walk_run(s, config, kB, T, std::move(losses));
+}
+
+GPTConfig tiny_with_4_blocks() {
   GPTConfig c = GPTConfig::preset("tiny");
   c.layers = 4;  // k = 2 and k = 3 cut different segments
-  const int T = c.ctx, P = test_world().size();
-  const int64_t psi = GPT(c).layout().num_params();
-  const Corpus corpus = Corpus::load("/usr/share/games/fortunes", T);
-  const auto train = [&](const GPTConfig& config) {
-    Tp2p5dStrategy s(config, test_world(), depth, AdamWConfig{}, 11);
-    RecomputeRun r;
-    for (int k = 1; k <= 3; ++k) {
-      RecomputeMeter::instance() = RecomputeMeter();  // as train_main resets it (recompute_check.h)
-      r.losses.push_back(step(s, corpus, T, 5, k));
-    }
-    r.meter = RecomputeMeter::instance();
-    r.state.resize(3 * psi);
-    s.get_state(r.state.data(), r.state.data() + psi, r.state.data() + 2 * psi);
-    r.rows = s.report();
-    // train_main's rows for a stage that does not report them itself (recomputed FLOPs): every
-    // rank walks B/(dq) sequences with 1/q of each product, 1/P of the whole model's.
-    for (ReportRow& row : recompute_rows(config, GridShape{1, 1, P}, kB, T, 4, r.meter))
-      r.rows.push_back(std::move(row));
-    return r;
-  };
+  return c;
+}
+
+}  // namespace
+
+void expect_tp2d_recomputation_bit_identical(int depth) {
   expect_recomputation_bit_identical(
-      c, train, {"sent per step (row group)", "sent per step (column group)"}, P / depth > 1);
+      tiny_with_4_blocks(), [depth](const GPTConfig& c) { return train_tp2d(c, depth); },
+      {"sent per step (row group)", "sent per step (column group)"},
+      test_world().size() / depth > 1);
+}
+
+void expect_tp2d_flash_matches_materialized(int depth) {
+  expect_flash_matches_materialized(
+      tiny_with_4_blocks(), [depth](const GPTConfig& c) { return train_tp2d(c, depth); },
+      {"sent per step (row group)", "sent per step (column group)",
+       "sent per step (depth group)"});
 }
 
 }  // namespace llmp

@@ -34,4 +34,9 @@ void expect_tp2d_state_round_trip(int depth, double max_rel);
 /// than without (q > 1), under selective the same.
 void expect_tp2d_recomputation_bit_identical(int depth);
 
+/// --attention flash against materialized on tiny with L = 4 (B = 12), without and with full
+/// recomputation: the checks of tests/own_walk_checks.h (losses within 1e-6, state within 1e-5,
+/// every row its closed form, lse kept instead of P, the same bytes sent).
+void expect_tp2d_flash_matches_materialized(int depth);
+
 }  // namespace llmp

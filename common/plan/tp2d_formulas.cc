@@ -12,25 +12,26 @@ double tp2d_params_per_rank(const TpModelDims& m, int q) {
 }
 
 double tp2d_activation_bytes_per_block(const TpModelDims& m, int64_t B, int64_t T, int q, int d,
-                                       Recompute policy, int every) {
+                                       Recompute policy, int every, bool flash) {
   const double Bl = double(B) / (d * q), N = Bl * T;
   switch (policy) {
     case Recompute::kFull: {
       const double checkpoints = (m.L + every - 1) / every;  // ⌈L/k⌉
       return checkpoints / m.L * 4.0 * N * m.C / q;
     }
-    case Recompute::kSelective: return 4.0 * (15.0 * N * m.C / q + 4.0 * N);
+    case Recompute::kSelective:
+      if (!flash) return 4.0 * (15.0 * N * m.C / q + 4.0 * N);
+      break;  // flash keeps no P to drop: its lse, as without recomputation
     case Recompute::kNone: break;
   }
-  return 4.0 * (15.0 * N * m.C / q + 4.0 * N + Bl * m.H * T * T / q);
+  const double scores = flash ? N * m.H / q : Bl * m.H * T * T / q;  // lse, or P
+  return 4.0 * (15.0 * N * m.C / q + 4.0 * N + scores);
 }
 
-const char* tp2d_activation_formula_text(Recompute policy) {
-  switch (policy) {
-    case Recompute::kFull: return "⌈L/k⌉/L·4N·C/q (the checkpoints)";
-    case Recompute::kSelective: return "4(15N·C/q + 4N) (P made again)";
-    case Recompute::kNone: break;
-  }
+const char* tp2d_activation_formula_text(Recompute policy, bool flash) {
+  if (policy == Recompute::kFull) return "⌈L/k⌉/L·4N·C/q (the checkpoints)";
+  if (flash) return "4(15N·C/q + 4N + N·H/q) (flash: lse, no P)";
+  if (policy == Recompute::kSelective) return "4(15N·C/q + 4N) (P made again)";
   return "4(15N·C/q + 4N + Bl·H·T²/q)";
 }
 

@@ -30,6 +30,9 @@
 // Collective calls per step (counted on groups of one rank too): row (12L+3)q + 3(2L+1) + 2,
 // column (12L+3)q + 4, depth 2.
 //
+// Flash attention (--attention flash, common/nn/flash_attention.h): a block keeps lse, N·H/q
+// floats (Bl sequences × H/q heads × T rows), where it kept P: 4·(15N·C/q + 4N + N·H/q).
+//
 // Activation recomputation (common/nn/recompute.h; the walk: common/tp2d/gpt_2p5d.h):
 //   selective  a block keeps all of the above but P: 4·(15N·C/q + 4N). P is made again from the
 //              rank's own q and k (its heads, whole sequences): nothing more is sent.
@@ -55,11 +58,14 @@ double tp2d_vector_params(const TpModelDims& m, int q);
 /// Ψ_local = Ψ_vec + (VC + 12LC²)/q².
 double tp2d_params_per_rank(const TpModelDims& m, int q);
 /// Bytes one block keeps under `policy`, N = B·T/(dq), Bl = B/(dq): none 4·(15·N·C/q + 4N +
-/// Bl·H·T²/q), selective 4·(15·N·C/q + 4N), full (every `every` blocks) ⌈L/k⌉/L·4N·C/q.
+/// Bl·H·T²/q), selective 4·(15·N·C/q + 4N), full (every `every` blocks) ⌈L/k⌉/L·4N·C/q. With
+/// `flash` (--attention flash) a block keeps each row's log-sum-exp, Bl·(H/q)·T = N·H/q floats,
+/// instead of P: 4·(15·N·C/q + 4N + N·H/q) under none.
 double tp2d_activation_bytes_per_block(const TpModelDims& m, int64_t B, int64_t T, int q, int d,
-                                       Recompute policy = Recompute::kNone, int every = 1);
+                                       Recompute policy = Recompute::kNone, int every = 1,
+                                       bool flash = false);
 /// Its formula's text, as the report prints it.
-const char* tp2d_activation_formula_text(Recompute policy);
+const char* tp2d_activation_formula_text(Recompute policy, bool flash = false);
 /// Full recomputation, added per step: the L forwards' row bytes L·(28NC + 2(q-1)/q·16N),
 /// column bytes L·48C²/q (0 at q = 1) and collective calls L·(8q + 4).
 double tp2d_recompute_row_bytes_per_step(const TpModelDims& m, int64_t B, int64_t T, int q,

@@ -42,6 +42,18 @@ TEST(Tp2dFormulas, ActivationsPerBlockUnderRecomputation) {
                    3072);
 }
 
+TEST(Tp2dFormulas, ActivationsPerBlockWithFlashAttention) {
+  // q = 2, d = 1, N = 96: P's 6·1·256 = 1536 floats become lse's 96 (N·H/q):
+  // 23,040 + 384 + 96 = 23,520 floats. Selective has no P to drop: the same.
+  EXPECT_DOUBLE_EQ(
+      tp2d_activation_bytes_per_block(kTiny, 12, 16, 2, 1, Recompute::kNone, 1, true), 94080);
+  EXPECT_DOUBLE_EQ(
+      tp2d_activation_bytes_per_block(kTiny, 12, 16, 2, 1, Recompute::kSelective, 1, true), 94080);
+  // Full keeps the checkpoints only, whatever the attention.
+  EXPECT_DOUBLE_EQ(
+      tp2d_activation_bytes_per_block(kTiny, 12, 16, 2, 1, Recompute::kFull, 1, true), 6144);
+}
+
 TEST(Tp2dFormulas, FullRecomputationSendsTheForwardsAgain) {
   // q = 2, d = 1, N = 96. Row: 2·(28·96·32 + 1·16·96) = 2·(86,016 + 1536) = 175,104.
   EXPECT_DOUBLE_EQ(tp2d_recompute_row_bytes_per_step(kTiny, 12, 16, 2, 1), 175104);

@@ -10,25 +10,27 @@ double tp3d_params_per_rank(const Tp3dDims& d, int q) {
 }
 
 double tp3d_activation_bytes_per_block(const Tp3dDims& d, int B, int T, int q, Recompute policy,
-                                       int every) {
+                                       int every, bool flash) {
   const double BT = double(B) * T, q2 = double(q) * q, q3 = q2 * q;
   switch (policy) {
     case Recompute::kFull: {
       const double checkpoints = (d.layers + every - 1) / every;  // ⌈L/k⌉
       return checkpoints / d.layers * 4.0 * BT * d.d / q3;
     }
-    case Recompute::kSelective: return 4.0 * (BT * d.d * (9.0 + 7.0 * q) / q3 + 4.0 * BT / q2);
+    case Recompute::kSelective:
+      if (!flash) return 4.0 * (BT * d.d * (9.0 + 7.0 * q) / q3 + 4.0 * BT / q2);
+      break;  // flash keeps no P to drop
     case Recompute::kNone: break;
   }
+  if (flash)  // lse instead of P
+    return 4.0 * (BT * d.d * (9.0 + 7.0 * q) / q3 + 4.0 * BT / q2 + BT * d.heads / q3);
   return 4.0 * (BT * d.d * (9.0 + 7.0 * q) / q3 + 4.0 * BT / q2 + double(B) * d.heads * T * T / q3);
 }
 
-const char* tp3d_activation_formula_text(Recompute policy) {
-  switch (policy) {
-    case Recompute::kFull: return "⌈L/k⌉/L·4BTC/q³ (the checkpoints)";
-    case Recompute::kSelective: return "4[BTC(9+7q)/q³ + 4BT/q²] (P made again)";
-    case Recompute::kNone: break;
-  }
+const char* tp3d_activation_formula_text(Recompute policy, bool flash) {
+  if (policy == Recompute::kFull) return "⌈L/k⌉/L·4BTC/q³ (the checkpoints)";
+  if (flash) return "4[BTC(9+7q)/q³ + 4BT/q² + BHT/q³] (flash: lse, no P)";
+  if (policy == Recompute::kSelective) return "4[BTC(9+7q)/q³ + 4BT/q²] (P made again)";
   return "4[BTC(9+7q)/q³ + 4BT/q² + BHT²/q³]";
 }
 

@@ -34,10 +34,14 @@ double tp3d_params_per_rank(const Tp3dDims& d, int q);
 /// Under activation recomputation (common/nn/recompute.h): selective keeps all but P,
 /// 4·[BTC(9 + 7q)/q³ + 4BT/q²]; full only the checkpoints, the inputs of ⌈L/k⌉ blocks of the L
 /// (k = `every`): ⌈L/k⌉/L·4BTC/q³.
+/// With `flash` (--attention flash) a block keeps lse, (B/q²)(H/q)T floats, instead of P (its
+/// backward reads the attention output from c_proj's gathered input, kept anyway):
+/// 4·[BTC(9 + 7q)/q³ + 4BT/q² + BHT/q³] (selective too: there is no P to drop).
 double tp3d_activation_bytes_per_block(const Tp3dDims& d, int B, int T, int q,
-                                       Recompute policy = Recompute::kNone, int every = 1);
+                                       Recompute policy = Recompute::kNone, int every = 1,
+                                       bool flash = false);
 /// Its formula's text, as the report prints it.
-const char* tp3d_activation_formula_text(Recompute policy);
+const char* tp3d_activation_formula_text(Recompute policy, bool flash = false);
 
 /// Bytes one rank sends in a training step, per group.
 struct Tp3dBytes {

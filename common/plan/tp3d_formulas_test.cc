@@ -35,6 +35,14 @@ TEST(Tp3dFormulas, ActivationsPerBlockUnderRecomputation) {
   EXPECT_EQ(tp3d_activation_bytes_per_block(kTiny, 16, 16, 1, Recompute::kFull, 1), 32768);
 }
 
+TEST(Tp3dFormulas, ActivationsPerBlockWithFlashAttention) {
+  // q=2: P's (16/4)·1·256 = 1024 floats become lse's 4·1·16 = 64: 24,832 − 960 = 23,872 floats.
+  EXPECT_EQ(tp3d_activation_bytes_per_block(kTiny, 16, 16, 2, Recompute::kNone, 1, true), 95488);
+  EXPECT_EQ(tp3d_activation_bytes_per_block(kTiny, 16, 16, 2, Recompute::kSelective, 1, true),
+            95488);
+  EXPECT_EQ(tp3d_activation_bytes_per_block(kTiny, 16, 16, 2, Recompute::kFull, 1, true), 4096);
+}
+
 TEST(Tp3dFormulas, FullRecomputationSendsTheForwardsAgain) {
   // q=2, f = 1/2, M = 256, m = 64, per block forward: i-axis (1/2)·4·(3+1+4+4)·1024/4 = 6144;
   // j-axis (1/2)·4·(32+32+32+32)·256/4 = 16,384; l-axis (1/2)·4·(96+32+128+128)·256/4 = 49,152

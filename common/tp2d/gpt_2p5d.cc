@@ -6,6 +6,7 @@
 #include <string>
 #include <utility>
 
+#include "common/nn/flash_attention.h"
 #include "common/nn/recompute.h"
 #include "common/tp2d/summa.h"
 #include "common/tp_grid/grid_cross_entropy.h"
@@ -24,11 +25,12 @@ Tensor Gpt2p5d::tmp(int64_t n) const {
 
 /// What one block's forward keeps for its backward (the block input x is kept by the walk).
 struct Gpt2p5d::Cache {
-  Tensor ln1, m1, r1, qkv, att, atty, res1, ln2, m2, r2, fch, fchg;
+  Tensor ln1, m1, r1, qkv, att, lse, atty, res1, ln2, m2, r2, fch, fchg;  // P or (flash) lse
   bool filled() const { return qkv.defined(); }  // false: dropped by full recomputation
   int64_t bytes() const {
     int64_t s = 0;
-    for (const Tensor* t : {&ln1, &m1, &r1, &qkv, &att, &atty, &res1, &ln2, &m2, &r2, &fch, &fchg})
+    for (const Tensor* t :
+         {&ln1, &m1, &r1, &qkv, &att, &lse, &atty, &res1, &ln2, &m2, &r2, &fch, &fchg})
       s += t->nbytes();
     return s;
   }
@@ -55,8 +57,14 @@ Tensor Gpt2p5d::block_forward(const float* p, int l, const Tensor& x, int Bl, in
   c.qkv = act(N * 3 * Cl);  // (N,Cl)@(Cl,3Cl): q, k, v of heads j·H/q ..
   summa_ab(row, col, c.qkv.f32(), c.ln1.f32(), at(p, l, "attn.c_attn.weight"), N, Cl, 3 * Cl, dev_);
   ops.bias_add(c.qkv.f32(), at(p, l, "attn.c_attn.bias"), N, 3 * Cl);
-  c.att = act(int64_t(Bl) * Hl * T * T), c.atty = act(N * Cl);  // whole sequences, Hl heads
-  ops.attention_forward(c.atty.f32(), c.att.f32(), c.qkv.f32(), Bl, T, Cl, Hl);
+  c.atty = act(N * Cl);  // attention over whole sequences, Hl heads: local
+  if (cfg_.attention == AttentionMethod::kFlash) {  // lse (Bl,Hl,T) kept, no P
+    c.lse = flash_attention_forward(c.qkv.view({Bl, T, 3 * Cl}), c.atty.view({Bl, T, Cl}), Bl, T,
+                                    Hl);
+  } else {
+    c.att = act(int64_t(Bl) * Hl * T * T);
+    ops.attention_forward(c.atty.f32(), c.att.f32(), c.qkv.f32(), Bl, T, Cl, Hl);
+  }
   Tensor proj = tmp(N * Cl);  // (N,Cl)@(Cl,Cl)
   summa_ab(row, col, proj.f32(), c.atty.f32(), at(p, l, "attn.c_proj.weight"), N, Cl, Cl, dev_);
   c.res1 = act(N * Cl);
@@ -100,16 +108,23 @@ Tensor Gpt2p5d::block_backward(const float* p, float* g, int l, const Tensor& x,
   Tensor datty = tmp(N * Cl);  // (N,Cl)@(Cl,Cl)
   summa_abt(row, col, datty.f32(), dres1.f32(), at(p, l, "attn.c_proj.weight"), N, Cl, Cl, dev_);
   summa_atb(row, col, at(g, l, "attn.c_proj.weight"), c.atty.f32(), dres1.f32(), N, Cl, Cl, dev_);
-  if (!c.att.defined()) {  // selective recomputation: P again from this rank's q and k, locally
-    const int64_t flops = cpu::flops_done();
-    c.att = act(int64_t(Bl) * Hl * T * T);
-    ops.attention_probs(c.att.f32(), c.qkv.f32(), Bl, T, Cl, Hl);
-    RecomputeMeter::instance().recomputed_probs += 1;
-    RecomputeMeter::instance().recomputed_flops += cpu::flops_done() - flops;
+  Tensor dqkv = tmp(N * 3 * Cl);
+  if (c.lse.defined()) {  // flash attention: P made again from q, k and lse
+    flash_attention_backward(dqkv.view({Bl, T, 3 * Cl}), datty.view({Bl, T, Cl}),
+                             c.qkv.view({Bl, T, 3 * Cl}), c.atty.view({Bl, T, Cl}), c.lse, Bl, T,
+                             Hl);
+  } else {
+    if (!c.att.defined()) {  // selective recomputation: P again from this rank's q, k, locally
+      const int64_t flops = cpu::flops_done();
+      c.att = act(int64_t(Bl) * Hl * T * T);
+      ops.attention_probs(c.att.f32(), c.qkv.f32(), Bl, T, Cl, Hl);
+      RecomputeMeter::instance().recomputed_probs += 1;
+      RecomputeMeter::instance().recomputed_flops += cpu::flops_done() - flops;
+    }
+    Tensor scratch = tmp(int64_t(T) * T);
+    ops.attention_backward(dqkv.f32(), datty.f32(), c.qkv.f32(), c.att.f32(), scratch.f32(), Bl,
+                           T, Cl, Hl);
   }
-  Tensor dqkv = tmp(N * 3 * Cl), scratch = tmp(int64_t(T) * T);
-  ops.attention_backward(dqkv.f32(), datty.f32(), c.qkv.f32(), c.att.f32(), scratch.f32(), Bl, T,
-                          Cl, Hl);
   ops.residual_bias_backward(at(g, l, "attn.c_attn.bias"), dqkv.f32(), N, 3 * Cl);
   summa_abt(row, col, dln.f32(), dqkv.f32(), at(p, l, "attn.c_attn.weight"), N, 3 * Cl, Cl, dev_);
   summa_atb(row, col, at(g, l, "attn.c_attn.weight"), c.ln1.f32(), dqkv.f32(), N, Cl, 3 * Cl, dev_);

@@ -39,7 +39,5 @@ expect_exit_2 partition_refused "--partition_activations: $stage's checkpoints a
   -- "$bin" --recompute full --partition_activations "${fast[@]}"
 expect_exit_2 partition_refused_in_ranks "--partition_activations: $stage's checkpoints" -- \
   mpiexec -n 4 "$bin" "${grid4[@]}" --recompute full --partition_activations "${fast[@]}"
-expect_exit_2 attention_refused "--attention flash: $stage has its own walk" -- \
-  "$bin" --attention flash "${fast[@]}"
 
 finish

@@ -24,9 +24,6 @@ std::string tp2d_config_error(const TrainConfig& cfg, const std::string& stage, 
     return "--cpu_checkpointing: " + stage +
            " keeps its checkpoints on the device (its walk, common/tp2d/gpt_2p5d.h, has no "
            "host copies)";
-  if (cfg.attention != "materialized")
-    return "--attention " + cfg.attention + ": " + stage +
-           " has its own walk (common/tp2d/gpt_2p5d.h), whose attention is materialized";
   if (depth < 1) return "--depth " + std::to_string(depth) + " must be at least 1";
   if (depth == 1 && exact_sqrt(P) == 0)
     return stage + " needs P = q×q ranks: world size " + std::to_string(P) + " is not a square";

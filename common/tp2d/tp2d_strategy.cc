@@ -156,6 +156,7 @@ std::vector<ReportRow> Tp2p5dStrategy::report() const {
   // Full recomputation runs every block's forward once more: its SUMMA broadcasts and LayerNorm
   // all_reduces again (tp2d_formulas.h). Selective sends nothing more (P is made locally).
   const bool full = c.recompute == Recompute::kFull;
+  const bool flash = c.attention == AttentionMethod::kFlash;  // lse kept, not P
   const auto again = [full](const char* text) {
     return full ? std::string(text) + " + recompute" : std::string(text);
   };
@@ -171,8 +172,8 @@ std::vector<ReportRow> Tp2p5dStrategy::report() const {
       {"optimizer state", double(mt.current(MemCategory::kOptimizerState)), 8 * psi, "8Ψ_local"},
       {"activations per block", double(model_->block_kept_bytes()),
        tp2d_activation_bytes_per_block(m, last_B_, last_T_, q, d, c.recompute,
-                                       c.recompute_every),
-       tp2d_activation_formula_text(c.recompute)},
+                                       c.recompute_every, flash),
+       tp2d_activation_formula_text(c.recompute, flash)},
       {"sent per step (row group)", row_bytes_,
        tp2d_row_bytes_per_step(m, last_B_, last_T_, q, d) +
            (full ? tp2d_recompute_row_bytes_per_step(m, last_B_, last_T_, q, d) : 0),

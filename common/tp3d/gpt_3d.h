@@ -50,7 +50,8 @@ struct Block3dCache {
   Tensor ln1_mean, ln1_rstd;   ///< (m)
   Tensor ln1_g;                ///< (q·m, Cq) ln_1(x) gathered over the j-axis (c_attn's X_g)
   Tensor qkv;                  ///< (m, 3Cq) layout B: q|k|v of H/q heads
-  Tensor att;                  ///< (B/q², H/q, T, T) softmax probabilities
+  Tensor att;                  ///< (B/q², H/q, T, T) softmax probabilities (materialized)
+  Tensor lse;                  ///< (B/q², H/q, T) flash attention's instead of att
   Tensor atty_g;               ///< (q·m, Cq) attention output gathered over l (c_proj's X_g)
   Tensor res1;                 ///< (m, Cq) x + attention sub-layer, layout A
   Tensor ln2_mean, ln2_rstd;   ///< (m)

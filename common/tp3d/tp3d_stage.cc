@@ -29,9 +29,6 @@ std::string tp3d_config_error(const TrainConfig& cfg) {
   if (cfg.cpu_checkpointing)
     return "--cpu_checkpointing: tp_3d keeps its checkpoints on the device (its walk, "
            "common/tp3d/gpt_3d.h, has no host copies)";
-  if (cfg.attention != "materialized")
-    return "--attention " + cfg.attention +
-           ": tp_3d has its own walk (common/tp3d), whose attention is materialized";
   if (cfg.global_batch % (q * q) != 0)
     return "global batch " + std::to_string(cfg.global_batch) + " is not divisible by q² = " +
            std::to_string(q * q) + " (3D tensor parallelism splits it into q² sequence sub-blocks)";

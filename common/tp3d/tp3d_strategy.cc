@@ -130,6 +130,7 @@ std::vector<ReportRow> Tp3dStrategy::report() const {
   // Full recomputation: every block's forward once more, its collectives with it
   // (tp3d_formulas.h); selective sends nothing more (P is made from the rank's own q and k).
   const bool full = c.recompute == Recompute::kFull;
+  const bool flash = c.attention == AttentionMethod::kFlash;  // lse kept, not P
   if (full) {
     const Tp3dBytes r = tp3d_recompute_bytes_per_step(d, last_B_, last_T_, q);
     f.i_axis += r.i_axis, f.j_axis += r.j_axis, f.l_axis += r.l_axis;
@@ -144,8 +145,9 @@ std::vector<ReportRow> Tp3dStrategy::report() const {
       {"gradients", double(mt.current(MemCategory::kGradients)), 4 * psi_r, "4Ψ_r"},
       {"optimizer state", double(mt.current(MemCategory::kOptimizerState)), 8 * psi_r, "8Ψ_r"},
       {"activations per block", model_->last_block_bytes(),
-       tp3d_activation_bytes_per_block(d, last_B_, last_T_, q, c.recompute, c.recompute_every),
-       tp3d_activation_formula_text(c.recompute)},
+       tp3d_activation_bytes_per_block(d, last_B_, last_T_, q, c.recompute, c.recompute_every,
+                                       flash),
+       tp3d_activation_formula_text(c.recompute, flash)},
       {"sent per step (i-axis group)", bytes_[0], f.i_axis,
        again("12f/q²·(12LC²+VC)", "48f/q²·LC²")},
       {"sent per step (j-axis group)", bytes_[1], f.j_axis,

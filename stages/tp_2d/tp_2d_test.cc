@@ -19,5 +19,8 @@ TEST(Tp2d, StateRoundTripAndBaselineCheckpoint) { expect_tp2d_state_round_trip(1
 // recomputed forwards' communication and FLOPs as their closed forms.
 TEST(Tp2d, RecomputationIsBitIdentical) { expect_tp2d_recomputation_bit_identical(1); }
 
+// --attention flash: lse kept per block instead of P, the same training to rounding.
+TEST(Tp2d, FlashAttentionMatchesMaterialized) { expect_tp2d_flash_matches_materialized(1); }
+
 }  // namespace
 }  // namespace llmp

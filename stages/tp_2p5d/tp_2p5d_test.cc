@@ -23,5 +23,8 @@ TEST(Tp2p5d, StateRoundTripAndBaselineCheckpoint) { expect_tp2d_state_round_trip
 // recomputed forwards' communication and FLOPs as their closed forms.
 TEST(Tp2p5d, RecomputationIsBitIdentical) { expect_tp2d_recomputation_bit_identical(depth()); }
 
+// --attention flash: lse kept per block instead of P, the same training to rounding.
+TEST(Tp2p5d, FlashAttentionMatchesMaterialized) { expect_tp2d_flash_matches_materialized(depth()); }
+
 }  // namespace
 }  // namespace llmp

@@ -27,7 +27,5 @@ expect_exit_2 batch_not_divisible_in_ranks "global batch 6 is not divisible by q
 # The walk recomputes (selective, full), but has no ZeRO-R Pa: refused, not ignored.
 expect_exit_2 partition_refused "--partition_activations: tp_3d's checkpoints are already split" \
   -- "$bin" --model tiny --world_size 8 --recompute full --partition_activations "${fast[@]}"
-expect_exit_2 attention_refused "--attention flash: tp_3d has its own walk" -- \
-  "$bin" --model tiny --world_size 1 --attention flash "${fast[@]}"
 
 finish

@@ -9,16 +9,17 @@
 
 #include <cstdio>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "common/data/corpus.h"
 #include "common/data/sampler.h"
+#include "common/nn/recompute.h"
 #include "common/plan/tp3d_formulas.h"
-#include "common/train/recompute_report.h"
 #include "common/train/report.h"
 #include "common/train/single_rank.h"
 #include "tests/equivalence.h"
-#include "tests/recompute_check.h"
+#include "tests/own_walk_checks.h"
 #include "tests/stage_test_util.h"
 
 namespace llmp {
@@ -92,37 +93,45 @@ TEST(Tp3d, StateRoundTripAndABaselineCheckpointContinuesIdentically) {
   EXPECT_LE(max_rel_diff(p2.data(), p.data(), psi), 1e-5);
 }
 
-// --recompute selective and full (every 1, 2, 3) on the cube (L = 4, B = 16): the same bits,
-// fewer bytes kept, the recomputed forwards' collectives and FLOPs as their closed forms
-// (tests/recompute_check.h).
-TEST(Tp3d, RecomputationIsBitIdentical) {
+// Three steps of `config` (B = 16) on the cube from seed 11, on batches 1-3.
+WalkRun train_cube(const GPTConfig& config) {
+  const int B = 16, T = config.ctx;
+  Tp3dStrategy s(config, test_world(), AdamWConfig{}, 11);
+  std::vector<int32_t> tok, tgt;
+  std::vector<double> losses;
+  for (int k = 1; k <= 3; ++k) {
+    RecomputeMeter::instance() = RecomputeMeter();  // as train_main resets it
+    batch(B, T, k, 5, &tok, &tgt);
+    losses.push_back(s.train_step(tok.data(), tgt.data(), B, T, k));
+  }
+  return finish_walk_run(s, config, B, T, std::move(losses));
+}
+
+GPTConfig tiny_with_4_blocks() {
   GPTConfig c = GPTConfig::preset("tiny");
   c.layers = 4;
-  const int B = 16, T = c.ctx, P = test_world().size();
-  const int64_t psi = GPT(c).layout().num_params();
-  const auto train = [&](const GPTConfig& config) {
-    Tp3dStrategy s(config, test_world(), AdamWConfig{}, 11);
-    std::vector<int32_t> tok, tgt;
-    RecomputeRun r;
-    for (int k = 1; k <= 3; ++k) {
-      RecomputeMeter::instance() = RecomputeMeter();  // as train_main resets it
-      batch(B, T, k, 5, &tok, &tgt);
-      r.losses.push_back(s.train_step(tok.data(), tgt.data(), B, T, k));
-    }
-    r.meter = RecomputeMeter::instance();
-    r.state.resize(3 * psi);
-    s.get_state(r.state.data(), r.state.data() + psi, r.state.data() + 2 * psi);
-    r.rows = s.report();
-    // train_main's recomputed-FLOPs row: each rank multiplies 1/P of every product (grid 1×1×P).
-    for (ReportRow& row : recompute_rows(config, GridShape{1, 1, P}, B, T, 4, r.meter))
-      r.rows.push_back(std::move(row));
-    return r;
-  };
+  return c;
+}
+
+// --recompute selective and full (every 1, 2, 3) on the cube (L = 4, B = 16): the same bits,
+// fewer bytes kept, the recomputed forwards' collectives and FLOPs as their closed forms
+// (tests/own_walk_checks.h).
+TEST(Tp3d, RecomputationIsBitIdentical) {
   expect_recomputation_bit_identical(
-      c, train,
+      tiny_with_4_blocks(), train_cube,
       {"sent per step (i-axis group)", "sent per step (j-axis group)",
        "sent per step (l-axis group)"},  // the planes' rows: the formulas, unchanged
-      P > 1);
+      test_world().size() > 1);
+}
+
+// --attention flash: lse kept per block instead of P, the same training to rounding, the same
+// bytes sent.
+TEST(Tp3d, FlashAttentionMatchesMaterialized) {
+  expect_flash_matches_materialized(
+      tiny_with_4_blocks(), train_cube,
+      {"sent per step (i-axis group)", "sent per step (j-axis group)",
+       "sent per step (l-axis group)", "sent per step (plane group, same l)",
+       "sent per step (plane group, same j)"});
 }
 
 }  // namespace
