@@ -22,6 +22,10 @@
 // Σ_j ln_f(x)_ij·wte_ljᵀ (summa_abt), so rank (i,l) holds sequences block i × vocabulary block
 // l, and grid_cross_entropy over the row group; no rank holds the (B,T,V) logits.
 //
+// Flash attention (cfg.attention, common/nn/flash_attention.h): the rank's attention is local
+// (whole sequences of its H/q heads), so the shared flash attention runs on its q|k|v block and
+// the cache keeps lse (Bl, H/q, T) instead of P.
+//
 // Activation recomputation (cfg.recompute, common/nn/recompute.h), training walks only:
 //   selective  each cache without P (Bl, H/q, T, T); the backward makes it again from q and k
 //              (attention_probs), locally: attention needs no communication in this walk.

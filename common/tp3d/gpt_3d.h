@@ -17,6 +17,10 @@
 // Then every layout-A vector's gradient is all-reduced over plane(l), every layout-B vector's
 // over plane(j), each packed into one call.
 //
+// Flash attention (cfg.attention): the shared flash attention on the rank's q|k|v (layout B:
+// whole sequences of H/q heads), lse kept instead of P; its backward reads the attention output
+// as sub-block l of attn.c_proj's gathered input (kept anyway).
+//
 // Activation recomputation (cfg.recompute, common/nn/recompute.h), training walks only:
 // selective drops each block's P and makes it again from q and k in the backward (local: the
 // heads and whole sequences are the rank's); full keeps only the inputs x of blocks l % k == 0
