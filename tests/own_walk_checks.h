@@ -37,7 +37,9 @@ struct WalkRun {
 WalkRun finish_walk_run(Strategy& s, const GPTConfig& config, int global_batch, int T,
                                   std::vector<double> losses);
 
-/// Trains the stage from the same seed on the same batches under config's recompute policy.
+/// Trains the stage from the same seed on the same batches under config's recompute policy, then
+/// evaluates once (train_main validates after the last step, before the report: the kept-bytes
+/// row must still be the training forward's).
 /// It must set RecomputeMeter::instance() = RecomputeMeter() before each step (as train_main
 /// resets it; the walks checked here do not write its forward_* fields).
 using WalkTrainer = std::function<WalkRun(const GPTConfig&)>;

@@ -30,6 +30,14 @@ double step(Strategy& s, const Corpus& corpus, int T, uint64_t seed, int k) {
   return s.train_step(tok.data(), tgt.data(), kB, T, k);
 }
 
+// An evaluation on validation batch 1 (this rank's slice), its loss unused.
+void evaluate(Strategy& s, const Corpus& corpus, int T) {
+  const BatchSlice sl = s.batch_slice(kB);
+  std::vector<int32_t> tok(sl.num_seqs * T), tgt(sl.num_seqs * T);
+  sample(corpus.val(), 1, 1, sl.first_seq, sl.num_seqs, T, tok.data(), tgt.data());
+  s.eval_loss(tok.data(), tgt.data(), kB, T);
+}
+
 }  // namespace
 
 StrategyFactory tp2p5d_on_world(int depth) {
@@ -108,6 +116,7 @@ WalkRun train_tp2d(const GPTConfig& config, int depth) {
     RecomputeMeter::instance() = RecomputeMeter();  // as train_main resets it (own_walk_checks.h)
     losses.push_back(step(s, corpus, T, 5, k));
   }
+  evaluate(s, corpus, T);  // as train_main validates after the last step, before the report
   return finish_walk_run(s, config, kB, T, std::move(losses));
 }
 

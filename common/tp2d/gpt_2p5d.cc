@@ -187,7 +187,7 @@ double Gpt2p5d::forward_backward(const float* p, float* g, const int32_t* tokens
   for (int l = 0; l < L; ++l) {
     xs[l + 1] = block_forward(p, l, xs[l], Bl, T, caches[l]);
     if (policy == Recompute::kSelective) caches[l].att = Tensor();  // made again in the backward
-    block_bytes_ = caches[l].bytes();
+    if (backward) block_bytes_ = caches[l].bytes();  // a training forward's (not an evaluation's)
     if (policy == Recompute::kFull) {
       caches[l] = Cache();  // its forward runs again before its backward
       if (l % every != 0) xs[l] = Tensor();  // remade from its segment's checkpoint
@@ -195,6 +195,8 @@ double Gpt2p5d::forward_backward(const float* p, float* g, const int32_t* tokens
     }
   }
   if (policy == Recompute::kFull) block_bytes_ = checkpoint_bytes / L;  // kept per block
+  // (An evaluation keeps every cache, whatever the policy: it has no backward to save for, and it
+  // leaves block_bytes_ as the last training forward set it.)
   // Head: ln_f, logits block (i, vocabulary j) = Σ_k xf_ik·wte_jkᵀ, vocab-split cross-entropy.
   Tensor xf = act(N * Cl), mf = act(N), rf = act(N), z = act(N * Vq);
   grid_layernorm_forward(row, xf.f32(), mf.f32(), rf.f32(), xs[L].f32(), at(p, -1, "ln_f.weight"),

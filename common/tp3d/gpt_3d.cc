@@ -72,7 +72,7 @@ double Gpt3d::forward_backward(const Tensor& P, Tensor* G, const int32_t* tokens
     }
     kept += c.bytes();
   }
-  block_bytes_ = static_cast<double>(kept) / L;
+  if (G != nullptr) block_bytes_ = static_cast<double>(kept) / L;  // a training forward's only
 
   // ln_f (layout A), then the tied head: an A→B linear with W = wteᵀ, logits (m, V/q) for
   // sequences sub-block i·q+l and vocabulary block j.

@@ -104,6 +104,7 @@ WalkRun train_cube(const GPTConfig& config) {
     batch(B, T, k, 5, &tok, &tgt);
     losses.push_back(s.train_step(tok.data(), tgt.data(), B, T, k));
   }
+  s.eval_loss(tok.data(), tgt.data(), B, T);  // as train_main validates before the report
   return finish_walk_run(s, config, B, T, std::move(losses));
 }
 
