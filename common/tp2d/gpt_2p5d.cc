@@ -6,11 +6,11 @@
 #include <string>
 #include <utility>
 
-#include "common/nn/flash_attention.h"
 #include "common/nn/recompute.h"
 #include "common/tp2d/summa.h"
 #include "common/tp_grid/grid_cross_entropy.h"
 #include "common/tp_grid/grid_layernorm.h"
+#include "common/tp_grid/local_attention.h"
 #include "kernels/cpu/flops.h"
 #include "kernels/ops/kernel_ops.h"
 
@@ -25,12 +25,13 @@ Tensor Gpt2p5d::tmp(int64_t n) const {
 
 /// What one block's forward keeps for its backward (the block input x is kept by the walk).
 struct Gpt2p5d::Cache {
-  Tensor ln1, m1, r1, qkv, att, lse, atty, res1, ln2, m2, r2, fch, fchg;  // P or (flash) lse
+  Tensor ln1, m1, r1, qkv, atty, res1, ln2, m2, r2, fch, fchg;
+  LocalAttentionKeep attn;                       // P, or (flash) lse
   bool filled() const { return qkv.defined(); }  // false: dropped by full recomputation
   int64_t bytes() const {
     int64_t s = 0;
-    for (const Tensor* t :
-         {&ln1, &m1, &r1, &qkv, &att, &lse, &atty, &res1, &ln2, &m2, &r2, &fch, &fchg})
+    for (const Tensor* t : {&ln1, &m1, &r1, &qkv, &attn.att, &attn.lse, &atty, &res1, &ln2, &m2,
+                            &r2, &fch, &fchg})
       s += t->nbytes();
     return s;
   }
@@ -57,14 +58,9 @@ Tensor Gpt2p5d::block_forward(const float* p, int l, const Tensor& x, int Bl, in
   c.qkv = act(N * 3 * Cl);  // (N,Cl)@(Cl,3Cl): q, k, v of heads j·H/q ..
   summa_ab(row, col, c.qkv.f32(), c.ln1.f32(), at(p, l, "attn.c_attn.weight"), N, Cl, 3 * Cl, dev_);
   ops.bias_add(c.qkv.f32(), at(p, l, "attn.c_attn.bias"), N, 3 * Cl);
-  c.atty = act(N * Cl);  // attention over whole sequences, Hl heads: local
-  if (cfg_.attention == AttentionMethod::kFlash) {  // lse (Bl,Hl,T) kept, no P
-    c.lse = flash_attention_forward(c.qkv.view({Bl, T, 3 * Cl}), c.atty.view({Bl, T, Cl}), Bl, T,
-                                    Hl);
-  } else {
-    c.att = act(int64_t(Bl) * Hl * T * T);
-    ops.attention_forward(c.atty.f32(), c.att.f32(), c.qkv.f32(), Bl, T, Cl, Hl);
-  }
+  c.atty = act(N * Cl);  // attention over whole sequences, Hl heads: local (local_attention.h)
+  local_attention_forward(c.qkv, c.atty, Bl, T, Hl, cfg_.attention,
+                          /*drop_probs=*/cfg_.recompute == Recompute::kSelective, &c.attn);
   Tensor proj = tmp(N * Cl);  // (N,Cl)@(Cl,Cl)
   summa_ab(row, col, proj.f32(), c.atty.f32(), at(p, l, "attn.c_proj.weight"), N, Cl, Cl, dev_);
   c.res1 = act(N * Cl);
@@ -108,23 +104,8 @@ Tensor Gpt2p5d::block_backward(const float* p, float* g, int l, const Tensor& x,
   Tensor datty = tmp(N * Cl);  // (N,Cl)@(Cl,Cl)
   summa_abt(row, col, datty.f32(), dres1.f32(), at(p, l, "attn.c_proj.weight"), N, Cl, Cl, dev_);
   summa_atb(row, col, at(g, l, "attn.c_proj.weight"), c.atty.f32(), dres1.f32(), N, Cl, Cl, dev_);
-  Tensor dqkv = tmp(N * 3 * Cl);
-  if (c.lse.defined()) {  // flash attention: P made again from q, k and lse
-    flash_attention_backward(dqkv.view({Bl, T, 3 * Cl}), datty.view({Bl, T, Cl}),
-                             c.qkv.view({Bl, T, 3 * Cl}), c.atty.view({Bl, T, Cl}), c.lse, Bl, T,
-                             Hl);
-  } else {
-    if (!c.att.defined()) {  // selective recomputation: P again from this rank's q, k, locally
-      const int64_t flops = cpu::flops_done();
-      c.att = act(int64_t(Bl) * Hl * T * T);
-      ops.attention_probs(c.att.f32(), c.qkv.f32(), Bl, T, Cl, Hl);
-      RecomputeMeter::instance().recomputed_probs += 1;
-      RecomputeMeter::instance().recomputed_flops += cpu::flops_done() - flops;
-    }
-    Tensor scratch = tmp(int64_t(T) * T);
-    ops.attention_backward(dqkv.f32(), datty.f32(), c.qkv.f32(), c.att.f32(), scratch.f32(), Bl,
-                           T, Cl, Hl);
-  }
+  Tensor dqkv = tmp(N * 3 * Cl);  // P made again first under selective recomputation
+  local_attention_backward(dqkv, datty, c.qkv, c.atty, &c.attn, Bl, T, Hl);
   ops.residual_bias_backward(at(g, l, "attn.c_attn.bias"), dqkv.f32(), N, 3 * Cl);
   summa_abt(row, col, dln.f32(), dqkv.f32(), at(p, l, "attn.c_attn.weight"), N, 3 * Cl, Cl, dev_);
   summa_atb(row, col, at(g, l, "attn.c_attn.weight"), c.ln1.f32(), dqkv.f32(), N, Cl, 3 * Cl, dev_);
@@ -186,7 +167,6 @@ double Gpt2p5d::forward_backward(const float* p, float* g, const int32_t* tokens
   int64_t checkpoint_bytes = 0;
   for (int l = 0; l < L; ++l) {
     xs[l + 1] = block_forward(p, l, xs[l], Bl, T, caches[l]);
-    if (policy == Recompute::kSelective) caches[l].att = Tensor();  // made again in the backward
     if (backward) block_bytes_ = caches[l].bytes();  // a training forward's (not an evaluation's)
     if (policy == Recompute::kFull) {
       caches[l] = Cache();  // its forward runs again before its backward

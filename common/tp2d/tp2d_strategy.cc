@@ -157,8 +157,8 @@ std::vector<ReportRow> Tp2p5dStrategy::report() const {
   // all_reduces again (tp2d_formulas.h). Selective sends nothing more (P is made locally).
   const bool full = c.recompute == Recompute::kFull;
   const bool flash = c.attention == AttentionMethod::kFlash;  // lse kept, not P
-  const auto again = [full](const char* text) {
-    return full ? std::string(text) + " + recompute" : std::string(text);
+  const auto again = [full](std::string text, const char* extra) {
+    return full ? text + " + recompute " + extra : text;
   };
   ReportRow calls_row{"collective calls per step", calls_,
                       tp2d_calls_per_step(m, q) + (full ? tp2d_recompute_calls_per_step(m, q) : 0),
@@ -177,12 +177,11 @@ std::vector<ReportRow> Tp2p5dStrategy::report() const {
       {"sent per step (row group)", row_bytes_,
        tp2d_row_bytes_per_step(m, last_B_, last_T_, q, d) +
            (full ? tp2d_recompute_row_bytes_per_step(m, last_B_, last_T_, q, d) : 0),
-       again("84LNC + 12NV + 2(q-1)/q·(16(2L+1)N + 12N)") +
-           (full ? " L(28NC + 2(q-1)/q·16N)" : "")},
+       again("84LNC + 12NV + 2(q-1)/q·(16(2L+1)N + 12N)", "L(28NC + 2(q-1)/q·16N)")},
       {"sent per step (column group)", col_bytes_,
        tp2d_column_bytes_per_step(m, last_B_, last_T_, q, d) +
            (full ? tp2d_recompute_column_bytes_per_step(m, q) : 0),
-       again("(144LC² + 12VC)/q + 2(q-1)/q·(4NC + 8 + 4Ψ_vec)") + (full ? " 48LC²/q" : "")},
+       again("(144LC² + 12VC)/q + 2(q-1)/q·(4NC + 8 + 4Ψ_vec)", "48LC²/q")},
       {"sent per step (depth group)", depth_bytes_, tp2d_depth_bytes_per_step(m, q, d),
        "2(d-1)/d·(8 + 4Ψ_local)"},
       calls_row};

@@ -64,7 +64,6 @@ double Gpt3d::forward_backward(const Tensor& P, Tensor* G, const int32_t* tokens
   for (int layer = 0; layer < L; ++layer) {
     Block3dCache& c = caches[layer];
     x = block_forward(layer, P, x, Bl, T, &c);
-    if (policy == Recompute::kSelective) c.att = Tensor();  // made again in the backward
     if (policy == Recompute::kFull) {  // its forward runs again before its backward
       Tensor input = c.x;
       c = Block3dCache();

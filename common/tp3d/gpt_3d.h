@@ -45,6 +45,7 @@
 #include "common/tp3d/cube.h"
 #include "common/tp3d/layout_3d.h"
 #include "common/tp3d/linear_3d.h"
+#include "common/tp_grid/local_attention.h"
 
 namespace llmp {
 
@@ -54,8 +55,7 @@ struct Block3dCache {
   Tensor ln1_mean, ln1_rstd;   ///< (m)
   Tensor ln1_g;                ///< (q·m, Cq) ln_1(x) gathered over the j-axis (c_attn's X_g)
   Tensor qkv;                  ///< (m, 3Cq) layout B: q|k|v of H/q heads
-  Tensor att;                  ///< (B/q², H/q, T, T) softmax probabilities (materialized)
-  Tensor lse;                  ///< (B/q², H/q, T) flash attention's instead of att
+  LocalAttentionKeep attn;     ///< P (B/q², H/q, T, T), or (flash) lse (B/q², H/q, T)
   Tensor atty_g;               ///< (q·m, Cq) attention output gathered over l (c_proj's X_g)
   Tensor res1;                 ///< (m, Cq) x + attention sub-layer, layout A
   Tensor ln2_mean, ln2_rstd;   ///< (m)

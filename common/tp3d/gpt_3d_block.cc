@@ -5,10 +5,8 @@
 
 #include <string>
 
-#include "common/nn/flash_attention.h"
-#include "common/nn/recompute.h"
 #include "common/tp_grid/grid_layernorm.h"
-#include "kernels/cpu/flops.h"
+#include "common/tp_grid/local_attention.h"
 #include "kernels/ops/kernel_ops.h"
 
 namespace llmp {
@@ -24,7 +22,7 @@ void add_bias(Tensor& y, const Tensor& b) {
 
 int64_t Block3dCache::bytes() const {
   int64_t b = 0;
-  for (const Tensor* t : {&x, &ln1_mean, &ln1_rstd, &ln1_g, &qkv, &att, &lse, &atty_g, &res1,
+  for (const Tensor* t : {&x, &ln1_mean, &ln1_rstd, &ln1_g, &qkv, &attn.att, &attn.lse, &atty_g, &res1,
                           &ln2_mean, &ln2_rstd, &ln2_g, &fch, &fch_gelu_g})
     b += t->nbytes();
   return b;
@@ -50,13 +48,8 @@ Tensor Gpt3d::block_forward(int layer, const Tensor& P, const Tensor& x, int Bl,
   add_bias(c->qkv, view(P, h + "attn.c_attn.bias"));
   // Attention on whole sequences and whole heads: local. (Bl,T,3Cq) → (Bl,T,Cq).
   Tensor atty = act({m, Cq});
-  if (cfg_.attention == AttentionMethod::kFlash) {  // lse kept, no P
-    c->lse = flash_attention_forward(c->qkv.view({Bl, T, 3 * Cq}), atty.view({Bl, T, Cq}), Bl, T,
-                                     Hq);
-  } else {
-    c->att = act({Bl, Hq, T, T});
-    ops.attention_forward(atty.f32(), c->att.f32(), c->qkv.f32(), Bl, T, Cq, Hq);
-  }
+  local_attention_forward(c->qkv, atty, Bl, T, Hq, cfg_.attention,
+                          /*drop_probs=*/cfg_.recompute == Recompute::kSelective, &c->attn);
   // attn.c_proj, B→A: (m, Cq) → (m, Cq); res1 = x + y + b.
   Tensor proj = linear3d_forward(b_to_a(), atty, view(P, h + "attn.c_proj.weight"), C, C, false,
                                  &c->atty_g);
@@ -111,25 +104,10 @@ Tensor Gpt3d::block_backward(int layer, const Tensor& P, Tensor& G, Block3dCache
   Tensor datty = linear3d_backward(b_to_a(), dres1, c->atty_g, view(P, h + "attn.c_proj.weight"),
                                    dw, C, C, false);  // (m, Cq) layout B
   Tensor dqkv = act({m, 3 * Cq});
-  if (c->lse.defined()) {  // flash attention: P made again from q, k and lse
-    // Its D = rowsum(dO·O) reads this rank's attention output: sub-block l of attn.c_proj's
-    // gathered input (the l-axis all_gather stacks the sub-blocks in the group's rank order).
-    const Tensor atty = c->atty_g.narrow(cube_.l_axis->rank() * m * Cq, m * Cq);
-    flash_attention_backward(dqkv.view({Bl, T, 3 * Cq}), datty.view({Bl, T, Cq}),
-                             c->qkv.view({Bl, T, 3 * Cq}), atty.view({Bl, T, Cq}), c->lse, Bl, T,
-                             Hq);
-  } else {
-    if (!c->att.defined()) {  // selective recomputation: P again from q and k, locally
-      const int64_t flops = cpu::flops_done();
-      c->att = act({Bl, Hq, T, T});
-      ops.attention_probs(c->att.f32(), c->qkv.f32(), Bl, T, Cq, Hq);
-      RecomputeMeter::instance().recomputed_probs += 1;
-      RecomputeMeter::instance().recomputed_flops += cpu::flops_done() - flops;
-    }
-    Tensor scratch = act({static_cast<int64_t>(T) * T});
-    ops.attention_backward(dqkv.f32(), datty.f32(), c->qkv.f32(), c->att.f32(), scratch.f32(), Bl,
-                           T, Cq, Hq);
-  }
+  // Flash's D = rowsum(dO·O) reads this rank's attention output: sub-block l of attn.c_proj's
+  // gathered input (the l-axis all_gather stacks the sub-blocks in the group's rank order).
+  const Tensor atty = c->atty_g.narrow(cube_.l_axis->rank() * m * Cq, m * Cq);
+  local_attention_backward(dqkv, datty, c->qkv, atty, &c->attn, Bl, T, Hq);
   ops.residual_bias_backward(view(G, h + "attn.c_attn.bias").f32(), dqkv.f32(), m, 3 * Cq);
   dw = view(G, h + "attn.c_attn.weight");
   Tensor dln1 = linear3d_backward(a_to_b(), dqkv, c->ln1_g, view(P, h + "attn.c_attn.weight"), dw,
