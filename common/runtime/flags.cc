@@ -1,6 +1,8 @@
 // Shared trainer flags with CLI11. See flags.h.
 #include "common/runtime/flags.h"
 
+#include <CLI/CLI.hpp>
+
 #include <mpi.h>
 
 #include <cmath>

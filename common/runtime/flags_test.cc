@@ -2,6 +2,8 @@
 // exit statuses and one-line messages (death tests), and validation messages.
 #include "common/runtime/flags.h"
 
+#include <CLI/CLI.hpp>
+
 #include <gtest/gtest.h>
 
 #include <string>
