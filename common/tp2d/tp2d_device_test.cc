@@ -189,6 +189,39 @@ TEST(Tp2dOnDevice, RecomputationEqualsTheCpuRunAndStagesTheForwardsAgain) {
   }
 }
 
+// Flash attention on the device (q = 2, d = 1): each rank's attention runs the device's flash
+// kernels on its own heads and keeps lse instead of P, on the device. No message changes, so the
+// run stages exactly the bytes the materialized run stages; it equals the CPU's flash run bit for
+// bit, and under full recomputation too (the forwards' collectives again, as above).
+TEST(Tp2dOnDevice, FlashAttentionEqualsTheCpuRunAndStagesWhatMaterializedDoes) {
+  auto world = ProcessGroup::world();
+  ASSERT_EQ(world->size(), 4);
+  testing::FakeDevice dev(/*guarded=*/true);
+  testing::FakeKernelOps ops(dev);
+  const GPTConfig base = GPTConfig::preset("tiny");
+  for (Recompute mode : {Recompute::kNone, Recompute::kFull}) {
+    SCOPED_TRACE(std::string("--attention flash --recompute ") + to_string(mode));
+    GPTConfig materialized = base, flash = base;
+    materialized.recompute = flash.recompute = mode;
+    flash.attention = AttentionMethod::kFlash;
+    auto mat_group = world->duplicate(), cpu_group = world->duplicate(),
+         dev_group = world->duplicate();
+    const Result mat = train(materialized, *mat_group, 1, Device::kCUDA);
+    const Result cpu = train(flash, *cpu_group, 1, Device::kCPU);
+    const Result gpu = train(flash, *dev_group, 1, Device::kCUDA);
+    EXPECT_EQ(gpu.losses, cpu.losses);
+    EXPECT_EQ(gpu.eval, cpu.eval);
+    EXPECT_EQ(gpu.state, cpu.state);
+    EXPECT_EQ(gpu.row, mat.row);
+    EXPECT_EQ(gpu.col, mat.col);
+    for (const auto& [f, m] : {std::pair{&gpu.row_st, &mat.row_st}, {&gpu.col_st, &mat.col_st}}) {
+      EXPECT_EQ(f->to_host_bytes, m->to_host_bytes);
+      EXPECT_EQ(f->to_device_bytes, m->to_device_bytes);
+    }
+    EXPECT_NEAR(gpu.losses.back(), mat.losses.back(), 1e-5) << "the same model";
+  }
+}
+
 TEST(Tp2p5dOnDevice, EqualsTheCpuRunWithTheDepthAllReduceStaged) {
   expect_device_run_equals_cpu(4);
 }

@@ -93,8 +93,18 @@ Result train(const GPTConfig& cfg, ProcessGroup& all, Device device) {
 
 // Activation recomputation on the device: selective (P again with the device's attention_probs)
 // and full (every 1 and 2 blocks: the forwards again, their collectives staged again) equal the
-// CPU run with the same policy and the run without recomputation, bit for bit; selective stages
-// nothing more, full more on the three axes and nothing more on the planes.
+// CPU run with the same policy and the run without recomputation, bit for bit. Selective stages
+// nothing more. Full runs the L blocks' forwards once more per step (each block once, whatever
+// k: a segment's inputs are made once and kept), so it stages, per step and in the notation
+// above, the blocks' share of the evaluation's forward again and nothing for the head, the
+// embedding or the cross-entropy:
+//   i-axis: the weight pieces' gathers, 4Wb down and 4qWb up, Wb = 12LC²/q³;
+//   j-axis: c_attn's and c_fc's x gathered (4u down, 4qu up each) and both c_proj's y
+//     scattered (4qu down, 4u up each): 8L(q+1)u each way;
+//   l-axis: c_attn's y (3u) and c_fc's y (4u) scattered, both c_proj's x (u and 4u) gathered,
+//     and the 2L LayerNorm forwards' sums (8m each way): 4(7q+5)Lu + 16Lm down,
+//     4(7+5q)Lu + 16Lm up;
+//   the planes: nothing.
 TEST(Tp3dOnDevice, RecomputationEqualsTheCpuRun) {
   auto world = ProcessGroup::world();
   testing::FakeDevice dev(/*guarded=*/true);
@@ -116,15 +126,53 @@ TEST(Tp3dOnDevice, RecomputationEqualsTheCpuRun) {
     EXPECT_EQ(gpu.losses, none.losses);
     EXPECT_EQ(gpu.eval, none.eval);
     EXPECT_EQ(gpu.state, none.state);
+    const int q = 2;
+    const int64_t T = base.ctx, L = base.layers, C = base.d, m = kBatch * T / (q * q),
+                  u = m * C / q, Wb = 12 * L * C * C / (q * q * q);
+    const bool full = mode == Recompute::kFull;
+    const int64_t again[kGroups][2] = {  // per step: {down, up}
+        {4 * Wb, 4 * q * Wb},
+        {8 * L * (q + 1) * u, 8 * L * (q + 1) * u},
+        {4 * (7 * q + 5) * L * u + 16 * L * m, 4 * (7 + 5 * q) * L * u + 16 * L * m},
+        {0, 0},
+        {0, 0}};
     for (int k = 0; k < kGroups; ++k) {
       EXPECT_EQ(gpu.bytes[k], cpu.bytes[k]) << "group " << k;
-      const int64_t more = gpu.st[k].to_host_bytes - none.st[k].to_host_bytes;
-      if (mode == Recompute::kFull && k < 3)  // the i-, j- and l-axis groups
-        EXPECT_GT(more, 0) << "group " << k << ": the forwards' collectives staged again";
-      else
-        EXPECT_EQ(more, 0) << "group " << k;
+      EXPECT_EQ(gpu.st[k].to_host_bytes - none.st[k].to_host_bytes,
+                full ? kSteps * again[k][0] : 0)
+          << "group " << k;
+      EXPECT_EQ(gpu.st[k].to_device_bytes - none.st[k].to_device_bytes,
+                full ? kSteps * again[k][1] : 0)
+          << "group " << k;
     }
   }
+}
+
+// Flash attention on the device: each rank's attention (its heads of its sequences, local in
+// this walk too) runs the device's flash kernels and keeps lse instead of P; the backward reads
+// the attention output from c_proj's gathered input, on the device. No message changes, so the
+// run stages exactly what the materialized run stages, and equals the CPU's flash run bit for bit.
+TEST(Tp3dOnDevice, FlashAttentionEqualsTheCpuRunAndStagesWhatMaterializedDoes) {
+  auto world = ProcessGroup::world();
+  testing::FakeDevice dev(/*guarded=*/true);
+  testing::FakeKernelOps ops(dev);
+  const GPTConfig materialized = GPTConfig::preset("tiny");
+  GPTConfig flash = materialized;
+  flash.attention = AttentionMethod::kFlash;
+  auto mat_group = world->duplicate(), cpu_group = world->duplicate(),
+       dev_group = world->duplicate();
+  const Result mat = train(materialized, *mat_group, Device::kCUDA);
+  const Result cpu = train(flash, *cpu_group, Device::kCPU);
+  const Result gpu = train(flash, *dev_group, Device::kCUDA);
+  EXPECT_EQ(gpu.losses, cpu.losses);
+  EXPECT_EQ(gpu.eval, cpu.eval);
+  EXPECT_EQ(gpu.state, cpu.state);
+  for (int k = 0; k < kGroups; ++k) {
+    EXPECT_EQ(gpu.bytes[k], mat.bytes[k]) << "group " << k;
+    EXPECT_EQ(gpu.st[k].to_host_bytes, mat.st[k].to_host_bytes) << "group " << k;
+    EXPECT_EQ(gpu.st[k].to_device_bytes, mat.st[k].to_device_bytes) << "group " << k;
+  }
+  EXPECT_NEAR(gpu.losses.back(), mat.losses.back(), 1e-5) << "the same model";
 }
 
 TEST(Tp3dOnDevice, EqualsTheCpuRunWithEveryCollectiveStaged) {
