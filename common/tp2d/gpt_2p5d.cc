@@ -29,9 +29,8 @@ struct Gpt2p5d::Cache {
   LocalAttentionKeep attn;                       // P, or (flash) lse
   bool filled() const { return qkv.defined(); }  // false: dropped by full recomputation
   int64_t bytes() const {
-    int64_t s = 0;
-    for (const Tensor* t : {&ln1, &m1, &r1, &qkv, &attn.att, &attn.lse, &atty, &res1, &ln2, &m2,
-                            &r2, &fch, &fchg})
+    int64_t s = attn.nbytes();
+    for (const Tensor* t : {&ln1, &m1, &r1, &qkv, &atty, &res1, &ln2, &m2, &r2, &fch, &fchg})
       s += t->nbytes();
     return s;
   }

@@ -21,9 +21,9 @@ void add_bias(Tensor& y, const Tensor& b) {
 }  // namespace
 
 int64_t Block3dCache::bytes() const {
-  int64_t b = 0;
-  for (const Tensor* t : {&x, &ln1_mean, &ln1_rstd, &ln1_g, &qkv, &attn.att, &attn.lse, &atty_g, &res1,
-                          &ln2_mean, &ln2_rstd, &ln2_g, &fch, &fch_gelu_g})
+  int64_t b = attn.nbytes();
+  for (const Tensor* t : {&x, &ln1_mean, &ln1_rstd, &ln1_g, &qkv, &atty_g, &res1, &ln2_mean,
+                          &ln2_rstd, &ln2_g, &fch, &fch_gelu_g})
     b += t->nbytes();
   return b;
 }

@@ -11,6 +11,8 @@
 // Glossary: Bl sequences, T positions, H this rank's heads, A = H·hs this rank's channels.
 #pragma once
 
+#include <cstdint>
+
 #include "common/nn/flash_attention.h"
 #include "common/tensor/tensor.h"
 
@@ -21,6 +23,8 @@ namespace llmp {
 struct LocalAttentionKeep {
   Tensor att;  ///< (Bl, H, T, T) f32 probabilities (materialized)
   Tensor lse;  ///< (Bl, H, T) f32 log-sum-exp (flash)
+  /// Bytes kept: P's, or lse's, or 0 (dropped).
+  int64_t nbytes() const { return att.nbytes() + lse.nbytes(); }
 };
 
 /// atty (Bl·T, A) = causal attention of qkv (Bl·T, 3A) over H heads, on qkv's device, f32.
