@@ -99,11 +99,13 @@ void expect_flash_matches_materialized(const GPTConfig& config, const WalkTraine
                                     << r.formula << " (" << r.formula_text << ")";
     EXPECT_LT(report_row(flash.rows, "activations per block").measured,
               report_row(materialized.rows, "activations per block").measured);
-    if (policy == Recompute::kNone)
-      for (const std::string& group : groups)
+    if (policy == Recompute::kNone) {
+      for (const std::string& group : groups) {
         EXPECT_EQ(report_row(flash.rows, group).measured,
                   report_row(materialized.rows, group).measured)
             << group;
+      }
+    }
   }
 }
 

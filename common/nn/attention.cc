@@ -21,7 +21,6 @@
 #include "common/nn/recompute.h"
 #include "common/nn/sublayer.h"
 #include "common/nn/tiled_linear.h"
-#include "kernels/cpu/flops.h"
 #include "kernels/ops/kernel_ops.h"
 
 namespace llmp {
@@ -86,12 +85,11 @@ void local_attention_backward(const BlockShape& s, AttentionCache* c, const Tens
   const Device dev = c->qkv.device();
   KernelOps& ops = kernel_ops(dev);
   if (!c->att.defined()) {  // selective recomputation: P again from q and k (recompute.h)
-    const int64_t flops = cpu::flops_done();
+    CountRecomputedFlops count;
     c->att = attention_scores({B, s.heads, T, T}, c->qkv.dtype(), dev);
     ops.attention_probs(as_stored(c->att), as_stored(c->qkv), B, T, s.attn(), s.heads,
                         rounded_products(c->qkv.dtype()));
     RecomputeMeter::instance().recomputed_probs += 1;
-    RecomputeMeter::instance().recomputed_flops += cpu::flops_done() - flops;
   }
   Tensor scratch = attention_scores({T, T}, DType::kF32, dev);  // attention's dP of one head
   ops.attention_backward(as_stored(dqkv), as_stored(datty), as_stored(c->qkv), as_stored(c->att),

@@ -29,6 +29,8 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/cpu/flops.h"
+
 namespace llmp {
 
 /// What a block's forward keeps for its backward (see the file comment).
@@ -66,6 +68,23 @@ struct RecomputeMeter {
   double bytes_per_block() const {
     return forward_blocks ? static_cast<double>(forward_bytes) / forward_blocks : 0.0;
   }
+};
+
+/// Adds the FLOPs the product kernels run while it lives (kernels/cpu/flops.h: their count
+/// before and after) to RecomputeMeter::recomputed_flops. Each recomputation declares one around
+/// what it runs again: the walk's block forwards (unit_runner.cc, the 2D and 3D walks) and the
+/// softmax probabilities made again (attention.cc, common/tp_grid/local_attention.cc).
+class CountRecomputedFlops {
+ public:
+  CountRecomputedFlops() : before_(cpu::flops_done()) {}
+  ~CountRecomputedFlops() {
+    RecomputeMeter::instance().recomputed_flops += cpu::flops_done() - before_;
+  }
+  CountRecomputedFlops(const CountRecomputedFlops&) = delete;
+  CountRecomputedFlops& operator=(const CountRecomputedFlops&) = delete;
+
+ private:
+  int64_t before_;
 };
 
 }  // namespace llmp

@@ -5,9 +5,9 @@
 #include <string>
 #include <utility>
 
+#include "common/nn/recompute.h"
 #include "common/tensor/arena.h"
 #include "common/tensor/memory.h"
-#include "kernels/cpu/flops.h"
 #include "kernels/ops/kernel_ops.h"
 
 namespace llmp {
@@ -176,7 +176,7 @@ void UnitRunner::recompute_if_dropped(int j, const UnitRange& r, const Args& a, 
   // segment's checkpoint): the forwards of blocks c..j run again; each keeps its cache for its
   // backward, and each output but block j's (not needed: dy comes from above) is the next one's
   // input. Later backwards of blocks c..j-1 then find their caches filled.
-  const int64_t flops = cpu::flops_done();
+  CountRecomputedFlops count;
   int c = j;
   while (!tape->x[c].defined()) --c;  // the first block of a range always keeps its input
   if (tape->x[c].device() != model_.device()) {  // Pa+cpu: the checkpoint back up first
@@ -196,7 +196,6 @@ void UnitRunner::recompute_if_dropped(int j, const UnitRange& r, const Args& a, 
   if (moe) moe->set_recomputing(false);
   RecomputeMeter& meter = RecomputeMeter::instance();
   meter.recomputed_blocks += j - c + 1;
-  meter.recomputed_flops += cpu::flops_done() - flops;
 }
 
 double UnitRunner::step(const WalkStep& s, const UnitRange& r, const Args& a, Tape* tape) {

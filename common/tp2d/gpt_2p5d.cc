@@ -11,7 +11,6 @@
 #include "common/tp_grid/grid_cross_entropy.h"
 #include "common/tp_grid/grid_layernorm.h"
 #include "common/tp_grid/local_attention.h"
-#include "kernels/cpu/flops.h"
 #include "kernels/ops/kernel_ops.h"
 
 namespace llmp {
@@ -120,16 +119,14 @@ void Gpt2p5d::recompute(const float* p, int l, std::vector<Tensor>& xs, std::vec
   // From the nearest checkpoint at or before block l (x_0 always is one): the forwards of blocks
   // c..l run again, with their SUMMA broadcasts and LayerNorm all_reduces, and each keeps its
   // cache for its backward; each output but block l's (dy comes from above) is the next input.
-  const int64_t flops = cpu::flops_done();
+  CountRecomputedFlops count;
   int c = l;
   while (!xs[c].defined()) --c;
   for (int i = c; i <= l; ++i) {
     Tensor y = block_forward(p, i, xs[i], Bl, T, caches[i]);
     if (i < l) xs[i + 1] = std::move(y);
   }
-  RecomputeMeter& meter = RecomputeMeter::instance();
-  meter.recomputed_blocks += l - c + 1;
-  meter.recomputed_flops += cpu::flops_done() - flops;
+  RecomputeMeter::instance().recomputed_blocks += l - c + 1;
 }
 
 double Gpt2p5d::forward_backward(const float* p, float* g, const int32_t* tokens,

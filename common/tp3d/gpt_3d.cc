@@ -9,7 +9,6 @@
 #include "common/nn/recompute.h"
 #include "common/tp_grid/grid_cross_entropy.h"
 #include "common/tp_grid/grid_layernorm.h"
-#include "kernels/cpu/flops.h"
 #include "kernels/ops/kernel_ops.h"
 
 namespace llmp {
@@ -114,14 +113,12 @@ void Gpt3d::recompute(int layer, const Tensor& P, std::vector<Block3dCache>& cac
   // From the nearest checkpoint at or before the block (block 0's input always is one): the
   // forwards of blocks c..layer run again, with their 3D linears' collectives and the grid
   // LayerNorms' all_reduces, each keeping its cache (its input in it) for its backward.
-  const int64_t flops = cpu::flops_done();
+  CountRecomputedFlops count;
   int c = layer;
   while (!caches[c].x.defined()) --c;
   Tensor x = caches[c].x;
   for (int i = c; i <= layer; ++i) x = block_forward(i, P, x, Bl, T, &caches[i]);
-  RecomputeMeter& meter = RecomputeMeter::instance();
-  meter.recomputed_blocks += layer - c + 1;
-  meter.recomputed_flops += cpu::flops_done() - flops;
+  RecomputeMeter::instance().recomputed_blocks += layer - c + 1;
 }
 
 void Gpt3d::all_reduce_replicated_grads(Tensor& G) {

@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "common/nn/recompute.h"
-#include "kernels/cpu/flops.h"
 #include "kernels/ops/kernel_ops.h"
 
 namespace llmp {
@@ -41,11 +40,10 @@ void local_attention_backward(const Tensor& dqkv, const Tensor& datty, const Ten
   }
   KernelOps& ops = kernel_ops(dev);
   if (!keep->att.defined()) {  // selective recomputation: P again from this rank's q and k
-    const int64_t flops = cpu::flops_done();
+    CountRecomputedFlops count;
     keep->att = activation({Bl, H, T, T}, dev);
     ops.attention_probs(keep->att.f32(), qkv.f32(), Bl, T, A, H);
     RecomputeMeter::instance().recomputed_probs += 1;
-    RecomputeMeter::instance().recomputed_flops += cpu::flops_done() - flops;
   }
   Tensor scratch = activation({int64_t{T} * T}, dev);  // dP of one head
   ops.attention_backward(dqkv.f32(), datty.f32(), qkv.f32(), keep->att.f32(), scratch.f32(), Bl,
