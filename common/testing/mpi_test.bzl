@@ -18,8 +18,10 @@ Sandboxing: hydra's mpiexec runs fine in Bazel's sandboxes (it forks its proxies
 talks to them over localhost sockets; MPICH/UCX shared memory lives in /dev/shm, which stays
 writable): the .bazelrc's processwrapper-sandbox and linux-sandbox alike, so no
 "no-sandbox"/"local" tag is needed. The tests are "medium" (300 s): with
-4 ranks on 2 cores every rank runs at half speed or less. Each test takes one of Bazel's local
-CPUs, like any action (.bazelrc says why no more).
+4 ranks on 2 cores every rank runs at half speed or less. Each size N > 1 is tagged "cpu:N": Bazel
+then starts it only when N of its local CPUs are free (all of them on a smaller machine), so one
+test's ranks do not compete with another test or a compile, while single-rank tests run side by
+side (.bazelrc).
 """
 
 def mpi_test(name, srcs, deps = [], ranks = [1, 2, 3, 4], size = "medium", tags = [], **kwargs):
@@ -31,7 +33,7 @@ def mpi_test(name, srcs, deps = [], ranks = [1, 2, 3, 4], size = "medium", tags 
       deps: libraries under test.
       ranks: world sizes to run at.
       size: Bazel test size of every generated test.
-      tags: added to every generated test, with "mpi" and "np<N>".
+      tags: added to every generated test, with "mpi", "np<N>" and, for N > 1, "cpu:<N>".
       **kwargs: passed to each cc_test (timeout, data, env, ...); copts go to the library.
         Leave shard_count unset: every rank of a job must run the same tests.
     """
@@ -51,7 +53,7 @@ def mpi_test(name, srcs, deps = [], ranks = [1, 2, 3, 4], size = "medium", tags 
             name = test,
             args = ["--ranks=%d" % n],
             size = size,
-            tags = tags + ["mpi", "np%d" % n],
+            tags = tags + ["mpi", "np%d" % n] + (["cpu:%d" % n] if n > 1 else []),
             deps = [":" + lib, "//common/testing:mpi_gtest_main"],
             **kwargs
         )
