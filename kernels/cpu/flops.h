@@ -6,8 +6,9 @@
 // work (LayerNorm, GELU, softmax, residuals) is not counted, as in the model-FLOPs convention of
 // Narayanan et al. 2021 (§5.1) and Korthikanti et al. 2022 (§6).
 //
-// It is how a stage MEASURES what recomputation cost (unit_runner.h reads it around the forwards
-// it runs again), instead of multiplying a formula by a count it also made. One process is one
+// It is how a stage MEASURES what recomputation cost (common/nn/recompute.h: CountRecomputedFlops
+// reads it around the forwards a walk runs again), instead of multiplying a formula by a count it
+// also made. One process is one
 // rank; the counter is atomic so that a helper thread cannot corrupt it.
 //
 // Glossary: N rows, C inputs, OC outputs, T sequence, hs head size.
