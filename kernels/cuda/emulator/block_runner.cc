@@ -31,8 +31,7 @@ struct Fiber {
   State state = State::kReady;
   int64_t block_syncs = 0, warp_syncs = 0;  // barriers passed: lanes that meet must agree
   void* fake_stack = nullptr;               // AddressSanitizer's, while switched out
-  uint64_t slot[2] = {0, 0};                // the values this lane offers to shuffles
-  int64_t shuffles = 0;                     // shuffles taken part in (slot[shuffles % 2] next)
+  uint64_t slot[2] = {0, 0};                // its shuffles' values, by warp_syncs' parity
 };
 
 struct Launch {
@@ -284,11 +283,12 @@ uint64_t exchange(uint64_t v, int from_lane) {
   if (from_lane < 0 || from_lane >= width)
     fail("a shuffle from lane " + std::to_string(from_lane) + " of a warp of " +
          std::to_string(width));
-  // One barrier per shuffle: every lane offers in slot[k % 2] for its k-th shuffle, meets the
-  // others, and takes. A lane can overwrite that slot only at its (k+2)-th shuffle, after the
-  // (k+1)-th barrier, which every lane reaches only once it has taken its k-th value.
+  // One barrier per shuffle: a lane about to pass its w-th warp barrier offers in slot[w % 2],
+  // meets the others (every lane of the warp is at the same w: release() checks it), and takes.
+  // It can overwrite that slot only before its (w+2)-th barrier, after passing the (w+1)-th,
+  // which every lane reaches only once it has taken its value from the w-th.
   Fiber& me = l.fibers[l.current];
-  const int k = static_cast<int>(me.shuffles++ % 2);
+  const int k = static_cast<int>(me.warp_syncs % 2);
   me.slot[k] = v;
   sync_warp(full_warp_mask(l));  // every lane has offered
   return l.fibers[w0 + from_lane].slot[k];
