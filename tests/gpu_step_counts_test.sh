@@ -4,11 +4,13 @@
 # project claims of it. No GPU needed: these properties do not depend on the hardware, and on a
 # GPU they are what MFU rests on.
 #
-#   gpu_step_counts_test.sh COUNTS BASELINE DDP ONE_F_ONE_B
-#     COUNTS       tools/gpu_step_counts.sh
-#     BASELINE     stages/baseline/train_emulated
-#     DDP          stages/ddp/train_emulated (2 ranks, 2 emulated GPUs, --backend nccl)
-#     ONE_F_ONE_B  stages/1f1b/train_emulated (the same)
+#   gpu_step_counts_test.sh COUNTS BASELINE DDP ONE_F_ONE_B ULYSSES SEQUENCE_PARALLEL
+#     COUNTS             tools/gpu_step_counts.sh
+#     BASELINE           stages/baseline/train_emulated
+#     DDP                stages/ddp/train_emulated (2 ranks, 2 emulated GPUs, --backend nccl)
+#     ONE_F_ONE_B        stages/1f1b/train_emulated (the same)
+#     ULYSSES            stages/ulysses/train_emulated (the same)
+#     SEQUENCE_PARALLEL  stages/sequence_parallel/train_emulated (the same)
 #
 # Claims checked (each from the counted calls, per step, tiny at L = 2 and L = 4):
 #  1. 16-bit products. Under --precision bf16 every cuBLAS FLOP has bf16 operands (README "Built
@@ -42,8 +44,11 @@
 #  7. AdamW updates the whole model in one launch per step (kernels/cuda/adamw.h: the runs of
 #     constant weight decay in the kernel's parameters), at L = 2 as at L = 4; a launch per run
 #     was 8L + 2.
+#  8. Re-layouts of activations (Ulysses' head split, sequence parallelism's gather and
+#     reduce_scatter) are one strided copy each, not one per row: the device-to-device copies per
+#     step are the same at global batch 8 and 16.
 set -u
-counts=$1 baseline=$2 ddp=$3 one_f_one_b=$4
+counts=$1 baseline=$2 ddp=$3 one_f_one_b=$4 ulysses=$5 sequence_parallel=$6
 readonly kMaxWaits=2
 export LLMP_CUDA_EMULATOR_DEVICES=2  # one per rank of the DDP run
 tmp=$(mktemp -d)
@@ -172,6 +177,33 @@ if step ddp "$ddp" --precision bf16 --layers 2 --world_size 2 \
   [ -n "$grads" ] && [ "$reduced" = "$grads" ] ||
     fail "ddp: $reduced bytes all-reduced over NCCL per step; the report's gradients: ${grads:-?}"
 fi
+
+# ---- 8: re-layouts of activations are one strided copy each, not one per row ---------------
+# Ulysses' head split (common/cp/ulysses.cc) and sequence parallelism's gather and
+# reduce_scatter (common/tp/mappings.cc) move activation rows between layouts on the device.
+# Each is a copy_strided (common/tensor/tensor.h): one cudaMemcpy2DAsync per head group and part,
+# or per rank, however many rows. A copy per row (as the re-layouts were: p·B·T/p·k cudaMemcpy
+# calls per head split) would grow with the batch, so the device-to-device copies per step must
+# be the same at global batch 8 and 16.
+for stage in ulysses sequence_parallel; do
+  trainer=$ulysses
+  [ "$stage" = sequence_parallel ] && trainer=$sequence_parallel
+  for b in 8 16; do
+    saved=("${common[@]}")
+    common=(--model tiny --heads 4 --global_batch "$b")
+    step "${stage}_b$b" "$trainer" --layers 2 --world_size 2 --backend nccl
+    common=("${saved[@]}")
+  done
+  if [ -f "$tmp/${stage}_b8.tsv" ] && [ -f "$tmp/${stage}_b16.tsv" ]; then
+    c8=$(total "${stage}_b8" copy 'D2D' 3) c16=$(total "${stage}_b16" copy 'D2D' 3)
+    strided=$(total "${stage}_b8" copy '^cudaMemcpy2DAsync D2D$' 3)
+    echo "   $stage rank 0: $c8 device-to-device copies per step at B = 8 ($strided strided)," \
+      "$c16 at B = 16"
+    [ "$strided" -gt 0 ] || fail "$stage: no strided copy (cudaMemcpy2DAsync) counted"
+    [ "$c8" = "$c16" ] ||
+      fail "$stage: $c8 device-to-device copies per step at B = 8, $c16 at B = 16 (one per row?)"
+  fi
+done
 
 if [ "$failures" -gt 0 ]; then
   echo "$failures check(s) failed"

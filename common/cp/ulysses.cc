@@ -6,10 +6,12 @@
 //   by_heads    (B,Tl,k·A)  -> send (p,B,Tl,k·Ah): chunk j = columns of head group j of each of
 //                              the k parts (q|k|v: k = 3; out, dout: k = 1)
 //   to_rows     recv (p,B,Tl,k·Ah) -> (B,T,k·Ah): chunk i = the rows of rank i's positions
-// and their inverses on the way back. Each is a copy of contiguous runs (Ah elements for the head
-// columns, Tl·w for a rank's rows) through the tensors' device allocator: a memmove on the CPU, a
-// device-to-device copy on a GPU (never a host access to device memory); p·B·Tl·k runs for a
-// head re-layout, p·B for a row one. The arithmetic is kernel_ops(device)'s attention.
+// and their inverses on the way back. Each is made of strided copies (copy_strided,
+// common/tensor/tensor.h) through the tensors' device allocator: memmoves on the CPU, one
+// cudaMemcpy2DAsync each on a GPU (never a host access to device memory). A head re-layout is p·k
+// of them (B·Tl runs of Ah elements each), a row one p (B runs of Tl·w): the host's calls do not
+// grow with the batch or the sequence (tests:gpu_step_counts_test counts them on the CUDA
+// emulator; a copy per run was p·B·Tl·k). The arithmetic is kernel_ops(device)'s attention.
 //
 // Mixed precision (takes_16bit): every buffer is in the dtype of the q|k|v it is handed (the
 // walk's activations as stored), so in bf16/fp16 the re-layouts copy 2-byte elements and each
@@ -33,70 +35,36 @@ Tensor comm_buffer(int64_t n, DType dt, Device d) {
   return Tensor::empty({n}, dt, MemCategory::kCommBuffers, d);
 }
 
-/// Copies n elements from src[s0..) to dst[d0..), two tensors of one dtype on one device: the
-/// device's own copy (Allocator::copy), so the pointers are never dereferenced here.
-class RunCopier {
- public:
-  RunCopier(const Tensor& dst, const Tensor& src)
-      : dst_(static_cast<char*>(dst.raw())),
-        src_(static_cast<const char*>(src.raw())),
-        es_(dtype_size(dst.dtype())),
-        dev_(dst.device()),
-        alloc_(allocator_for(dev_)) {
-    if (src.device() != dev_ || src.dtype() != dst.dtype())
-      throw std::invalid_argument("Ulysses: a re-layout from " + src.describe() + " to " +
-                                  dst.describe() + " crosses devices or dtypes");
-  }
-  void operator()(int64_t d0, int64_t s0, int64_t n) const {
-    alloc_.copy(dst_ + d0 * es_, dev_, src_ + s0 * es_, dev_, es_ * n);
-  }
-
- private:
-  char* dst_;
-  const char* src_;
-  int64_t es_;  // bytes per element
-  Device dev_;
-  Allocator& alloc_;
-};
-
-/// src (B,Tl,k·A) -> dst (p,B,Tl,k·Ah): chunk j holds head group j's columns of each part.
+/// src (B,Tl,k·A) -> dst (p,B,Tl,k·Ah): chunk j holds head group j's columns of each part. One
+/// strided copy per (j, part): the B·Tl rows' Ah columns from stride k·A to stride k·Ah.
 void by_heads(const Tensor& dst, const Tensor& src, int p, int B, int Tl, int k, int A) {
-  const RunCopier copy(dst, src);
-  const int Ah = A / p;
-  const int64_t rows = int64_t{B} * Tl;
+  const int64_t Ah = A / p, rows = int64_t{B} * Tl;
   for (int j = 0; j < p; ++j)
-    for (int64_t n = 0; n < rows; ++n)
-      for (int part = 0; part < k; ++part)
-        copy(((j * rows + n) * k + part) * Ah, (n * k + part) * A + j * Ah, Ah);
+    for (int part = 0; part < k; ++part)
+      copy_strided(dst, {(j * rows * k + part) * Ah, k * Ah}, src, {part * A + j * Ah, k * A}, Ah,
+                   rows);
 }
 
 /// The inverse of by_heads: src (p,B,Tl,k·Ah), chunk j from head group j -> dst (B,Tl,k·A).
 void from_heads(const Tensor& dst, const Tensor& src, int p, int B, int Tl, int k, int A) {
-  const RunCopier copy(dst, src);
-  const int Ah = A / p;
-  const int64_t rows = int64_t{B} * Tl;
+  const int64_t Ah = A / p, rows = int64_t{B} * Tl;
   for (int j = 0; j < p; ++j)
-    for (int64_t n = 0; n < rows; ++n)
-      for (int part = 0; part < k; ++part)
-        copy((n * k + part) * A + j * Ah, ((j * rows + n) * k + part) * Ah, Ah);
+    for (int part = 0; part < k; ++part)
+      copy_strided(dst, {part * A + j * Ah, k * A}, src, {(j * rows * k + part) * Ah, k * Ah}, Ah,
+                   rows);
 }
 
-/// src (p,B,Tl,w), chunk i = rank i's rows -> dst (B,T,w) with T = p·Tl (contiguous split).
+/// src (p,B,Tl,w), chunk i = rank i's rows -> dst (B,T,w) with T = p·Tl (contiguous split). One
+/// strided copy per rank i: B runs of Tl·w elements.
 void to_rows(const Tensor& dst, const Tensor& src, int p, int B, int Tl, int w) {
-  const RunCopier copy(dst, src);
-  for (int i = 0; i < p; ++i)
-    for (int b = 0; b < B; ++b)
-      copy((int64_t{b} * p * Tl + int64_t{i} * Tl) * w, ((int64_t{i} * B + b) * Tl) * w,
-           int64_t{Tl} * w);
+  const int64_t run = int64_t{Tl} * w;
+  for (int i = 0; i < p; ++i) copy_strided(dst, {i * run, p * run}, src, {i * B * run, run}, run, B);
 }
 
 /// The inverse of to_rows: src (B,T,w) -> dst (p,B,Tl,w), chunk i = rank i's rows.
 void from_rows(const Tensor& dst, const Tensor& src, int p, int B, int Tl, int w) {
-  const RunCopier copy(dst, src);
-  for (int i = 0; i < p; ++i)
-    for (int b = 0; b < B; ++b)
-      copy(((int64_t{i} * B + b) * Tl) * w, (int64_t{b} * p * Tl + int64_t{i} * Tl) * w,
-           int64_t{Tl} * w);
+  const int64_t run = int64_t{Tl} * w;
+  for (int i = 0; i < p; ++i) copy_strided(dst, {i * B * run, run}, src, {i * run, p * run}, run, B);
 }
 
 }  // namespace

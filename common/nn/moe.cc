@@ -55,14 +55,13 @@ MoeContext::MoeContext(int experts, ExpertComm* comm) : comm_(comm ? comm : &Exp
 namespace {
 
 // (a, b, rest) -> (b, a, rest): the (ep, E/ep) <-> (E/ep, ep) swap of the expert buffers, as
-// a·b copies of `rest` elements (in's dtype) on the buffer's device (no host touches device
-// memory).
+// a strided copies of b runs of `rest` elements (in's dtype) on the buffer's device (no host
+// touches device memory).
 Tensor swap_leading(const Tensor& in, int64_t a, int64_t b, MemCategory cat) {
   const int64_t rest = in.numel() / (a * b);
   Tensor out = Tensor::empty({b, a, rest}, in.dtype(), cat, in.device());
-  for (int64_t i = 0; i < a; ++i)
-    for (int64_t j = 0; j < b; ++j)
-      out.narrow((j * a + i) * rest, rest).copy_from(in.narrow((i * b + j) * rest, rest));
+  for (int64_t i = 0; i < a; ++i)  // out[:, i, :] = in[i, :, :]
+    copy_strided(out, {i * rest, a * rest}, in, {i * b * rest, rest}, rest, b);
   return out;
 }
 

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <sstream>
 #include <stdexcept>
+#include <string>
 
 #ifdef __SANITIZE_ADDRESS__
 #include <sanitizer/asan_interface.h>  // --config=asan (.bazelrc)
@@ -84,6 +85,13 @@ void Allocator::fill_f32(float* p, int64_t n, float value) {
 void Allocator::copy(void* dst, Device /*dst_device*/, const void* src, Device /*src_device*/,
                      int64_t bytes) {
   std::memmove(dst, src, static_cast<size_t>(bytes));
+}
+
+void Allocator::copy_2d(void* dst, int64_t dst_pitch, const void* src, int64_t src_pitch,
+                        int64_t width, int64_t rows, Device device) {
+  for (int64_t r = 0; r < rows; ++r)
+    copy(static_cast<char*>(dst) + r * dst_pitch, device,
+         static_cast<const char*>(src) + r * src_pitch, device, width);
 }
 
 Allocator& allocator_for(Device d) {
@@ -236,6 +244,48 @@ void Tensor::copy_from(const Tensor& src) {
 
 std::string Tensor::describe() const {
   return shape_str(shape_) + " " + to_string(dtype_) + " " + to_string(device());
+}
+
+namespace {
+
+// The runs `r` of a strided copy inside `t` (numel elements): "" if they lie in it and apart.
+std::string runs_error(const char* side, const Tensor& t, StridedRuns r, int64_t width,
+                       int64_t rows) {
+  const std::string runs = std::string(side) + " runs (offset " + std::to_string(r.offset) +
+                           ", stride " + std::to_string(r.stride) + ", width " +
+                           std::to_string(width) + ", rows " + std::to_string(rows) + ")";
+  if (r.offset < 0 || r.stride < 0) return runs + ": negative offset or stride";
+  if (rows > 1 && r.stride < width) return runs + " overlap: stride < width";
+  if (r.offset + (rows - 1) * r.stride + width > t.numel())
+    return runs + " end at element " + std::to_string(r.offset + (rows - 1) * r.stride + width) +
+           ", past the " + std::to_string(t.numel()) + " of " + t.describe();
+  return "";
+}
+
+}  // namespace
+
+void copy_strided(const Tensor& dst, StridedRuns d, const Tensor& src, StridedRuns s,
+                  int64_t width, int64_t rows) {
+  if (dst.dtype() != src.dtype() || dst.device() != src.device())
+    throw std::invalid_argument("copy_strided: " + src.describe() + " into " + dst.describe() +
+                                " (one dtype, one device)");
+  if (width < 0 || rows < 0)
+    throw std::invalid_argument("copy_strided: width " + std::to_string(width) + ", rows " +
+                                std::to_string(rows) + " (neither may be negative)");
+  if (width == 0 || rows == 0) return;
+  for (const std::string& err :
+       {runs_error("dst", dst, d, width, rows), runs_error("src", src, s, width, rows)})
+    if (!err.empty()) throw std::invalid_argument("copy_strided: " + err);
+  const int64_t es = dtype_size(dst.dtype());
+  char* to = static_cast<char*>(dst.raw()) + d.offset * es;
+  const char* from = static_cast<const char*>(src.raw()) + s.offset * es;
+  const int64_t to_end = ((rows - 1) * d.stride + width) * es,
+                from_end = ((rows - 1) * s.stride + width) * es;
+  if (to < from + from_end && from < to + to_end)  // the spans overlap: undefined for cudaMemcpy2D
+    throw std::invalid_argument("copy_strided: the dst runs of " + dst.describe() +
+                                " overlap the src runs of " + src.describe() + " in memory");
+  allocator_for(dst.device()).copy_2d(to, d.stride * es, from, s.stride * es, width * es, rows,
+                                      dst.device());
 }
 
 }  // namespace llmp

@@ -61,6 +61,14 @@ class Allocator {
   /// copied as memmove does.
   virtual void copy(void* dst, Device dst_device, const void* src, Device src_device,
                     int64_t bytes);
+  /// Copies `rows` runs of `width` bytes, run r from src + r·src_pitch to dst + r·dst_pitch, both
+  /// on `device` (this allocator's), the runs of each side apart (pitch ≥ width) and the two
+  /// sides not overlapping: one strided copy where copy() would be called once per run
+  /// (cudaMemcpy2D's semantics). The default calls copy() once per run; a device allocator
+  /// overrides it with one call (kernels/cuda/device_allocator: cudaMemcpy2DAsync), so a
+  /// re-layout of B·T rows costs the host one call, not B·T.
+  virtual void copy_2d(void* dst, int64_t dst_pitch, const void* src, int64_t src_pitch,
+                       int64_t width, int64_t rows, Device device);
 };
 void register_allocator(Device d, Allocator* a);
 /// Throws std::runtime_error("no allocator for device cuda ...") when none is registered.
@@ -156,6 +164,26 @@ class Tensor {
   int64_t numel_ = 0;
   DType dtype_ = DType::kF32;
 };
+
+/// Where the runs of a strided copy lie in a flat tensor: run r starts at element
+/// offset + r·stride (elements, not bytes).
+struct StridedRuns {
+  int64_t offset = 0;
+  int64_t stride = 0;
+};
+
+/// The strided copy that every re-layout of activations is made of (a head split, a rank's
+/// block of each row): for r in [0, rows), dst's elements [d.offset + r·d.stride, + width) =
+/// src's [s.offset + r·s.stride, + width), with dst and src read as flat buffers. One
+/// Allocator::copy_2d on their device: a single cudaMemcpy2DAsync on a GPU, where a copy per run
+/// would be rows calls (Ulysses' head re-layout: B·T/p runs per head group and part). Both on
+/// one device, one dtype; ordered as copy_from is (on a GPU in stream order, the host not made to
+/// wait). Throws std::invalid_argument naming the values for another dtype or device, a run
+/// outside its tensor, runs of one side that overlap (stride < width with rows > 1), a negative
+/// offset, stride, width or rows, and dst's span (its first run's start to its last run's end)
+/// overlapping src's in memory. rows or width 0: nothing is copied.
+void copy_strided(const Tensor& dst, StridedRuns d, const Tensor& src, StridedRuns s,
+                  int64_t width, int64_t rows);
 
 /// The n token ids (or positions) at `host` where the kernels of `device` read them: `host`
 /// itself on the CPU, else a copy in that device's memory (4n bytes up), held by `keep` (u8,

@@ -114,5 +114,24 @@ TEST(TensorOnDevice, BadFillsAndCopiesNameTheTensors) {
   }
 }
 
+// A strided copy of device tensors is the device's (Allocator::copy_2d; without an override, a
+// copy per run through the same allocator): guarded memory is never read on the host, and only
+// the runs' bytes move, device to device.
+TEST(TensorOnDevice, StridedCopiesStayOnTheDevice) {
+  testing::FakeDevice dev(/*guarded=*/true);
+  Tensor d = Tensor::empty({6, 4}, DType::kF32, MemCategory::kOther, Device::kCUDA);
+  d.copy_from(ramp(24, 0.0f));
+  Tensor cols = Tensor::zeros({6, 2}, DType::kF32, MemCategory::kOther, Device::kCUDA);
+  const int64_t d2d = dev.d2d_bytes();
+  copy_strided(cols, {0, 2}, d, {1, 4}, 2, 6);  // columns 1 and 2 of each of the 6 rows
+  EXPECT_EQ(dev.d2d_bytes() - d2d, 6 * 2 * 4);
+  Tensor back = Tensor::empty({6, 2});
+  back.copy_from(cols);
+  for (int r = 0; r < 6; ++r)
+    for (int c = 0; c < 2; ++c)
+      EXPECT_EQ(back.f32()[r * 2 + c], static_cast<float>(r * 4 + 1 + c)) << r << ", " << c;
+  EXPECT_THROW(copy_strided(cols, {0, 2}, ramp(24, 0.0f), {1, 4}, 2, 6), std::invalid_argument);
+}
+
 }  // namespace
 }  // namespace llmp

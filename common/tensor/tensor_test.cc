@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstdlib>
+#include <stdexcept>
+#include <string>
 
 namespace llmp {
 namespace {
@@ -101,6 +104,63 @@ TEST(Tensor, EmptyFromUsesTheGivenAllocatorOnly) {
   }
   EXPECT_EQ(counting.live, 0);
   EXPECT_EQ(mt.current(MemCategory::kCommBuffers), before);
+}
+
+// copy_strided is every re-layout's copy (Ulysses' head split, the sequence-parallel gather): a
+// column block of a (rows, cols) matrix into a dense one and back, in 16 bits too (the runs are
+// counted in elements of the tensors' dtype, not bytes).
+TEST(Tensor, CopyStridedMovesEachRunAndNothingElse) {
+  const int64_t rows = 5, cols = 7, w = 3, c0 = 2;  // columns [2, 5) of a (5, 7) matrix
+  Tensor m = Tensor::empty({rows, cols});
+  for (int64_t i = 0; i < m.numel(); ++i) m.f32()[i] = static_cast<float>(i);
+  Tensor block = Tensor::zeros({rows, w});
+  copy_strided(block, {0, w}, m, {c0, cols}, w, rows);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < w; ++c)
+      EXPECT_EQ(block.f32()[r * w + c], m.f32()[r * cols + c0 + c]) << "row " << r << ", col " << c;
+  Tensor back = Tensor::zeros({rows, cols});
+  copy_strided(back, {c0, cols}, block, {0, w}, w, rows);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      EXPECT_EQ(back.f32()[r * cols + c], c >= c0 && c < c0 + w ? m.f32()[r * cols + c] : 0.0f)
+          << "row " << r << ", col " << c;
+  Tensor h = Tensor::zeros({4, 4}, DType::kBF16), h2 = Tensor::zeros({4, 2}, DType::kBF16);
+  for (int64_t i = 0; i < 16; ++i) h.data<uint16_t>()[i] = static_cast<uint16_t>(100 + i);
+  copy_strided(h2, {0, 2}, h, {1, 4}, 2, 4);  // columns 1, 2 of each row
+  for (int64_t r = 0; r < 4; ++r)
+    for (int64_t c = 0; c < 2; ++c)
+      EXPECT_EQ(h2.data<uint16_t>()[r * 2 + c], 100 + r * 4 + 1 + c) << "row " << r << ", col " << c;
+}
+
+TEST(Tensor, CopyStridedRefusesRunsOutsideOrOverlappingByName) {
+  Tensor a = Tensor::zeros({20}), b = Tensor::zeros({20});
+  auto message = [&](StridedRuns d, StridedRuns s, int64_t width, int64_t rows,
+                     const Tensor& dst, const Tensor& src) {
+    try {
+      copy_strided(dst, d, src, s, width, rows);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(message({0, 5}, {0, 5}, 5, 4, a, b), "no error");  // the whole of each, exactly
+  EXPECT_EQ(message({0, 5}, {1, 5}, 5, 4, a, b),
+            "copy_strided: src runs (offset 1, stride 5, width 5, rows 4) end at element 21, "
+            "past the 20 of (20,) f32 cpu");
+  EXPECT_EQ(message({0, 2}, {0, 5}, 3, 4, a, b),
+            "copy_strided: dst runs (offset 0, stride 2, width 3, rows 4) overlap: stride < width");
+  EXPECT_EQ(message({-1, 5}, {0, 5}, 1, 2, a, b),
+            "copy_strided: dst runs (offset -1, stride 5, width 1, rows 2): negative offset or "
+            "stride");
+  EXPECT_EQ(message({0, 5}, {0, 5}, -1, 2, a, b),
+            "copy_strided: width -1, rows 2 (neither may be negative)");
+  EXPECT_EQ(message({10, 1}, {0, 1}, 1, 10, a.narrow(0, 20), a.narrow(0, 20)), "no error");
+  EXPECT_EQ(message({5, 5}, {0, 5}, 5, 2, a, a),
+            "copy_strided: the dst runs of (20,) f32 cpu overlap the src runs of (20,) f32 cpu in "
+            "memory");
+  EXPECT_EQ(message({0, 5}, {0, 5}, 5, 2, a, Tensor::zeros({20}, DType::kBF16)),
+            "copy_strided: (20,) bf16 cpu into (20,) f32 cpu (one dtype, one device)");
+  EXPECT_EQ(message({0, 5}, {100, 5}, 0, 2, a, b), "no error");  // nothing to copy
 }
 
 }  // namespace

@@ -10,10 +10,11 @@
 //   last dimension:  (..., K)    = (numel/K rows, t, K/t)
 //   sequence:        (B, T, C)   = (B, t, T/t·C)
 //
-// On a device (--device cuda) every buffer made here is on the input's device and each block moves
-// by Tensor::copy_from of flat views (a device-to-device copy there, a memmove on the host); no
-// host code touches the elements, and the collectives get device tensors (the MPI backend stages
-// them through host buffers, common/comm/process_group_staging.h).
+// On a device (--device cuda) every buffer made here is on the input's device and each permute is
+// one strided copy per rank (copy_strided, common/tensor/tensor.h: `outer` runs of `inner`
+// elements; one cudaMemcpy2DAsync there, memmoves on the host); no host code touches the
+// elements, and the collectives get device tensors (the MPI backend stages them through host
+// buffers, common/comm/process_group_staging.h).
 //
 // Glossary: t = tp.size(), r = tp.rank(), K last dimension, B batch, T sequence, C channels,
 // outer/inner as above.
@@ -55,18 +56,12 @@ void check_divisible(int64_t n, const char* what, const Tensor& t, int size, con
                  " is not divisible by the tensor-parallel size t = " + std::to_string(size));
 }
 
-// dst[d0, d0 + n) = src[s0, s0 + n), flat elements of two contiguous tensors on any devices.
-void copy_elements(const Tensor& dst, int64_t d0, const Tensor& src, int64_t s0, int64_t n) {
-  dst.view({dst.numel()}).narrow(d0, n).copy_from(src.view({src.numel()}).narrow(s0, n));
-}
-
 // Copies block r of every row of x = (outer, t, inner) into a new (outer, inner) tensor of shape
-// `shape`, on x's device. No communication.
+// `shape`, on x's device: one strided copy (outer runs of inner elements). No communication.
 Tensor keep_block(const Tensor& x, int r, int t, int64_t outer, int64_t inner,
                   std::vector<int64_t> shape) {
   Tensor out = Tensor::empty(std::move(shape), x.dtype(), MemCategory::kActivations, x.device());
-  for (int64_t o = 0; o < outer; ++o)  // (outer, t, inner)[:, r, :] -> (outer, inner)
-    copy_elements(out, o * inner, x, (o * t + r) * inner, inner);
+  copy_strided(out, {0, inner}, x, {r * inner, t * inner}, inner, outer);  // [:, r, :]
   return out;
 }
 
@@ -83,9 +78,8 @@ Tensor gather_blocks(const Tensor& x, ProcessGroup& tp, int64_t outer, int64_t i
   }
   Tensor staged = Tensor::empty({out.numel()}, x.dtype(), MemCategory::kCommBuffers, x.device());
   tp.all_gather(x.view({x.numel()}), staged);  // (t, outer, inner), rank-major
-  for (int q = 0; q < t; ++q)                   // -> (outer, t, inner)
-    for (int64_t o = 0; o < outer; ++o)
-      copy_elements(out, (o * t + q) * inner, staged, (q * outer + o) * inner, inner);
+  for (int q = 0; q < t; ++q)                   // -> (outer, t, inner): one strided copy per rank
+    copy_strided(out, {q * inner, t * inner}, staged, {q * outer * inner, inner}, inner, outer);
   return out;
 }
 
@@ -103,8 +97,7 @@ Tensor reduce_scatter_blocks(const Tensor& x, ProcessGroup& tp, int64_t outer, i
   }
   Tensor staged = Tensor::empty({x.numel()}, x.dtype(), MemCategory::kCommBuffers, x.device());
   for (int q = 0; q < t; ++q)  // (outer, t, inner) -> (t, outer, inner), rank-major
-    for (int64_t o = 0; o < outer; ++o)
-      copy_elements(staged, (q * outer + o) * inner, x, (o * t + q) * inner, inner);
+    copy_strided(staged, {q * outer * inner, inner}, x, {q * inner, t * inner}, inner, outer);
   tp.reduce_scatter(staged, flat_out);
   return out;
 }

@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <limits>
 #include <unordered_set>
 
 #include "common/tensor/tensor.h"
@@ -63,6 +64,20 @@ class CudaAllocator : public Allocator {
     if (dst_device == Device::kCUDA && src_device == Device::kCPU && cuda::UploadRing::fits(n))
       return uploads_.copy(dst, src, n);
     CUDA_CHECK(cudaMemcpy(dst, src, n, cudaMemcpyDefault));
+  }
+  // A strided device-to-device copy (a re-layout: Ulysses' head split, a rank's block of each
+  // row) is one cudaMemcpy2DAsync on the legacy default stream, ordered as copy() is, where a
+  // cudaMemcpy per run would cost the host one call per row. Pitches past what the call takes
+  // (an int's worth of bytes, cudaDevAttrMaxPitch on current GPUs) go run by run.
+  void copy_2d(void* dst, int64_t dst_pitch, const void* src, int64_t src_pitch, int64_t width,
+               int64_t rows, Device device) override {
+    constexpr int64_t kMaxPitch = std::numeric_limits<int32_t>::max();
+    if (dst_pitch > kMaxPitch || src_pitch > kMaxPitch)
+      return Allocator::copy_2d(dst, dst_pitch, src, src_pitch, width, rows, device);
+    CUDA_CHECK(cudaMemcpy2DAsync(dst, static_cast<size_t>(dst_pitch), src,
+                                 static_cast<size_t>(src_pitch), static_cast<size_t>(width),
+                                 static_cast<size_t>(rows), cudaMemcpyDeviceToDevice,
+                                 /*legacy default stream=*/0));
   }
   int64_t in_use() const { return in_use_; }
 
