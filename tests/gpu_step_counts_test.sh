@@ -4,13 +4,14 @@
 # project claims of it. No GPU needed: these properties do not depend on the hardware, and on a
 # GPU they are what MFU rests on.
 #
-#   gpu_step_counts_test.sh COUNTS BASELINE DDP ONE_F_ONE_B ULYSSES SEQUENCE_PARALLEL
+#   gpu_step_counts_test.sh COUNTS BASELINE DDP ONE_F_ONE_B ULYSSES SEQUENCE_PARALLEL MOE
 #     COUNTS             tools/gpu_step_counts.sh
 #     BASELINE           stages/baseline/train_emulated
 #     DDP                stages/ddp/train_emulated (2 ranks, 2 emulated GPUs, --backend nccl)
 #     ONE_F_ONE_B        stages/1f1b/train_emulated (the same)
 #     ULYSSES            stages/ulysses/train_emulated (the same)
 #     SEQUENCE_PARALLEL  stages/sequence_parallel/train_emulated (the same)
+#     MOE                stages/moe/train_emulated (the same, 4 experts)
 #
 # Claims checked (each from the counted calls, per step, tiny at L = 2 and L = 4):
 #  1. 16-bit products. Under --precision bf16 every cuBLAS FLOP has bf16 operands (README "Built
@@ -45,10 +46,11 @@
 #     constant weight decay in the kernel's parameters), at L = 2 as at L = 4; a launch per run
 #     was 8L + 2.
 #  8. Re-layouts of activations (Ulysses' head split, sequence parallelism's gather and
-#     reduce_scatter) are one strided copy each, not one per row: the device-to-device copies per
-#     step are the same at global batch 8 and 16.
+#     reduce_scatter, a mixture of experts' expert-buffer swap) are one strided copy each, and a
+#     mixture of experts' token permutations one permute_rows launch each (4 per MoE block), not
+#     a copy per row: the device-to-device copies per step are the same at global batch 8 and 16.
 set -u
-counts=$1 baseline=$2 ddp=$3 one_f_one_b=$4 ulysses=$5 sequence_parallel=$6
+counts=$1 baseline=$2 ddp=$3 one_f_one_b=$4 ulysses=$5 sequence_parallel=$6 moe=$7
 readonly kMaxWaits=2
 export LLMP_CUDA_EMULATOR_DEVICES=2  # one per rank of the DDP run
 tmp=$(mktemp -d)
@@ -178,20 +180,26 @@ if step ddp "$ddp" --precision bf16 --layers 2 --world_size 2 \
     fail "ddp: $reduced bytes all-reduced over NCCL per step; the report's gradients: ${grads:-?}"
 fi
 
-# ---- 8: re-layouts of activations are one strided copy each, not one per row ---------------
-# Ulysses' head split (common/cp/ulysses.cc) and sequence parallelism's gather and
-# reduce_scatter (common/tp/mappings.cc) move activation rows between layouts on the device.
-# Each is a copy_strided (common/tensor/tensor.h): one cudaMemcpy2DAsync per head group and part,
-# or per rank, however many rows. A copy per row (as the re-layouts were: p·B·T/p·k cudaMemcpy
-# calls per head split) would grow with the batch, so the device-to-device copies per step must
-# be the same at global batch 8 and 16.
-for stage in ulysses sequence_parallel; do
-  trainer=$ulysses
-  [ "$stage" = sequence_parallel ] && trainer=$sequence_parallel
+# ---- 8: re-layouts of activations are one call each, not one per row ----------------------
+# Ulysses' head split (common/cp/ulysses.cc), sequence parallelism's gather and reduce_scatter
+# (common/tp/mappings.cc) and a mixture of experts' expert-buffer swap (common/nn/moe.cc) move
+# activation rows between layouts on the device: each is a copy_strided (common/tensor/tensor.h),
+# one cudaMemcpy2DAsync per head group and part, or per rank, however many rows. The MoE token
+# permutations (into the experts' capacity slots and back) are one permute_rows launch each
+# (kernels/cuda/permute_rows.h). A copy per row (as the re-layouts were: p·B·T/p·k cudaMemcpy
+# calls per head split, about one per token and permutation in MoE) would grow with the batch,
+# so the device-to-device copies per step must be the same at global batch 8 and 16.
+for stage in ulysses sequence_parallel moe; do
+  extra=()
+  case $stage in
+    ulysses) trainer=$ulysses ;;
+    sequence_parallel) trainer=$sequence_parallel ;;
+    moe) trainer=$moe extra=(--experts 4) ;;
+  esac
   for b in 8 16; do
     saved=("${common[@]}")
     common=(--model tiny --heads 4 --global_batch "$b")
-    step "${stage}_b$b" "$trainer" --layers 2 --world_size 2 --backend nccl
+    step "${stage}_b$b" "$trainer" --layers 2 --world_size 2 --backend nccl "${extra[@]}"
     common=("${saved[@]}")
   done
   if [ -f "$tmp/${stage}_b8.tsv" ] && [ -f "$tmp/${stage}_b16.tsv" ]; then
@@ -200,6 +208,11 @@ for stage in ulysses sequence_parallel; do
     echo "   $stage rank 0: $c8 device-to-device copies per step at B = 8 ($strided strided)," \
       "$c16 at B = 16"
     [ "$strided" -gt 0 ] || fail "$stage: no strided copy (cudaMemcpy2DAsync) counted"
+    if [ "$stage" = moe ]; then  # the token permutations: one launch each, 4 per MoE block
+      permutes=$(total moe_b8 launch '^permute_rows_kernel' 3)
+      echo "   moe rank 0: $permutes permute_rows launches per step"
+      [ "$permutes" = 8 ] || fail "moe: $permutes permute_rows launches per step (4 per MoE block, 2 blocks)"
+    fi
     [ "$c8" = "$c16" ] ||
       fail "$stage: $c8 device-to-device copies per step at B = 8, $c16 at B = 16 (one per row?)"
   fi

@@ -212,7 +212,8 @@ TEST(DeviceWalk, AHostReadOfDeviceMemoryIsCaught) {
 
 // A mixture of experts on the device: the same loss and gradients bit for bit as on the CPU, and
 // besides the dense walk's crossings exactly the routing's, per MoE block (moe.h): the router
-// logits down and the gates up in the forward, dgate down and dlogits up in the backward.
+// logits down and the gates and the assignments' slots up in the forward, dgate down and dlogits
+// up in the backward.
 TEST(DeviceWalk, MixtureOfExpertsEqualsTheCpuWalkWithOnlyTheRoutingCrossing) {
   const GPTConfig cfg = GPTConfig::preset("moe-tiny");
   const GPT cpu_model(cfg);
@@ -241,8 +242,10 @@ TEST(DeviceWalk, MixtureOfExpertsEqualsTheCpuWalkWithOnlyTheRoutingCrossing) {
     back.copy_from(g);
     gpu_grads.assign(back.f32(), back.f32() + psi);
     const int64_t n = int64_t{B} * T, routing = cfg.moe_blocks() * 4 * n * (cfg.experts + cfg.top_k);
+    // Up only: each MoE block's assignment slots, what its token permutations index (4·n·k).
+    const int64_t slots = cfg.moe_blocks() * 4 * n * cfg.top_k;
     ASSERT_GT(cfg.moe_blocks(), 0);
-    EXPECT_EQ(dev.h2d_bytes(), 4 * psi + 3 * 4 * n + routing);
+    EXPECT_EQ(dev.h2d_bytes(), 4 * psi + 3 * 4 * n + routing + slots);
     EXPECT_EQ(dev.d2h_bytes(), 4 * psi + routing);
   }
   EXPECT_EQ(gpu_loss, cpu_loss);

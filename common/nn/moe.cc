@@ -65,31 +65,32 @@ Tensor swap_leading(const Tensor& in, int64_t a, int64_t b, MemCategory cat) {
   return out;
 }
 
-// dst row pairs[i].first = src row pairs[i].second (rows of C elements, one dtype), one copy per
-// contiguous run (both rows advancing by one), on the tensors' device: the token permutation
-// into expert order and back is integer bookkeeping on the host and row copies on the device.
-void copy_rows(Tensor& dst, const Tensor& src, const std::vector<std::pair<int64_t, int64_t>>& pairs,
-               int C) {
-  for (size_t i = 0; i < pairs.size();) {
-    size_t j = i + 1;
-    while (j < pairs.size() && pairs[j].first == pairs[j - 1].first + 1 &&
-           pairs[j].second == pairs[j - 1].second + 1)
-      ++j;
-    const int64_t rows = static_cast<int64_t>(j - i);
-    dst.narrow(pairs[i].first * C, rows * C).copy_from(src.narrow(pairs[i].second * C, rows * C));
-    i = j;
-  }
+// Each kept assignment's dispatch-buffer row (Routing::buffer_row; −1 when dropped), in c->slots,
+// and where the kernels read it: on a device a copy kept with the cache (4·n·k bytes up per
+// forward), the host vector itself on the CPU. What the block's four token permutations index.
+void set_slots(MoeCache* c, Device dev) {
+  const Routing& r = c->routing;
+  c->slots.assign(static_cast<size_t>(r.n) * r.k, -1);
+  for (int t = 0; t < r.n; ++t)
+    for (int j = 0; j < r.k; ++j) c->slots[t * r.k + j] = static_cast<int32_t>(r.buffer_row(t, j));
+  ids_on(dev, c->slots.data(), static_cast<int64_t>(c->slots.size()), c->slots_on_device);
 }
 
-// The kept assignments (t, j) as (dispatch row, assignment index t·k + j), in t then j order.
-std::vector<std::pair<int64_t, int64_t>> kept_rows(const Routing& r) {
-  std::vector<std::pair<int64_t, int64_t>> rows;
-  for (int t = 0; t < r.n; ++t)
-    for (int j = 0; j < r.k; ++j) {
-      const int64_t row = r.buffer_row(t, j);
-      if (row >= 0) rows.push_back({row, static_cast<int64_t>(t) * r.k + j});
-    }
-  return rows;
+// One token permutation of the block (kernels/cpu/permute_rows.h), every assignment a = t·k + j in
+// one KernelOps call on the tensors' device: to_slots, dst's row slots[a] = src's row r(a); else
+// dst's row r(a) = src's row slots[a]; r(a) = j·row_j + t·row_t, rows of C elements of the
+// tensors' one dtype. Rows no kept assignment names stay as they are (dst starts as zeros).
+void permute(const Tensor& dst, const Tensor& src, const MoeCache& c, int64_t row_j,
+             int64_t row_t, bool to_slots, int C) {
+  if (dst.dtype() != src.dtype() || dst.device() != src.device())
+    throw std::invalid_argument("moe: a token permutation from " + src.describe() + " to " +
+                                dst.describe() + " crosses dtypes or devices");
+  const int32_t* slots = c.slots_on_device.defined()
+                             ? static_cast<const int32_t*>(c.slots_on_device.raw())
+                             : c.slots.data();
+  kernel_ops(dst.device())
+      .permute_rows(dst.raw(), src.raw(), slots, c.routing.n, c.routing.k, row_j, row_t,
+                    to_slots, int64_t{C} * dtype_size(dst.dtype()));
 }
 
 // `x` readable by the host: x itself on the CPU, else a host copy (x.numel() floats down).
@@ -119,7 +120,8 @@ Act part(const Tensor& t, int64_t off, int64_t n) { return as_stored(t.narrow(of
 // down (4·n·E bytes) and the gates up (4·n·k) in the forward; dgate down (4·n·k) and dlogits up
 // (4·n·E) in the backward. Routing (top-k, capacity, slots) and its backward are integer and
 // per-token bookkeeping on the host (moe_routing.h); every activation stays on the device and
-// moves by row copies (copy_rows) and KernelOps.
+// moves by KernelOps: the token permutations too (permute, one call each), indexed by the
+// assignments' slots (4·n·k bytes up per forward).
 Tensor moe_forward(const GPTConfig& cfg, const BlockShape& s, MoeContext& ctx, const float* unit,
                    const Tensor& res1, int B, int T, MoeCache* c) {
   const int C = s.C, E = cfg.experts, k = cfg.top_k, F = s.ffn;
@@ -156,13 +158,11 @@ Tensor moe_forward(const GPTConfig& cfg, const BlockShape& s, MoeContext& ctx, c
   }
   // Dispatch: D[e][g][s] = ln2[t] (E,G,cap,C), in ln2's dtype; to the experts' ranks.
   //                                                                  sends (ep-1)/ep·e·|D|
-  const std::vector<std::pair<int64_t, int64_t>> rows = kept_rows(r);
+  set_slots(c, dev);
   Tensor x;
   {
     Tensor D = Tensor::zeros({E, G, cap, C}, dt, MemCategory::kCommBuffers, dev);
-    std::vector<std::pair<int64_t, int64_t>> from_tokens;  // (row, t)
-    for (const auto& [row, a] : rows) from_tokens.push_back({row, a / k});
-    copy_rows(D, c->ln2, from_tokens, C);
+    permute(D, c->ln2, *c, /*row_j=*/0, /*row_t=*/1, /*to_slots=*/true, C);  // D[slot] = ln2[t]
     const Tensor R = comm.all_to_all(D);  // (ep, E/ep, G, cap, C)
     x = swap_leading(R, ep, held, MemCategory::kActivations);
   }
@@ -188,11 +188,7 @@ Tensor moe_forward(const GPTConfig& cfg, const BlockShape& s, MoeContext& ctx, c
   // strided-batched GEMM (β = 1 onto res1), fp32 on fp32 views of Yg and res1 (the gates are
   // fp32), out rounded once. One launch on a GPU where n per-token matmuls were n launches.
   c->yg = Tensor::zeros({n, k, C}, dt, MemCategory::kActivations, dev);
-  {
-    std::vector<std::pair<int64_t, int64_t>> to_assignments;  // (t·k + j, row)
-    for (const auto& [row, a] : rows) to_assignments.push_back({a, row});
-    copy_rows(c->yg, yd, to_assignments, C);
-  }
+  permute(c->yg, yd, *c, /*row_j=*/1, /*row_t=*/k, /*to_slots=*/false, C);  // Yg[a] = Yd[slot]
   c->gates = to_device(r.gate, {n, k}, dev);  // 4·n·k up
   Tensor out = activation({B, T, C}, dt, dev);
   {
@@ -221,7 +217,6 @@ Tensor moe_backward_input(const GPTConfig& cfg, const BlockShape& s, MoeContext&
   const int64_t MC = static_cast<int64_t>(M) * C, MF = static_cast<int64_t>(M) * F;
   const auto bp = block_params(unit, s);
   const auto mp = moe_params(unit, s, E, held);
-  const std::vector<std::pair<int64_t, int64_t>> rows = kept_rows(r);
   *keep = MoeGrads{};
   keep->dy = dout;
   // Combine's backward, for every token in fp32, each one strided-batched GEMM over the n tokens:
@@ -247,9 +242,7 @@ Tensor moe_backward_input(const GPTConfig& cfg, const BlockShape& s, MoeContext&
     c->yg = Tensor(), c->gates = Tensor();
     // dYd[row] = dYg[t][j] for each kept assignment; to the experts.  sends (ep-1)/ep·e·|D|
     Tensor dYd = Tensor::zeros({E, G, cap, C}, dt, MemCategory::kCommBuffers, dev);
-    std::vector<std::pair<int64_t, int64_t>> to_rows;  // (row, t·k + j)
-    for (const auto& [row, a] : rows) to_rows.push_back({row, a});
-    copy_rows(dYd, dyg, to_rows, C);
+    permute(dYd, dyg, *c, /*row_j=*/1, /*row_t=*/k, /*to_slots=*/true, C);  // dYd[slot] = dYg[a]
     dyx = swap_leading(comm.all_to_all(dYd), ep, held, MemCategory::kActivations);
   }
   keep->dyx = dyx.view({held, M, C});
@@ -290,10 +283,7 @@ Tensor moe_backward_input(const GPTConfig& cfg, const BlockShape& s, MoeContext&
     // dDg[j][t] = dD[row(t,j)] (k,n,C), zeros when dropped; dln += dDg[j] for each j (the
     // residual add with a zero bias: element-wise, no FLOPs counted, as the CPU loop was).
     Tensor dDg = Tensor::zeros({k, n, C}, dt, MemCategory::kActivations, dev);
-    std::vector<std::pair<int64_t, int64_t>> from_rows;  // (j·n + t, row)
-    for (const auto& [row, a] : rows) from_rows.push_back({(a % k) * n + a / k, row});
-    std::sort(from_rows.begin(), from_rows.end());
-    copy_rows(dDg, dD, from_rows, C);
+    permute(dDg, dD, *c, /*row_j=*/n, /*row_t=*/1, /*to_slots=*/false, C);  // dDg[j][t] = dD[slot]
     const F32In dg(dDg);
     const Tensor zero = Tensor::zeros({C}, DType::kF32, MemCategory::kActivations, dev);
     for (int j = 0; j < k; ++j)

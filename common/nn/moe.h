@@ -137,6 +137,8 @@ struct MoeCache {
   Tensor fch, fch_gelu;            ///< (E/ep, M, 4C)
   Tensor yg;                       ///< (n,k,C) the experts' outputs per assignment (0: dropped)
   Tensor gates;                    ///< (n,k) the routing's gates on the activations' device
+  std::vector<int32_t> slots;      ///< (n·k) each assignment's dispatch-buffer row, −1 dropped
+  Tensor slots_on_device;          ///< the same on a device (u8, 4·n·k bytes); undefined on the CPU
   bool filled() const { return x.defined(); }
 };
 

@@ -130,6 +130,11 @@ class Table final : public KernelOps {
     run("copy_columns", {dst, src},
         [&] { cpu_.copy_columns(dst, ld_dst, src, ld_src, rows, cols); });
   }
+  void permute_rows(void* dst, const void* src, const int32_t* slots, int n, int k, int64_t row_j,
+                    int64_t row_t, bool to_slots, int64_t row_bytes) override {
+    run("permute_rows", {dst, src, slots},
+        [&] { cpu_.permute_rows(dst, src, slots, n, k, row_j, row_t, to_slots, row_bytes); });
+  }
   void gemm_strided_batched(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
                             const float* A, int lda, int64_t stride_a, const float* B, int ldb,
                             int64_t stride_b, float beta, float* C, int ldc, int64_t stride_c,

@@ -29,6 +29,7 @@
 #include "kernels/cuda/gelu.h"
 #include "kernels/cuda/layernorm.h"
 #include "kernels/cuda/matmul.h"
+#include "kernels/cuda/permute_rows.h"
 #include "kernels/cuda/reduce.h"
 #include "kernels/cuda/residual.h"
 #include "kernels/cuda/ring_self_block.h"
@@ -184,6 +185,10 @@ class CudaKernelOps final : public KernelOps {
   void copy_columns(float* dst, int ld_dst, const float* src, int ld_src, int64_t rows,
                     int cols) override {
     cuda::copy_columns(dst, ld_dst, src, ld_src, rows, cols);
+  }
+  void permute_rows(void* dst, const void* src, const int32_t* slots, int n, int k, int64_t row_j,
+                    int64_t row_t, bool to_slots, int64_t row_bytes) override {
+    cuda::permute_rows(dst, src, slots, n, k, row_j, row_t, to_slots, row_bytes);
   }
   void gemm_strided_batched(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
                             const float* A, int lda, int64_t stride_a, const float* B, int ldb,

@@ -17,6 +17,7 @@
 #include "kernels/cpu/grad_norm.h"
 #include "kernels/cpu/layernorm.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/permute_rows.h"
 #include "kernels/cpu/residual.h"
 #include "kernels/cpu/ring_self_block.h"
 #include "kernels/cpu/tp_grid.h"
@@ -158,6 +159,10 @@ class CpuKernelOps final : public KernelOps {
   void copy_columns(float* dst, int ld_dst, const float* src, int ld_src, int64_t rows,
                     int cols) override {
     cpu::copy_columns(dst, ld_dst, src, ld_src, rows, cols);
+  }
+  void permute_rows(void* dst, const void* src, const int32_t* slots, int n, int k, int64_t row_j,
+                    int64_t row_t, bool to_slots, int64_t row_bytes) override {
+    cpu::permute_rows(dst, src, slots, n, k, row_j, row_t, to_slots, row_bytes);
   }
   void gemm_strided_batched(bool trans_a, bool trans_b, int M, int N, int K, float alpha,
                             const float* A, int lda, int64_t stride_a, const float* B, int ldb,

@@ -114,6 +114,11 @@ class KernelOps {
   virtual void copy_columns(float* dst, int ld_dst, const float* src, int ld_src, int64_t rows,
                             int cols) = 0;
 
+  // ---- permute_rows.h: a mixture of experts' token permutations (into the experts' capacity
+  // slots and back), every assignment in one call; slots is memory of the table's device.
+  virtual void permute_rows(void* dst, const void* src, const int32_t* slots, int n, int k,
+                            int64_t row_j, int64_t row_t, bool to_slots, int64_t row_bytes) = 0;
+
   // ---- ring_self_block.h: ring self-attention's block products (row-major, strided-batched:
   // cublasSgemmStridedBatched's shape) and its causal softmax of whole rows by global position
   // (common/cp/ring_self_attention.cc).

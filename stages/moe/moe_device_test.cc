@@ -7,10 +7,12 @@
 //
 //   up    init                         fp32: 4Ψ_r; bf16: the master 4Ψ_r and the rounded 2Ψ_r
 //         + steps·(3·4n                tokens twice (embed forward, backward), targets once
-//                  + L_m·4n(k+E)       per MoE block: the gates (forward), dlogits (backward)
+//                  + L_m·4n(2k+E)      per MoE block: the gates and the assignments' slots
+//                                      (forward: what the token permutations index), dlogits
+//                                      (backward)
 //                  + L_m·4·|D|         per MoE block: 4 all_to_alls' outputs, staged up
 //                  + eΨ_d)             the dense gradients' all_reduce, staged up
-//         + 2·4n + L_m·(4nk + 2|D|)    the evaluation: ids, gates, 2 all_to_alls
+//         + 2·4n + L_m·(8nk + 2|D|)    the evaluation: ids, gates and slots, 2 all_to_alls
 //   down  steps·(L_m·4n(E+k)           per MoE block: the router logits z, dgate (fp32 always)
 //                + L_m·4·|D| + eΨ_d)   the same collectives' inputs, staged down
 //         + L_m·(4nE + 2|D|)           the evaluation: z, 2 all_to_alls
@@ -96,8 +98,8 @@ void expect_device_run_equals_cpu_run(TrainPrecision precision) {
   ASSERT_GT(Lm, 0);
   const int64_t init = is_mixed(precision) ? 4 * psi_r + 2 * psi_r : 4 * psi_r;
   const int64_t up = init +
-                     kSteps * (3 * 4 * n + Lm * 4 * n * (k + E) + Lm * 4 * D + e * psi_d) +
-                     2 * 4 * n + Lm * (4 * n * k + 2 * D);
+                     kSteps * (3 * 4 * n + Lm * 4 * n * (2 * k + E) + Lm * 4 * D + e * psi_d) +
+                     2 * 4 * n + Lm * (8 * n * k + 2 * D);
   const int64_t down = kSteps * (Lm * 4 * n * (E + k) + Lm * 4 * D + e * psi_d) +
                        Lm * (4 * n * E + 2 * D) + 3 * 4 * psi_r;
   EXPECT_EQ(dev.h2d_bytes(), up);
