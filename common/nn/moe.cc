@@ -19,7 +19,6 @@
 // Glossary as in moe.h: n tokens, E experts, k, G groups, cap slots, ep ranks, M = ep·G·cap.
 #include "common/nn/moe.h"
 
-#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 #include <utility>
