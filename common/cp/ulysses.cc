@@ -9,9 +9,9 @@
 // and their inverses on the way back. Each is made of strided copies (copy_strided,
 // common/tensor/tensor.h) through the tensors' device allocator: memmoves on the CPU, one
 // cudaMemcpy2DAsync each on a GPU (never a host access to device memory). A head re-layout is p·k
-// of them (B·Tl runs of Ah elements each), a row one p (B runs of Tl·w): the host's calls do not
-// grow with the batch or the sequence (tests:gpu_step_counts_test counts them on the CUDA
-// emulator; a copy per run was p·B·Tl·k). The arithmetic is kernel_ops(device)'s attention.
+// of them (B·Tl runs of Ah elements each), a row one min(p, B) (swap_leading_dims): the host's
+// calls do not grow with the batch or the sequence (tests:gpu_step_counts_test counts them on the
+// CUDA emulator; a copy per run was p·B·Tl·k). The arithmetic is kernel_ops(device)'s attention.
 //
 // Mixed precision (takes_16bit): every buffer is in the dtype of the q|k|v it is handed (the
 // walk's activations as stored), so in bf16/fp16 the re-layouts copy 2-byte elements and each
@@ -54,17 +54,15 @@ void from_heads(const Tensor& dst, const Tensor& src, int p, int B, int Tl, int 
                    rows);
 }
 
-/// src (p,B,Tl,w), chunk i = rank i's rows -> dst (B,T,w) with T = p·Tl (contiguous split). One
-/// strided copy per rank i: B runs of Tl·w elements.
-void to_rows(const Tensor& dst, const Tensor& src, int p, int B, int Tl, int w) {
-  const int64_t run = int64_t{Tl} * w;
-  for (int i = 0; i < p; ++i) copy_strided(dst, {i * run, p * run}, src, {i * B * run, run}, run, B);
+/// src (p,B,Tl,w), chunk i = rank i's rows -> dst (B,T,w) with T = p·Tl (contiguous split): the
+/// leading (p, B) swapped, min(p, B) strided copies of runs of Tl·w elements.
+void to_rows(const Tensor& dst, const Tensor& src, int p, int B) {
+  swap_leading_dims(dst, src, p, B);
 }
 
 /// The inverse of to_rows: src (B,T,w) -> dst (p,B,Tl,w), chunk i = rank i's rows.
-void from_rows(const Tensor& dst, const Tensor& src, int p, int B, int Tl, int w) {
-  const int64_t run = int64_t{Tl} * w;
-  for (int i = 0; i < p; ++i) copy_strided(dst, {i * B * run, run}, src, {i * run, p * run}, run, B);
+void from_rows(const Tensor& dst, const Tensor& src, int p, int B) {
+  swap_leading_dims(dst, src, B, p);
 }
 
 }  // namespace
@@ -102,7 +100,7 @@ void UlyssesAttention::forward(const Tensor& qkv, Tensor& out, int B, int T, int
     by_heads(send, qkv, p, B, Tl, 3, A);
     group_.all_to_all(send, recv);
     keep->b = Tensor::empty({B, T, 3 * Ah}, dt, MemCategory::kActivations, dev);
-    to_rows(keep->b, recv, p, B, Tl, 3 * Ah);
+    to_rows(keep->b, recv, p, B);
   }
   // Attention of H/p whole heads over whole sequences: nothing here needs another rank.
   keep->a = attention_scores({B, Hh, T, T}, dt, dev);
@@ -112,7 +110,7 @@ void UlyssesAttention::forward(const Tensor& qkv, Tensor& out, int B, int T, int
   // all_to_all #2: the output rows back to the ranks holding their positions.
   Tensor send = comm_buffer(int64_t{B} * T * Ah, dt, dev);
   Tensor recv = comm_buffer(send.numel(), dt, dev);
-  from_rows(send, out_h, p, B, Tl, Ah);
+  from_rows(send, out_h, p, B);
   group_.all_to_all(send, recv);
   from_heads(out, recv, p, B, Tl, 1, A);
 }
@@ -131,7 +129,7 @@ void UlyssesAttention::backward(const Tensor& dout, const Tensor& qkv, const Ten
     Tensor recv = comm_buffer(send.numel(), dt, dev);
     by_heads(send, dout, p, B, Tl, 1, A);
     group_.all_to_all(send, recv);
-    to_rows(dout_h, recv, p, B, Tl, Ah);
+    to_rows(dout_h, recv, p, B);
   }
   Tensor dqkv_h = Tensor::empty({B, T, 3 * Ah}, dt, MemCategory::kActivations, dev);
   {
@@ -144,7 +142,7 @@ void UlyssesAttention::backward(const Tensor& dout, const Tensor& qkv, const Ten
   // all_to_all #4 (mirror of #1): dq|dk|dv rows back to their positions' ranks.
   Tensor send = comm_buffer(int64_t{B} * T * 3 * Ah, dt, dev);
   Tensor recv = comm_buffer(send.numel(), dt, dev);
-  from_rows(send, dqkv_h, p, B, Tl, 3 * Ah);
+  from_rows(send, dqkv_h, p, B);
   group_.all_to_all(send, recv);
   from_heads(dqkv, recv, p, B, Tl, 3, A);
 }

@@ -53,14 +53,12 @@ MoeContext::MoeContext(int experts, ExpertComm* comm) : comm_(comm ? comm : &Exp
 
 namespace {
 
-// (a, b, rest) -> (b, a, rest): the (ep, E/ep) <-> (E/ep, ep) swap of the expert buffers, as
-// a strided copies of b runs of `rest` elements (in's dtype) on the buffer's device (no host
-// touches device memory).
+// (a, b, rest) -> (b, a, rest): the (ep, E/ep) <-> (E/ep, ep) swap of the expert buffers, into a
+// new tensor on the buffer's device (swap_leading_dims: strided copies, no host touches device
+// memory).
 Tensor swap_leading(const Tensor& in, int64_t a, int64_t b, MemCategory cat) {
-  const int64_t rest = in.numel() / (a * b);
-  Tensor out = Tensor::empty({b, a, rest}, in.dtype(), cat, in.device());
-  for (int64_t i = 0; i < a; ++i)  // out[:, i, :] = in[i, :, :]
-    copy_strided(out, {i * rest, a * rest}, in, {i * b * rest, rest}, rest, b);
+  Tensor out = Tensor::empty({b, a, in.numel() / (a * b)}, in.dtype(), cat, in.device());
+  swap_leading_dims(out, in, a, b);
   return out;
 }
 
@@ -69,7 +67,7 @@ Tensor swap_leading(const Tensor& in, int64_t a, int64_t b, MemCategory cat) {
 // forward), the host vector itself on the CPU. What the block's four token permutations index.
 void set_slots(MoeCache* c, Device dev) {
   const Routing& r = c->routing;
-  c->slots.assign(static_cast<size_t>(r.n) * r.k, -1);
+  c->slots.resize(static_cast<size_t>(r.n) * r.k);
   for (int t = 0; t < r.n; ++t)
     for (int j = 0; j < r.k; ++j) c->slots[t * r.k + j] = static_cast<int32_t>(r.buffer_row(t, j));
   ids_on(dev, c->slots.data(), static_cast<int64_t>(c->slots.size()), c->slots_on_device);

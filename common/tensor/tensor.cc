@@ -288,4 +288,19 @@ void copy_strided(const Tensor& dst, StridedRuns d, const Tensor& src, StridedRu
                                       dst.device());
 }
 
+void swap_leading_dims(const Tensor& dst, const Tensor& src, int64_t a, int64_t b) {
+  if (a < 1 || b < 1 || src.numel() % (a * b) != 0 || dst.numel() != src.numel())
+    throw std::invalid_argument("swap_leading_dims: (" + std::to_string(a) + ", " +
+                                std::to_string(b) + ", ·) of " + src.describe() + " into " +
+                                dst.describe());
+  const int64_t rest = src.numel() / (a * b);
+  if (a <= b) {
+    for (int64_t i = 0; i < a; ++i)  // dst[:, i, :] = src[i, :, :]: b runs
+      copy_strided(dst, {i * rest, a * rest}, src, {i * b * rest, rest}, rest, b);
+  } else {
+    for (int64_t j = 0; j < b; ++j)  // dst[j, :, :] = src[:, j, :]: a runs
+      copy_strided(dst, {j * a * rest, rest}, src, {j * rest, b * rest}, rest, a);
+  }
+}
+
 }  // namespace llmp

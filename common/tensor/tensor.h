@@ -185,6 +185,14 @@ struct StridedRuns {
 void copy_strided(const Tensor& dst, StridedRuns d, const Tensor& src, StridedRuns s,
                   int64_t width, int64_t rows);
 
+/// The swap of a flat buffer's two leading dimensions, dst (b, a, rest) = src (a, b, rest) with
+/// rest = src.numel() / (a·b): the re-layout between a collective's rank-major buffer and the
+/// layout with the rank second (tp mappings' (t, outer, ·) <-> (outer, t, ·), Ulysses' rows of
+/// each rank, MoE's (ep, E/ep, ·) <-> (E/ep, ep, ·)). min(a, b) copy_strided calls. Throws
+/// std::invalid_argument naming the values when a or b is below 1, a·b does not divide src's
+/// elements or dst holds another number of them, and as copy_strided.
+void swap_leading_dims(const Tensor& dst, const Tensor& src, int64_t a, int64_t b);
+
 /// The n token ids (or positions) at `host` where the kernels of `device` read them: `host`
 /// itself on the CPU, else a copy in that device's memory (4n bytes up), held by `keep` (u8,
 /// counted under kActivations: ids are moved, never added) as long as the kernels need it.

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace llmp {
 namespace {
@@ -161,6 +162,30 @@ TEST(Tensor, CopyStridedRefusesRunsOutsideOrOverlappingByName) {
   EXPECT_EQ(message({0, 5}, {0, 5}, 5, 2, a, Tensor::zeros({20}, DType::kBF16)),
             "copy_strided: (20,) bf16 cpu into (20,) f32 cpu (one dtype, one device)");
   EXPECT_EQ(message({0, 5}, {100, 5}, 0, 2, a, b), "no error");  // nothing to copy
+}
+
+// swap_leading_dims (a, b, rest) -> (b, a, rest), by either loop (a ≤ b: over a; a > b: over b),
+// against the index formula; a shape that does not divide is refused by name.
+TEST(Tensor, SwapLeadingDimsTransposesTheTwoLeadingDimensionsEitherWay) {
+  for (const auto& [a, b] : {std::pair<int64_t, int64_t>{2, 3}, {3, 2}, {1, 4}, {4, 1}}) {
+    const int64_t rest = 5;
+    Tensor in = Tensor::empty({a, b, rest}), out = Tensor::zeros({b, a, rest});
+    for (int64_t i = 0; i < in.numel(); ++i) in.f32()[i] = static_cast<float>(i);
+    swap_leading_dims(out, in, a, b);
+    for (int64_t i = 0; i < a; ++i)
+      for (int64_t j = 0; j < b; ++j)
+        for (int64_t e = 0; e < rest; ++e)
+          EXPECT_EQ(out.f32()[(j * a + i) * rest + e], in.f32()[(i * b + j) * rest + e])
+              << "a " << a << ", b " << b << " at (" << i << ", " << j << ", " << e << ")";
+  }
+  Tensor x = Tensor::zeros({12}), y = Tensor::zeros({12});
+  try {
+    swap_leading_dims(y, x, 5, 2);
+    ADD_FAILURE() << "no error for (5, 2, ·) of 12 elements";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "swap_leading_dims: (5, 2, ·) of (12,) f32 cpu into (12,) f32 cpu");
+  }
+  EXPECT_THROW(swap_leading_dims(Tensor::zeros({6}), x, 3, 2), std::invalid_argument);
 }
 
 }  // namespace

@@ -11,10 +11,10 @@
 //   sequence:        (B, T, C)   = (B, t, T/t·C)
 //
 // On a device (--device cuda) every buffer made here is on the input's device and each permute is
-// one strided copy per rank (copy_strided, common/tensor/tensor.h: `outer` runs of `inner`
-// elements; one cudaMemcpy2DAsync there, memmoves on the host); no host code touches the
-// elements, and the collectives get device tensors (the MPI backend stages them through host
-// buffers, common/comm/process_group_staging.h).
+// a swap of the two leading dimensions, min(t, outer) strided copies (swap_leading_dims and
+// copy_strided, common/tensor/tensor.h: one cudaMemcpy2DAsync each there, memmoves on the host);
+// no host code touches the elements, and the collectives get device tensors (the MPI backend
+// stages them through host buffers, common/comm/process_group_staging.h).
 //
 // Glossary: t = tp.size(), r = tp.rank(), K last dimension, B batch, T sequence, C channels,
 // outer/inner as above.
@@ -78,8 +78,7 @@ Tensor gather_blocks(const Tensor& x, ProcessGroup& tp, int64_t outer, int64_t i
   }
   Tensor staged = Tensor::empty({out.numel()}, x.dtype(), MemCategory::kCommBuffers, x.device());
   tp.all_gather(x.view({x.numel()}), staged);  // (t, outer, inner), rank-major
-  for (int q = 0; q < t; ++q)                   // -> (outer, t, inner): one strided copy per rank
-    copy_strided(out, {q * inner, t * inner}, staged, {q * outer * inner, inner}, inner, outer);
+  swap_leading_dims(out, staged, t, outer);    // -> (outer, t, inner)
   return out;
 }
 
@@ -96,8 +95,7 @@ Tensor reduce_scatter_blocks(const Tensor& x, ProcessGroup& tp, int64_t outer, i
     return out;
   }
   Tensor staged = Tensor::empty({x.numel()}, x.dtype(), MemCategory::kCommBuffers, x.device());
-  for (int q = 0; q < t; ++q)  // (outer, t, inner) -> (t, outer, inner), rank-major
-    copy_strided(staged, {q * outer * inner, inner}, x, {q * inner, t * inner}, inner, outer);
+  swap_leading_dims(staged, x, outer, t);  // (outer, t, inner) -> (t, outer, inner), rank-major
   tp.reduce_scatter(staged, flat_out);
   return out;
 }
