@@ -1,8 +1,6 @@
 // cp_stage_spec (see cp_stage.h).
 #include "common/cp/cp_stage.h"
 
-#include <CLI/CLI.hpp>
-
 #include <memory>
 #include <stdexcept>
 

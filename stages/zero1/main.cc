@@ -2,8 +2,6 @@
 // Flags: bazel run //stages/zero1:train -- --help
 // ZeRO-R constant buffer (common/train/constant_buffer.h):
 //   bazel run //stages/zero1:train -- --layers 8 --constant_buffer_mb 0.25 --steps 20
-#include <CLI/CLI.hpp>
-
 #include <memory>
 
 #include "common/runtime/check.h"

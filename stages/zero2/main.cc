@@ -4,8 +4,6 @@
 //   bazel run //stages/zero2:train -- --layers 8 --constant_buffer_mb 0.25 --steps 20
 // ZeRO-Offload (common/train/offload_flag.h; on a GPU machine):
 //   bazel run //stages/zero2:train -- --device cuda --offload optimizer
-#include <CLI/CLI.hpp>
-
 #include <memory>
 
 #include "common/runtime/check.h"
