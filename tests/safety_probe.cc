@@ -10,7 +10,6 @@
 //                         the watchdog (--timeout) must end the job with exit status 124
 //
 // Glossary: R world rank.
-#include <CLI/CLI.hpp>
 #include <signal.h>
 
 #include <memory>
@@ -19,6 +18,7 @@
 #include <thread>
 
 #include "common/runtime/check.h"
+#include "common/runtime/options.h"
 #include "common/train/train_main.h"
 
 int main(int argc, char** argv) {
@@ -29,8 +29,8 @@ int main(int argc, char** argv) {
   spec.summary = "throws on one rank (a test probe)";
   spec.default_world_size = 2;
   spec.add_flags = [&](CLI::App& app) {
-    app.add_option("--throw_rank", throw_rank, "the rank that throws");
-    app.add_option("--throw_in", throw_in, "make, thread or stall");
+    llmp::add_option_no_default(app, "--throw_rank", throw_rank, "the rank that throws");
+    llmp::add_option_no_default(app, "--throw_in", throw_in, "make, thread or stall");
   };
   spec.make = [&](const llmp::StageContext& ctx) -> std::unique_ptr<llmp::Strategy> {
     if (throw_in == "stall") {

@@ -20,10 +20,10 @@
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
-
 #include "common/runtime/check.h"
 #include "common/runtime/checkpoint.h"
+#include "common/runtime/flags.h"
+#include "common/runtime/options.h"
 
 namespace {
 
@@ -42,17 +42,12 @@ int main(int argc, char** argv) {
   using namespace llmp;
   std::string path_a, path_b;
   double max_rel = 1e-4;
-  CLI::App app{"Compare two checkpoints' parameters: max |a - b| / max |b| over all of them"};
-  app.add_option("a", path_a, "checkpoint under test")->required();
-  app.add_option("b", path_b, "reference checkpoint")->required();
-  app.add_option("--max_rel", max_rel, "largest max|a-b|/max|b| accepted (exit 1 above)")
-      ->capture_default_str();
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return app.exit(e);
-    user_error(e.what());
-  }
+  const AppPtr app =
+      make_app("Compare two checkpoints' parameters: max |a - b| / max |b| over all of them");
+  required(add_option_no_default(*app, "a", path_a, "checkpoint under test"));
+  required(add_option_no_default(*app, "b", path_b, "reference checkpoint"));
+  add_option(*app, "--max_rel", max_rel, "largest max|a-b|/max|b| accepted (exit 1 above)");
+  parse_flags_or_exit(*app, argc, argv);
   if (!(max_rel >= 0)) user_error("--max_rel " + std::to_string(max_rel) + " must be >= 0");
   try {
     const Checkpoint a = load_safetensors(path_a), b = load_safetensors(path_b);

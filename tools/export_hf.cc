@@ -18,13 +18,14 @@
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "common/data/corpus.h"
 #include "common/data/sampler.h"
 #include "common/nn/unit_runner.h"
 #include "common/runtime/check.h"
+#include "common/runtime/flags.h"
+#include "common/runtime/options.h"
 #include "common/train/checkpoint_io.h"
 #include "tools/hf_export.h"
 
@@ -33,19 +34,14 @@ int main(int argc, char** argv) {
   std::string load, out, data = kDefaultCorpusPath;
   int eval_batch = 4;
   uint64_t seed = 1;
-  CLI::App app{"Write a checkpoint as a Hugging Face GPT-2 folder (config.json, model.safetensors)"};
-  app.add_option("--load", load, "checkpoint to export")->required();
-  app.add_option("--out", out, "folder to write")->required();
-  app.add_option("--data", data, "corpus for eval.json's sequences")->capture_default_str();
-  app.add_option("--eval_batch", eval_batch, "sequences in eval.json (0: no eval.json)")
-      ->capture_default_str();
-  app.add_option("--seed", seed, "which validation sequences")->capture_default_str();
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return app.exit(e);
-    user_error(e.what());
-  }
+  const AppPtr app = make_app(
+      "Write a checkpoint as a Hugging Face GPT-2 folder (config.json, model.safetensors)");
+  required(add_option_no_default(*app, "--load", load, "checkpoint to export"));
+  required(add_option_no_default(*app, "--out", out, "folder to write"));
+  add_option(*app, "--data", data, "corpus for eval.json's sequences");
+  add_option(*app, "--eval_batch", eval_batch, "sequences in eval.json (0: no eval.json)");
+  add_option(*app, "--seed", seed, "which validation sequences");
+  parse_flags_or_exit(*app, argc, argv);
   if (eval_batch < 0) user_error("--eval_batch " + std::to_string(eval_batch) + " must be >= 0");
   try {
     const ModelCheckpoint ck = read_checkpoint(load);

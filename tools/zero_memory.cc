@@ -15,33 +15,25 @@
 #include <cstdio>
 #include <string>
 
-#include <CLI/CLI.hpp>
-
 #include "common/plan/memory_planner.h"
+#include "common/runtime/flags.h"
+#include "common/runtime/options.h"
 #include "tools/zero_memory_table.h"
 
 int main(int argc, char** argv) {
   double params = 7.5e9, k = 12;
   int ranks = 64;
   std::string precision = "mixed";
-  CLI::App app{"Per-device model-state memory of ZeRO stages (the ZeRO paper's Table 1)"};
-  app.add_option("--params", params, "Ψ, number of parameters (e.g. 7.5e9)")->capture_default_str();
-  app.add_option("--ranks", ranks, "N_d, data-parallel degree to highlight")->capture_default_str();
-  CLI::Option* k_opt = app.add_option(
-      "--k", k, "K, optimizer-state bytes per parameter (default 12 mixed, 8 fp32)");
-  app.add_option("--precision", precision, "mixed (2-byte params/grads) or fp32 (4-byte)")
-      ->check(CLI::IsMember({"mixed", "fp32"}))
-      ->capture_default_str();
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
-    std::printf("%s", app.help().c_str());
-    return 0;
-  } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 2;
-  }
-  if (precision == "fp32" && k_opt->count() == 0) k = 8;  // fp32 Adam: m and v only
+  const llmp::AppPtr app =
+      llmp::make_app("Per-device model-state memory of ZeRO stages (the ZeRO paper's Table 1)");
+  llmp::add_option(*app, "--params", params, "Ψ, number of parameters (e.g. 7.5e9)");
+  llmp::add_option(*app, "--ranks", ranks, "N_d, data-parallel degree to highlight");
+  const CLI::Option* k_opt = llmp::add_option_no_default(
+      *app, "--k", k, "K, optimizer-state bytes per parameter (default 12 mixed, 8 fp32)");
+  llmp::add_option(*app, "--precision", precision, "mixed (2-byte params/grads) or fp32 (4-byte)",
+                   llmp::one_of({"mixed", "fp32"}));
+  llmp::parse_flags_or_exit(*app, argc, argv);  // --help: exit 0; a bad flag: one line, exit 2
+  if (precision == "fp32" && !llmp::given(k_opt)) k = 8;  // fp32 Adam: m and v only
   const std::string err = llmp::zero_memory_arg_error(params, ranks, k);
   if (!err.empty()) {
     std::fprintf(stderr, "error: %s\n", err.c_str());

@@ -24,6 +24,19 @@ TEST(ZeroMemoryCli, PrintsTable1) {
   std::printf("%s", r.output.c_str());
 }
 
+// --precision fp32 without --k: K = 8 (Adam's m and v in fp32, no master copy); a --k given
+// wins over that default, even when it is the mixed-precision default 12.
+TEST(ZeroMemoryCli, Fp32DefaultsKTo8UnlessKIsGiven) {
+  const CommandResult fp32 = run("--params 1e9 --ranks 64 --precision fp32");
+  ASSERT_EQ(fp32.status, 0) << fp32.output;
+  EXPECT_NE(fp32.output.find("K = 8 "), std::string::npos) << fp32.output;
+  EXPECT_NE(fp32.output.find("(4+4+K)Ψ              16 GB"), std::string::npos) << fp32.output;
+  const CommandResult k12 = run("--params 1e9 --ranks 64 --precision fp32 --k 12");
+  ASSERT_EQ(k12.status, 0) << k12.output;
+  EXPECT_NE(k12.output.find("K = 12 "), std::string::npos) << k12.output;
+  EXPECT_NE(k12.output.find("(4+4+K)Ψ              20 GB"), std::string::npos) << k12.output;
+}
+
 TEST(ZeroMemoryCli, BadInputIsOneLineAndExitTwo) {
   for (const char* args : {"--params -5", "--ranks 0", "--precision fp8", "--params abc",
                            "--bogus 1"}) {

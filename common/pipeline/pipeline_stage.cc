@@ -1,8 +1,6 @@
 // pipeline_stage_spec (see pipeline_stage.h).
 #include "common/pipeline/pipeline_stage.h"
 
-#include <CLI/CLI.hpp>
-
 #include <memory>
 #include <stdexcept>
 
@@ -10,6 +8,7 @@
 #include "common/pipeline/pipeline_strategy.h"
 #include "common/pipeline/schedule.h"
 #include "common/runtime/check.h"
+#include "common/runtime/options.h"
 
 namespace llmp {
 
@@ -51,12 +50,10 @@ StageSpec pipeline_stage_spec(const PipelineStageOptions& o) {
   spec.grid = [](const TrainConfig& cfg) { return GridShape{1, cfg.world_size, 1}; };
   spec.add_flags = [opts](CLI::App& app) {
     if (opts->micro_batches_flag)
-      app.add_option("--micro_batches", opts->micro_batches,
-                     "m: micro-batches per global batch (the pipeline's unit of work)")
-          ->capture_default_str();
+      add_option(app, "--micro_batches", opts->micro_batches,
+                 "m: micro-batches per global batch (the pipeline's unit of work)");
     if (opts->chunks_flag)
-      app.add_option("--chunks", opts->chunks, "v: model chunks (virtual stages) per rank")
-          ->capture_default_str();
+      add_option(app, "--chunks", opts->chunks, "v: model chunks (virtual stages) per rank");
   };
   auto check = [opts](const TrainConfig& cfg) {
     std::string err = pipeline_config_error(cfg, opts->schedule, opts->micro_batches, opts->chunks);

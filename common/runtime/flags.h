@@ -6,11 +6,11 @@
 //
 //   TrainConfig cfg;
 //   cfg.world_size = 2;                      // this stage's default; --help shows it
-//   CLI::App app{"ZeRO-1 data parallelism"};
-//   add_train_flags(app, cfg);
+//   AppPtr app = make_app("ZeRO-1 data parallelism");   // options.h
+//   add_train_flags(*app, cfg);
 //   double bucket_mb = 25;
-//   app.add_option("--bucket_mb", bucket_mb, "gradient bucket size (MiB)")->capture_default_str();
-//   parse_flags_or_exit(app, argc, argv);
+//   add_option(*app, "--bucket_mb", bucket_mb, "gradient bucket size (MiB)");  // options.h
+//   parse_flags_or_exit(*app, argc, argv);
 //   validate(cfg);
 //
 // Exit statuses: --help prints the help and exits 0; a bad command line prints one line
@@ -26,15 +26,7 @@
 #include <vector>
 
 #include "common/data/corpus.h"
-
-// Declared, not included: CLI11 is header-only and its header costs ~8 s of every translation
-// unit's compile (-O2; an empty file takes under 1 s), and most of the ~150 files that include
-// this header only read a TrainConfig. The files that build or parse a CLI::App include
-// <CLI/CLI.hpp> themselves.
-namespace CLI {
-class App;
-class Option;
-}  // namespace CLI
+#include "common/runtime/options.h"  // CLI::App declared, not included (see there)
 
 namespace llmp {
 

@@ -1,12 +1,12 @@
 // tp_stage_spec (see tp_stage.h).
 #include "common/tp/tp_stage.h"
 
-#include <CLI/CLI.hpp>
 #include <memory>
 #include <stdexcept>
 
 #include "common/nn/gpt.h"
 #include "common/runtime/check.h"
+#include "common/runtime/options.h"
 #include "common/tp/tp_strategy.h"
 
 namespace llmp {
@@ -42,8 +42,7 @@ StageSpec tp_stage_spec(const TpStageOptions& o) {
     return GridShape{1, 1, *tp > 0 ? *tp : cfg.world_size};
   };
   spec.add_flags = [tp](CLI::App& app) {
-    app.add_option("--tp", *tp, "t: tensor-parallel size (0 = the world size; must equal it)")
-        ->capture_default_str();
+    add_option(app, "--tp", *tp, "t: tensor-parallel size (0 = the world size; must equal it)");
   };
   spec.validate = [opts, tp](const TrainConfig& cfg) {
     const std::string err = tp_config_error(cfg, *tp, opts->sequence_parallel);

@@ -1,11 +1,11 @@
 // tp2d_stage_spec (see tp2d_stage.h).
 #include "common/tp2d/tp2d_stage.h"
 
-#include <CLI/CLI.hpp>
 #include <memory>
 #include <stdexcept>
 
 #include "common/runtime/check.h"
+#include "common/runtime/options.h"
 #include "common/tp2d/grid_2p5d.h"
 #include "common/tp2d/layout_2p5d.h"
 #include "common/tp2d/tp2d_strategy.h"
@@ -57,8 +57,7 @@ StageSpec tp2d_stage_spec(const Tp2dStageOptions& o) {
   spec.grid = [](const TrainConfig& cfg) { return GridShape{1, 1, cfg.world_size}; };
   if (o.depth_flag)
     spec.add_flags = [depth](CLI::App& app) {
-      app.add_option("--depth", *depth, "d: grid layers (P = d·q²); the batch is split over them")
-          ->capture_default_str();
+      add_option(app, "--depth", *depth, "d: grid layers (P = d·q²); the batch is split over them");
     };
   spec.validate = [opts, depth](const TrainConfig& cfg) {
     const std::string err = tp2d_config_error(cfg, opts->name, *depth);

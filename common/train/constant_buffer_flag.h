@@ -11,12 +11,7 @@
 
 #include <string>
 
-#include "common/runtime/flags.h"
-
-namespace CLI {
-class App;
-class Option;
-}  // namespace CLI
+#include "common/runtime/flags.h"  // TrainConfig; CLI::App and CLI::Option declared
 
 namespace llmp {
 

@@ -1,19 +1,18 @@
 // --offload (see offload_flag.h).
 #include "common/train/offload_flag.h"
 
-#include <CLI/CLI.hpp>
-
 #include "common/runtime/check.h"
+#include "common/runtime/options.h"
 
 namespace llmp {
 
 void OffloadFlag::add(CLI::App& app) {
-  app.add_option("--offload", what_,
-                 "ZeRO-Offload: 'optimizer' keeps the gradient shard, the fp32 master shard and "
-                 "AdamW's m and v on the host and steps AdamW on the CPU (needs --device cuda; "
-                 "fp32, bf16 or fp16); "
-                 "'none' (default) keeps them beside the parameters")
-      ->check(CLI::IsMember({"none", "optimizer"}));
+  add_option_no_default(app, "--offload", what_,
+                        "ZeRO-Offload: 'optimizer' keeps the gradient shard, the fp32 master "
+                        "shard and AdamW's m and v on the host and steps AdamW on the CPU (needs "
+                        "--device cuda; fp32, bf16 or fp16); "
+                        "'none' (default) keeps them beside the parameters",
+                        one_of({"none", "optimizer"}));
 }
 
 void OffloadFlag::validate(const TrainConfig& cfg) const {

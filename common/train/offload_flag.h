@@ -14,11 +14,7 @@
 
 #include <string>
 
-#include "common/runtime/flags.h"
-
-namespace CLI {
-class App;
-}  // namespace CLI
+#include "common/runtime/flags.h"  // TrainConfig; CLI::App declared
 
 namespace llmp {
 

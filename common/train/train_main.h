@@ -35,13 +35,9 @@
 #include "common/comm/process_group.h"
 #include "common/nn/gpt.h"
 #include "common/optim/adamw.h"
-#include "common/runtime/flags.h"
+#include "common/runtime/flags.h"  // TrainConfig; CLI::App declared (options.h)
 #include "common/train/mixed_precision.h"
 #include "common/train/strategy.h"
-
-namespace CLI {
-class App;
-}
 
 namespace llmp {
 

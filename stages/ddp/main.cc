@@ -2,13 +2,12 @@
 //   bazel run //stages/ddp:train -- --bucket_mb 0.25 --grad_accum 2
 //   bazel run //stages/ddp:train -- --layers 8 --constant_buffer_mb 0.25 --steps 20  (ZeRO-R CB)
 // Flags: bazel run //stages/ddp:train -- --help
-#include <CLI/CLI.hpp>
-
 #include <cstdio>
 #include <memory>
 #include <string>
 
 #include "common/runtime/check.h"
+#include "common/runtime/options.h"
 #include "common/train/constant_buffer_flag.h"
 #include "common/train/train_main.h"
 #include "stages/ddp/ddp.h"
@@ -35,12 +34,10 @@ int main(int argc, char** argv) {
   // each bucket's all_reduce_async as on the CPU. Not with --constant_buffer_mb (host).
   spec.supports_device = true;
   spec.add_flags = [&options, &constant_buffer](CLI::App& app) {
-    app.add_option("--bucket_mb", options.bucket_mb,
-                   "gradient bucket capacity in MiB (PyTorch's bucket_cap_mb)")
-        ->capture_default_str();
-    app.add_option("--grad_accum", options.grad_accum,
-                   "micro-steps per optimizer step; only the last one communicates")
-        ->capture_default_str();
+    llmp::add_option(app, "--bucket_mb", options.bucket_mb,
+                     "gradient bucket capacity in MiB (PyTorch's bucket_cap_mb)");
+    llmp::add_option(app, "--grad_accum", options.grad_accum,
+                     "micro-steps per optimizer step; only the last one communicates");
     constant_buffer.add(app);
   };
   spec.validate = [&options, &constant_buffer](const llmp::TrainConfig& cfg) {

@@ -1,14 +1,13 @@
 // hybrid_stage_spec (see hybrid_stage.h).
 #include "stages/hybrid_3d/hybrid_stage.h"
 
-#include <CLI/CLI.hpp>
-
 #include <memory>
 #include <stdexcept>
 
 #include "common/pipeline/schedule.h"
 #include "common/plan/hybrid_formulas.h"
 #include "common/runtime/check.h"
+#include "common/runtime/options.h"
 
 namespace llmp {
 
@@ -49,20 +48,18 @@ StageSpec hybrid_stage_spec() {
   spec.supports_clip_grad = true;  // the owned elements of each ZeRO shard, over the world
   spec.grid = [f](const TrainConfig&) { return GridShape{f->dp, f->pp, f->tp}; };
   spec.add_flags = [f](CLI::App& app) {
-    app.add_option("--dp", f->dp, "data-parallel size (ZeRO-1 over it)")->capture_default_str();
-    app.add_option("--pp", f->pp, "pipeline-parallel size p")->capture_default_str();
-    app.add_option("--tp", f->tp, "tensor-parallel size t (adjacent ranks)")->capture_default_str();
-    app.add_option("--micro_batches", f->options.micro_batches,
-                   "m: micro-batches per replica and step")
-        ->capture_default_str();
-    app.add_option("--chunks", f->options.chunks, "v: model chunks per pipeline rank (>1: interleaved)")
-        ->capture_default_str();
-    app.add_flag("--sequence_parallel", f->options.sequence_parallel,
-                 "Megatron sequence parallelism inside each stage");
-    app.add_option("--zero", f->options.zero,
-                   "ZeRO stage over dp: 1 (one reduce_scatter per step) or 2 (gradient shard, "
-                   "every micro-batch reduce-scattered)")
-        ->capture_default_str();
+    add_option(app, "--dp", f->dp, "data-parallel size (ZeRO-1 over it)");
+    add_option(app, "--pp", f->pp, "pipeline-parallel size p");
+    add_option(app, "--tp", f->tp, "tensor-parallel size t (adjacent ranks)");
+    add_option(app, "--micro_batches", f->options.micro_batches,
+               "m: micro-batches per replica and step");
+    add_option(app, "--chunks", f->options.chunks,
+               "v: model chunks per pipeline rank (>1: interleaved)");
+    add_flag(app, "--sequence_parallel", f->options.sequence_parallel,
+             "Megatron sequence parallelism inside each stage");
+    add_option(app, "--zero", f->options.zero,
+               "ZeRO stage over dp: 1 (one reduce_scatter per step) or 2 (gradient shard, "
+               "every micro-batch reduce-scattered)");
   };
   spec.validate = [f](const TrainConfig& cfg) {
     const std::string err = hybrid_config_error(cfg, *f);

@@ -13,8 +13,6 @@
 //
 // Glossary: dp/pp/tp the grid, m micro-batches, Ψ_r parameters of a stage's rank, D_r the
 // deferred unit 0 / wte copy, U_r units reduce-scattered per micro-batch (zero2_grads.h).
-#include <CLI/CLI.hpp>
-
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -24,6 +22,8 @@
 #include "common/data/corpus.h"
 #include "common/data/sampler.h"
 #include "common/runtime/check.h"
+#include "common/runtime/flags.h"
+#include "common/runtime/options.h"
 #include "common/runtime/launch.h"
 #include "stages/hybrid_3d/hybrid_3d.h"
 
@@ -78,17 +78,12 @@ std::string kib(double bytes) {
 int table_main(int argc, char** argv) {
   // The flags are read and checked before the launch (one line, exit 2, no ranks started);
   // launch_or_init then starts the 4 ranks with the same arguments.
-  CLI::App app{"PP + ZeRO-1 vs PP + ZeRO-2, measured (dp 2 × pp 2 × tp 1, 4 ranks)"};
+  const AppPtr app = make_app("PP + ZeRO-1 vs PP + ZeRO-2, measured (dp 2 × pp 2 × tp 1, 4 ranks)");
   std::string preset = "mini";
   int steps = 3;
-  app.add_option("--preset", preset, "model: tiny or mini")->capture_default_str();
-  app.add_option("--steps", steps, "steps per configuration (the last is reported)")
-      ->capture_default_str();
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
+  add_option(*app, "--preset", preset, "model: tiny or mini");
+  add_option(*app, "--steps", steps, "steps per configuration (the last is reported)");
+  parse_flags_or_exit(*app, argc, argv);
   if (preset != "tiny" && preset != "mini") user_error("--preset " + preset + " must be tiny or mini");
   if (steps < 1) user_error("--steps " + std::to_string(steps) + " must be at least 1");
   launch_or_init(argc, argv, 4);

@@ -10,8 +10,6 @@
 // methods' forwards and their communication run again, and each block keeps only its input.
 // --device cuda runs every row on the GPU(s): a rank per GPU, or the ranks sharing one with their
 // collectives staged through host buffers (common/train/device_setup.h); peaks in device bytes.
-#include <CLI/CLI.hpp>
-
 #include <algorithm>
 #include <cstdio>
 #include <memory>
@@ -23,6 +21,7 @@
 #include "common/runtime/check.h"
 #include "common/runtime/flags.h"
 #include "common/runtime/launch.h"
+#include "common/runtime/options.h"
 #include "common/tensor/memory.h"
 #include "common/train/device_setup.h"
 #include "kernels/ops/kernel_ops.h"
@@ -34,21 +33,20 @@ int main(int argc, char** argv) {
   std::vector<int> ctx = {1024, 2048};
   TrainConfig dev_cfg;  // --device, and what setup_device reads of it
   std::string recompute = "none";
-  CLI::App app{"long_sequences: ring self-attention, ring attention and Ulysses against the "
-               "baseline at long T, measured"};
-  app.add_option("--world_size", world_size, "p ranks")->check(CLI::Range(1, 64))->capture_default_str();
-  app.add_option("--ctx", ctx, "the sequence lengths T of the rows")->check(CLI::Range(8, 65536))->capture_default_str();
-  app.add_option("--batch", batch, "sequences per step (B)")->check(CLI::Range(1, 4096))->capture_default_str();
-  app.add_option("--timed", timed, "timed steps per row (after one warm-up step)")->check(CLI::Range(1, 100))->capture_default_str();
-  app.add_option("--device", dev_cfg.device, "where the walks run: cpu, or cuda (peaks in GPU bytes)")
-      ->check(CLI::IsMember({"cpu", "cuda"}))
-      ->capture_default_str();
-  app.add_option("--recompute", recompute,
-                 "every row with full recomputation (none or full: the methods recompute whole "
-                 "blocks only)")
-      ->check(CLI::IsMember({"none", "full"}))
-      ->capture_default_str();
-  parse_flags_or_exit(app, argc, argv);
+  const AppPtr app = make_app("long_sequences: ring self-attention, ring attention and Ulysses "
+                               "against the baseline at long T, measured");
+  add_option(*app, "--world_size", world_size, "p ranks", in_range(1, 64));
+  add_option(*app, "--ctx", ctx, "the sequence lengths T of the rows", in_range(8, 65536));
+  add_option(*app, "--batch", batch, "sequences per step (B)", in_range(1, 4096));
+  add_option(*app, "--timed", timed, "timed steps per row (after one warm-up step)",
+             in_range(1, 100));
+  add_option(*app, "--device", dev_cfg.device,
+             "where the walks run: cpu, or cuda (peaks in GPU bytes)", one_of({"cpu", "cuda"}));
+  add_option(*app, "--recompute", recompute,
+             "every row with full recomputation (none or full: the methods recompute whole "
+             "blocks only)",
+             one_of({"none", "full"}));
+  parse_flags_or_exit(*app, argc, argv);
   const Device device = dev_cfg.device == "cuda" ? Device::kCUDA : Device::kCPU;
   if (const std::string why = device_unavailable_reason(device); !why.empty())
     user_error("--device " + dev_cfg.device + ": " + why);  // before any rank starts

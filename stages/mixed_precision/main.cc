@@ -2,13 +2,12 @@
 // dynamic loss scaling and fp16 without scaling, side by side (side_by_side.h). Without
 // --summary_json this process is the driver: it runs itself four times and prints the table;
 // with it, it is one ordinary one-rank run (train_main) that writes what it measured there.
-#include <CLI/CLI.hpp>
-
 #include <cstring>
 #include <memory>
 #include <string>
 
 #include "common/runtime/check.h"
+#include "common/runtime/options.h"
 #include "common/train/train_main.h"
 #include "stages/mixed_precision/precision_strategy.h"
 #include "stages/mixed_precision/side_by_side.h"
@@ -38,8 +37,8 @@ int main(int argc, char** argv) {
   // taken there (KernelOps::count_rounding), so the table's underflow column is the CPU's.
   spec.supports_device = true;
   spec.add_flags = [](CLI::App& app) {
-    app.add_option("--summary_json", summary_json,
-                   "one run: write what it measured here (JSON); the driver sets it");
+    llmp::add_option_no_default(app, "--summary_json", summary_json,
+                                "one run: write what it measured here (JSON); the driver sets it");
   };
   spec.validate = [](const llmp::TrainConfig& cfg) {
     if (cfg.world_size != 1)

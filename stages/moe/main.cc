@@ -3,13 +3,12 @@
 // quarter of the batch. Flags: bazel run //stages/moe:train -- --help
 //   --ep 2: two expert-parallel groups of 2, each expert's gradient all-reduced over the other.
 //   --top_k 2 --capacity_factor 1: GShard's top-2 routing with a tighter capacity.
-#include <CLI/CLI.hpp>
-
 #include <memory>
 #include <stdexcept>
 #include <string>
 
 #include "common/runtime/check.h"
+#include "common/runtime/options.h"
 #include "common/train/train_main.h"
 #include "stages/moe/moe.h"
 
@@ -55,9 +54,8 @@ int main(int argc, char** argv) {
   spec.supports_clip_grad = true;  // each dense tensor and each expert counted once in ‖g‖
   spec.default_model = "moe-mini";
   spec.add_flags = [](CLI::App& app) {
-    app.add_option("--ep", ep_flag,
-                   "expert-parallel size: ranks the experts are split over (0: --world_size)")
-        ->capture_default_str();
+    llmp::add_option(app, "--ep", ep_flag,
+                     "expert-parallel size: ranks the experts are split over (0: --world_size)");
   };
   // An ep that does not fit keeps the plain grid, so that split_error (below), not the grid's
   // own check, names what is wrong.

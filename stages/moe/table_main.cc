@@ -9,12 +9,11 @@
 //   bazel run //stages/moe:table -- --steps 50 --capacity_factor 1  # no capacity padding
 //
 // Glossary: B sequences per step, T sequence length, c capacity factor.
-#include <CLI/CLI.hpp>
-
 #include <cmath>
 #include <cstdio>
 #include <exception>
 #include <limits>
+#include <stdexcept>
 #include <string>
 
 #include "common/data/corpus.h"
@@ -22,6 +21,7 @@
 #include "common/nn/moe_routing.h"
 #include "common/runtime/check.h"
 #include "common/runtime/flags.h"
+#include "common/runtime/options.h"
 #include "stages/moe/table.h"
 
 int main(int argc, char** argv) {
@@ -30,18 +30,21 @@ int main(int argc, char** argv) {
   run.progress = true;
   std::string dense_name = "mini", moe_name = "moe-mini";
   double capacity_factor = std::numeric_limits<double>::quiet_NaN();
-  CLI::App app{"moe table: a mixture of experts against the dense model of equal per-token "
-               "compute, both on one rank, measured"};
-  app.add_option("--steps", run.steps, "optimizer steps of each model")->check(CLI::Range(1, 1000000))->capture_default_str();
-  app.add_option("--global_batch", run.global_batch, "B sequences per step")->check(CLI::Range(1, 4096))->capture_default_str();
-  app.add_option("--data", run.data, "corpus file or folder (common/data)")->capture_default_str();
-  app.add_option("--seed", run.seed, "initialisation and sampling seed (both models)")->capture_default_str();
-  app.add_option("--eval_batches", run.eval_batches, "validation batches per loss")->check(CLI::Range(1, 1000))->capture_default_str();
-  app.add_option("--eval_every", run.eval_every, "validation loss every this many steps too (0: end only)")->check(CLI::Range(0, 1000000))->capture_default_str();
-  app.add_option("--dense_model", dense_name, "the dense preset")->capture_default_str();
-  app.add_option("--moe_model", moe_name, "the mixture-of-experts preset (same V, T, C, H, L)")->capture_default_str();
-  app.add_option("--capacity_factor", capacity_factor, "c > 0 overriding the MoE preset's");
-  parse_flags_or_exit(app, argc, argv);
+  const AppPtr app = make_app("moe table: a mixture of experts against the dense model of equal "
+                               "per-token compute, both on one rank, measured");
+  add_option(*app, "--steps", run.steps, "optimizer steps of each model", in_range(1, 1000000));
+  add_option(*app, "--global_batch", run.global_batch, "B sequences per step", in_range(1, 4096));
+  add_option(*app, "--data", run.data, "corpus file or folder (common/data)");
+  add_option(*app, "--seed", run.seed, "initialisation and sampling seed (both models)");
+  add_option(*app, "--eval_batches", run.eval_batches, "validation batches per loss",
+             in_range(1, 1000));
+  add_option(*app, "--eval_every", run.eval_every,
+             "validation loss every this many steps too (0: end only)", in_range(0, 1000000));
+  add_option(*app, "--dense_model", dense_name, "the dense preset");
+  add_option(*app, "--moe_model", moe_name, "the mixture-of-experts preset (same V, T, C, H, L)");
+  add_option_no_default(*app, "--capacity_factor", capacity_factor,
+                        "c > 0 overriding the MoE preset's");
+  parse_flags_or_exit(*app, argc, argv);
 
   GPTConfig dense, moe;
   try {

@@ -14,8 +14,6 @@
 //
 // Glossary: p = world_size ranks, T = ctx positions, c = T/(2p) chunk, B batch, H heads,
 // hs head size, A = H·hs channels.
-#include <CLI/CLI.hpp>
-
 #include <algorithm>
 #include <cstdio>
 #include <random>
@@ -27,6 +25,7 @@
 #include "common/runtime/check.h"
 #include "common/runtime/flags.h"
 #include "common/runtime/launch.h"
+#include "common/runtime/options.h"
 #include "kernels/cpu/flops.h"
 
 namespace llmp {
@@ -63,17 +62,16 @@ double max_over_mean(const std::vector<double>& v) {
 int main(int argc, char** argv) {
   using namespace llmp;
   int world_size = 4, ctx = 2048, batch = 1, heads = 2, head_size = 16;
-  CLI::App app{"load_balance: per-rank forward attention FLOPs of ring attention with the "
-               "contiguous and the balanced causal split, measured"};
-  app.add_option("--world_size", world_size, "p: ranks the sequence is split over")
-      ->check(CLI::Range(1, 64))->capture_default_str();
-  app.add_option("--ctx", ctx, "T: positions per sequence (2p must divide it)")
-      ->check(CLI::Range(2, 1 << 20))->capture_default_str();
-  app.add_option("--batch", batch, "B: sequences")->check(CLI::Range(1, 4096))->capture_default_str();
-  app.add_option("--heads", heads, "H: attention heads")->check(CLI::Range(1, 256))->capture_default_str();
-  app.add_option("--head_size", head_size, "hs: channels per head")
-      ->check(CLI::Range(1, 1024))->capture_default_str();
-  parse_flags_or_exit(app, argc, argv);
+  const AppPtr app = make_app("load_balance: per-rank forward attention FLOPs of ring attention "
+                               "with the contiguous and the balanced causal split, measured");
+  add_option(*app, "--world_size", world_size, "p: ranks the sequence is split over",
+             in_range(1, 64));
+  add_option(*app, "--ctx", ctx, "T: positions per sequence (2p must divide it)",
+             in_range(2, 1 << 20));
+  add_option(*app, "--batch", batch, "B: sequences", in_range(1, 4096));
+  add_option(*app, "--heads", heads, "H: attention heads", in_range(1, 256));
+  add_option(*app, "--head_size", head_size, "hs: channels per head", in_range(1, 1024));
+  parse_flags_or_exit(*app, argc, argv);
   if (ctx % (2 * world_size) != 0)
     user_error("ring attention: T=" + std::to_string(ctx) + " is not divisible by 2p=" +
                std::to_string(2 * world_size) + " (chunks of the causal split)");

@@ -5,12 +5,11 @@
 //   bazel run //stages/zero3:train -- --layers 8 --constant_buffer_mb 0.25 --steps 20
 // ZeRO-Offload (common/train/offload.h; on a GPU machine):
 //   bazel run //stages/zero3:train -- --device cuda --offload optimizer
-#include <CLI/CLI.hpp>
-
 #include <memory>
 #include <string>
 
 #include "common/runtime/check.h"
+#include "common/runtime/options.h"
 #include "common/train/constant_buffer_flag.h"
 #include "common/train/offload_flag.h"
 #include "common/train/train_main.h"
@@ -44,10 +43,9 @@ int main(int argc, char** argv) {
   spec.add_flags = [&](CLI::App& app) {
     constant_buffer.add(app);
     offload.add(app);
-    app.add_option("--tile_factor", tile_factor,
-                   "k: gather each block linear in k tiles, one at a time (ZeRO-Infinity's "
-                   "memory-centric tiling); 1 gathers whole blocks")
-        ->capture_default_str();
+    llmp::add_option(app, "--tile_factor", tile_factor,
+                     "k: gather each block linear in k tiles, one at a time (ZeRO-Infinity's "
+                     "memory-centric tiling); 1 gathers whole blocks");
   };
   spec.validate = [&](const llmp::TrainConfig& cfg) {
     constant_buffer.validate(cfg);
