@@ -23,8 +23,8 @@
 #include "common/data/sampler.h"
 #include "common/runtime/check.h"
 #include "common/runtime/flags.h"
-#include "common/runtime/options.h"
 #include "common/runtime/launch.h"
+#include "common/runtime/options.h"
 #include "stages/hybrid_3d/hybrid_3d.h"
 
 namespace llmp {
