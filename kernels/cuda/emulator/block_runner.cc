@@ -129,24 +129,30 @@ void fiber_main() {
   std::abort();
 }
 
+/// Lets warp [w0, w0 + 32)'s lanes go when every one of them waits at a warp-synchronous call;
+/// returns whether it did, and sets l.error when they wait at different ones.
+bool release_warp(Launch& l, int w0) {
+  const int w1 = std::min(l.threads, w0 + kWarpSize);
+  for (int t = w0; t < w1; ++t)
+    if (l.fibers[t].state != State::kAtWarpBarrier) return false;
+  for (int t = w0; t < w1; ++t)
+    if (l.fibers[t].warp_syncs != l.fibers[w0].warp_syncs) {
+      l.error = where(l, t) + ": lanes of one warp at different warp-synchronous calls (" +
+                std::to_string(l.fibers[t].warp_syncs) + " against lane 0's " +
+                std::to_string(l.fibers[w0].warp_syncs) + ")";
+      return false;
+    }
+  for (int t = w0; t < w1; ++t) l.fibers[t].state = State::kReady;
+  return true;
+}
+
 /// Lets waiting fibers go when their barrier is complete; returns whether any may run now, and
 /// sets l.error when none can (a deadlock of the kernel).
 bool release(Launch& l) {
   bool any = false;
-  for (int w0 = 0; w0 < l.threads; w0 += kWarpSize) {  // a warp whose every lane is waiting
-    const int w1 = std::min(l.threads, w0 + kWarpSize);
-    int waiting = 0;
-    for (int t = w0; t < w1; ++t) waiting += l.fibers[t].state == State::kAtWarpBarrier;
-    if (waiting != w1 - w0) continue;
-    for (int t = w0; t < w1; ++t)
-      if (l.fibers[t].warp_syncs != l.fibers[w0].warp_syncs) {
-        l.error = where(l, t) + ": lanes of one warp at different warp-synchronous calls (" +
-                  std::to_string(l.fibers[t].warp_syncs) + " against lane 0's " +
-                  std::to_string(l.fibers[w0].warp_syncs) + ")";
-        return false;
-      }
-    for (int t = w0; t < w1; ++t) l.fibers[t].state = State::kReady;
-    any = true;
+  for (int w0 = 0; w0 < l.threads; w0 += kWarpSize) {
+    any = release_warp(l, w0) || any;
+    if (!l.error.empty()) return false;
   }
   if (any) return true;
   int at_block = 0, done = 0;
@@ -191,14 +197,28 @@ void run_block(Launch& l) {
     f = Fiber{};
     make_context(f.ctx, l.stacks + size_t(t) * kStackBytes, kStackBytes, fiber_main);
   }
-  // Between barriers the threads run in turns ascending and descending: a write one thread makes
-  // and another reads without a barrier between is then read before it is made, whichever of the
-  // two threads comes first.
-  for (bool ascending = true;; ascending = !ascending) {
-    for (int i = 0; i < l.threads; ++i) {
-      const int t = ascending ? i : l.threads - 1 - i;
-      if (l.fibers[t].state != State::kReady) continue;
-      resume(l, t);
+  // Each warp runs on its own to the next __syncthreads() (or its end) before the next warp
+  // starts, warps in turns ascending and descending from one block barrier to the next; within a
+  // warp the lanes run in turns too, ascending and descending from one warp-synchronous call to
+  // the next. So a write that a thread makes and another reads without a barrier between them
+  // is read before it is made in one of the two orders, and a warp that writes shared memory
+  // again before the other warps have read it (a missing second __syncthreads) overwrites it
+  // first, as a warp that runs ahead does on a GPU.
+  const int warps = (l.threads + kWarpSize - 1) / kWarpSize;
+  bool lanes_up = true;
+  for (bool warps_up = true;; warps_up = !warps_up) {
+    for (int i = 0; i < warps; ++i) {
+      const int w0 = (warps_up ? i : warps - 1 - i) * kWarpSize;
+      const int n = std::min(l.threads - w0, kWarpSize);
+      do {  // this warp's lanes, until each waits at a __syncthreads(), is done, or is stuck
+        for (int j = 0; j < n; ++j) {
+          const int t = w0 + (lanes_up ? j : n - 1 - j);
+          if (l.fibers[t].state != State::kReady) continue;
+          resume(l, t);
+          if (!l.error.empty()) throw std::runtime_error(l.error);
+        }
+        lanes_up = !lanes_up;
+      } while (release_warp(l, w0));
       if (!l.error.empty()) throw std::runtime_error(l.error);
     }
     if (!release(l)) {

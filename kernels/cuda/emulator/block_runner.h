@@ -6,12 +6,16 @@
 // own stack, switched by swapcontext), and a fiber runs until it reaches a synchronisation point:
 //   __syncthreads()        waits until every thread of the block is there;
 //   __syncwarp(), a shuffle waits until every lane of its warp is there;
-// then the next fiber runs. So between two synchronisation points the threads of a block run one
-// after another, in turns ascending (thread 0 to its next barrier, then thread 1, ...) and
-// descending: a thread that reads what another writes without a barrier between them reads, in
-// one of the two orders, the value from before the write, which is what a missing barrier can do
-// on a GPU, here deterministically. Dynamic shared memory starts as 0xFF bytes (NaN in fp32 and
-// bf16), so reading it before anything wrote it shows.
+// then the next fiber runs. Each warp runs on its own to its next __syncthreads() before the next
+// warp starts (warps in turns ascending and descending from one block barrier to the next), and
+// within a warp the lanes run one after another to their next warp-synchronous call, in turns
+// ascending (lane 0 to it, then lane 1, ...) and descending. So a thread that reads what another
+// writes without a barrier between them reads, in one of the two orders, the value from before
+// the write, which is what a missing barrier can do on a GPU, here deterministically; and a warp
+// that writes shared memory again (a second block reduction) before the other warps have read
+// it, for want of a second __syncthreads(), overwrites it first, as a warp running ahead does on
+// a GPU. Dynamic shared memory starts as 0xFF bytes (NaN in fp32 and bf16), so reading it before
+// anything wrote it shows.
 //
 // Errors (launch throws std::runtime_error with the reason, naming the block and thread):
 //   - a __syncthreads() that not every thread reaches (some exited: a barrier in divergent code),

@@ -61,6 +61,12 @@ TEST(CudaEmulatorRuntime, LaunchesRefuseHostPointersAndEmptyGrids) {
   EXPECT_EQ(host, (std::vector<float>{1, 2, 3})) << "the refused launch ran nothing";
   emu::launcher([&](auto&&... a) { twice(a...); }, dim3(0), dim3(32))(dev.p, 3);
   EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration);
+  const int rows = -1;  // a negative count cast to the grid: 4,294,967,295 blocks
+  emu::launcher([&](auto&&... a) { twice(a...); }, dim3(rows), dim3(32))(dev.p, 3);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration) << "a grid over 2^31 - 1 blocks";
+  emu::launcher([&](auto&&... a) { twice(a...); }, dim3(1, 65536), dim3(32))(dev.p, 3);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration) << "gridDim.y over 65535";
+  EXPECT_EQ(dev.get(3), (std::vector<float>{2, 4, 6})) << "the refused launches ran nothing";
 }
 
 // C (2 × 2) = A (2 × 3) · B (3 × 2), all column-major as cuBLAS reads them, worked by hand:

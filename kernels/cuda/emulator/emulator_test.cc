@@ -91,6 +91,36 @@ TEST(CudaEmulator, AMissingSyncthreadsReadsUnwrittenSharedMemory) {
   EXPECT_EQ(out[63], 0.0f) << "thread 63 read slot 0, which thread 0 wrote earlier";
 }
 
+// Two block reductions through one __shared__ array, as a softmax makes its row max and then its
+// sum: the second writes the array again, so a barrier must separate the first one's reads from
+// the second one's writes. 64 threads, 2 warps: m = 63, the sum of 64 ones = 64.
+__global__ void max_then_sum(float* out, bool second_barrier) {
+  __shared__ float partial[2];
+  const int t = threadIdx.x;
+  const float v = warp_max(static_cast<float>(t));
+  if (t % 32 == 0) partial[t / 32] = v;
+  __syncthreads();
+  const float m = fmaxf(partial[0], partial[1]);
+  if (second_barrier) __syncthreads();
+  const float s = warp_sum(1.0f);
+  if (t % 32 == 0) partial[t / 32] = s;
+  __syncthreads();
+  out[t] = m + partial[0] + partial[1];
+}
+
+// Each warp runs to its next __syncthreads() before the next starts: without the second
+// barrier the first warp to run writes its partial sum over a partial max that the other warp
+// has not read yet, as a warp that runs ahead does on a GPU (shuffles alone do not hold it).
+TEST(CudaEmulator, AWarpRunsAheadToTheNextSyncthreads) {
+  std::vector<float> out(64);
+  emu::launch(dim3(1), dim3(64), 0, [&] { max_then_sum(out.data(), true); });
+  for (int t = 0; t < 64; ++t) EXPECT_EQ(out[t], 63.0f + 64.0f) << "thread " << t;
+  emu::launch(dim3(1), dim3(64), 0, [&] { max_then_sum(out.data(), false); });
+  int wrong = 0;
+  for (int t = 0; t < 64; ++t) wrong += out[t] != 63.0f + 64.0f;
+  EXPECT_EQ(wrong, 32) << "one warp read a partial sum as a partial max";
+}
+
 __global__ void divergent_barrier() {
   if (threadIdx.x < 32) __syncthreads();
 }

@@ -165,7 +165,9 @@ bool host_pointer_arg(T* p) {
 ///   launcher([&](auto&&... a) { kernel(a...); }, grid, block, smem, stream)
 ///       .named("kernel")(args...)
 /// (the kernel called, not taken by address, so that its template arguments are deduced from the
-/// arguments as a launch deduces them). Checks the configuration and that no argument is a host
+/// arguments as a launch deduces them). Checks the configuration (no empty grid or block, a grid
+/// within the device's limits: a negative int count passed as the grid is ~4·10⁹ blocks, which
+/// a GPU refuses and the emulator would otherwise run for hours) and that no argument is a host
 /// pointer, counts the launch under its name (api_counts.h), then runs the grid (block_runner.h).
 template <typename Call>
 struct Launcher {
@@ -183,6 +185,11 @@ struct Launcher {
   void operator()(Args&&... args) const {
     if (size_t{grid.x} * grid.y * grid.z == 0 || size_t{block.x} * block.y * block.z == 0)
       return set_launch_error(cudaErrorInvalidConfiguration, "an empty grid or block");
+    if (grid.x > 2147483647u || grid.y > 65535u || grid.z > 65535u)  // an H100's (CC 9.0) limits
+      return set_launch_error(cudaErrorInvalidConfiguration,
+                              "a grid of " + std::to_string(grid.x) + " x " +
+                                  std::to_string(grid.y) + " x " + std::to_string(grid.z) +
+                                  " blocks (x at most 2^31 - 1, y and z at most 65535)");
     int i = 0;
     const bool host = (false || ... || (++i, host_pointer_arg(args)));
     if (host)
