@@ -12,7 +12,8 @@
 #   stages/<stage>/train   every stage's trainer (tests/stage_equivalence_test.sh's layout)
 #   tests/<test>           the GPU gtest binaries: every cc_test under //kernels/cuda (the kernels
 #                          against their CPU twins), common/tensor:tensor_device_test, the NCCL
-#                          process group's test (2 ranks: it needs 2 GPUs and skips on 1)
+#                          process group's test (2 ranks: it needs 2 GPUs and skips on 1), the
+#                          softmax_kernel lab's reference on the GPU (reference_gpu_test)
 #   bin/                   compare_checkpoints, MPICH's mpiexec.hydra and hydra_pmi_proxy
 #   lib/                   every shared library those load but the C/C++ runtime and NVIDIA's
 #                          driver, cuBLAS and NCCL (hundreds of MiB, on the GPU machine already):
@@ -39,6 +40,7 @@ stages=$( (sed -n 's#^ *"//stages/\([a-z0-9_]*\):train",#\1#p' tests/BUILD
            echo recompute; echo long_sequences) | sort -u)
 gpu_tests=$(bazel query 'kind(cc_test, //kernels/cuda/...)' 2>/dev/null)
 gpu_tests+=" //common/tensor:tensor_device_test //common/comm:nccl_process_group_test_np2"
+gpu_tests+=" //labs/softmax_kernel:reference_gpu_test"
 targets=(//tools:compare_checkpoints //tests:cpu_only_stage $gpu_tests)
 for s in $stages; do targets+=("//stages/$s:train"); done
 echo "building ${#targets[@]} targets"
