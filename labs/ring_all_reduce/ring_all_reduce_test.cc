@@ -22,13 +22,12 @@
 //
 // Glossary: N ranks in the group, r this rank, n elements, S = 4n bytes, c_i elements in chunk i.
 #include "labs/ring_all_reduce/ring_all_reduce.h"
+#include "common/testing/deadline.h"
 #include "common/testing/max_or_nan.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cmath>
-#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -41,14 +40,7 @@
 namespace llmp {
 namespace {
 
-// --- watchdog: a hung collective becomes a failure with a hint, not a silent Bazel timeout ---
-constexpr unsigned kDeadlineS = 60;
-char g_deadline_msg[512];
-void on_deadline(int) {  // async-signal-safe: write(2) and _exit(2) only
-  ssize_t ignored = write(STDERR_FILENO, g_deadline_msg, std::strlen(g_deadline_msg));
-  (void)ignored;
-  _exit(3);
-}
+constexpr unsigned kDeadlineS = 60;  // a test still running then ends the job with a hint
 
 Tensor make(std::vector<int64_t> shape, const std::function<float(int64_t)>& f) {
   Tensor t = Tensor::empty(std::move(shape));
@@ -94,18 +86,13 @@ class RingAllReduce : public ::testing::Test {
     checker = ProcessGroup::world();  // the tests' own collectives, kept out of group's stats
     N = group->size();
     r = group->rank();
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    std::snprintf(g_deadline_msg, sizeof g_deadline_msg,
-                  "\n[rank %d] %s.%s still running after %u s: deadlock? If every rank first "
-                  "sends (blocking) and then receives, each waits for a neighbour that is itself "
-                  "waiting in its send, once the message is too large for MPI to buffer "
-                  "(labs/ring_all_reduce/README.md, \"Why not just send, then receive?\"). "
-                  "Ending the job.\n",
-                  r, info->test_suite_name(), info->name(), kDeadlineS);
-    std::signal(SIGALRM, on_deadline);
-    alarm(kDeadlineS);
+    testing::arm_deadline(
+        kDeadlineS, r,
+        "If every rank first sends (blocking) and then receives, each waits for a neighbour that "
+        "is itself waiting in its send, once the message is too large for MPI to buffer "
+        "(labs/ring_all_reduce/README.md, \"Why not just send, then receive?\").");
   }
-  void TearDown() override { alarm(0); }
+  void TearDown() override { testing::disarm_deadline(); }
 
   // x_r[i] = r + 1 + i summed over `ranks` ranks.
   static double closed_form(int ranks, int64_t i) { return ranks * (ranks + 1) / 2.0 + ranks * i; }

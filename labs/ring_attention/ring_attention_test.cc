@@ -24,13 +24,12 @@
 //
 // Glossary: p ranks, r this rank, Tl rows per rank, T = p·Tl, hs head size, g global position.
 #include "labs/ring_attention/ring_attention.h"
+#include "common/testing/deadline.h"
 #include "common/testing/max_or_nan.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cmath>
-#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -43,14 +42,7 @@
 namespace llmp {
 namespace {
 
-// --- watchdog: a hung ring becomes a failure with a hint, not a silent Bazel timeout ---
-constexpr unsigned kDeadlineS = 60;
-char g_deadline_msg[512];
-void on_deadline(int) {  // async-signal-safe: write(2) and _exit(2) only
-  ssize_t ignored = write(STDERR_FILENO, g_deadline_msg, std::strlen(g_deadline_msg));
-  (void)ignored;
-  _exit(3);
-}
+constexpr unsigned kDeadlineS = 60;  // a test still running then ends the job with a hint
 
 // A whole sequence's q, k, v: (T, hs) each, row-major.
 struct Sequence {
@@ -142,18 +134,13 @@ class RingAttention : public ::testing::Test {
     checker = ProcessGroup::world();  // the tests' own collectives, kept out of group's stats
     p = group->size();
     r = group->rank();
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    std::snprintf(g_deadline_msg, sizeof g_deadline_msg,
-                  "\n[rank %d] %s.%s still running after %u s: deadlock? If every rank first "
-                  "sends (blocking) and then receives, each waits for a neighbour that is itself "
-                  "waiting in its send, once the block is too large for MPI to buffer "
-                  "(labs/ring_all_reduce/README.md, \"Why not just send, then receive?\"). "
-                  "Ending the job.\n",
-                  r, info->test_suite_name(), info->name(), kDeadlineS);
-    std::signal(SIGALRM, on_deadline);
-    alarm(kDeadlineS);
+    testing::arm_deadline(
+        kDeadlineS, r,
+        "If every rank first sends (blocking) and then receives, each waits for a neighbour that "
+        "is itself waiting in its send, once the block is too large for MPI to buffer "
+        "(labs/ring_all_reduce/README.md, \"Why not just send, then receive?\").");
   }
-  void TearDown() override { alarm(0); }
+  void TearDown() override { testing::disarm_deadline(); }
 
   // Runs ring_attention_forward on this rank's rows of `s` over `g` (whose rank q holds rows
   // [q·Tl, (q+1)·Tl)) and returns its errors against `want`.
