@@ -80,7 +80,7 @@ void GradBucketer::on_grad_ready(int i) {
   while (s.next < buckets && s.pending[s.next] == 0) {  // in bucket order, never past a gap
     const int b = s.next++;
     s.views[b] = s.grads.narrow(s.begin[b], s.numel[b]);
-    s.dp->all_reduce(s.views[b], ReduceOp::kAvg);
+    s.work.push_back(s.dp->all_reduce_async(s.views[b], ReduceOp::kAvg));
   }
 }
 
