@@ -45,6 +45,16 @@ double CommStats::total_bytes() const {
   return total;
 }
 
+double CommStats::bytes_of(const std::string& op) const {
+  const auto it = bytes.find(op);
+  return it == bytes.end() ? 0.0 : it->second;
+}
+
+int64_t CommStats::calls_of(const std::string& op) const {
+  const auto it = calls.find(op);
+  return it == calls.end() ? 0 : it->second;
+}
+
 CommStats merge_stats(const std::vector<const ProcessGroup*>& groups) {
   CommStats out;
   for (const ProcessGroup* g : groups) {

@@ -66,6 +66,10 @@ struct CommStats {
   std::map<std::string, double> bytes;
   std::map<std::string, int64_t> calls;
   double total_bytes() const;
+  /// bytes[op], or 0 when `op` was never called (what the tests assert against closed forms).
+  double bytes_of(const std::string& op) const;
+  /// calls[op], or 0 when `op` was never called.
+  int64_t calls_of(const std::string& op) const;
 };
 
 /// Host staging of device tensors by a backend that moves host memory (the MPI backend,

@@ -86,10 +86,7 @@ class Float16Test : public ::testing::TestWithParam<Format> {
     dt = GetParam().dtype;
     u = GetParam().u;
   }
-  double bytes(const char* op) const {
-    auto it = pg->stats().bytes.find(op);
-    return it == pg->stats().bytes.end() ? 0.0 : it->second;
-  }
+  double bytes(const char* op) const { return pg->stats().bytes_of(op); }
   double ring(double S) const { return double(N - 1) / N * S; }  // (N-1)/N·S
   // sum_r (r + 1 + j) and its mean over the N ranks.
   float sum_at(int64_t j) const { return static_cast<float>(N * (N + 1) / 2 + N * j); }

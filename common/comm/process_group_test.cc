@@ -42,10 +42,7 @@ class ProcessGroupTest : public ::testing::Test {
     r = pg->rank();
   }
   // Bytes counted for `op` (0 when never counted) and the expected ring volume.
-  double bytes(const char* op) const {
-    auto it = pg->stats().bytes.find(op);
-    return it == pg->stats().bytes.end() ? 0.0 : it->second;
-  }
+  double bytes(const char* op) const { return pg->stats().bytes_of(op); }
   double ring(double S) const { return double(N - 1) / N * S; }  // (N-1)/N·S
   double whole(double S) const { return N == 1 ? 0.0 : S; }      // S, 0 alone
 
@@ -61,6 +58,12 @@ TEST_F(ProcessGroupTest, AllReduceSum) {
   EXPECT_DOUBLE_EQ(bytes("all_reduce"), 2.0 * (N - 1) / N * n * 4);
   EXPECT_EQ(pg->stats().calls.at("all_reduce"), 1);
   EXPECT_DOUBLE_EQ(pg->stats().total_bytes(), 2.0 * (N - 1) / N * n * 4);
+  // The lookups the tests use: the counted value, 0 for an operation never called.
+  EXPECT_EQ(pg->stats().calls_of("all_reduce"), 1);
+  EXPECT_DOUBLE_EQ(pg->stats().bytes_of("all_reduce"), 2.0 * (N - 1) / N * n * 4);
+  EXPECT_EQ(pg->stats().calls_of("all_gather"), 0);
+  EXPECT_EQ(pg->stats().bytes_of("all_gather"), 0.0);
+  EXPECT_EQ(pg->stats().calls.count("all_gather"), 0u) << "a lookup must not add the entry";
 }
 
 TEST_F(ProcessGroupTest, AllReduceMaxAndAvg) {

@@ -53,10 +53,7 @@ class MappingsTest : public ::testing::Test {
     t = tp->size();
     r = tp->rank();
   }
-  double bytes(const char* op) const {
-    auto it = tp->stats().bytes.find(op);
-    return it == tp->stats().bytes.end() ? 0.0 : it->second;
-  }
+  double bytes(const char* op) const { return tp->stats().bytes_of(op); }
   double ring(double S) const { return double(t - 1) / t * S; }  // (t-1)/t·S
   // Exactly `want` bytes under `op` (and nothing else) since the last reset; then resets.
   void expect_sent(const char* op, double want, const char* what) {

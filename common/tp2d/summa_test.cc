@@ -39,11 +39,6 @@ double max_diff(const std::vector<float>& a, const std::vector<float>& b) {
   return d;
 }
 
-int64_t calls(const ProcessGroup& g, const char* op) {
-  auto it = g.stats().calls.find(op);
-  return it == g.stats().calls.end() ? 0 : it->second;
-}
-
 int depth_for(int P) { return P == 8 ? 2 : 1; }
 
 TEST(Summa, ThreeProductsMatchDenseBlockByBlock) {
@@ -61,16 +56,16 @@ TEST(Summa, ThreeProductsMatchDenseBlockByBlock) {
              dYb = block(dY, kM, i, j, kN, Ml);
   std::vector<float> Yb(kN * Ml), dXb(kN * Kl), dWb(Kl * Ml, 0.5f);
   summa_ab(g.row(), g.col(), Yb.data(), Xb.data(), Wb.data(), kN, Kl, Ml);
-  EXPECT_EQ(calls(g.row(), "broadcast"), q);
-  EXPECT_EQ(calls(g.col(), "broadcast"), q);
+  EXPECT_EQ(g.row().stats().calls_of("broadcast"), q);
+  EXPECT_EQ(g.col().stats().calls_of("broadcast"), q);
   EXPECT_DOUBLE_EQ(g.row().stats().total_bytes(), q > 1 ? q * 4.0 * kN * Kl : 0);
   EXPECT_DOUBLE_EQ(g.col().stats().total_bytes(), q > 1 ? q * 4.0 * Kl * Ml : 0);
   summa_abt(g.row(), g.col(), dXb.data(), dYb.data(), Wb.data(), kN, Ml, Kl);
-  EXPECT_EQ(calls(g.row(), "reduce"), q);
-  EXPECT_EQ(calls(g.col(), "broadcast"), 2 * q);
+  EXPECT_EQ(g.row().stats().calls_of("reduce"), q);
+  EXPECT_EQ(g.col().stats().calls_of("broadcast"), 2 * q);
   summa_atb(g.row(), g.col(), dWb.data(), Xb.data(), dYb.data(), kN, Kl, Ml);
-  EXPECT_EQ(calls(g.row(), "broadcast"), 2 * q);
-  EXPECT_EQ(calls(g.col(), "reduce"), q);
+  EXPECT_EQ(g.row().stats().calls_of("broadcast"), 2 * q);
+  EXPECT_EQ(g.col().stats().calls_of("reduce"), q);
   // A linear layer's forward + backward: 12·N·K on the row group, 12·K·M/q on the column group.
   EXPECT_DOUBLE_EQ(g.row().stats().total_bytes(), q > 1 ? 12.0 * kN * kK : 0);
   EXPECT_DOUBLE_EQ(g.col().stats().total_bytes(), q > 1 ? 12.0 * kK * kM / q : 0);

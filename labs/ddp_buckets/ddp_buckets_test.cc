@@ -51,15 +51,6 @@ constexpr unsigned kDeadlineS = 60;  // a test still running then ends the job w
 constexpr double kTol = 1e-6;
 constexpr int kSentinels = 8;
 
-int64_t calls(const ProcessGroup& g, const std::string& op) {
-  auto it = g.stats().calls.find(op);
-  return it == g.stats().calls.end() ? 0 : it->second;
-}
-double bytes(const ProcessGroup& g, const std::string& op) {
-  auto it = g.stats().bytes.find(op);
-  return it == g.stats().bytes.end() ? 0.0 : it->second;
-}
-
 // Rank q's gradient of all Ψ elements at step t.
 std::vector<float> gradient(int64_t psi, int t, int q) {
   std::mt19937 gen(1000 * t + q + 7);
@@ -128,8 +119,8 @@ StepLog run_step(ProcessGroup& dp, GradBucketer& gb, Buffer& buf,
   for (int i : order) {
     std::copy(g.begin() + o[i], g.begin() + o[i] + sizes[i], buf.grads.f32() + o[i]);
     gb.on_grad_ready(i);
-    log.calls.push_back(calls(dp, "all_reduce"));
-    log.elements.push_back(N > 1 ? std::llround(bytes(dp, "all_reduce") / f) : 0);
+    log.calls.push_back(dp.stats().calls_of("all_reduce"));
+    log.elements.push_back(N > 1 ? std::llround(dp.stats().bytes_of("all_reduce") / f) : 0);
   }
   gb.finish();
   for (const auto& kv : dp.stats().calls)
@@ -311,7 +302,7 @@ TEST_F(DdpBuckets, NoRankWaitsInsideOnGradReadyForTheOthers) {
   gb.finish();
   const std::string p = problems(buf, N, r, 1);
   EXPECT_TRUE(p.empty()) << "rank " << r << " of " << N << ":" << p;
-  EXPECT_EQ(calls(*group, "all_reduce"), 4) << "buckets {4} {3,2} {1} {0}";
+  EXPECT_EQ(group->stats().calls_of("all_reduce"), 4) << "buckets {4} {3,2} {1} {0}";
 }
 
 TEST_F(DdpBuckets, BadArgumentsAreRefusedByName) {
@@ -352,7 +343,8 @@ TEST_F(DdpBuckets, BadArgumentsAreRefusedByName) {
     finished = e.what();
   }
   EXPECT_EQ(finished, "finish: 4 of 5 parameters not ready");
-  EXPECT_EQ(calls(*group, "all_reduce"), 0) << "nothing may start before the one bucket is ready";
+  EXPECT_EQ(group->stats().calls_of("all_reduce"), 0)
+      << "nothing may start before the one bucket is ready";
 }
 
 }  // namespace

@@ -70,15 +70,6 @@ double spec_bytes(int64_t n, int N, int r) {
   return 4.0 * (2 * n - chunk(n, N, (r + 1) % N) - chunk(n, N, (r + 2) % N));
 }
 
-int64_t calls(const ProcessGroup& g, const std::string& op) {
-  auto it = g.stats().calls.find(op);
-  return it == g.stats().calls.end() ? 0 : it->second;
-}
-double bytes(const ProcessGroup& g, const std::string& op) {
-  auto it = g.stats().bytes.find(op);
-  return it == g.stats().bytes.end() ? 0.0 : it->second;
-}
-
 class RingAllReduce : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -190,9 +181,9 @@ TEST_F(RingAllReduce, SendsTwoTimesNMinusOneOverNTimesSBytes) {
     group->reset_stats();
     Tensor x = make({n}, [&](int64_t i) { return r + 1 + i; });
     ring_all_reduce(*group, x);
-    const double S = 4.0 * n, sent = bytes(*group, "send");
+    const double S = 4.0 * n, sent = group->stats().bytes_of("send");
     const double closed = 2.0 * (N - 1) / N * S, exact = spec_bytes(n, N, r);
-    const int64_t sends = calls(*group, "send"), recvs = calls(*group, "recv");
+    const int64_t sends = group->stats().calls_of("send"), recvs = group->stats().calls_of("recv");
     // Over all ranks every chunk is sent N-1 times per phase: 2(N-1)·S, whatever the chunking.
     Tensor total = make({1}, [&](int64_t) { return static_cast<float>(sent); });
     checker->all_reduce(total);
@@ -217,7 +208,8 @@ TEST_F(RingAllReduce, SendsTwoTimesNMinusOneOverNTimesSBytes) {
 TEST_F(RingAllReduce, UsesOnlySendAndRecvNeverACollective) {
   Tensor x = make({1000}, [&](int64_t i) { return r + 1 + i; });
   ring_all_reduce(*group, x);
-  EXPECT_EQ(calls(*group, "all_reduce"), 0) << "ring_all_reduce must not call group.all_reduce";
+  EXPECT_EQ(group->stats().calls_of("all_reduce"), 0)
+      << "ring_all_reduce must not call group.all_reduce";
   for (const auto& kv : group->stats().calls)
     EXPECT_TRUE(kv.first == "send" || kv.first == "recv")
         << "ring_all_reduce called group." << kv.first << " (" << kv.second
@@ -236,8 +228,8 @@ TEST_F(RingAllReduce, SubGroupWithReorderedRanks) {
   if (!e.empty())
     ADD_FAILURE() << "sub-group of " << M << " ranks (this is its rank " << q << ", world rank "
                   << r << "), x[i] = q+1+i must sum to M(M+1)/2 + M·i: " << e;
-  EXPECT_EQ(bytes(*sub, "send"), spec_bytes(n, M, q)) << "bytes sent in the sub-group";
-  EXPECT_EQ(calls(*group, "send"), 0) << "the world group was not the one passed";
+  EXPECT_EQ(sub->stats().bytes_of("send"), spec_bytes(n, M, q)) << "bytes sent in the sub-group";
+  EXPECT_EQ(group->stats().calls_of("send"), 0) << "the world group was not the one passed";
 }
 
 TEST_F(RingAllReduce, FourMiBFinishesWithoutDeadlock) {
@@ -248,7 +240,8 @@ TEST_F(RingAllReduce, FourMiBFinishesWithoutDeadlock) {
   ring_all_reduce(*group, x);
   const std::string e = wrong(x, [&](int64_t i) { return closed_form(N, i); });
   if (!e.empty()) ADD_FAILURE() << "n = 2^20 + 3, x_r[i] = r+1+i must sum to N(N+1)/2 + N·i: " << e;
-  EXPECT_EQ(static_cast<int64_t>(bytes(*group, "send")), static_cast<int64_t>(spec_bytes(n, N, r)))
+  EXPECT_EQ(static_cast<int64_t>(group->stats().bytes_of("send")),
+            static_cast<int64_t>(spec_bytes(n, N, r)))
       << "bytes sent, want 4·(2n − c_{(r+1) mod N} − c_{(r+2) mod N})";
 }
 

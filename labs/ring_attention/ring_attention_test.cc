@@ -116,15 +116,6 @@ Errors errors(const Tensor& out, const Tensor& lse, int r, const Want& want) {
   return e;
 }
 
-int64_t calls(const ProcessGroup& g, const std::string& op) {
-  auto it = g.stats().calls.find(op);
-  return it == g.stats().calls.end() ? 0 : it->second;
-}
-double bytes(const ProcessGroup& g, const std::string& op) {
-  auto it = g.stats().bytes.find(op);
-  return it == g.stats().bytes.end() ? 0.0 : it->second;
-}
-
 constexpr double kOutBound = 2e-5, kLseBound = 2e-5;
 
 class RingAttention : public ::testing::Test {
@@ -259,7 +250,7 @@ TEST_F(RingAttention, PositionsComeFromTheGroupsRanks) {
   EXPECT_LE(e.out, kOutBound * T) << "a sub-group of " << sub->size() << " ranks (its rank "
                                   << sub->rank() << ", world rank " << r << ")";
   EXPECT_LE(e.lse, kLseBound) << "a sub-group: lse";
-  EXPECT_EQ(calls(*group, "send"), 0) << "the world group was not the one passed";
+  EXPECT_EQ(group->stats().calls_of("send"), 0) << "the world group was not the one passed";
 }
 
 TEST_F(RingAttention, SendsPMinusOneBlocksAndUsesNoCollective) {
@@ -267,17 +258,17 @@ TEST_F(RingAttention, SendsPMinusOneBlocksAndUsesNoCollective) {
   const Sequence s = random_sequence(p * Tl, hs, 3);
   run(*group, s, /*causal=*/true, dense(s, true));
   const double block = 8.0 * Tl * hs;  // K and V: 2·Tl·hs floats
-  EXPECT_EQ(bytes(*group, "send"), (p - 1) * block)
+  EXPECT_EQ(group->stats().bytes_of("send"), (p - 1) * block)
       << "bytes sent: want p − 1 = " << p - 1 << " blocks of 8·Tl·hs = " << block << " bytes";
-  EXPECT_EQ(calls(*group, "send"), p - 1) << "sends (isend counts as send)";
-  EXPECT_EQ(calls(*group, "recv"), p - 1) << "receives (irecv counts as recv)";
+  EXPECT_EQ(group->stats().calls_of("send"), p - 1) << "sends (isend counts as send)";
+  EXPECT_EQ(group->stats().calls_of("recv"), p - 1) << "receives (irecv counts as recv)";
   for (const auto& kv : group->stats().calls)
     EXPECT_TRUE(kv.first == "send" || kv.first == "recv")
         << "ring_attention_forward called group." << kv.first << " (" << kv.second
         << " times): only send/recv/isend/irecv are allowed (an all_gather would hold every "
            "rank's K and V at once)";
   Tensor total = Tensor::empty({1});
-  total.f32()[0] = static_cast<float>(bytes(*group, "send"));
+  total.f32()[0] = static_cast<float>(group->stats().bytes_of("send"));
   checker->all_reduce(total);
   EXPECT_EQ(total.f32()[0], (p - 1) * p * block) << "bytes sent by all ranks together";
 }

@@ -112,14 +112,6 @@ double largest(const std::vector<double>& v) {
   } else                                             \
     ADD_FAILURE() << e_ << "\n  "
 
-double bytes(const ProcessGroup& g, const char* op) {
-  auto it = g.stats().bytes.find(op);
-  return it == g.stats().bytes.end() ? 0.0 : it->second;
-}
-int64_t calls(const ProcessGroup& g, const char* op) {
-  auto it = g.stats().calls.find(op);
-  return it == g.stats().calls.end() ? 0 : it->second;
-}
 int64_t all_calls(const ProcessGroup& g) {
   int64_t n = 0;
   for (const auto& kv : g.stats().calls) n += kv.second;
@@ -233,14 +225,18 @@ TEST_F(Summa, BytesAndCallsPerGroupAreSummasClosedForms) {
     const ProcessGroup &row = *c.g.row, &col = *c.g.col;
     SCOPED_TRACE(std::string(pass[p]) + ", " + c.where() + "; row group:" + ops(row) +
                  "; column group:" + ops(col));
-    EXPECT_EQ(calls(row, "broadcast"), Q) << "one broadcast of X_ik per step along the row";
-    EXPECT_EQ(calls(col, "broadcast"), Q) << "one broadcast of W_kj per step down the column";
-    EXPECT_EQ(calls(row, "reduce"), p == 1 ? Q : 0) << "backward: one reduce of dX per step";
-    EXPECT_EQ(calls(col, "reduce"), p == 1 ? Q : 0) << "backward: one reduce of dW per step";
+    EXPECT_EQ(row.stats().calls_of("broadcast"), Q)
+        << "one broadcast of X_ik per step along the row";
+    EXPECT_EQ(col.stats().calls_of("broadcast"), Q)
+        << "one broadcast of W_kj per step down the column";
+    EXPECT_EQ(row.stats().calls_of("reduce"), p == 1 ? Q : 0)
+        << "backward: one reduce of dX per step";
+    EXPECT_EQ(col.stats().calls_of("reduce"), p == 1 ? Q : 0)
+        << "backward: one reduce of dW per step";
     EXPECT_EQ(all_calls(row), (p + 1) * Q) << "row group: these broadcasts and reduces only";
     EXPECT_EQ(all_calls(col), (p + 1) * Q) << "column group: these broadcasts and reduces only";
-    EXPECT_EQ(bytes(row, "broadcast"), MK) << "q blocks (m, kb): 4MK/q";
-    EXPECT_EQ(bytes(col, "broadcast"), KN) << "q blocks (kb, n): 4KN/q";
+    EXPECT_EQ(row.stats().bytes_of("broadcast"), MK) << "q blocks (m, kb): 4MK/q";
+    EXPECT_EQ(col.stats().bytes_of("broadcast"), KN) << "q blocks (kb, n): 4KN/q";
     EXPECT_EQ(row.stats().total_bytes(), (p + 1) * MK) << "want 4MK/q forward, 8MK/q backward";
     EXPECT_EQ(col.stats().total_bytes(), (p + 1) * KN) << "want 4KN/q forward, 8KN/q backward";
   }

@@ -157,11 +157,6 @@ std::string off(const char* what, const Tensor& got, std::vector<int64_t> shape,
   } else                                                      \
     ADD_FAILURE() << e_ << "\n  "
 
-double bytes(const ProcessGroup& g, const char* op) {
-  auto it = g.stats().bytes.find(op);
-  return it == g.stats().bytes.end() ? 0.0 : it->second;
-}
-
 class TensorParallelMlp : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -233,9 +228,9 @@ TEST_F(TensorParallelMlp, SendsOneAllReduceOfNCFloatsEachWay) {
     if (p == 1) tp_mlp_backward(dy, x, shard, cache, *tp);
     std::ostringstream ops;
     for (const auto& kv : tp->stats().calls) ops << " " << kv.first << " ×" << kv.second;
-    EXPECT_EQ(bytes(*tp, "all_reduce"), want)
-        << pass[p] << ", t = " << t << ": bytes of all_reduce, want 2(t-1)/t·4NC; calls:"
-        << ops.str();
+    EXPECT_EQ(tp->stats().bytes_of("all_reduce"), want)
+        << pass[p] << ", t = " << t
+        << ": bytes of all_reduce, want 2(t-1)/t·4NC; calls:" << ops.str();
     EXPECT_EQ(tp->stats().total_bytes(), want)
         << pass[p] << ": bytes in all, want one all_reduce of N·C floats only; calls:" << ops.str();
     if (t > 1) {
@@ -261,7 +256,8 @@ TEST_F(TensorParallelMlp, AnotherShapeOnASubGroupWithReorderedRanks) {
   EXPECT_CLOSE(off("dx", tp_mlp_backward(dys, xs, s, c, *sub), {N, C}, d.dx));
   EXPECT_CLOSE(off("dw_fc", s.dw_fc, {C, Fs}, columns(d.dW_fc, C, F, q * Fs, Fs)));
   EXPECT_CLOSE(off("dw_proj", s.dw_proj, {Fs, C}, part(d.dW_proj, q * Fs * C, Fs * C)));
-  EXPECT_EQ(bytes(*tp, "all_reduce"), 0.0) << "the world group was used, not the tp group passed";
+  EXPECT_EQ(tp->stats().bytes_of("all_reduce"), 0.0)
+      << "the world group was used, not the tp group passed";
 }
 
 }  // namespace

@@ -34,14 +34,6 @@
 namespace llmp::lab {
 namespace {
 
-int64_t calls(const ProcessGroup& g, const std::string& op) {
-  auto it = g.stats().calls.find(op);
-  return it == g.stats().calls.end() ? 0 : it->second;
-}
-double bytes(const ProcessGroup& g, const std::string& op) {
-  auto it = g.stats().bytes.find(op);
-  return it == g.stats().bytes.end() ? 0.0 : it->second;
-}
 std::string ops(const ProcessGroup& g) {
   std::string s;
   for (const auto& kv : g.stats().calls) s += " " + kv.first + " x" + std::to_string(kv.second);
@@ -140,15 +132,19 @@ void check_relayouts(ProcessGroup& g) {
     g.reset_stats();
     const Tensor heads = seq_to_heads(g, x);
     EXPECT_EQ(differs(heads, y), "") << where(g, s) << ": seq_to_heads";
-    EXPECT_EQ(calls(g, "all_to_all"), 1) << where(g, s) << ", seq_to_heads' calls:" << ops(g);
-    EXPECT_DOUBLE_EQ(bytes(g, "all_to_all"), each) << where(g, s) << ": seq_to_heads' bytes";
+    EXPECT_EQ(g.stats().calls_of("all_to_all"), 1)
+        << where(g, s) << ", seq_to_heads' calls:" << ops(g);
+    EXPECT_DOUBLE_EQ(g.stats().bytes_of("all_to_all"), each)
+        << where(g, s) << ": seq_to_heads' bytes";
     EXPECT_EQ(g.stats().calls.size(), 1u) << where(g, s) << ", seq_to_heads' calls:" << ops(g);
 
     g.reset_stats();
     const Tensor seq = heads_to_seq(g, y);
     EXPECT_EQ(differs(seq, x), "") << where(g, s) << ": heads_to_seq";
-    EXPECT_EQ(calls(g, "all_to_all"), 1) << where(g, s) << ", heads_to_seq's calls:" << ops(g);
-    EXPECT_DOUBLE_EQ(bytes(g, "all_to_all"), each) << where(g, s) << ": heads_to_seq's bytes";
+    EXPECT_EQ(g.stats().calls_of("all_to_all"), 1)
+        << where(g, s) << ", heads_to_seq's calls:" << ops(g);
+    EXPECT_DOUBLE_EQ(g.stats().bytes_of("all_to_all"), each)
+        << where(g, s) << ": heads_to_seq's bytes";
     EXPECT_EQ(g.stats().calls.size(), 1u) << where(g, s) << ", heads_to_seq's calls:" << ops(g);
 
     EXPECT_EQ(differs(heads_to_seq(g, seq_to_heads(g, x)), x), "") << where(g, s)
@@ -194,8 +190,9 @@ TEST(UlyssesAllToAll, AttentionOnTheHeadSplitEqualsOneDevice) {
                              std::to_string(s.hs) + ")";
     if (attends == 1)
       EXPECT_EQ(seen, each + " " + each + " " + each) << where(*g, s) << ": attend's q, k, v";
-    EXPECT_EQ(calls(*g, "all_to_all"), 4) << where(*g, s) << ", calls:" << ops(*g);
-    EXPECT_DOUBLE_EQ(bytes(*g, "all_to_all"), 4 * (double(p - 1) / p * (4 * s.Tl * H * s.hs)))
+    EXPECT_EQ(g->stats().calls_of("all_to_all"), 4) << where(*g, s) << ", calls:" << ops(*g);
+    EXPECT_DOUBLE_EQ(g->stats().bytes_of("all_to_all"),
+                     4 * (double(p - 1) / p * (4 * s.Tl * H * s.hs)))
         << where(*g, s) << ": bytes of the four all_to_alls";
     EXPECT_EQ(g->stats().calls.size(), 1u) << where(*g, s) << ", calls:" << ops(*g);
   }

@@ -60,11 +60,6 @@ Tensor host(const std::vector<float>& v) {
   return x;
 }
 
-double op_bytes(const ProcessGroup& g, const std::string& op) {
-  auto it = g.stats().bytes.find(op);
-  return it == g.stats().bytes.end() ? 0.0 : it->second;
-}
-
 // kSteps steps of zero_step on `dp` against the dense AdamW, parameters and state after each.
 void check_steps(ProcessGroup& dp, int64_t psi) {
   const int N = dp.size(), r = dp.rank();
@@ -98,8 +93,9 @@ void check_steps(ProcessGroup& dp, int64_t psi) {
     const double each = double(N - 1) / N * 4.0 * s.padded;
     std::ostringstream ops;
     for (const auto& kv : dp.stats().calls) ops << " " << kv.first << " x" << kv.second;
-    EXPECT_EQ(op_bytes(dp, "reduce_scatter"), each) << "step " << t << ", calls:" << ops.str();
-    EXPECT_EQ(op_bytes(dp, "all_gather"), each) << "step " << t << ", calls:" << ops.str();
+    EXPECT_EQ(dp.stats().bytes_of("reduce_scatter"), each)
+        << "step " << t << ", calls:" << ops.str();
+    EXPECT_EQ(dp.stats().bytes_of("all_gather"), each) << "step " << t << ", calls:" << ops.str();
     EXPECT_EQ(dp.stats().total_bytes(), 2 * each)
         << "step " << t << ": only the reduce_scatter and the all_gather; calls:" << ops.str();
     if (N > 1) {

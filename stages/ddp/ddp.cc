@@ -13,10 +13,7 @@
 namespace llmp {
 namespace {
 
-int64_t all_reduce_calls(const ProcessGroup& g) {
-  const auto it = g.stats().calls.find("all_reduce");
-  return it == g.stats().calls.end() ? 0 : it->second;
-}
+int64_t all_reduce_calls(const ProcessGroup& g) { return g.stats().calls_of("all_reduce"); }
 
 DDPOptions checked(DDPOptions o) {
   if (!(o.bucket_mb > 0)) {
