@@ -2,7 +2,8 @@
 // with layers of their own (the Layer interface below) and nothing else, so you may organise your
 // code as you like behind it.
 //
-// A backward needs, for every layer, what its forward computed (its cache: here one tensor per
+// The layers are the tests' (labs/layer_chain/layer.h: forward gives an output and a cache,
+// backward reads the cache). A backward needs, for every layer, what its forward computed (its cache: here one tensor per
 // layer, e.g. the tanh of its input). Kept for all L layers that is L caches, the activation
 // memory that grows with depth. Checkpointing (Chen, Xu, Zhang & Guestrin 2016, "Training Deep
 // Nets with Sublinear Memory Cost", §3-4; PyTorch's checkpoint_sequential) keeps instead only the
@@ -20,25 +21,9 @@
 #include <vector>
 
 #include "common/tensor/tensor.h"
+#include "labs/layer_chain/layer.h"  // Layer, LayerForward: what the tests' layers implement
 
 namespace llmp::lab {
-
-/// What one layer's forward returns: its output and the cache its backward reads.
-struct LayerForward {
-  Tensor y;      ///< the output, x's shape: the next layer's input
-  Tensor cache;  ///< what backward() needs, x's shape
-};
-
-/// One layer of a chain, written by the tests (they count its calls).
-class Layer {
- public:
-  virtual ~Layer() = default;
-  /// y = f(x) and the cache: two new tensors of x's shape, MemCategory::kActivations.
-  virtual LayerForward forward(const Tensor& x) = 0;
-  /// dx from dy = ∂loss/∂y and the cache of this layer's forward on its input: a new tensor,
-  /// kActivations. Adds this layer's parameter gradients to its own accumulators.
-  virtual Tensor backward(const Tensor& cache, const Tensor& dy) = 0;
-};
 
 /// The forward and the backward of the chain layers[0] → ... → layers[L−1] on x, with
 /// checkpoints every k layers. Returns dx = ∂loss/∂x; the layers accumulate their parameter

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "common/tensor/memory.h"
+#include "labs/layer_chain/tanh_layer.h"
 
 namespace llmp::lab {
 namespace {
@@ -38,72 +39,26 @@ namespace {
 constexpr int64_t kN = 256;
 constexpr int64_t kS = 4 * kN;  // bytes of one activation
 
-std::vector<float> draw(int64_t n, unsigned seed, float lo, float hi) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> u(lo, hi);
-  std::vector<float> v(n);
-  for (float& e : v) e = u(gen);
-  return v;
-}
-
-Tensor activation() { return Tensor::empty({kN}, DType::kF32, MemCategory::kActivations); }
-
-// y = w ⊙ tanh(x) + b, logging its calls into *log.
-class TanhLayer : public Layer {
- public:
-  TanhLayer(int index, std::vector<std::string>* log)
-      : index_(index), log_(log), w_(draw(kN, 100 + index, 0.5f, 1.5f)),
-        b_(draw(kN, 200 + index, -0.5f, 0.5f)), dw_(kN, 0.0f), db_(kN, 0.0f) {}
-
-  LayerForward forward(const Tensor& x) override {
-    log_->push_back("F" + std::to_string(index_));
-    LayerForward f{activation(), activation()};
-    for (int64_t j = 0; j < kN; ++j) {
-      f.cache.f32()[j] = std::tanh(x.f32()[j]);
-      f.y.f32()[j] = w_[j] * f.cache.f32()[j] + b_[j];
-    }
-    return f;
-  }
-  Tensor backward(const Tensor& cache, const Tensor& dy) override {
-    log_->push_back("B" + std::to_string(index_));
-    Tensor dx = activation();
-    for (int64_t j = 0; j < kN; ++j) {
-      const float t = cache.f32()[j], g = dy.f32()[j];
-      dx.f32()[j] = g * w_[j] * (1.0f - t * t);
-      dw_[j] += g * t;
-      db_[j] += g;
-    }
-    return dx;
-  }
-  const std::vector<float>& dw() const { return dw_; }
-  const std::vector<float>& db() const { return db_; }
-
- private:
-  int index_;
-  std::vector<std::string>* log_;
-  std::vector<float> w_, b_, dw_, db_;
-};
-
 // A chain of L fresh layers (zero gradients), its input, its loss and its call log.
 struct Chain {
   std::vector<std::string> log;
   std::vector<std::unique_ptr<TanhLayer>> owned;
   std::vector<Layer*> layers;
   Tensor x = Tensor::empty({kN}, DType::kF32, MemCategory::kOther);  // the caller's, not counted
-  std::vector<float> target = draw(kN, 7, -1.0f, 1.0f);
+  std::vector<float> target = draw_floats(kN, 7, -1.0f, 1.0f);
 
   explicit Chain(int L) {
     for (int i = 0; i < L; ++i) {
-      owned.push_back(std::make_unique<TanhLayer>(i, &log));
+      owned.push_back(std::make_unique<TanhLayer>(i, kN, &log));
       layers.push_back(owned.back().get());
     }
-    const std::vector<float> x0 = draw(kN, 3, -2.0f, 2.0f);
+    const std::vector<float> x0 = draw_floats(kN, 3, -2.0f, 2.0f);
     std::memcpy(x.f32(), x0.data(), sizeof(float) * kN);
   }
   std::function<Tensor(const Tensor&)> loss_grad() {
     return [this](const Tensor& y) {
       log.push_back("loss");
-      Tensor dy = activation();
+      Tensor dy = activation(kN);
       for (int64_t j = 0; j < kN; ++j) dy.f32()[j] = y.f32()[j] - target[j];
       return dy;
     };
