@@ -18,29 +18,9 @@
 
 #include "common/comm/process_group.h"
 #include "common/tensor/tensor.h"
+#include "labs/tensor_parallel_mlp/tp_mlp_shard.h"  // TpMlpShard, TpMlpCache
 
 namespace llmp {
-
-/// This rank's shard of the MLP: its parameters, read by forward and backward, and their
-/// gradients, which backward ACCUMULATES into (+=; the caller zeroes them between steps). All host
-/// f32, contiguous, Tensor handles (copying the struct shares the storage).
-struct TpMlpShard {
-  Tensor w_fc;    ///< (C, F/t)  columns [r·F/t, (r+1)·F/t) of the full W_fc (C, F)
-  Tensor b_fc;    ///< (F/t)     elements [r·F/t, (r+1)·F/t) of the full b_fc (F)
-  Tensor w_proj;  ///< (F/t, C)  rows [r·F/t, (r+1)·F/t) of the full W_proj (F, C)
-  Tensor b_proj;  ///< (C)       the whole b_proj, replicated on every rank
-  Tensor dw_fc;    ///< (C, F/t) gradient of w_fc, += by backward
-  Tensor db_fc;    ///< (F/t)    gradient of b_fc, +=
-  Tensor dw_proj;  ///< (F/t, C) gradient of w_proj, +=
-  Tensor db_proj;  ///< (C)      gradient of b_proj, += (the full gradient, the same on every rank)
-};
-
-/// What forward keeps for backward. Forward fills it (allocate the tensors there, as
-/// MemCategory::kActivations); backward reads it. The tests never look inside.
-struct TpMlpCache {
-  Tensor h;  ///< (N, F/t) this rank's columns of x @ W_fc + b_fc, before GELU
-  Tensor a;  ///< (N, F/t) gelu(h), the input of c_proj
-};
 
 /// Forward of the tensor-parallel MLP. Returns y (N, C), a new tensor, the same on every rank:
 ///   y = gelu(x @ W_fc + b_fc) @ W_proj + b_proj     (the dense MLP, up to float rounding)
