@@ -8,6 +8,7 @@
     )
 
 gives, in the lab's package:
+  header, tests    <name>.h alone, and <name>_test.cc compiled once against it
   starter          cc_library: starter.cc behind <name>.h (the student's)
   reference        cc_library: solution/reference.cc behind the same header (the instructors')
   reference_test   <name>_test.cc against :reference, at `ranks` MPI world sizes (mpi_test:
@@ -29,8 +30,20 @@ def lab(name, deps, test_deps = [], ranks = [1, 2, 3, 4], student_ranks = [2, 3,
       ranks: world sizes of reference_test; [] for a lab without MPI (one cc_test).
       student_ranks: world sizes of student_test (ignored when ranks is []).
     """
+
+    # The header alone, and the tests compiled once against it: reference_test and student_test
+    # link the same object with a different implementation.
+    native.cc_library(name = "header", hdrs = [name + ".h"], deps = deps)
     for lib, src in [("starter", "starter.cc"), ("reference", "solution/reference.cc")]:
         native.cc_library(name = lib, srcs = [src], hdrs = [name + ".h"], deps = deps)
+    native.cc_library(
+        name = "tests",
+        testonly = True,
+        srcs = [name + "_test.cc"],
+        deps = [":header", "@gtest//:gtest"] + test_deps,
+        alwayslink = True,  # keep the TEST() registrations: nothing references them by name
+    )
+    # student_test is visible to //labs:starters_fail_test, which checks that the starter fails.
     for test, lib, tags, sizes in [
         ("reference_test", ":reference", [], ranks),
         ("student_test", ":starter", ["manual"], student_ranks),
@@ -38,16 +51,17 @@ def lab(name, deps, test_deps = [], ranks = [1, 2, 3, 4], student_ranks = [2, 3,
         if ranks:
             mpi_test(
                 name = test,
-                srcs = [name + "_test.cc"],
+                srcs = [],
                 ranks = sizes,
                 tags = tags,
-                deps = [lib] + test_deps,
+                deps = [":tests", lib],
+                visibility = ["//labs:__pkg__"],
             )
         else:
             native.cc_test(
                 name = test,
                 size = "small",
-                srcs = [name + "_test.cc"],
                 tags = tags,
-                deps = [lib] + test_deps + ["@gtest//:gtest_main"],
+                deps = [":tests", lib, "@gtest//:gtest_main"],
+                visibility = ["//labs:__pkg__"],
             )
