@@ -20,7 +20,8 @@ for bin in "$@"; do
     tail -5 <<<"$out"
     bad=1
   else
-    echo "ok: $bin fails ($(grep -cE '^\[  FAILED  \] [A-Za-z]+\.' <<<"$out") failure lines, exit $rc)"
+    n=$(grep -cE '^\[  FAILED  \] [A-Za-z]+\.' <<<"$out")
+    echo "ok: $bin fails ($n failure lines, exit $rc)"
   fi
 done
 exit "$bad"
