@@ -33,23 +33,23 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cuda/device_allocator.h"  // cuda_device_available
+
 namespace llmp::lab {
 namespace {
 
 constexpr int64_t kGuard = 1024;       // sentinel floats on each side of y
 constexpr float kSentinel = 12345.0f;  // what they hold
 
-// Skips the test with the runtime's reason where there is no GPU (the emulator has one).
-#define SKIP_WITHOUT_GPU()                                                                    \
-  do {                                                                                        \
-    int count = 0;                                                                            \
-    const cudaError_t e = cudaGetDeviceCount(&count);                                         \
-    if (e != cudaSuccess || count == 0) {                                                     \
-      cudaGetLastError();                                                                     \
-      GTEST_SKIP() << "no CUDA device: "                                                      \
-                   << (e != cudaSuccess ? cudaGetErrorString(e) : "cudaGetDeviceCount = 0"); \
-    }                                                                                         \
-  } while (0)
+// Every test is SKIPPED with the runtime's reason where there is no GPU (the emulator has one):
+// cuda_device_available, as the project's GPU twin tests (kernels/cuda/twin_test_util.h).
+class SoftmaxKernel : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!cuda_device_available(&why)) GTEST_SKIP() << "skipped: no CUDA device (" << why << ")";
+  }
+};
 
 // Device memory for n floats, freed at scope end.
 struct DeviceFloats {
@@ -139,8 +139,7 @@ std::vector<float> random_rows(int64_t n, float lo, float hi, unsigned seed) {
   return x;
 }
 
-TEST(SoftmaxKernel, MatchesTheDoubleSoftmaxForEveryRowLength) {
-  SKIP_WITHOUT_GPU();
+TEST_F(SoftmaxKernel, MatchesTheDoubleSoftmaxForEveryRowLength) {
   std::ostringstream off;
   for (int C : {1, 2, 31, 32, 33, 127, 128, 129, 1000, 4099})
     for (int N : {1, 5, 67}) {
@@ -151,8 +150,7 @@ TEST(SoftmaxKernel, MatchesTheDoubleSoftmaxForEveryRowLength) {
   EXPECT_TRUE(off.str().empty()) << "random rows in [-4, 4]:" << off.str();
 }
 
-TEST(SoftmaxKernel, LargeValuesDoNotOverflow) {
-  SKIP_WITHOUT_GPU();
+TEST_F(SoftmaxKernel, LargeValuesDoNotOverflow) {
   // exp(x) alone is +inf for x > 88.7: the max must come off first.
   const int N = 5, C = 300;
   const std::vector<float> x = random_rows(int64_t{N} * C, -10000.0f, 10000.0f, 7);
@@ -164,8 +162,7 @@ TEST(SoftmaxKernel, LargeValuesDoNotOverflow) {
   EXPECT_TRUE(q.empty()) << "every element 500 (want 1/C):" << q;
 }
 
-TEST(SoftmaxKernel, MaskedEntriesGetExactlyZero) {
-  SKIP_WITHOUT_GPU();
+TEST_F(SoftmaxKernel, MaskedEntriesGetExactlyZero) {
   // A causal mask: row n sees columns 0..n (row 0: one finite element, whose y must be 1).
   const int N = 40, C = 37;
   std::vector<float> x = random_rows(int64_t{N} * C, -2.0f, 2.0f, 9);
@@ -181,8 +178,7 @@ TEST(SoftmaxKernel, MaskedEntriesGetExactlyZero) {
   EXPECT_EQ(r.y[0], 1.0f) << "row 0 has one finite element: its y must be exactly 1";
 }
 
-TEST(SoftmaxKernel, BadSizesAreRefusedByNameAndNoRowsLaunchNothing) {
-  SKIP_WITHOUT_GPU();
+TEST_F(SoftmaxKernel, BadSizesAreRefusedByNameAndNoRowsLaunchNothing) {
   DeviceFloats dx(4), dy(4);
   auto message = [&](int N, int C) -> std::string {
     try {
