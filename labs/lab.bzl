@@ -9,8 +9,8 @@
 
 gives, in the lab's package:
   header, tests    <name>.h alone, and <name>_test.cc compiled once against it
-  starter          cc_library: starter.cc behind <name>.h (the student's)
-  reference        cc_library: solution/reference.cc behind the same header (the instructors')
+  starter          cc_library: starter.cc, implementing :header (the student's)
+  reference        cc_library: solution/reference.cc, implementing it too (the instructors')
   reference_test   <name>_test.cc against :reference, at `ranks` MPI world sizes (mpi_test:
                    reference_test_np1 ...), or one process (cc_test) when ranks is []; in
                    `bazel test //...` and CI, must pass
@@ -35,7 +35,7 @@ def lab(name, deps, test_deps = [], ranks = [1, 2, 3, 4], student_ranks = [2, 3,
     # link the same object with a different implementation.
     native.cc_library(name = "header", hdrs = [name + ".h"], deps = deps)
     for lib, src in [("starter", "starter.cc"), ("reference", "solution/reference.cc")]:
-        native.cc_library(name = lib, srcs = [src], hdrs = [name + ".h"], deps = deps)
+        native.cc_library(name = lib, srcs = [src], deps = [":header"] + deps)
     native.cc_library(
         name = "tests",
         testonly = True,

@@ -55,6 +55,12 @@ int64_t CommStats::calls_of(const std::string& op) const {
   return it == calls.end() ? 0 : it->second;
 }
 
+std::string CommStats::calls_str() const {
+  std::string s;
+  for (const auto& kv : calls) s += " " + kv.first + " ×" + std::to_string(kv.second);
+  return s.empty() ? " (none)" : s;
+}
+
 CommStats merge_stats(const std::vector<const ProcessGroup*>& groups) {
   CommStats out;
   for (const ProcessGroup* g : groups) {

@@ -70,6 +70,9 @@ struct CommStats {
   double bytes_of(const std::string& op) const;
   /// calls[op], or 0 when `op` was never called.
   int64_t calls_of(const std::string& op) const;
+  /// Every operation called, in name order, for a message: " all_gather ×1 reduce_scatter ×2",
+  /// or " (none)".
+  std::string calls_str() const;
 };
 
 /// Host staging of device tensors by a backend that moves host memory (the MPI backend,

@@ -64,6 +64,8 @@ TEST_F(ProcessGroupTest, AllReduceSum) {
   EXPECT_EQ(pg->stats().calls_of("all_gather"), 0);
   EXPECT_EQ(pg->stats().bytes_of("all_gather"), 0.0);
   EXPECT_EQ(pg->stats().calls.count("all_gather"), 0u) << "a lookup must not add the entry";
+  EXPECT_EQ(pg->stats().calls_str(), " all_reduce ×1");
+  EXPECT_EQ(CommStats().calls_str(), " (none)");
 }
 
 TEST_F(ProcessGroupTest, AllReduceMaxAndAvg) {

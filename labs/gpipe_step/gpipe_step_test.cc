@@ -25,7 +25,6 @@
 
 #include <cstring>
 #include <memory>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -132,12 +131,6 @@ std::string gpipe_calls(int m) {
   return s;
 }
 
-std::string ops(const ProcessGroup& g) {
-  std::string s;
-  for (const auto& kv : g.stats().calls) s += " " + kv.first + " x" + std::to_string(kv.second);
-  return s.empty() ? " (none)" : s;
-}
-
 // One GPipe step on `g` for m micro-batches, checked against the chain on this rank.
 void check_step(ProcessGroup& g, int m) {
   const int p = g.size(), r = g.rank();
@@ -166,11 +159,11 @@ void check_step(ProcessGroup& g, int m) {
       << where << ": db, against the chain's layer " << r;
 
   const int64_t sends = (r < p - 1 ? m : 0) + (r > 0 ? m : 0);  // down in F, up in B
-  EXPECT_EQ(g.stats().calls_of("send"), sends) << where << ", calls:" << ops(g);
-  EXPECT_EQ(g.stats().calls_of("recv"), sends) << where << ", calls:" << ops(g);
+  EXPECT_EQ(g.stats().calls_of("send"), sends) << where << ", calls:" << g.stats().calls_str();
+  EXPECT_EQ(g.stats().calls_of("recv"), sends) << where << ", calls:" << g.stats().calls_str();
   EXPECT_DOUBLE_EQ(g.stats().bytes_of("send"), double(sends) * 4 * kN) << where;
   EXPECT_DOUBLE_EQ(g.stats().total_bytes(), double(sends) * 4 * kN)
-      << where << ": nothing but the sends; calls:" << ops(g);
+      << where << ": nothing but the sends; calls:" << g.stats().calls_str();
   for (const auto& kv : g.stats().calls)
     EXPECT_TRUE(kv.first == "send" || kv.first == "recv") << where << ": a " << kv.first;
 }
@@ -222,7 +215,8 @@ TEST_F(GpipeStep, BadArgumentsAreRefusedByName) {
   EXPECT_EQ(message(*alone, {input(0), five}, 2, kN),
             "gpipe_step: inputs[1] has 5 elements, want n = 64");
   EXPECT_EQ(log.size(), 0u) << "the layer was called before the arguments were checked";
-  EXPECT_EQ(world->stats().calls.size(), 0u) << "communication before the checks:" << ops(*world);
+  EXPECT_EQ(world->stats().calls.size(), 0u)
+      << "communication before the checks:" << world->stats().calls_str();
 }
 
 }  // namespace

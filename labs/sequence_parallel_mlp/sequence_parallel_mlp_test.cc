@@ -23,7 +23,6 @@
 
 #include <cstdio>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -32,12 +31,6 @@
 
 namespace llmp {
 namespace {
-
-std::string ops(const ProcessGroup& g) {
-  std::string s;
-  for (const auto& kv : g.stats().calls) s += " " + kv.first + " x" + std::to_string(kv.second);
-  return s.empty() ? " (none)" : s;
-}
 
 // Σ over rows [n0, n0 + n) of a row-major (rows, C) matrix.
 std::vector<double> row_sum(const std::vector<double>& m, int C, int n0, int n) {
@@ -118,22 +111,29 @@ TEST_F(SequenceParallelMlp, AllGatherAndReduceScatterInsteadOfAllReduce) {
   const double each = double(t - 1) / t * (4.0 * dense.N * dense.C);  // (t-1)/t·4NC
   tp->reset_stats();
   sp_mlp_forward(x_s, shard, cache, *tp);
-  EXPECT_DOUBLE_EQ(tp->stats().bytes_of("all_gather"), each) << "forward; calls:" << ops(*tp);
-  EXPECT_DOUBLE_EQ(tp->stats().bytes_of("reduce_scatter"), each) << "forward; calls:" << ops(*tp);
+  EXPECT_DOUBLE_EQ(tp->stats().bytes_of("all_gather"), each)
+      << "forward; calls:" << tp->stats().calls_str();
+  EXPECT_DOUBLE_EQ(tp->stats().bytes_of("reduce_scatter"), each)
+      << "forward; calls:" << tp->stats().calls_str();
   EXPECT_DOUBLE_EQ(tp->stats().total_bytes(), 2 * each)
-      << "forward: the bytes of one all_reduce of N·C floats, in two halves; calls:" << ops(*tp);
-  EXPECT_EQ(tp->stats().calls_of("all_gather"), 1) << "forward; calls:" << ops(*tp);
-  EXPECT_EQ(tp->stats().calls_of("reduce_scatter"), 1) << "forward; calls:" << ops(*tp);
-  EXPECT_EQ(tp->stats().calls.size(), 2u) << "forward; calls:" << ops(*tp);
+      << "forward: the bytes of one all_reduce of N·C floats, in two halves; calls:"
+      << tp->stats().calls_str();
+  EXPECT_EQ(tp->stats().calls_of("all_gather"), 1) << "forward; calls:" << tp->stats().calls_str();
+  EXPECT_EQ(tp->stats().calls_of("reduce_scatter"), 1)
+      << "forward; calls:" << tp->stats().calls_str();
+  EXPECT_EQ(tp->stats().calls.size(), 2u) << "forward; calls:" << tp->stats().calls_str();
   tp->reset_stats();
   sp_mlp_backward(dy_s, x_s, shard, cache, *tp);
   EXPECT_DOUBLE_EQ(tp->stats().bytes_of("all_gather"), 2 * each)
-      << "backward: dy and x gathered; calls:" << ops(*tp);
-  EXPECT_DOUBLE_EQ(tp->stats().bytes_of("reduce_scatter"), each) << "backward; calls:" << ops(*tp);
-  EXPECT_DOUBLE_EQ(tp->stats().total_bytes(), 3 * each) << "backward; calls:" << ops(*tp);
-  EXPECT_EQ(tp->stats().calls_of("all_gather"), 2) << "backward; calls:" << ops(*tp);
-  EXPECT_EQ(tp->stats().calls_of("reduce_scatter"), 1) << "backward; calls:" << ops(*tp);
-  EXPECT_EQ(tp->stats().calls.size(), 2u) << "backward; calls:" << ops(*tp);
+      << "backward: dy and x gathered; calls:" << tp->stats().calls_str();
+  EXPECT_DOUBLE_EQ(tp->stats().bytes_of("reduce_scatter"), each)
+      << "backward; calls:" << tp->stats().calls_str();
+  EXPECT_DOUBLE_EQ(tp->stats().total_bytes(), 3 * each)
+      << "backward; calls:" << tp->stats().calls_str();
+  EXPECT_EQ(tp->stats().calls_of("all_gather"), 2) << "backward; calls:" << tp->stats().calls_str();
+  EXPECT_EQ(tp->stats().calls_of("reduce_scatter"), 1)
+      << "backward; calls:" << tp->stats().calls_str();
+  EXPECT_EQ(tp->stats().calls.size(), 2u) << "backward; calls:" << tp->stats().calls_str();
 }
 
 TEST_F(SequenceParallelMlp, ForwardKeepsOnlyItsRowsOutputAndTheCache) {

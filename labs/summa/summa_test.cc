@@ -117,11 +117,6 @@ int64_t all_calls(const ProcessGroup& g) {
   for (const auto& kv : g.stats().calls) n += kv.second;
   return n;
 }
-std::string ops(const ProcessGroup& g) {
-  std::ostringstream o;
-  for (const auto& kv : g.stats().calls) o << " " << kv.first << " ×" << kv.second;
-  return o.str();
-}
 
 // One problem on one grid: this rank's blocks, run forward (and backward) and compare.
 struct Case {
@@ -223,8 +218,8 @@ TEST_F(Summa, BytesAndCallsPerGroupAreSummasClosedForms) {
     if (p == 0) summa_forward(c.x, c.w, c.g);
     if (p == 1) summa_backward(c.dy, c.x, c.w, c.dw, c.g);
     const ProcessGroup &row = *c.g.row, &col = *c.g.col;
-    SCOPED_TRACE(std::string(pass[p]) + ", " + c.where() + "; row group:" + ops(row) +
-                 "; column group:" + ops(col));
+    SCOPED_TRACE(std::string(pass[p]) + ", " + c.where() + "; row group:" +
+                 row.stats().calls_str() + "; column group:" + col.stats().calls_str());
     EXPECT_EQ(row.stats().calls_of("broadcast"), Q)
         << "one broadcast of X_ik per step along the row";
     EXPECT_EQ(col.stats().calls_of("broadcast"), Q)

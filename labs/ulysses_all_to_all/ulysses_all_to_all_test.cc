@@ -34,12 +34,6 @@
 namespace llmp::lab {
 namespace {
 
-std::string ops(const ProcessGroup& g) {
-  std::string s;
-  for (const auto& kv : g.stats().calls) s += " " + kv.first + " x" + std::to_string(kv.second);
-  return s.empty() ? " (none)" : s;
-}
-
 // A whole (T, H, hs) tensor, the same on every rank.
 Tensor whole(int64_t T, int64_t H, int64_t hs, unsigned seed) {
   std::mt19937 gen(seed);
@@ -133,19 +127,21 @@ void check_relayouts(ProcessGroup& g) {
     const Tensor heads = seq_to_heads(g, x);
     EXPECT_EQ(differs(heads, y), "") << where(g, s) << ": seq_to_heads";
     EXPECT_EQ(g.stats().calls_of("all_to_all"), 1)
-        << where(g, s) << ", seq_to_heads' calls:" << ops(g);
+        << where(g, s) << ", seq_to_heads' calls:" << g.stats().calls_str();
     EXPECT_DOUBLE_EQ(g.stats().bytes_of("all_to_all"), each)
         << where(g, s) << ": seq_to_heads' bytes";
-    EXPECT_EQ(g.stats().calls.size(), 1u) << where(g, s) << ", seq_to_heads' calls:" << ops(g);
+    EXPECT_EQ(g.stats().calls.size(), 1u)
+        << where(g, s) << ", seq_to_heads' calls:" << g.stats().calls_str();
 
     g.reset_stats();
     const Tensor seq = heads_to_seq(g, y);
     EXPECT_EQ(differs(seq, x), "") << where(g, s) << ": heads_to_seq";
     EXPECT_EQ(g.stats().calls_of("all_to_all"), 1)
-        << where(g, s) << ", heads_to_seq's calls:" << ops(g);
+        << where(g, s) << ", heads_to_seq's calls:" << g.stats().calls_str();
     EXPECT_DOUBLE_EQ(g.stats().bytes_of("all_to_all"), each)
         << where(g, s) << ": heads_to_seq's bytes";
-    EXPECT_EQ(g.stats().calls.size(), 1u) << where(g, s) << ", heads_to_seq's calls:" << ops(g);
+    EXPECT_EQ(g.stats().calls.size(), 1u)
+        << where(g, s) << ", heads_to_seq's calls:" << g.stats().calls_str();
 
     EXPECT_EQ(differs(heads_to_seq(g, seq_to_heads(g, x)), x), "") << where(g, s)
                                                                      << ": the round trip";
@@ -190,11 +186,12 @@ TEST(UlyssesAllToAll, AttentionOnTheHeadSplitEqualsOneDevice) {
                              std::to_string(s.hs) + ")";
     if (attends == 1)
       EXPECT_EQ(seen, each + " " + each + " " + each) << where(*g, s) << ": attend's q, k, v";
-    EXPECT_EQ(g->stats().calls_of("all_to_all"), 4) << where(*g, s) << ", calls:" << ops(*g);
+    EXPECT_EQ(g->stats().calls_of("all_to_all"), 4)
+        << where(*g, s) << ", calls:" << g->stats().calls_str();
     EXPECT_DOUBLE_EQ(g->stats().bytes_of("all_to_all"),
                      4 * (double(p - 1) / p * (4 * s.Tl * H * s.hs)))
         << where(*g, s) << ": bytes of the four all_to_alls";
-    EXPECT_EQ(g->stats().calls.size(), 1u) << where(*g, s) << ", calls:" << ops(*g);
+    EXPECT_EQ(g->stats().calls.size(), 1u) << where(*g, s) << ", calls:" << g->stats().calls_str();
   }
 }
 
@@ -222,7 +219,8 @@ TEST(UlyssesAllToAll, BadShapesAreRefusedByName) {
               "heads_to_seq: T = " + std::to_string(p + 1) + " positions, not divisible by p = " +
                   std::to_string(p));
   }
-  EXPECT_EQ(g->stats().calls.size(), 0u) << "communication before the checks:" << ops(*g);
+  EXPECT_EQ(g->stats().calls.size(), 0u)
+      << "communication before the checks:" << g->stats().calls_str();
 }
 
 }  // namespace
